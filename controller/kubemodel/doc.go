@@ -1,0 +1,37 @@
+// Package kubemodel holds the protobuf models of the Kubernetes state that the
+// vswitchkit packages consume (pods, services, endpoints, nodes), and the key
+// scheme under which a reflector stores them.
+//
+// # Keys
+//
+// Every object lives under a key relative to the Kubernetes-state prefix that
+// the application chooses (for example "/vswitchkit/k8s/"):
+//
+//	k8s/pod/<namespace>/<name>
+//	k8s/service/<namespace>/<name>
+//	k8s/endpoints/<namespace>/<name>
+//	k8s/node/<name>
+//
+// The Key functions build keys and the Parse functions take them apart. Both
+// validate names with the Kubernetes rules (RFC 1123 DNS subdomains for
+// object names, DNS labels for namespaces), so a malformed key is reported
+// with an error naming what is wrong rather than silently misparsed.
+//
+// # Resources
+//
+// [Resources] describes the four built-in resources (name, key prefix, a
+// constructor for the value) for packages such as the etcd watcher that need
+// to decode keys they have not seen before. Applications extend the set with
+// their own [Resource] values.
+//
+// # Regenerating
+//
+// kubemodel.pb.go is generated from kubemodel.proto by `go generate` with
+// protoc (Debian's protobuf-compiler) and the protoc-gen-go version pinned as a
+// tool in go.mod. The generated file is committed.
+//
+// # Concurrency
+//
+// All functions are safe for concurrent use. Generated messages follow the
+// protobuf rules: safe for concurrent reads, not for concurrent mutation.
+package kubemodel

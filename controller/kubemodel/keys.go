@@ -1,0 +1,241 @@
+package kubemodel
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+)
+
+// Resource names of the built-in Kubernetes models. They are the keys of
+// controller.KubeStateData.
+const (
+	PodResource       = "pod"
+	ServiceResource   = "service"
+	EndpointsResource = "endpoints"
+	NodeResource      = "node"
+)
+
+// KeyRoot is the first segment of every built-in key.
+const KeyRoot = "k8s/"
+
+// Key prefixes of the built-in resources, relative to the Kubernetes-state prefix.
+const (
+	PodKeyPrefix       = KeyRoot + PodResource + "/"
+	ServiceKeyPrefix   = KeyRoot + ServiceResource + "/"
+	EndpointsKeyPrefix = KeyRoot + EndpointsResource + "/"
+	NodeKeyPrefix      = KeyRoot + NodeResource + "/"
+)
+
+// Resource describes one kind of Kubernetes object stored under a key prefix.
+// The zero value is not usable; see [Resource.Validate].
+type Resource struct {
+	// Name identifies the resource in controller.KubeStateData, e.g. "pod".
+	Name string
+	// KeyPrefix is the common prefix of the resource's keys, relative to the
+	// Kubernetes-state prefix, ending in "/", e.g. "k8s/pod/".
+	KeyPrefix string
+	// NewValue returns a new empty message of the resource's type.
+	NewValue func() proto.Message
+	// Namespaced tells whether keys carry a namespace segment
+	// (<prefix><namespace>/<name>) or only a name (<prefix><name>).
+	Namespaced bool
+}
+
+// Validate reports what makes r unusable.
+func (r Resource) Validate() error {
+	var errs []error
+	if r.Name == "" {
+		errs = append(errs, errors.New("resource name is empty"))
+	}
+	if r.KeyPrefix == "" || !strings.HasSuffix(r.KeyPrefix, "/") {
+		errs = append(errs, fmt.Errorf("resource %q: key prefix %q must be non-empty and end in /", r.Name, r.KeyPrefix))
+	}
+	if r.NewValue == nil {
+		errs = append(errs, fmt.Errorf("resource %q: NewValue is nil", r.Name))
+	}
+	return errors.Join(errs...)
+}
+
+// ParseKey returns the namespace (empty for cluster-scoped resources) and the
+// name encoded in key, which must start with r.KeyPrefix.
+func (r Resource) ParseKey(key string) (namespace, name string, err error) {
+	rest, ok := strings.CutPrefix(key, r.KeyPrefix)
+	if !ok {
+		return "", "", &KeyError{Key: key, Reason: fmt.Sprintf("does not start with %q", r.KeyPrefix)}
+	}
+	if !r.Namespaced {
+		if err := checkName(rest); err != nil {
+			return "", "", &KeyError{Key: key, Reason: "name: " + err.Error()}
+		}
+		return "", rest, nil
+	}
+	namespace, name, ok = strings.Cut(rest, "/")
+	if !ok {
+		return "", "", &KeyError{Key: key, Reason: "want <namespace>/<name> after the prefix"}
+	}
+	if err := checkNamespace(namespace); err != nil {
+		return "", "", &KeyError{Key: key, Reason: "namespace: " + err.Error()}
+	}
+	if err := checkName(name); err != nil {
+		return "", "", &KeyError{Key: key, Reason: "name: " + err.Error()}
+	}
+	return namespace, name, nil
+}
+
+// Resources returns descriptors of the built-in resources: pod, service,
+// endpoints and node. The returned slice is a new copy on every call.
+func Resources() []Resource {
+	return []Resource{
+		{Name: PodResource, KeyPrefix: PodKeyPrefix, NewValue: func() proto.Message { return &Pod{} }, Namespaced: true},
+		{Name: ServiceResource, KeyPrefix: ServiceKeyPrefix, NewValue: func() proto.Message { return &Service{} }, Namespaced: true},
+		{Name: EndpointsResource, KeyPrefix: EndpointsKeyPrefix, NewValue: func() proto.Message { return &Endpoints{} }, Namespaced: true},
+		{Name: NodeResource, KeyPrefix: NodeKeyPrefix, NewValue: func() proto.Message { return &Node{} }, Namespaced: false},
+	}
+}
+
+// KeyError reports a key that does not follow the key scheme.
+type KeyError struct {
+	Key    string
+	Reason string
+}
+
+func (e *KeyError) Error() string {
+	return fmt.Sprintf("malformed key %q: %s", e.Key, e.Reason)
+}
+
+// PodID identifies a pod by namespace and name. The zero value identifies no pod.
+// PodID is comparable and can be used as a map key.
+type PodID struct {
+	Namespace string
+	Name      string
+}
+
+// String returns "namespace/name".
+func (id PodID) String() string { return id.Namespace + "/" + id.Name }
+
+// ID returns the identifier of p.
+func (p *Pod) ID() PodID { return PodID{Namespace: p.GetNamespace(), Name: p.GetName()} }
+
+// ServiceID identifies a service (and its endpoints) by namespace and name.
+// ServiceID is comparable and can be used as a map key.
+type ServiceID struct {
+	Namespace string
+	Name      string
+}
+
+// String returns "namespace/name".
+func (id ServiceID) String() string { return id.Namespace + "/" + id.Name }
+
+// ID returns the identifier of s.
+func (s *Service) ID() ServiceID { return ServiceID{Namespace: s.GetNamespace(), Name: s.GetName()} }
+
+// ID returns the identifier of the service that e belongs to.
+func (e *Endpoints) ID() ServiceID { return ServiceID{Namespace: e.GetNamespace(), Name: e.GetName()} }
+
+// PodKey returns the key of pod namespace/name. It does not validate its
+// arguments; keys built from invalid names fail [ParsePodKey].
+func PodKey(namespace, name string) string { return PodKeyPrefix + namespace + "/" + name }
+
+// ServiceKey returns the key of service namespace/name.
+func ServiceKey(namespace, name string) string { return ServiceKeyPrefix + namespace + "/" + name }
+
+// EndpointsKey returns the key of the endpoints namespace/name.
+func EndpointsKey(namespace, name string) string { return EndpointsKeyPrefix + namespace + "/" + name }
+
+// NodeKey returns the key of node name.
+func NodeKey(name string) string { return NodeKeyPrefix + name }
+
+// ParsePodKey parses a key built by [PodKey].
+func ParsePodKey(key string) (PodID, error) {
+	ns, name, err := parseNamespaced(key, PodKeyPrefix)
+	return PodID{Namespace: ns, Name: name}, err
+}
+
+// ParseServiceKey parses a key built by [ServiceKey].
+func ParseServiceKey(key string) (ServiceID, error) {
+	ns, name, err := parseNamespaced(key, ServiceKeyPrefix)
+	return ServiceID{Namespace: ns, Name: name}, err
+}
+
+// ParseEndpointsKey parses a key built by [EndpointsKey].
+func ParseEndpointsKey(key string) (ServiceID, error) {
+	ns, name, err := parseNamespaced(key, EndpointsKeyPrefix)
+	return ServiceID{Namespace: ns, Name: name}, err
+}
+
+// ParseNodeKey parses a key built by [NodeKey] and returns the node name.
+func ParseNodeKey(key string) (string, error) {
+	_, name, err := Resource{KeyPrefix: NodeKeyPrefix}.ParseKey(key)
+	return name, err
+}
+
+func parseNamespaced(key, prefix string) (string, string, error) {
+	ns, name, err := Resource{KeyPrefix: prefix, Namespaced: true}.ParseKey(key)
+	if err != nil {
+		return "", "", err
+	}
+	return ns, name, nil
+}
+
+// ValidateName checks name against the Kubernetes rules for object names
+// (an RFC 1123 DNS subdomain: at most 253 characters of lower-case letters,
+// digits, '-' and '.', starting and ending with a letter or digit).
+func ValidateName(name string) error { return checkName(name) }
+
+// ValidateNamespace checks ns against the Kubernetes rules for namespaces
+// (an RFC 1123 DNS label: at most 63 characters of lower-case letters,
+// digits and '-', starting and ending with a letter or digit).
+func ValidateNamespace(ns string) error { return checkNamespace(ns) }
+
+func checkName(s string) error {
+	if len(s) > 253 {
+		return fmt.Errorf("%d characters, at most 253 allowed", len(s))
+	}
+	return checkDNS(s, true)
+}
+
+func checkNamespace(s string) error {
+	if len(s) > 63 {
+		return fmt.Errorf("%d characters, at most 63 allowed", len(s))
+	}
+	return checkDNS(s, false)
+}
+
+func checkDNS(s string, dots bool) error {
+	if s == "" {
+		return errors.New("empty")
+	}
+	if dots {
+		for label := range strings.SplitSeq(s, ".") {
+			if err := checkLabel(label); err != nil {
+				return fmt.Errorf("%q: %w", s, err)
+			}
+		}
+		return nil
+	}
+	if err := checkLabel(s); err != nil {
+		return fmt.Errorf("%q: %w", s, err)
+	}
+	return nil
+}
+
+func checkLabel(l string) error {
+	if l == "" {
+		return errors.New("empty DNS label")
+	}
+	for i := 0; i < len(l); i++ {
+		c := l[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case c == '-':
+			if i == 0 || i == len(l)-1 {
+				return errors.New("a DNS label must start and end with a lower-case letter or digit")
+			}
+		default:
+			return fmt.Errorf("invalid character %q", c)
+		}
+	}
+	return nil
+}
