@@ -1,0 +1,17 @@
+// Package controllertest provides working in-memory fakes for testing code
+// that plugs into the controller package:
+//
+//   - [Txn], a transaction that records Put/Delete, for calling handlers'
+//     Resync and Update directly;
+//   - [EventRecorder], an [controller.EventLoop] that records pushed events;
+//   - [Southbound], a [controller.Southbound] that records every commit,
+//     keeps the resulting state, and can be told to fail.
+//
+// All fakes are safe for concurrent use.
+//
+// # Limitations
+//
+// EventRecorder does not run handlers: it only records events (and can
+// complete blocking ones). Use controller.New with a Southbound for tests
+// that need real event processing.
+package controllertest
