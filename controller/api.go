@@ -140,9 +140,6 @@ func (m EventMethodType) String() string {
 	return fmt.Sprintf("EventMethodType(%d)", int(m))
 }
 
-// isResync reports whether handlers are called through Resync.
-func (m EventMethodType) isResync() bool { return m == FullResync || m == UpstreamResync }
-
 // UpdateDirectionType is either Forward or Reverse.
 type UpdateDirectionType int
 

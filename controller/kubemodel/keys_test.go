@@ -1,0 +1,109 @@
+package kubemodel_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+)
+
+func TestParseKeys(t *testing.T) {
+	tests := []struct {
+		name    string
+		key     string
+		parse   func(string) (string, error)
+		want    string
+		wantErr string
+	}{
+		{"pod", "k8s/pod/default/web-1", podKey, "default/web-1", ""},
+		{"pod with dots", "k8s/pod/kube-system/coredns.v1", podKey, "kube-system/coredns.v1", ""},
+		{"service", "k8s/service/default/kubernetes", svcKey, "default/kubernetes", ""},
+		{"endpoints", "k8s/endpoints/ns/svc", epKey, "ns/svc", ""},
+		{"node", "k8s/node/worker-1.example.com", kubemodel.ParseNodeKey, "worker-1.example.com", ""},
+		{"wrong prefix", "k8s/service/default/web", podKey, "", `does not start with "k8s/pod/"`},
+		{"missing name", "k8s/pod/default", podKey, "", "want <namespace>/<name>"},
+		{"empty name", "k8s/pod/default/", podKey, "", "name: empty"},
+		{"empty namespace", "k8s/pod//web", podKey, "", "namespace: empty"},
+		{"extra segment", "k8s/pod/default/web/x", podKey, "", `invalid character '/'`},
+		{"upper case", "k8s/pod/Default/web", podKey, "", `invalid character 'D'`},
+		{"dot in namespace", "k8s/pod/a.b/web", podKey, "", `invalid character '.'`},
+		{"leading dash", "k8s/pod/default/-web", podKey, "", "must start and end"},
+		{"empty label", "k8s/pod/default/a..b", podKey, "", "empty DNS label"},
+		{"namespace too long", "k8s/pod/" + strings.Repeat("a", 64) + "/web", podKey, "", "at most 63"},
+		{"name too long", "k8s/node/" + strings.Repeat("a", 254), kubemodel.ParseNodeKey, "", "at most 253"},
+		{"node with slash", "k8s/node/a/b", kubemodel.ParseNodeKey, "", `invalid character '/'`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.parse(tc.key)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				var ke *kubemodel.KeyError
+				require.ErrorAs(t, err, &ke)
+				require.Equal(t, tc.key, ke.Key)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func podKey(k string) (string, error) { id, err := kubemodel.ParsePodKey(k); return id.String(), err }
+func svcKey(k string) (string, error) {
+	id, err := kubemodel.ParseServiceKey(k)
+	return id.String(), err
+}
+func epKey(k string) (string, error) {
+	id, err := kubemodel.ParseEndpointsKey(k)
+	return id.String(), err
+}
+
+func TestResources(t *testing.T) {
+	rs := kubemodel.Resources()
+	require.Len(t, rs, 4)
+	for _, r := range rs {
+		require.NoError(t, r.Validate())
+		require.NotNil(t, r.NewValue())
+	}
+	rs[0].Name = "changed"
+	require.Equal(t, kubemodel.PodResource, kubemodel.Resources()[0].Name, "Resources returns a copy")
+	require.ErrorContains(t, kubemodel.Resource{}.Validate(), "resource name is empty")
+
+	custom := kubemodel.Resource{Name: "policy", KeyPrefix: "k8s/bgppolicy/", NewValue: kubemodel.Resources()[3].NewValue}
+	_, name, err := custom.ParseKey("k8s/bgppolicy/default-policy")
+	require.NoError(t, err)
+	require.Equal(t, "default-policy", name)
+}
+
+func FuzzParsePodKey(f *testing.F) {
+	for _, s := range []string{"k8s/pod/default/web", "k8s/pod/a/b/c", "k8s/pod//", "k8s/pod/a.b/c-d.e", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		id, err := kubemodel.ParsePodKey(key)
+		if err != nil {
+			return
+		}
+		// A key that parses round-trips exactly and its parts are valid.
+		require.Equal(t, key, kubemodel.PodKey(id.Namespace, id.Name))
+		require.NoError(t, kubemodel.ValidateNamespace(id.Namespace))
+		require.NoError(t, kubemodel.ValidateName(id.Name))
+		require.NotContains(t, id.Name, "/")
+	})
+}
+
+func FuzzParseNodeKey(f *testing.F) {
+	for _, s := range []string{"k8s/node/n1", "k8s/node/", "k8s/node/a..b", "k8s/node/x/y"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		name, err := kubemodel.ParseNodeKey(key)
+		if err != nil {
+			return
+		}
+		require.Equal(t, key, kubemodel.NodeKey(name))
+		require.NoError(t, kubemodel.ValidateName(name))
+	})
+}

@@ -1,0 +1,624 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/controllertest"
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+)
+
+func TestNewValidatesConfig(t *testing.T) {
+	_, err := controller.New(nil, nil, controller.Config{})
+	require.ErrorContains(t, err, "nil southbound")
+	_, err = controller.New([]controller.EventHandler{nil}, &controllertest.Southbound{}, controller.Config{})
+	require.ErrorContains(t, err, "handler 0 is nil")
+	_, err = controller.New(nil, &controllertest.Southbound{}, controller.Config{QueueSize: -1, HealingDelay: -time.Second})
+	require.ErrorContains(t, err, "QueueSize -1 is negative")
+	require.ErrorContains(t, err, "HealingDelay -1s is negative")
+}
+
+func TestStartupGate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		sb := &controllertest.Southbound{}
+		l := newLoop(t, []controller.EventHandler{handler("a", log, nil)}, sb, controller.Config{StartupResyncDeadline: time.Minute})
+
+		early := newUpdate("early", controller.BestEffort, controller.Forward)
+		require.NoError(t, l.PushEvent(early))
+		require.NoError(t, l.PushEvent(&controller.KubeStateChange{Resource: "pod", Key: "k8s/pod/ns/p", NewValue: &kubemodel.Pod{Name: "p"}}))
+		run(t, l)
+		synctest.Wait()
+		require.Empty(t, log.take(), "nothing may run before the start-up DBResync")
+		require.Equal(t, 2, l.Stats().Queued)
+		require.NoError(t, l.Healthy())
+
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		require.ErrorIs(t, l.Healthy(), controller.ErrStartupResyncMissing)
+		require.True(t, l.Stats().StartupDeadlineHit)
+
+		require.NoError(t, l.PushEvent(controller.NewDBResync()))
+		synctest.Wait()
+		require.Equal(t, []string{
+			"a.Resync(Database Resync,1)",
+			"a.Update(early)",
+			"a.Update(Kubernetes State Change)",
+		}, log.take())
+		require.NoError(t, l.Healthy())
+		require.NoError(t, early.result(t))
+		require.Equal(t, 0, l.Stats().Queued)
+	})
+}
+
+func TestResyncCountAndDirection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		hs := []controller.EventHandler{handler("a", log, nil), handler("b", log, nil), handler("c", log, nil)}
+		// b ignores DeletePod.
+		hs[1].(*controller.HandlerFuncs).Handles = func(ev controller.Event) bool { _, del := ev.(*controller.DeletePod); return !del }
+		l := newLoop(t, hs, &controllertest.Southbound{}, controller.Config{})
+		run(t, l)
+		require.NoError(t, l.PushEvent(controller.NewDBResync()))
+		require.NoError(t, l.PushEvent(newUpdate("fwd", controller.BestEffort, controller.Forward)))
+		require.NoError(t, l.PushEvent(newUpdate("rev", controller.BestEffort, controller.Reverse)))
+		require.NoError(t, l.PushEvent(controller.NewDeletePodEvent(kubemodel.PodID{Namespace: "ns", Name: "p"}, "c1")))
+		require.NoError(t, l.PushEvent(controller.NewExternalConfigResync("file", false)))
+		synctest.Wait()
+		require.Equal(t, []string{
+			"a.Resync(Database Resync,1)", "b.Resync(Database Resync,1)", "c.Resync(Database Resync,1)",
+			"a.Update(fwd)", "b.Update(fwd)", "c.Update(fwd)",
+			"c.Update(rev)", "b.Update(rev)", "a.Update(rev)",
+			"c.Update(Delete Pod)", "a.Update(Delete Pod)",
+			"a.Resync(External Config Resync,2)", "b.Resync(External Config Resync,2)", "c.Resync(External Config Resync,2)",
+		}, log.take())
+	})
+}
+
+var errBoom = errors.New("boom")
+
+func TestErrorOutcomes(t *testing.T) {
+	type want struct {
+		calls      []string // handler calls for the event under test (after the start-up resync)
+		committed  bool     // an update commit carrying the event
+		doneErr    string   // substring of the Done error, "" = nil
+		healing    bool     // a healing resync ran afterwards
+		runErr     error    // Run stops with an error wrapping this
+		revertKeys bool     // commit reverted: state lacks the event's keys
+	}
+	fatalErr := controller.NewFatalError(errBoom)
+	abortErr := controller.NewAbortEventError(errBoom)
+	tests := []struct {
+		name      string
+		tt        controller.UpdateTransactionType
+		failB     error // error of handler b for the event
+		commitErr error // error of the southbound for the event's commit
+		want      want
+	}{
+		{
+			name: "best effort: other handlers run, commit, heal", tt: controller.BestEffort, failB: errBoom,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: "b: boom", healing: true},
+		},
+		{
+			name: "best effort ignore errors: commit, no healing", tt: controller.BestEffortIgnoreErrors, failB: errBoom,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: "b: boom"},
+		},
+		{
+			name: "revert on failure: stop, no commit, revert in reverse", tt: controller.RevertOnFailure, failB: errBoom,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "a.Revert(ev)"}, doneErr: "b: boom"},
+		},
+		{
+			name: "abort best effort: stop, no commit, heal", tt: controller.BestEffort, failB: abortErr,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)"}, doneErr: "b: boom", healing: true},
+		},
+		{
+			name: "abort revert on failure: revert, heal", tt: controller.RevertOnFailure, failB: abortErr,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "a.Revert(ev)"}, doneErr: "b: boom", healing: true},
+		},
+		{
+			name: "fatal: stop the loop", tt: controller.BestEffort, failB: fatalErr,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)"}, doneErr: "b: boom", runErr: errBoom},
+		},
+		{
+			name: "commit error best effort: heal", tt: controller.BestEffort, commitErr: errBoom,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: "commit: boom", healing: true},
+		},
+		{
+			name: "commit error revert on failure: revert all, heal", tt: controller.RevertOnFailure, commitErr: errBoom,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)", "c.Revert(ev)", "b.Revert(ev)", "a.Revert(ev)"},
+				committed: true, doneErr: "commit: boom", healing: true, revertKeys: true},
+		},
+		{
+			name: "fatal commit error: stop the loop", tt: controller.BestEffort, commitErr: controller.NewFatalError(errBoom),
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: "boom", runErr: errBoom},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				log := &callLog{}
+				failB := func(ev controller.Event) error {
+					if ev.GetName() == "ev" {
+						return tc.failB
+					}
+					return nil
+				}
+				sb := &controllertest.Southbound{Fail: func(_ int, c *controller.Commit) error {
+					if c.Event.GetName() == "ev" {
+						return tc.commitErr
+					}
+					return nil
+				}}
+				hs := []controller.EventHandler{handler("a", log, nil), handler("b", log, failB), handler("c", log, nil)}
+				l := newLoop(t, hs, sb, controller.Config{HealingDelay: time.Second})
+				_, runDone := run(t, l)
+				require.NoError(t, l.PushEvent(controller.NewDBResync()))
+				synctest.Wait()
+				log.take()
+
+				healed := false
+				ev := newUpdate("ev", tc.tt, controller.Forward)
+				require.NoError(t, l.PushEvent(ev))
+				synctest.Wait()
+				var evCalls []string
+				for _, c := range log.take() {
+					if strings.HasSuffix(c, "(ev)") {
+						evCalls = append(evCalls, c)
+					} else if strings.Contains(c, "Healing") {
+						healed = true
+					}
+				}
+				require.Equal(t, tc.want.calls, evCalls)
+				err := ev.result(t)
+				if tc.want.doneErr == "" {
+					require.NoError(t, err)
+				} else {
+					require.ErrorContains(t, err, tc.want.doneErr)
+				}
+
+				committed := false
+				for _, c := range sb.Commits() {
+					if c.EventName == "ev" {
+						committed = true
+					}
+				}
+				require.Equal(t, tc.want.committed, committed, "commit of the event")
+
+				if tc.want.runErr != nil {
+					select {
+					case err := <-runDone:
+						require.ErrorIs(t, err, tc.want.runErr)
+					default:
+						t.Fatal("Run did not stop")
+					}
+					require.ErrorIs(t, l.PushEvent(newUpdate("late", controller.BestEffort, controller.Forward)), controller.ErrStopped)
+					return
+				}
+
+				time.Sleep(time.Second) // healing delay
+				synctest.Wait()
+				for _, c := range log.take() {
+					if c == "a.Resync(Healing Resync,2)" {
+						healed = true
+					}
+				}
+				require.Equal(t, tc.want.healing, healed, "healing resync")
+				if tc.want.revertKeys && !tc.want.healing {
+					require.NotContains(t, sb.State(), "a/ev")
+				}
+			})
+		})
+	}
+}
+
+func TestRevertOnCommitErrorRestoresInternalState(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		sb := &controllertest.Southbound{Fail: func(_ int, c *controller.Commit) error {
+			if c.Event.GetName() == "ev" {
+				return errBoom
+			}
+			return nil
+		}}
+		var l *controller.Loop
+		var seen []string
+		probe := &controller.HandlerFuncs{Name: "probe", UpdateFunc: func(ev controller.Event, _ controller.UpdateOperations) (string, error) {
+			if v := l.GetConfig("a/ev"); v != nil {
+				seen = append(seen, ev.GetName()+":a/ev present")
+			}
+			return "", nil
+		}}
+		l = newLoop(t, []controller.EventHandler{handler("a", log, nil), probe}, sb, controller.Config{HealingDelay: time.Hour})
+		run(t, l)
+		require.NoError(t, l.PushEvent(controller.NewDBResync()))
+		require.NoError(t, l.PushEvent(newUpdate("ev", controller.RevertOnFailure, controller.Forward)))
+		require.NoError(t, l.PushEvent(newUpdate("next", controller.BestEffort, controller.Forward)))
+		synctest.Wait()
+		// During "ev" its own transaction holds a/ev; after the failed commit
+		// the internal state no longer does.
+		require.Equal(t, []string{"ev:a/ev present"}, seen)
+	})
+}
+
+func TestResyncErrorHealsAndEscalates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		failing := true
+		fail := func(ev controller.Event) error {
+			if failing && ev.Method() == controller.FullResync {
+				return errBoom
+			}
+			return nil
+		}
+		sb := &controllertest.Southbound{}
+		l := newLoop(t, []controller.EventHandler{handler("a", log, fail)}, sb,
+			controller.Config{HealingDelay: time.Second, MaxHealingDelay: 4 * time.Second, MaxHealingAttempts: 4})
+		_, runDone := run(t, l)
+		start := time.Now()
+		require.NoError(t, l.PushEvent(controller.NewDBResync()))
+		synctest.Wait()
+		// The failed resync was still committed (best effort).
+		require.Len(t, sb.Commits(), 1)
+		require.Equal(t, controller.CommitResync, sb.Commits()[0].Kind)
+
+		err := <-runDone
+		require.ErrorIs(t, err, controller.ErrHealingFailed)
+		require.ErrorIs(t, err, errBoom)
+		// Backoff 1s, 2s, 4s, 4s (capped) before the 4th failed healing.
+		require.Equal(t, 11*time.Second, time.Since(start))
+		st := l.Stats()
+		require.EqualValues(t, 4, st.HealingFailed)
+		require.EqualValues(t, 5, st.Resyncs)
+		require.Len(t, log.take(), 5)
+	})
+}
+
+func TestHealingRecovers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		attempts := 0
+		fail := func(ev controller.Event) error {
+			if ev.Method() == controller.FullResync {
+				attempts++
+				if attempts <= 3 {
+					return errBoom
+				}
+			}
+			return nil
+		}
+		l := newLoop(t, []controller.EventHandler{handler("a", log, fail)}, &controllertest.Southbound{},
+			controller.Config{HealingDelay: time.Second, MaxHealingAttempts: 3})
+		stop, _ := run(t, l)
+		require.NoError(t, l.PushEvent(controller.NewDBResync()))
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		// start-up fails, healing 1 and 2 fail, healing 3 succeeds: 2 failures < 3.
+		require.Equal(t, 4, attempts)
+		require.EqualValues(t, 2, l.Stats().HealingFailed)
+		require.ErrorIs(t, stop(), context.Canceled)
+	})
+}
+
+func TestPeriodicHealingIsDownstream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		sb := &controllertest.Southbound{}
+		l := newLoop(t, []controller.EventHandler{handler("a", log, nil)}, sb, controller.Config{PeriodicHealingInterval: time.Minute})
+		run(t, l)
+		time.Sleep(90 * time.Second) // a tick before the start-up resync is skipped
+		synctest.Wait()
+		require.Zero(t, sb.Reapplies())
+		require.NoError(t, l.PushEvent(controller.NewDBResync()))
+		synctest.Wait()
+		log.take()
+		time.Sleep(3 * time.Minute)
+		synctest.Wait()
+		require.Equal(t, 3, sb.Reapplies())
+		require.Empty(t, log.take(), "no handler calls for a downstream resync")
+		require.EqualValues(t, 3, l.Stats().DownstreamResyncs)
+	})
+}
+
+func TestFollowUpsRunFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		var l *controller.Loop
+		var pushErrs []error
+		pusher := &controller.HandlerFuncs{Name: "pusher", UpdateFunc: func(ev controller.Event, _ controller.UpdateOperations) (string, error) {
+			log.add("pusher.Update(%s)", ev.GetName())
+			switch ev.GetName() {
+			case "A":
+				pushErrs = append(pushErrs, l.PushEvent(newUpdate("F1", controller.BestEffort, controller.Forward)))
+				pushErrs = append(pushErrs, l.PushEvent(newUpdate("F2", controller.BestEffort, controller.Forward)))
+				// A blocking follow-up would deadlock: refused.
+				pushErrs = append(pushErrs, l.PushEvent(controller.NewAddPodEvent(kubemodel.PodID{Namespace: "n", Name: "p"}, "c", "/ns")))
+			case "F1":
+				pushErrs = append(pushErrs, l.PushEvent(newUpdate("F1.1", controller.BestEffort, controller.Forward)))
+			}
+			return "", nil
+		}}
+		l = newLoop(t, []controller.EventHandler{pusher}, &controllertest.Southbound{}, controller.Config{})
+		require.NoError(t, l.PushEvent(controller.NewDBResync()))
+		for _, name := range []string{"A", "B", "C"} {
+			require.NoError(t, l.PushEvent(newUpdate(name, controller.BestEffort, controller.Forward)))
+		}
+		run(t, l)
+		synctest.Wait()
+		require.Equal(t, []string{
+			"pusher.Update(A)", "pusher.Update(F1)", "pusher.Update(F2)", "pusher.Update(F1.1)",
+			"pusher.Update(B)", "pusher.Update(C)",
+		}, log.take())
+		require.Len(t, pushErrs, 4)
+		require.NoError(t, pushErrs[0])
+		require.NoError(t, pushErrs[1])
+		require.ErrorIs(t, pushErrs[2], controller.ErrBlockingFollowUp)
+		require.NoError(t, pushErrs[3])
+		require.EqualValues(t, 3, l.Stats().FollowUps)
+		rec, ok := l.History().BySeq(3)
+		require.True(t, ok)
+		require.Equal(t, "F1", rec.Name)
+		require.True(t, rec.FollowUp)
+	})
+}
+
+func TestPushFromOtherGoroutineDuringHandlerIsNotFollowUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		var l *controller.Loop
+		release := make(chan struct{})
+		slow := &controller.HandlerFuncs{Name: "slow", UpdateFunc: func(ev controller.Event, _ controller.UpdateOperations) (string, error) {
+			log.add("slow.Update(%s)", ev.GetName())
+			if ev.GetName() == "A" {
+				<-release
+			}
+			return "", nil
+		}}
+		l = newLoop(t, []controller.EventHandler{slow}, &controllertest.Southbound{}, controller.Config{})
+		run(t, l)
+		require.NoError(t, l.PushEvent(controller.NewDBResync()))
+		require.NoError(t, l.PushEvent(newUpdate("A", controller.BestEffort, controller.Forward)))
+		require.NoError(t, l.PushEvent(newUpdate("B", controller.BestEffort, controller.Forward)))
+		synctest.Wait() // A is running
+		// A blocking event pushed concurrently from outside is accepted and
+		// queued behind B.
+		outside := controller.NewAddPodEvent(kubemodel.PodID{Namespace: "n", Name: "p"}, "c", "/ns")
+		require.NoError(t, l.PushEvent(outside))
+		close(release)
+		require.NoError(t, outside.Wait())
+		require.Equal(t, []string{"slow.Update(A)", "slow.Update(B)", "slow.Update(Add Pod)"}, log.take())
+	})
+}
+
+func TestQueueFullAndStopped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLoop(t, nil, &controllertest.Southbound{}, controller.Config{QueueSize: 2})
+		require.NoError(t, l.PushEvent(newUpdate("1", controller.BestEffort, controller.Forward)))
+		require.NoError(t, l.PushEvent(newUpdate("2", controller.BestEffort, controller.Forward)))
+		require.ErrorIs(t, l.PushEvent(newUpdate("3", controller.BestEffort, controller.Forward)), controller.ErrQueueFull)
+		require.EqualValues(t, 1, l.Stats().QueueFull)
+		stop, _ := run(t, l)
+		synctest.Wait()
+		// Both wait behind the gate and still count against the queue.
+		require.ErrorIs(t, l.PushEvent(newUpdate("3", controller.BestEffort, controller.Forward)), controller.ErrQueueFull)
+		require.ErrorIs(t, stop(), context.Canceled)
+		require.ErrorIs(t, l.PushEvent(newUpdate("4", controller.BestEffort, controller.Forward)), controller.ErrStopped)
+		require.ErrorIs(t, l.Run(context.Background()), controller.ErrAlreadyRunning)
+		require.ErrorContains(t, l.PushEvent(nil), "nil event")
+	})
+}
+
+func TestShutdownOnCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		sb := &controllertest.Southbound{}
+		release := make(chan struct{})
+		owner := &controller.HandlerFuncs{Name: "owner",
+			ResyncFunc: func(_ controller.Event, _ controller.KubeStateData, _ int, txn controller.ResyncOperations) error {
+				txn.Put("owned/x", str("x"))
+				return nil
+			},
+			UpdateFunc: func(ev controller.Event, txn controller.UpdateOperations) (string, error) {
+				log.add("owner.Update(%s)", ev.GetName())
+				switch ev.GetName() {
+				case "Shutdown":
+					txn.Delete("owned/x")
+					return "cleanup", nil
+				case "slow":
+					<-release
+				}
+				return "", nil
+			},
+		}
+		l := newLoop(t, []controller.EventHandler{owner}, sb, controller.Config{})
+		stop, runDone := run(t, l)
+		require.NoError(t, l.PushEvent(controller.NewDBResync()))
+		synctest.Wait()
+		require.Equal(t, map[string]string{"owned/x": "x"}, values(sb.State()))
+
+		require.NoError(t, l.PushEvent(newUpdate("slow", controller.BestEffort, controller.Forward)))
+		synctest.Wait()
+		queued := controller.NewExternalConfigChange("src", true)
+		require.NoError(t, l.PushEvent(queued))
+		go func() { _ = stop() }()
+		synctest.Wait()
+		close(release)
+		require.ErrorIs(t, <-runDone, context.Canceled)
+		require.ErrorIs(t, queued.Wait(), controller.ErrStopped)
+		require.Equal(t, []string{"owner.Update(slow)", "owner.Update(Shutdown)"}, log.take())
+		require.Empty(t, sb.State(), "the Shutdown transaction removed what the handler owned")
+	})
+}
+
+func TestShutdownEvent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		l := newLoop(t, []controller.EventHandler{handler("a", log, nil)}, &controllertest.Southbound{}, controller.Config{})
+		_, runDone := run(t, l)
+		// Shutdown is not held by the start-up gate.
+		sd := controller.NewShutdownEvent()
+		require.NoError(t, l.PushEvent(sd))
+		after := controller.NewExternalConfigChange("src", true)
+		require.NoError(t, l.PushEvent(after))
+		require.NoError(t, sd.Wait())
+		require.NoError(t, <-runDone)
+		require.ErrorIs(t, after.Wait(), controller.ErrStopped)
+		require.Equal(t, []string{"a.Update(Shutdown)"}, log.take())
+	})
+}
+
+func TestExternalConfigMerge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sb := &controllertest.Southbound{}
+		var l *controller.Loop
+		var retrieved []string
+		h := &controller.HandlerFuncs{Name: "h",
+			ResyncFunc: func(_ controller.Event, _ controller.KubeStateData, _ int, txn controller.ResyncOperations) error {
+				txn.Put("k", str("handler"))
+				txn.Put("own", str("handler"))
+				return nil
+			},
+			UpdateFunc: func(ev controller.Event, txn controller.UpdateOperations) (string, error) {
+				if v := l.GetConfig("own"); v != nil {
+					retrieved = append(retrieved, values(controller.KeyValuePairs{"own": v})["own"])
+				}
+				if ev.GetName() == "change-own" {
+					txn.Put("own", str("handler2"))
+					retrieved = append(retrieved, values(controller.KeyValuePairs{"own": l.GetConfig("own")})["own"])
+				}
+				return "", nil
+			},
+		}
+		l = newLoop(t, []controller.EventHandler{h}, sb, controller.Config{})
+		run(t, l)
+		db := controller.NewDBResync()
+		db.ExternalConfig["k"] = str("remotedb")
+		db.ExternalConfig["ext"] = str("remotedb")
+		require.NoError(t, l.PushEvent(db))
+		synctest.Wait()
+		require.Equal(t, map[string]string{"k": "remotedb", "own": "handler", "ext": "remotedb"}, values(sb.State()))
+
+		// Source "zz" sorts after "remotedb" and wins; "aa" sorts before and loses.
+		zz := controller.NewExternalConfigChange("zz", true)
+		zz.UpdatedKVs["k"] = str("zz")
+		aa := controller.NewExternalConfigChange("aa", true)
+		aa.UpdatedKVs["ext"] = str("aa")
+		aa.UpdatedKVs["new"] = str("aa")
+		require.NoError(t, l.PushEvent(zz))
+		require.NoError(t, l.PushEvent(aa))
+		require.NoError(t, zz.Wait())
+		require.NoError(t, aa.Wait())
+		require.Equal(t, map[string]string{"k": "zz", "own": "handler", "ext": "remotedb", "new": "aa"}, values(sb.State()))
+
+		// Deleting the winning value falls back to the next source, then to the handlers.
+		del := controller.NewExternalConfigChange("zz", true)
+		del.UpdatedKVs["k"] = nil
+		require.NoError(t, l.PushEvent(del))
+		require.NoError(t, del.Wait())
+		require.Equal(t, "remotedb", values(sb.State())["k"])
+		rs := controller.NewExternalConfigResync(controller.RemoteDBSource, true)
+		require.NoError(t, l.PushEvent(rs))
+		require.NoError(t, rs.Wait())
+		require.Equal(t, map[string]string{"k": "handler", "own": "handler", "ext": "aa", "new": "aa"}, values(sb.State()))
+
+		// ConfigRetriever: the current transaction first, then the committed state.
+		require.NoError(t, l.PushEvent(newUpdate("change-own", controller.BestEffort, controller.Forward)))
+		synctest.Wait()
+		require.Equal(t, []string{"handler", "handler", "handler", "handler", "handler2"}, retrieved)
+	})
+}
+
+func TestKubeStateTracked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var got []int
+		h := &controller.HandlerFuncs{Name: "h", ResyncFunc: func(_ controller.Event, ks controller.KubeStateData, _ int, _ controller.ResyncOperations) error {
+			got = append(got, len(ks[kubemodel.PodResource]))
+			return nil
+		}}
+		l := newLoop(t, []controller.EventHandler{h}, &controllertest.Southbound{}, controller.Config{})
+		run(t, l)
+		db := controller.NewDBResync()
+		db.KubeState[kubemodel.PodResource] = controller.KeyValuePairs{kubemodel.PodKey("a", "p1"): &kubemodel.Pod{Name: "p1"}}
+		require.NoError(t, l.PushEvent(db))
+		require.NoError(t, l.PushEvent(&controller.KubeStateChange{Resource: kubemodel.PodResource, Key: kubemodel.PodKey("a", "p2"), NewValue: &kubemodel.Pod{Name: "p2"}}))
+		require.NoError(t, l.PushEvent(&controller.KubeStateChange{Resource: kubemodel.PodResource, Key: kubemodel.PodKey("a", "p1"), PrevValue: &kubemodel.Pod{Name: "p1"}}))
+		require.NoError(t, l.PushEvent(&controller.HealingResync{Type: controller.AfterError, Error: errBoom}))
+		synctest.Wait()
+		require.Equal(t, []int{1, 1}, got)
+	})
+}
+
+func TestHistory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		fail := func(ev controller.Event) error {
+			if ev.GetName() == "e4" {
+				return errBoom
+			}
+			return nil
+		}
+		l := newLoop(t, []controller.EventHandler{handler("a", log, nil), handler("b", log, fail)}, &controllertest.Southbound{},
+			controller.Config{HistorySize: 3, HealingDelay: time.Hour})
+		run(t, l)
+		require.NoError(t, l.PushEvent(controller.NewDBResync()))
+		t0 := time.Now()
+		for i := 1; i <= 4; i++ {
+			time.Sleep(time.Second)
+			require.NoError(t, l.PushEvent(newUpdate("e"+string(rune('0'+i)), controller.BestEffortIgnoreErrors, controller.Forward)))
+			synctest.Wait()
+		}
+		h := l.History()
+		require.Equal(t, 3, h.Len(), "bounded")
+		_, ok := h.BySeq(2)
+		require.False(t, ok, "evicted")
+		r, ok := h.BySeq(5)
+		require.True(t, ok)
+		require.Equal(t, "e4", r.Name)
+		require.Equal(t, "test event e4", r.Description)
+		require.Equal(t, controller.Update, r.Method)
+		require.ErrorIs(t, r.Err, errBoom)
+		require.True(t, r.Committed)
+		require.Len(t, r.Handlers, 2)
+		require.Equal(t, "a", r.Handlers[0].Handler)
+		require.Equal(t, "put a", r.Handlers[0].Change)
+		require.NoError(t, r.Handlers[0].Err)
+		require.ErrorIs(t, r.Handlers[1].Err, errBoom)
+
+		names := func(rs []controller.Record) (out []string) {
+			for _, r := range rs {
+				out = append(out, r.Name)
+			}
+			return out
+		}
+		require.Equal(t, []string{"e2", "e3"}, names(h.First(2)))
+		require.Equal(t, []string{"e3", "e4"}, names(h.Last(2)))
+		require.Equal(t, []string{"e2", "e3", "e4"}, names(h.Last(10)))
+		require.Equal(t, []string{"e3"}, names(h.Between(t0.Add(3*time.Second), t0.Add(4*time.Second))))
+		require.Equal(t, []string{"e3", "e4"}, names(h.Between(t0.Add(3*time.Second), time.Time{})))
+
+		// Copies: changing a result does not change the history.
+		last := h.Last(1)
+		last[0].Handlers[0].Handler = "changed"
+		require.Equal(t, "a", h.Last(1)[0].Handlers[0].Handler)
+
+		off := newLoop(t, nil, &controllertest.Southbound{}, controller.Config{HistorySize: -1})
+		require.Zero(t, off.History().Cap())
+	})
+}
+
+func TestUnknownMethodAndNonUpdateEvent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLoop(t, nil, &controllertest.Southbound{}, controller.Config{})
+		run(t, l)
+		require.NoError(t, l.PushEvent(controller.NewDBResync()))
+		bad := &testEvent{name: "bad", method: controller.EventMethodType(42), done: make(chan error, 1)}
+		require.NoError(t, l.PushEvent(bad))
+		synctest.Wait()
+		require.ErrorContains(t, bad.result(t), "unknown method")
+	})
+}
