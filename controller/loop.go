@@ -34,10 +34,10 @@ type Loop struct {
 	stats    counters
 
 	running atomic.Bool
-	// inHandler is set while the loop goroutine processes an event; loopGID
+	// inHandler is set while the loop goroutine processes an event; loopG
 	// identifies that goroutine. Together they detect follow-up pushes.
 	inHandler atomic.Bool
-	loopGID   atomic.Uint64
+	loopG     atomic.Uintptr
 
 	mu          sync.Mutex
 	queue       []Event       // guarded by mu; outside events in push order
@@ -150,7 +150,7 @@ func (l *Loop) PushEvent(ev Event) error {
 	if ev == nil {
 		return errors.New("controller: nil event")
 	}
-	if l.inHandler.Load() && goroutineID() == l.loopGID.Load() {
+	if l.inHandler.Load() && curG() == l.loopG.Load() {
 		if ev.IsBlocking() {
 			return fmt.Errorf("%w: %s", ErrBlockingFollowUp, ev.GetName())
 		}
@@ -207,7 +207,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	if !l.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
-	l.loopGID.Store(goroutineID())
+	l.loopG.Store(curG())
 	l.log.Info("event loop started", slog.Int("handlers", len(l.handlers)))
 	defer l.stopTimers()
 

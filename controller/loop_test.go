@@ -459,12 +459,13 @@ func TestShutdownEvent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		log := &callLog{}
 		l := newLoop(t, []controller.EventHandler{handler("a", log, nil)}, &controllertest.Southbound{}, controller.Config{})
-		_, runDone := run(t, l)
-		// Shutdown is not held by the start-up gate.
+		// Shutdown is not held by the start-up gate; what is queued behind it
+		// is completed with ErrStopped.
 		sd := controller.NewShutdownEvent()
 		require.NoError(t, l.PushEvent(sd))
 		after := controller.NewExternalConfigChange("src", true)
 		require.NoError(t, l.PushEvent(after))
+		_, runDone := run(t, l)
 		require.NoError(t, sd.Wait())
 		require.NoError(t, <-runDone)
 		require.ErrorIs(t, after.Wait(), controller.ErrStopped)

@@ -37,7 +37,7 @@ func (l *Loop) process(ctx context.Context, ev Event, followUp bool) {
 	}
 	l.inHandler.Store(false)
 	l.cur = nil
-	rec.End = time.Now()
+	rec.End = rec.Start.Add(time.Since(rec.Start))
 	rec.Err = err
 
 	l.stats.processed.Add(1)
@@ -56,14 +56,18 @@ func (l *Loop) process(ctx context.Context, ev Event, followUp bool) {
 	ev.Done(err)
 }
 
-// outcome appends a handler outcome to the current record.
-func (l *Loop) outcome(h EventHandler, change string, err error, start time.Time) time.Time {
-	now := time.Now()
-	if l.history.Cap() > 0 {
-		l.rec.Handlers = append(l.rec.Handlers, HandlerOutcome{
-			Handler: h.String(), Change: change, Err: err, Duration: now.Sub(start),
-		})
+// outcome appends a handler outcome to the current record. since is the
+// offset from the start of the event at which the handler was called; the
+// returned offset is when it returned. Offsets use only the monotonic clock
+// (one clock read per handler).
+func (l *Loop) outcome(h EventHandler, change string, err error, since time.Duration) time.Duration {
+	if l.history.Cap() == 0 {
+		return 0
 	}
+	now := time.Since(l.rec.Start)
+	l.rec.Handlers = append(l.rec.Handlers, HandlerOutcome{
+		Handler: h.String(), Change: change, Err: err, Duration: now - since,
+	})
 	return now
 }
 
@@ -104,7 +108,7 @@ func (l *Loop) resync(ctx context.Context, ev Event) error {
 	l.cur = t
 	var errs []error
 	var stop error // abort or fatal
-	start := time.Now()
+	var start time.Duration
 	for _, h := range l.handlers {
 		if !h.HandlesEvent(ev) {
 			continue
@@ -185,7 +189,7 @@ func (l *Loop) update(ctx context.Context, ev Event) error {
 	var errs []error
 	var stop error // abort, fatal, or the first error of RevertOnFailure
 	n := len(l.handlers)
-	start := time.Now()
+	var start time.Duration
 	for i := range n {
 		idx := i
 		if dir == Reverse {
