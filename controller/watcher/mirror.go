@@ -1,0 +1,209 @@
+package watcher
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// Layout of the mirror file (format 1):
+//
+//	bucket "meta":  "format" -> "1", "revision" -> 8-byte big-endian etcd
+//	                revision, "kube-prefix", "ext-prefix" -> the prefixes the
+//	                snapshot was taken under
+//	bucket "kube":  key relative to the Kubernetes-state prefix -> raw value
+//	bucket "ext":   key relative to the external-config prefix -> raw value
+//
+// A snapshot is complete when "meta" holds a revision; it is always written
+// in the same bbolt transaction as the data, so a reader sees either the old
+// or the new snapshot, never a mix.
+var (
+	bucketMeta = []byte("meta")
+	bucketKube = []byte("kube")
+	bucketExt  = []byte("ext")
+
+	metaFormat     = []byte("format")
+	metaRevision   = []byte("revision")
+	metaKubePrefix = []byte("kube-prefix")
+	metaExtPrefix  = []byte("ext-prefix")
+
+	formatVersion = []byte("1")
+)
+
+// mirrorSnapshot is the content of the mirror: raw values, as delivered.
+type mirrorSnapshot struct {
+	rev        int64
+	kubePrefix string
+	extPrefix  string
+	kube       map[string][]byte
+	ext        map[string][]byte
+}
+
+// mirrorOp is one change of the mirror; a nil value deletes the key.
+type mirrorOp struct {
+	ext   bool
+	key   string
+	value []byte
+}
+
+// mirror is the bbolt file. It is not safe for concurrent use; the Run
+// goroutine owns it.
+type mirror struct {
+	db *bolt.DB
+
+	// hookPut, when set (tests only), is called after each put of a
+	// rewrite with the number of puts so far; an error aborts the
+	// transaction as a crash would.
+	hookPut func(n int) error
+}
+
+func openMirror(path string) (*mirror, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: defaultMirrorOpenLockTimout})
+	if err != nil {
+		return nil, fmt.Errorf("%w: open %s: %w", ErrMirror, path, err)
+	}
+	return &mirror{db: db}, nil
+}
+
+func (m *mirror) close() error { return m.db.Close() }
+
+// load returns the mirrored snapshot; ok is false when the mirror holds no
+// complete snapshot (a new file).
+func (m *mirror) load() (snap *mirrorSnapshot, ok bool, err error) {
+	err = m.db.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			return nil
+		}
+		if f := meta.Get(metaFormat); string(f) != string(formatVersion) {
+			return fmt.Errorf("mirror format %q, want %q", f, formatVersion)
+		}
+		revb := meta.Get(metaRevision)
+		if len(revb) != 8 {
+			return nil
+		}
+		snap = &mirrorSnapshot{
+			rev:        int64(binary.BigEndian.Uint64(revb)),
+			kubePrefix: string(meta.Get(metaKubePrefix)),
+			extPrefix:  string(meta.Get(metaExtPrefix)),
+			kube:       make(map[string][]byte),
+			ext:        make(map[string][]byte),
+		}
+		// Values are only valid during the transaction: copy them.
+		read := func(name []byte, into map[string][]byte) error {
+			b := tx.Bucket(name)
+			if b == nil {
+				return fmt.Errorf("mirror bucket %q missing", name)
+			}
+			return b.ForEach(func(k, v []byte) error {
+				into[string(k)] = append([]byte(nil), v...)
+				return nil
+			})
+		}
+		if err := read(bucketKube, snap.kube); err != nil {
+			return err
+		}
+		return read(bucketExt, snap.ext)
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("read mirror: %w", err)
+	}
+	return snap, snap != nil, nil
+}
+
+// rewrite replaces the whole content with snap in one transaction.
+func (m *mirror) rewrite(snap *mirrorSnapshot) error {
+	err := m.db.Update(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketMeta, bucketKube, bucketExt} {
+			if err := tx.DeleteBucket(name); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
+				return err
+			}
+		}
+		meta, err := tx.CreateBucket(bucketMeta)
+		if err != nil {
+			return err
+		}
+		n := 0
+		fill := func(name []byte, kvs map[string][]byte) error {
+			b, err := tx.CreateBucket(name)
+			if err != nil {
+				return err
+			}
+			for k, v := range kvs {
+				if err := b.Put([]byte(k), v); err != nil {
+					return fmt.Errorf("put %q: %w", k, err)
+				}
+				n++
+				if m.hookPut != nil {
+					if err := m.hookPut(n); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}
+		if err := fill(bucketKube, snap.kube); err != nil {
+			return err
+		}
+		if err := fill(bucketExt, snap.ext); err != nil {
+			return err
+		}
+		return putMeta(meta, snap.rev, snap.kubePrefix, snap.extPrefix)
+	})
+	if err != nil {
+		return fmt.Errorf("rewrite mirror: %w", err)
+	}
+	return nil
+}
+
+// apply applies ops and records rev in one transaction. The mirror must hold
+// a complete snapshot.
+func (m *mirror) apply(rev int64, ops []mirrorOp) error {
+	err := m.db.Update(func(tx *bolt.Tx) error {
+		meta, kube, ext := tx.Bucket(bucketMeta), tx.Bucket(bucketKube), tx.Bucket(bucketExt)
+		if meta == nil || kube == nil || ext == nil {
+			return errors.New("mirror holds no snapshot to apply changes to")
+		}
+		for _, op := range ops {
+			b := kube
+			if op.ext {
+				b = ext
+			}
+			var err error
+			if op.value == nil {
+				err = b.Delete([]byte(op.key))
+			} else {
+				err = b.Put([]byte(op.key), op.value)
+			}
+			if err != nil {
+				return fmt.Errorf("key %q: %w", op.key, err)
+			}
+		}
+		var revb [8]byte
+		binary.BigEndian.PutUint64(revb[:], uint64(rev))
+		return meta.Put(metaRevision, revb[:])
+	})
+	if err != nil {
+		return fmt.Errorf("update mirror: %w", err)
+	}
+	return nil
+}
+
+func putMeta(meta *bolt.Bucket, rev int64, kubePrefix, extPrefix string) error {
+	var revb [8]byte
+	binary.BigEndian.PutUint64(revb[:], uint64(rev))
+	for _, kv := range [][2][]byte{
+		{metaFormat, formatVersion},
+		{metaKubePrefix, []byte(kubePrefix)},
+		{metaExtPrefix, []byte(extPrefix)},
+		{metaRevision, revb[:]},
+	} {
+		if err := meta.Put(kv[0], kv[1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,153 @@
+package watcher
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// registry maps keys to resources and decodes values. It is immutable after
+// newRegistry and safe for concurrent use.
+type registry struct {
+	kubePrefix string
+	extPrefix  string               // empty: no external config
+	resources  []kubemodel.Resource // sorted by descending key prefix length
+	names      []string             // resource names, sorted
+	types      protoregistry.MessageTypeResolver
+}
+
+func newRegistry(cfg Config) (*registry, error) {
+	all := append(kubemodel.Resources(), cfg.Resources...)
+	var errs []error
+	byName := make(map[string]bool, len(all))
+	byPrefix := make(map[string]string, len(all))
+	for _, r := range all {
+		if err := r.Validate(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if byName[r.Name] {
+			errs = append(errs, fmt.Errorf("resource name %q registered twice", r.Name))
+		}
+		if other, ok := byPrefix[r.KeyPrefix]; ok {
+			errs = append(errs, fmt.Errorf("resources %q and %q share the key prefix %q", other, r.Name, r.KeyPrefix))
+		}
+		byName[r.Name] = true
+		byPrefix[r.KeyPrefix] = r.Name
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	sort.SliceStable(all, func(i, j int) bool { return len(all[i].KeyPrefix) > len(all[j].KeyPrefix) })
+	names := make([]string, 0, len(all))
+	for _, r := range all {
+		names = append(names, r.Name)
+	}
+	sort.Strings(names)
+	return &registry{
+		kubePrefix: cfg.KubeStatePrefix,
+		extPrefix:  cfg.ExternalConfigPrefix,
+		resources:  all,
+		names:      names,
+		types:      cfg.ExternalConfigTypes,
+	}, nil
+}
+
+// keyKind tells which part of the key space an etcd key belongs to.
+type keyKind int
+
+const (
+	foreignKey keyKind = iota // neither prefix: ignored silently
+	kubeKey
+	extKey
+)
+
+// kindOf returns the part of the key space key belongs to and the key
+// relative to that part's prefix. When one prefix contains the other, the
+// longer match wins.
+func (r *registry) kindOf(key string) (keyKind, string) {
+	kube := strings.HasPrefix(key, r.kubePrefix)
+	ext := r.extPrefix != "" && strings.HasPrefix(key, r.extPrefix)
+	switch {
+	case kube && ext:
+		if len(r.extPrefix) > len(r.kubePrefix) {
+			return extKey, key[len(r.extPrefix):]
+		}
+		return kubeKey, key[len(r.kubePrefix):]
+	case kube:
+		return kubeKey, key[len(r.kubePrefix):]
+	case ext:
+		return extKey, key[len(r.extPrefix):]
+	}
+	return foreignKey, ""
+}
+
+// resourceOf returns the resource of rel, a key relative to the
+// Kubernetes-state prefix, after checking the key against the resource's
+// key scheme.
+func (r *registry) resourceOf(rel string) (*kubemodel.Resource, error) {
+	for i := range r.resources {
+		res := &r.resources[i]
+		if !strings.HasPrefix(rel, res.KeyPrefix) {
+			continue
+		}
+		if _, _, err := res.ParseKey(rel); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadKey, err)
+		}
+		return res, nil
+	}
+	return nil, fmt.Errorf("%w: %q matches no registered resource", ErrBadKey, rel)
+}
+
+// decodeKube decodes the value of a Kubernetes-state key.
+func (r *registry) decodeKube(res *kubemodel.Resource, rel string, raw []byte) (proto.Message, error) {
+	msg := res.NewValue()
+	if err := proto.Unmarshal(raw, msg); err != nil {
+		return nil, fmt.Errorf("%w: %s %q: %w", ErrBadValue, res.Name, rel, err)
+	}
+	return msg, nil
+}
+
+// decodeExt decodes an external-configuration value: a serialized
+// google.protobuf.Any whose type URL the resolver knows.
+func (r *registry) decodeExt(rel string, raw []byte) (proto.Message, error) {
+	if rel == "" {
+		return nil, fmt.Errorf("%w: empty external configuration key", ErrBadKey)
+	}
+	var a anypb.Any
+	if err := proto.Unmarshal(raw, &a); err != nil {
+		return nil, fmt.Errorf("%w: external config %q: not a google.protobuf.Any: %w", ErrBadValue, rel, err)
+	}
+	if a.GetTypeUrl() == "" {
+		return nil, fmt.Errorf("%w: external config %q: google.protobuf.Any without a type URL", ErrBadValue, rel)
+	}
+	mt, err := r.types.FindMessageByURL(a.GetTypeUrl())
+	if err != nil {
+		return nil, fmt.Errorf("%w: external config %q: type %s: %w", ErrBadValue, rel, a.GetTypeUrl(), err)
+	}
+	msg := mt.New().Interface()
+	if err := proto.Unmarshal(a.GetValue(), msg); err != nil {
+		return nil, fmt.Errorf("%w: external config %q (%s): %w", ErrBadValue, rel, a.GetTypeUrl(), err)
+	}
+	return msg, nil
+}
+
+// decodeRel decodes the value of rel, a key relative to the prefix of kind
+// (kubeKey or extKey). res is nil for external configuration.
+func (r *registry) decodeRel(kind keyKind, rel string, raw []byte) (res *kubemodel.Resource, msg proto.Message, err error) {
+	if kind == extKey {
+		msg, err = r.decodeExt(rel, raw)
+		return nil, msg, err
+	}
+	if res, err = r.resourceOf(rel); err != nil {
+		return nil, nil, err
+	}
+	msg, err = r.decodeKube(res, rel, raw)
+	return res, msg, err
+}
