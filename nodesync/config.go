@@ -1,0 +1,81 @@
+package nodesync
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"time"
+)
+
+// DefaultPrefix is the key prefix of the nodesync records when
+// Config.Prefix is empty.
+const DefaultPrefix = "/vswitchkit/nodesync/"
+
+// Config holds the optional settings of a [NodeSync]. The zero value is
+// valid: every field has a documented default. Config is a plain value,
+// copied by New; it is safe for concurrent use as long as nobody modifies it.
+type Config struct {
+	// Prefix is the key prefix of the nodesync records in the cluster-wide
+	// DB; it must end in "/". Every node of a cluster must use the same
+	// prefix. Default: DefaultPrefix.
+	Prefix string
+
+	// Logger receives the log output. Default: discard.
+	Logger *slog.Logger
+
+	// RequestTimeout bounds each DB request made from the event loop
+	// (PublishNodeIPs) and each list or write of the ID allocation.
+	// Default: 10s.
+	RequestTimeout time.Duration
+
+	// StartupTimeout bounds how long the start-up Resync waits for Run to
+	// allocate the node ID; when it passes, Resync returns ErrNotReady (the
+	// loop retries with a healing resync). Default: 2m.
+	StartupTimeout time.Duration
+
+	// MaxNodeID is the largest node ID that may be allocated; when all IDs
+	// 1..MaxNodeID are taken, Run returns ErrNoFreeID. Default: math.MaxUint32.
+	MaxNodeID uint32
+
+	// RetryBackoff is the initial delay before a failed DB request of the
+	// ID allocation or of the watch is retried; it doubles up to 2s (with
+	// jitter). Lost allocation races are retried without delay. Default: 50ms.
+	RetryBackoff time.Duration
+}
+
+func (c Config) withDefaults() (Config, error) {
+	var errs []error
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if !strings.HasSuffix(c.Prefix, "/") {
+		errs = append(errs, fmt.Errorf("prefix %q must end in /", c.Prefix))
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.RequestTimeout < 0 {
+		errs = append(errs, fmt.Errorf("RequestTimeout %v is negative", c.RequestTimeout))
+	} else if c.RequestTimeout == 0 {
+		c.RequestTimeout = 10 * time.Second
+	}
+	if c.StartupTimeout < 0 {
+		errs = append(errs, fmt.Errorf("StartupTimeout %v is negative", c.StartupTimeout))
+	} else if c.StartupTimeout == 0 {
+		c.StartupTimeout = 2 * time.Minute
+	}
+	if c.MaxNodeID == 0 {
+		c.MaxNodeID = math.MaxUint32
+	}
+	if c.RetryBackoff < 0 {
+		errs = append(errs, fmt.Errorf("RetryBackoff %v is negative", c.RetryBackoff))
+	} else if c.RetryBackoff == 0 {
+		c.RetryBackoff = 50 * time.Millisecond
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("nodesync: invalid config: %w", err)
+	}
+	return c, nil
+}

@@ -1,0 +1,383 @@
+package etcddb
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vswitchkit/vswitchkit/nodesync"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+)
+
+// Config configures a [DB]. Only Endpoints is required (for [New]); every
+// other field has a documented default. Config is a plain value, copied by
+// New; it is safe for concurrent use as long as nobody modifies it.
+type Config struct {
+	// Endpoints are the etcd client URLs, e.g. "https://10.0.0.1:2379".
+	Endpoints []string
+
+	// DialTimeout bounds each connection attempt of Run. Default: 5s.
+	DialTimeout time.Duration
+
+	// RequestTimeout bounds PutIfNotExists (which takes no context).
+	// Default: 10s.
+	RequestTimeout time.Duration
+
+	// Username and Password enable etcd authentication when Username is set.
+	Username string
+	Password string
+
+	// TLS enables TLS (client certificates, CA pool) when non-nil.
+	TLS *tls.Config
+
+	// Logger receives the log output. Default: discard. The etcd client's
+	// own zap logging is always discarded.
+	Logger *slog.Logger
+
+	// RetryBackoff is the initial delay between connection attempts of Run;
+	// it doubles up to 5s. Default: 100ms.
+	RetryBackoff time.Duration
+}
+
+func (c Config) withDefaults(needEndpoints bool) (Config, error) {
+	var errs []error
+	if needEndpoints && len(c.Endpoints) == 0 {
+		errs = append(errs, errors.New("no endpoints"))
+	}
+	if c.DialTimeout < 0 || c.RequestTimeout < 0 || c.RetryBackoff < 0 {
+		errs = append(errs, errors.New("durations must not be negative"))
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = 5 * time.Second
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = 10 * time.Second
+	}
+	if c.RetryBackoff == 0 {
+		c.RetryBackoff = 100 * time.Millisecond
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("etcddb: invalid config: %w", err)
+	}
+	return c, nil
+}
+
+var errClosed = errors.New("etcddb: closed")
+
+// DB is a [nodesync.ClusterWideDB] backed by etcd. It is safe for
+// concurrent use.
+type DB struct {
+	cfg     Config
+	log     *slog.Logger
+	running atomic.Bool
+	owns    bool // the client is created (and closed) by Run
+
+	mu        sync.Mutex
+	cli       *clientv3.Client // nil until connected; guarded by mu
+	connected bool
+	closed    bool
+	callbacks []func() error
+}
+
+var _ nodesync.ClusterWideDB = (*DB)(nil)
+
+// New returns a DB that connects to cfg.Endpoints when [DB.Run] is called.
+// It does no I/O.
+func New(cfg Config) (*DB, error) {
+	cfg, err := cfg.withDefaults(true)
+	if err != nil {
+		return nil, err
+	}
+	return &DB{cfg: cfg, log: cfg.Logger.With(slog.String("component", "etcddb")), owns: true}, nil
+}
+
+// NewFromClient returns a DB that uses cli, which the caller keeps owning
+// (Close does not close it). The DB counts as connected at once; Run need
+// not be called. cfg.Endpoints, TLS and credentials are ignored.
+func NewFromClient(cli *clientv3.Client, cfg Config) (*DB, error) {
+	if cli == nil {
+		return nil, errors.New("etcddb: nil client")
+	}
+	cfg, err := cfg.withDefaults(false)
+	if err != nil {
+		return nil, err
+	}
+	return &DB{cfg: cfg, log: cfg.Logger.With(slog.String("component", "etcddb")), cli: cli, connected: true}, nil
+}
+
+// Run connects to etcd (retrying with backoff until the first request
+// succeeds), calls the OnConnect callbacks, and blocks until ctx is done.
+// Then it closes the client and returns ctx.Err(). It returns an error at
+// once if the DB has been closed. For a DB made by
+// NewFromClient it only waits for ctx. A second call returns an error.
+func (db *DB) Run(ctx context.Context) error {
+	if !db.running.CompareAndSwap(false, true) {
+		return errors.New("etcddb: Run called more than once")
+	}
+	if !db.owns {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	delay := db.cfg.RetryBackoff
+	for {
+		err := db.connect(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, errClosed) {
+			return err
+		}
+		db.log.Warn("connecting to etcd failed, retrying", slog.Any("error", err), slog.Duration("in", delay))
+		t := time.NewTimer(delay/2 + time.Duration(rand.Int64N(int64(delay/2)+1)))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+	<-ctx.Done()
+	if err := db.Close(); err != nil {
+		db.log.Warn("closing etcd client failed", slog.Any("error", err))
+	}
+	return ctx.Err()
+}
+
+// connect makes one attempt to create the client and to complete a request.
+func (db *DB) connect(ctx context.Context) error {
+	db.mu.Lock()
+	closed := db.closed
+	db.mu.Unlock()
+	if closed {
+		return errClosed
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   db.cfg.Endpoints,
+		DialTimeout: db.cfg.DialTimeout,
+		Username:    db.cfg.Username,
+		Password:    db.cfg.Password,
+		TLS:         db.cfg.TLS,
+		Logger:      zap.NewNop(),
+		Context:     ctx,
+	})
+	if err != nil {
+		return err
+	}
+	pctx, cancel := context.WithTimeout(ctx, db.cfg.DialTimeout)
+	_, err = cli.Get(pctx, "/", clientv3.WithCountOnly())
+	cancel()
+	var etcdErr rpctypes.EtcdError
+	if err != nil && !errors.As(err, &etcdErr) { // a server's refusal still proves the connection
+		_ = cli.Close()
+		return err
+	}
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		_ = cli.Close()
+		return errClosed
+	}
+	db.cli = cli
+	db.connected = true
+	cbs := db.callbacks
+	db.callbacks = nil
+	db.mu.Unlock()
+	db.log.Info("connected to etcd", slog.Any("endpoints", db.cfg.Endpoints))
+	for _, cb := range cbs {
+		if err := cb(); err != nil {
+			db.log.Warn("OnConnect callback failed", slog.Any("error", err))
+		}
+	}
+	return nil
+}
+
+// OnConnect calls callback now (synchronously) if the DB is connected,
+// otherwise once Run has connected. Callback errors are logged.
+func (db *DB) OnConnect(callback func() error) {
+	db.mu.Lock()
+	if !db.connected {
+		db.callbacks = append(db.callbacks, callback)
+		db.mu.Unlock()
+		return
+	}
+	db.mu.Unlock()
+	if err := callback(); err != nil {
+		db.log.Warn("OnConnect callback failed", slog.Any("error", err))
+	}
+}
+
+// Close closes the client (unless it came from NewFromClient). Operations
+// fail with nodesync.ErrNotConnected afterwards. Later calls return nil.
+func (db *DB) Close() error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed {
+		return nil
+	}
+	db.closed = true
+	cli := db.cli
+	db.cli = nil
+	db.connected = false
+	if cli != nil && db.owns {
+		return cli.Close()
+	}
+	return nil
+}
+
+func (db *DB) client() (*clientv3.Client, error) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.cli == nil {
+		if db.closed {
+			return nil, fmt.Errorf("%w: closed", nodesync.ErrNotConnected)
+		}
+		return nil, nodesync.ErrNotConnected
+	}
+	return db.cli, nil
+}
+
+// PutIfNotExists creates key with value in one compare-create transaction
+// (bounded by Config.RequestTimeout).
+func (db *DB) PutIfNotExists(key string, value []byte) (bool, error) {
+	cli, err := db.client()
+	if err != nil {
+		return false, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), db.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(value))).
+		Commit()
+	if err != nil {
+		return false, fmt.Errorf("etcddb: put if not exists %s: %w", key, err)
+	}
+	return resp.Succeeded, nil
+}
+
+// NewBroker returns a broker for keys under prefix.
+func (db *DB) NewBroker(prefix string) nodesync.ProtoBroker {
+	return &broker{db: db, prefix: prefix}
+}
+
+type broker struct {
+	db     *DB
+	prefix string
+}
+
+func (b *broker) Put(ctx context.Context, key string, value proto.Message) (int64, error) {
+	cli, err := b.db.client()
+	if err != nil {
+		return 0, err
+	}
+	data, err := proto.Marshal(value)
+	if err != nil {
+		return 0, fmt.Errorf("etcddb: encode %s: %w", key, err)
+	}
+	resp, err := cli.Put(ctx, b.prefix+key, string(data))
+	if err != nil {
+		return 0, fmt.Errorf("etcddb: put %s: %w", b.prefix+key, err)
+	}
+	return resp.Header.GetRevision(), nil
+}
+
+func (b *broker) List(ctx context.Context, keyPrefix string) (nodesync.ListResult, error) {
+	cli, err := b.db.client()
+	if err != nil {
+		return nodesync.ListResult{}, err
+	}
+	resp, err := cli.Get(ctx, b.prefix+keyPrefix, clientv3.WithPrefix())
+	if err != nil {
+		return nodesync.ListResult{}, fmt.Errorf("etcddb: list %s: %w", b.prefix+keyPrefix, err)
+	}
+	res := nodesync.ListResult{Revision: resp.Header.GetRevision(), KVs: make([]nodesync.KV, 0, len(resp.Kvs))}
+	for _, kv := range resp.Kvs {
+		res.KVs = append(res.KVs, nodesync.KV{
+			Key:            string(kv.Key[len(b.prefix):]),
+			Value:          nonNil(kv.Value),
+			CreateRevision: kv.CreateRevision,
+			ModRevision:    kv.ModRevision,
+		})
+	}
+	return res, nil
+}
+
+func (b *broker) Delete(ctx context.Context, key string, modRevision int64) (bool, error) {
+	cli, err := b.db.client()
+	if err != nil {
+		return false, err
+	}
+	full := b.prefix + key
+	if modRevision <= 0 {
+		resp, err := cli.Delete(ctx, full)
+		if err != nil {
+			return false, fmt.Errorf("etcddb: delete %s: %w", full, err)
+		}
+		return resp.Deleted > 0, nil
+	}
+	resp, err := cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(full), "=", modRevision)).
+		Then(clientv3.OpDelete(full)).
+		Commit()
+	if err != nil {
+		return false, fmt.Errorf("etcddb: delete %s: %w", full, err)
+	}
+	return resp.Succeeded, nil
+}
+
+func (b *broker) Watch(ctx context.Context, keyPrefix string, fromRevision int64, fn func(nodesync.WatchEvent)) error {
+	cli, err := b.db.client()
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	full := b.prefix + keyPrefix
+	ch := cli.Watch(wctx, full, clientv3.WithPrefix(), clientv3.WithRev(fromRevision))
+	for resp := range ch {
+		if resp.CompactRevision != 0 {
+			return fmt.Errorf("%w: revision %d (compacted up to %d)", nodesync.ErrCompacted, fromRevision, resp.CompactRevision)
+		}
+		if err := resp.Err(); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("etcddb: watch %s: %w", full, err)
+		}
+		for _, ev := range resp.Events {
+			we := nodesync.WatchEvent{Key: string(ev.Kv.Key[len(b.prefix):]), Revision: ev.Kv.ModRevision}
+			if ev.Type == clientv3.EventTypePut {
+				we.Value = nonNil(ev.Kv.Value)
+			}
+			fn(we)
+			fromRevision = ev.Kv.ModRevision + 1
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("etcddb: watch %s closed", full)
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}

@@ -1,0 +1,605 @@
+package nodesync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+)
+
+// API defines the methods provided by NodeSync for use by other components.
+// Implementations must be safe for concurrent use.
+type API interface {
+	// GetNodeID returns the integer ID allocated for this node, 0 before
+	// it is allocated. The method is safe for concurrent use.
+	GetNodeID() uint32
+
+	// PublishNodeIPs publishes the currently assigned VPP-side node IPs of
+	// the given IP version. It writes only when the set has really changed,
+	// so it can be called on every resync. It returns ErrNotReady before the
+	// start-up resync.
+	PublishNodeIPs(addresses IPsWithNetworks, version IPVersion) error
+
+	// GetAllNodes returns a copy of the information about all nodes in the
+	// cluster (node name -> node info).
+	GetAllNodes() Nodes
+}
+
+// NodeSync implements synchronization between Kubernetes nodes running the
+// VPP vswitch using a cluster-wide database (by default etcd). It allocates
+// the first free positive integer, starting with 1, as a cluster-wide node
+// identifier, primarily used for IP allocations for endpoints inside this
+// node that will not collide with other nodes. Furthermore, NodeSync
+// publishes allocations and changes of the VPP-side node IP addresses -
+// information that is not known to Kubernetes - and tells the event loop
+// about other nodes with [NodeUpdate] events.
+//
+// NodeSync is safe for concurrent use. Its [controller.EventHandler]
+// methods are called by the event loop goroutine; [NodeSync.PublishNodeIPs]
+// does a DB request and should be called from the loop goroutine too (it is
+// serialized with the handler methods).
+type NodeSync struct {
+	name   string
+	db     ClusterWideDB
+	loop   controller.EventLoop
+	cfg    Config
+	log    *slog.Logger
+	broker ProtoBroker
+
+	nodeID  atomic.Uint32
+	running atomic.Bool
+	ready   chan struct{} // closed when the ID is allocated and snap is set
+	done    chan struct{} // closed when Run returns
+	runErr  error         // set before done is closed
+
+	snapMu sync.Mutex
+	snap   ListResult // latest record snapshot from Run; guarded by snapMu
+
+	mu        sync.Mutex // guards everything below and serializes the handler methods
+	started   bool       // start-up resync done
+	records   map[string]vswitchRecord
+	recRev    int64 // revision of the record snapshot in use
+	kube      map[string]kubeInfo
+	nodes     Nodes
+	published IPsWithNetworks // this node's VPP IPs as stored, canonical
+}
+
+var (
+	_ API                     = (*NodeSync)(nil)
+	_ controller.EventHandler = (*NodeSync)(nil)
+)
+
+// New returns a NodeSync for the node named nodeName (the Kubernetes node
+// name) that stores its records in db and pushes NodeUpdate events into
+// loop. It does no I/O and starts no goroutine; call [NodeSync.Run] and
+// register the NodeSync as an event handler of loop, before the handlers
+// that depend on node IDs.
+func New(nodeName string, db ClusterWideDB, loop controller.EventLoop, cfg Config) (*NodeSync, error) {
+	var errs []error
+	if err := kubemodel.ValidateName(nodeName); err != nil {
+		errs = append(errs, fmt.Errorf("nodesync: node name: %w", err))
+	}
+	if db == nil {
+		errs = append(errs, errors.New("nodesync: nil ClusterWideDB"))
+	}
+	if loop == nil {
+		errs = append(errs, errors.New("nodesync: nil EventLoop"))
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &NodeSync{
+		name:    nodeName,
+		db:      db,
+		loop:    loop,
+		cfg:     cfg,
+		log:     cfg.Logger.With(slog.String("component", "nodesync"), slog.String("node", nodeName)),
+		broker:  db.NewBroker(cfg.Prefix),
+		ready:   make(chan struct{}),
+		done:    make(chan struct{}),
+		records: make(map[string]vswitchRecord),
+		kube:    make(map[string]kubeInfo),
+		nodes:   make(Nodes),
+	}, nil
+}
+
+// String returns "nodesync".
+func (ns *NodeSync) String() string { return "nodesync" }
+
+// NodeName returns the name of this node.
+func (ns *NodeSync) NodeName() string { return ns.name }
+
+// GetNodeID returns the integer ID allocated for this node, or 0 before Run
+// has allocated it (see [NodeSync.Ready]).
+func (ns *NodeSync) GetNodeID() uint32 { return ns.nodeID.Load() }
+
+// Ready returns a channel that is closed once Run has allocated the node ID.
+func (ns *NodeSync) Ready() <-chan struct{} { return ns.ready }
+
+// Run waits for the DB connection, allocates this node's ID (or finds the
+// one it owns already), and then watches the vswitch node records of all
+// nodes, pushing their changes into the event loop, until ctx is done. It
+// returns ctx.Err() after ctx is done and every goroutine it started has
+// exited; [ErrNoFreeID] (wrapped) when no ID can be allocated;
+// [ErrNodeReleased] (wrapped) when this node's record is deleted while it
+// runs; [ErrAlreadyRunning] when called again. DB failures are retried with
+// backoff and do not end Run.
+func (ns *NodeSync) Run(ctx context.Context) (err error) {
+	if !ns.running.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	defer func() {
+		ns.runErr = err
+		close(ns.done)
+	}()
+
+	connected := make(chan struct{})
+	var once sync.Once
+	ns.db.OnConnect(func() error {
+		once.Do(func() { close(connected) })
+		return nil
+	})
+	select {
+	case <-connected:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+
+	start := time.Now()
+	id, snap, err := ns.allocate(ctx)
+	if err != nil {
+		return err
+	}
+	ns.nodeID.Store(id)
+	ns.setSnapshot(snap)
+	close(ns.ready)
+	ns.log.Info("node ID allocated", slog.Uint64("id", uint64(id)), slog.Duration("took", time.Since(start)))
+
+	return ns.watch(ctx, snap.Revision)
+}
+
+func (ns *NodeSync) setSnapshot(s ListResult) {
+	ns.snapMu.Lock()
+	ns.snap = s
+	ns.snapMu.Unlock()
+}
+
+// watch follows the node records from revision rev+1, re-listing them after
+// the watch breaks (compaction, connection loss, a full event queue).
+func (ns *NodeSync) watch(ctx context.Context, rev int64) error {
+	bo := backoff{base: ns.cfg.RetryBackoff}
+	for {
+		wctx, cancel := context.WithCancel(ctx)
+		var failure error
+		err := ns.broker.Watch(wctx, nodeKeyPrefix, rev+1, func(ev WatchEvent) {
+			if failure != nil {
+				return
+			}
+			if ev.Key == nodeKey(ns.name) && ev.Deleted() {
+				failure = fmt.Errorf("%w (revision %d)", ErrNodeReleased, ev.Revision)
+				cancel()
+				return
+			}
+			if err := ns.loop.PushEvent(&recordChange{owner: ns, ev: ev}); err != nil {
+				failure = fmt.Errorf("push record change: %w", err)
+				cancel()
+				return
+			}
+			rev = ev.Revision
+			bo = backoff{base: ns.cfg.RetryBackoff}
+		})
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(failure, ErrNodeReleased) {
+			return failure
+		}
+		if failure != nil {
+			err = failure
+		}
+		ns.log.Warn("watch of node records broke, re-listing", slog.Any("error", err))
+		for {
+			if err := bo.wait(ctx); err != nil {
+				return err
+			}
+			list, err := ns.relist(ctx)
+			if err == nil {
+				err = ns.loop.PushEvent(&recordResync{owner: ns, list: list})
+			}
+			if err == nil {
+				rev = list.Revision
+				break
+			}
+			if errors.Is(err, ErrNodeReleased) {
+				return err
+			}
+			ns.log.Warn("re-listing node records failed, retrying", slog.Any("error", err))
+		}
+	}
+}
+
+func (ns *NodeSync) relist(ctx context.Context) (ListResult, error) {
+	lctx, cancel := context.WithTimeout(ctx, ns.cfg.RequestTimeout)
+	defer cancel()
+	list, err := ns.broker.List(lctx, nodeKeyPrefix)
+	if err != nil {
+		return ListResult{}, err
+	}
+	for _, kv := range list.KVs {
+		if kv.Key == nodeKey(ns.name) {
+			return list, nil
+		}
+	}
+	return ListResult{}, fmt.Errorf("%w (missing at revision %d)", ErrNodeReleased, list.Revision)
+}
+
+// HandlesEvent selects resyncs, Kubernetes node changes and the record
+// changes pushed by this NodeSync's Run.
+func (ns *NodeSync) HandlesEvent(event controller.Event) bool {
+	switch ev := event.(type) {
+	case *controller.KubeStateChange:
+		return ev.Resource == kubemodel.NodeResource
+	case *recordChange:
+		return ev.owner == ns
+	case *recordResync:
+		return ev.owner == ns
+	}
+	m := event.Method()
+	return m == controller.FullResync || m == controller.UpstreamResync
+}
+
+// Resync rebuilds the node information from the Kubernetes nodes in
+// kubeStateData. The first resync (the start-up one) waits, at most
+// Config.StartupTimeout, until Run has allocated the node ID and takes the
+// vswitch records from Run's snapshot; it returns ErrNotReady if the wait
+// times out or Run has ended. Later resyncs keep the vswitch records, which
+// Run keeps up to date. Resync emits no NodeUpdate events: other handlers
+// resync from GetAllNodes.
+func (ns *NodeSync) Resync(event controller.Event, kubeStateData controller.KubeStateData, resyncCount int, _ controller.ResyncOperations) error {
+	ns.mu.Lock()
+	started := ns.started
+	ns.mu.Unlock()
+	var snap ListResult
+	if !started {
+		if err := ns.waitReady(); err != nil {
+			return err
+		}
+		ns.snapMu.Lock()
+		snap = ns.snap
+		ns.snapMu.Unlock()
+	}
+
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if !ns.started {
+		ns.replaceRecords(snap)
+		ns.started = true
+	}
+	ns.kube = make(map[string]kubeInfo)
+	for key, value := range kubeStateData[kubemodel.NodeResource] {
+		name, info, ok := ns.kubeNodeFrom(key, value)
+		if ok {
+			ns.kube[name] = info
+		}
+	}
+	nodes := make(Nodes)
+	for _, name := range ns.knownNames() {
+		if n := ns.compose(name); n != nil {
+			nodes[name] = n
+		}
+	}
+	ns.nodes = nodes
+	ns.log.Debug("resynced", slog.Int("resyncCount", resyncCount), slog.Int("nodes", len(nodes)))
+	return nil
+}
+
+func (ns *NodeSync) waitReady() error {
+	select {
+	case <-ns.ready:
+		return nil
+	default:
+	}
+	t := time.NewTimer(ns.cfg.StartupTimeout)
+	defer t.Stop()
+	select {
+	case <-ns.ready:
+		return nil
+	case <-ns.done:
+		select {
+		case <-ns.ready:
+			return nil
+		default:
+		}
+		return fmt.Errorf("%w: Run ended: %v", ErrNotReady, ns.runErr)
+	case <-t.C:
+		return fmt.Errorf("%w after %v: is Run running?", ErrNotReady, ns.cfg.StartupTimeout)
+	}
+}
+
+// replaceRecords installs a record snapshot; ns.mu is held.
+func (ns *NodeSync) replaceRecords(list ListResult) {
+	ns.records = make(map[string]vswitchRecord, len(list.KVs))
+	for _, kv := range list.KVs {
+		rec, err := parseRecord(kv.Key, kv.Value, kv.ModRevision)
+		if err != nil {
+			ns.log.Warn("skipping malformed node record", slog.Any("error", err))
+			continue
+		}
+		ns.records[rec.Name] = rec
+	}
+	ns.recRev = list.Revision
+	if own, ok := ns.records[ns.name]; ok {
+		ns.published = own.IPs
+	}
+}
+
+// kubeNodeFrom parses a Kubernetes node from the watcher; ok is false for
+// malformed entries, which are logged and skipped.
+func (ns *NodeSync) kubeNodeFrom(key string, value any) (string, kubeInfo, bool) {
+	name, err := kubemodel.ParseNodeKey(key)
+	if err != nil {
+		ns.log.Warn("skipping Kubernetes node with malformed key", slog.Any("error", err))
+		return "", kubeInfo{}, false
+	}
+	n, ok := value.(*kubemodel.Node)
+	if !ok || n == nil {
+		ns.log.Warn("skipping Kubernetes node of unexpected type", slog.String("key", key), slog.String("type", fmt.Sprintf("%T", value)))
+		return "", kubeInfo{}, false
+	}
+	if n.GetName() != "" && n.GetName() != name {
+		ns.log.Warn("skipping Kubernetes node whose name does not match its key", slog.String("key", key), slog.String("name", n.GetName()))
+		return "", kubeInfo{}, false
+	}
+	info, err := parseKubeNode(n)
+	if err != nil {
+		ns.log.Warn("ignoring malformed parts of Kubernetes node", slog.Any("error", err))
+	}
+	return name, info, true
+}
+
+// knownNames returns the names of all records and Kubernetes nodes; ns.mu
+// is held.
+func (ns *NodeSync) knownNames() []string {
+	names := make([]string, 0, len(ns.records)+len(ns.kube))
+	for n := range ns.records {
+		names = append(names, n)
+	}
+	for n := range ns.kube {
+		if _, ok := ns.records[n]; !ok {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// compose builds the current view of node name, nil if it is not known (no
+// claimed ID and no Kubernetes node); ns.mu is held.
+func (ns *NodeSync) compose(name string) *Node {
+	rec, hasRec := ns.records[name]
+	kube, hasKube := ns.kube[name]
+	if hasRec && rec.ID == 0 {
+		hasRec = false // still joining
+	}
+	if !hasRec && !hasKube {
+		return nil
+	}
+	n := &Node{Name: name}
+	if hasRec {
+		n.ID = rec.ID
+		n.VppIPAddresses = slices.Clone(rec.IPs)
+	}
+	if hasKube {
+		n.MgmtIPAddresses = (&Node{MgmtIPAddresses: kube.Mgmt}).Clone().MgmtIPAddresses
+		n.PodCIDRs = slices.Clone(kube.PodCIDRs)
+	}
+	return n
+}
+
+// Update applies Kubernetes node changes and vswitch record changes and
+// pushes a NodeUpdate follow-up event for every node whose state changed in
+// a way described at [NodeUpdate].
+func (ns *NodeSync) Update(event controller.Event, _ controller.UpdateOperations) (string, error) {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	switch ev := event.(type) {
+	case *controller.KubeStateChange:
+		name, err := kubemodel.ParseNodeKey(ev.Key)
+		if err != nil {
+			ns.log.Warn("skipping Kubernetes node with malformed key", slog.Any("error", err))
+			return "skipped malformed node key", nil
+		}
+		if ev.NewValue == nil {
+			delete(ns.kube, name)
+		} else {
+			n, info, ok := ns.kubeNodeFrom(ev.Key, ev.NewValue)
+			if !ok {
+				return "skipped malformed Kubernetes node " + ev.Key, nil
+			}
+			ns.kube[n] = info
+		}
+		return ns.refresh(name)
+
+	case *recordChange:
+		if !ns.started {
+			return "", fmt.Errorf("%w: record change before the start-up resync", ErrNotReady)
+		}
+		return ns.applyRecordEvent(ev.ev)
+
+	case *recordResync:
+		if !ns.started {
+			return "", fmt.Errorf("%w: record resync before the start-up resync", ErrNotReady)
+		}
+		if ev.list.Revision <= ns.recRev {
+			return "stale record snapshot ignored", nil
+		}
+		old := ns.records
+		ns.replaceRecords(ev.list)
+		changed := make(map[string]bool)
+		for n := range old {
+			changed[n] = true
+		}
+		for n := range ns.records {
+			changed[n] = true
+		}
+		var descs []string
+		var errs []error
+		for _, n := range slices.Sorted(maps.Keys(changed)) {
+			d, err := ns.refresh(n)
+			if d != "" {
+				descs = append(descs, d)
+			}
+			errs = append(errs, err)
+		}
+		return strings.Join(descs, "; "), errors.Join(errs...)
+	}
+	return "", nil
+}
+
+// applyRecordEvent applies one watched record change; ns.mu is held.
+func (ns *NodeSync) applyRecordEvent(ev WatchEvent) (string, error) {
+	name, ok := strings.CutPrefix(ev.Key, nodeKeyPrefix)
+	if !ok || name == "" {
+		return "", nil
+	}
+	if ev.Revision <= ns.recRev {
+		return "", nil // already in the snapshot
+	}
+	if cur, ok := ns.records[name]; ok && ev.Revision <= cur.ModRev {
+		return "", nil // already applied (our own write)
+	}
+	if ev.Deleted() {
+		delete(ns.records, name)
+	} else {
+		rec, err := parseRecord(ev.Key, ev.Value, ev.Revision)
+		if err != nil {
+			ns.log.Warn("skipping malformed node record", slog.Any("error", err))
+			delete(ns.records, name) // an unreadable record tells nothing valid
+		} else {
+			ns.records[name] = rec
+		}
+	}
+	return ns.refresh(name)
+}
+
+// refresh recomputes node name and pushes a NodeUpdate when its change is
+// one to report; ns.mu is held.
+func (ns *NodeSync) refresh(name string) (string, error) {
+	prev := ns.nodes[name]
+	next := ns.compose(name)
+	if next == nil {
+		delete(ns.nodes, name)
+	} else {
+		ns.nodes[name] = next
+	}
+	if !reportable(prev, next, name == ns.name) {
+		return "", nil
+	}
+	ev := &NodeUpdate{NodeName: name, PrevState: prev.Clone(), NewState: next.Clone()}
+	if err := ns.loop.PushEvent(ev); err != nil {
+		return "", fmt.Errorf("nodesync: push NodeUpdate for %s: %w", name, err)
+	}
+	return ev.String(), nil
+}
+
+// reportable tells whether the change from prev to next of a node deserves
+// a NodeUpdate.
+func reportable(prev, next *Node, self bool) bool {
+	if !self {
+		return !prev.Equal(next)
+	}
+	var p, n Node
+	if prev != nil {
+		p = *prev
+	}
+	if next != nil {
+		n = *next
+	}
+	return !mgmtEqual(p.MgmtIPAddresses, n.MgmtIPAddresses) || !slices.Equal(p.PodCIDRs, n.PodCIDRs)
+}
+
+// Revert is a no-op: NodeSync handles only BestEffort events.
+func (ns *NodeSync) Revert(controller.Event) error { return nil }
+
+// GetAllNodes returns a copy of the information about all known nodes
+// (node name -> node info): nodes whose vswitch agent has claimed an ID and
+// nodes that Kubernetes knows. It is empty before the start-up resync.
+func (ns *NodeSync) GetAllNodes() Nodes {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	return ns.nodes.Clone()
+}
+
+// PublishNodeIPs publishes the VPP-side addresses of this node of the given
+// IP version, replacing the previously published ones of that version
+// (addresses of the other version are kept). The order of addresses and
+// duplicates do not matter. It writes to the DB (bounded by
+// Config.RequestTimeout) only when the set really changed, so it is cheap to
+// call on every resync. It returns ErrNotReady before the start-up resync,
+// and an error naming the bad entry when an address is invalid, not of the
+// given version, or outside its network, and ErrNotReady after Run has
+// ended.
+func (ns *NodeSync) PublishNodeIPs(addresses IPsWithNetworks, version IPVersion) error {
+	if version != IPv4 && version != IPv6 {
+		return fmt.Errorf("nodesync: publish node IPs: invalid IP version %v", version)
+	}
+	for _, a := range addresses {
+		if err := a.Validate(); err != nil {
+			return fmt.Errorf("nodesync: publish node IPs: %w", err)
+		}
+		if !version.Matches(a.Address) || !version.Matches(a.Network.Addr()) {
+			return fmt.Errorf("nodesync: publish node IPs: %s is not an %v address", a, version)
+		}
+	}
+	select {
+	case <-ns.done:
+		// Never write after Run has ended: the record may have been
+		// released, and writing it would resurrect a freed ID.
+		return fmt.Errorf("nodesync: publish node IPs: %w: Run has ended: %v", ErrNotReady, ns.runErr)
+	default:
+	}
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if !ns.started {
+		return fmt.Errorf("nodesync: publish node IPs: %w", ErrNotReady)
+	}
+	other := IPv4
+	if version == IPv4 {
+		other = IPv6
+	}
+	next := append(ns.published.Filter(other), addresses...).Canonical()
+	if next.Equal(ns.published) {
+		return nil
+	}
+	rec := vswitchRecord{ID: ns.GetNodeID(), Name: ns.name, IPs: next}
+	ctx, cancel := context.WithTimeout(context.Background(), ns.cfg.RequestTimeout)
+	defer cancel()
+	rev, err := ns.broker.Put(ctx, nodeKey(ns.name), recordToModel(rec))
+	if err != nil {
+		return fmt.Errorf("nodesync: publish node IPs: %w", err)
+	}
+	rec.ModRev = rev
+	ns.published = next
+	if cur, ok := ns.records[ns.name]; !ok || cur.ModRev < rev {
+		ns.records[ns.name] = rec
+	}
+	if n := ns.compose(ns.name); n != nil {
+		ns.nodes[ns.name] = n
+	}
+	ns.log.Debug("published node IPs", slog.String("version", version.String()), slog.String("ips", next.String()))
+	return nil
+}

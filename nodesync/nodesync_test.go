@@ -1,0 +1,734 @@
+package nodesync_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/controllertest"
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/nodesync"
+	"github.com/vswitchkit/vswitchkit/nodesync/model"
+	"github.com/vswitchkit/vswitchkit/nodesync/nodesynctest"
+	"google.golang.org/protobuf/proto"
+)
+
+// seedNode stores the claim and the record of a node that joined earlier.
+func seedNode(t *testing.T, db testDB, id uint32, name string, ips ...*model.IPWithNetwork) {
+	t.Helper()
+	claim, err := proto.Marshal(&model.NodeIDClaim{Id: id, Name: name})
+	require.NoError(t, err)
+	ok, err := db.PutIfNotExists(fmt.Sprintf("%sid/%d", testPrefix, id), claim)
+	require.NoError(t, err)
+	require.True(t, ok)
+	putRecord(t, db, &model.VswitchNode{Id: id, Name: name, IpAddresses: ips})
+}
+
+func vppIP(addr, network string) *model.IPWithNetwork {
+	return &model.IPWithNetwork{Address: addr, Network: network}
+}
+
+type wantUpdate struct {
+	name       string
+	prev, next *nodesync.Node
+}
+
+func TestNodeUpdates(t *testing.T) {
+	kubeA := kubeNode("node-a", []string{"10.1.1.0/24"}, "10.0.0.1")
+	kubeB := kubeNode("node-b", []string{"10.1.2.0/24"}, "10.0.0.2")
+	nodeA := &nodesync.Node{ID: 1, Name: "node-a", MgmtIPAddresses: mgmt("10.0.0.1"), PodCIDRs: prefixes("10.1.1.0/24")}
+	nodeB := &nodesync.Node{
+		ID: 2, Name: "node-b",
+		VppIPAddresses:  nodesync.IPsWithNetworks{ipNet("192.168.16.2", "192.168.16.0/24")},
+		MgmtIPAddresses: mgmt("10.0.0.2"), PodCIDRs: prefixes("10.1.2.0/24"),
+	}
+	with := func(n *nodesync.Node, f func(*nodesync.Node)) *nodesync.Node {
+		c := n.Clone()
+		f(c)
+		return c
+	}
+
+	tests := []struct {
+		name string
+		// act changes the cluster and returns how many record changes
+		// (writes under node/) it made.
+		act  func(t *testing.T, h *harness) int
+		want []wantUpdate
+	}{
+		{
+			name: "other node joins",
+			act: func(t *testing.T, h *harness) int {
+				putRecord(t, h.db, &model.VswitchNode{Id: 3, Name: "node-c", IpAddresses: []*model.IPWithNetwork{vppIP("192.168.16.3", "192.168.16.0/24")}})
+				return 1
+			},
+			want: []wantUpdate{{"node-c", nil, &nodesync.Node{ID: 3, Name: "node-c", VppIPAddresses: nodesync.IPsWithNetworks{ipNet("192.168.16.3", "192.168.16.0/24")}}}},
+		},
+		{
+			name: "other node still waiting for its ID is not reported",
+			act: func(t *testing.T, h *harness) int {
+				putRecord(t, h.db, &model.VswitchNode{Name: "node-c"})
+				return 1
+			},
+		},
+		{
+			name: "other node changes VPP IPs",
+			act: func(t *testing.T, h *harness) int {
+				putRecord(t, h.db, &model.VswitchNode{Id: 2, Name: "node-b", IpAddresses: []*model.IPWithNetwork{vppIP("192.168.16.12", "192.168.16.0/24"), vppIP("fd00::2", "fd00::/64")}})
+				return 1
+			},
+			want: []wantUpdate{{"node-b", nodeB, with(nodeB, func(n *nodesync.Node) {
+				n.VppIPAddresses = nodesync.IPsWithNetworks{ipNet("192.168.16.12", "192.168.16.0/24"), ipNet("fd00::2", "fd00::/64")}
+			})}},
+		},
+		{
+			name: "other node rewrites the same record",
+			act: func(t *testing.T, h *harness) int {
+				putRecord(t, h.db, &model.VswitchNode{Id: 2, Name: "node-b", IpAddresses: []*model.IPWithNetwork{vppIP("192.168.16.2", "192.168.16.0/24")}})
+				return 1
+			},
+		},
+		{
+			name: "other node leaves: record released, then Kubernetes node deleted",
+			act: func(t *testing.T, h *harness) int {
+				deleteRecord(t, h.db, "node-b")
+				n := h.pump(1)
+				h.updates = n // keep for the result
+				h.kubeChange(kubeB, nil)
+				return 0
+			},
+			want: []wantUpdate{
+				{"node-b", nodeB, with(nodeB, func(n *nodesync.Node) { n.ID = 0; n.VppIPAddresses = nil })},
+				{"node-b", with(nodeB, func(n *nodesync.Node) { n.ID = 0; n.VppIPAddresses = nil }), nil},
+			},
+		},
+		{
+			name: "other node changes management IPs",
+			act: func(t *testing.T, h *harness) int {
+				h.kubeChange(kubeB, kubeNode("node-b", []string{"10.1.2.0/24"}, "10.0.0.22", "10.0.0.2"))
+				return 0
+			},
+			want: []wantUpdate{{"node-b", nodeB, with(nodeB, func(n *nodesync.Node) { n.MgmtIPAddresses = mgmt("10.0.0.22", "10.0.0.2") })}},
+		},
+		{
+			name: "other node changes pod CIDR",
+			act: func(t *testing.T, h *harness) int {
+				h.kubeChange(kubeB, kubeNode("node-b", []string{"10.1.3.0/24"}, "10.0.0.2"))
+				return 0
+			},
+			want: []wantUpdate{{"node-b", nodeB, with(nodeB, func(n *nodesync.Node) { n.PodCIDRs = prefixes("10.1.3.0/24") })}},
+		},
+		{
+			name: "Kubernetes-only node appears with ID 0",
+			act: func(t *testing.T, h *harness) int {
+				h.kubeChange(nil, kubeNode("node-k", nil, "10.0.0.9"))
+				return 0
+			},
+			want: []wantUpdate{{"node-k", nil, &nodesync.Node{Name: "node-k", MgmtIPAddresses: mgmt("10.0.0.9")}}},
+		},
+		{
+			name: "unchanged Kubernetes node is not reported",
+			act: func(t *testing.T, h *harness) int {
+				h.kubeChange(kubeB, kubeNode("node-b", []string{"10.1.2.0/24"}, "10.0.0.2"))
+				return 0
+			},
+		},
+		{
+			name: "this node changes management IPs",
+			act: func(t *testing.T, h *harness) int {
+				h.kubeChange(kubeA, kubeNode("node-a", []string{"10.1.1.0/24"}, "10.0.0.11"))
+				return 0
+			},
+			want: []wantUpdate{{"node-a", nodeA, with(nodeA, func(n *nodesync.Node) { n.MgmtIPAddresses = mgmt("10.0.0.11") })}},
+		},
+		{
+			name: "this node changes pod CIDR",
+			act: func(t *testing.T, h *harness) int {
+				h.kubeChange(kubeA, kubeNode("node-a", []string{"10.1.9.0/24"}, "10.0.0.1"))
+				return 0
+			},
+			want: []wantUpdate{{"node-a", nodeA, with(nodeA, func(n *nodesync.Node) { n.PodCIDRs = prefixes("10.1.9.0/24") })}},
+		},
+		{
+			name: "this node publishing VPP IPs is not reported",
+			act: func(t *testing.T, h *harness) int {
+				require.NoError(t, h.ns.PublishNodeIPs(nodesync.IPsWithNetworks{ipNet("192.168.16.1", "192.168.16.0/24")}, nodesync.IPv4))
+				return 1 // the watch still delivers the write
+			},
+		},
+		{
+			name: "malformed record of another node is skipped",
+			act: func(t *testing.T, h *harness) int {
+				h.db.PutRaw(testPrefix+"node/node-x", []byte("\xff\xff not a protobuf"))
+				h.db.PutRaw(testPrefix+"node/node-z", mustMarshal(t, &model.VswitchNode{Id: 7, Name: "node-y"}))
+				h.db.PutRaw(testPrefix+"node/node-w", mustMarshal(t, &model.VswitchNode{Id: 8, Name: "node-w",
+					IpAddresses: []*model.IPWithNetwork{vppIP("192.168.16.300", "192.168.16.0/24")}}))
+				return 3
+			},
+		},
+	}
+	for backend, newDB := range backends(t) {
+		for _, tc := range tests {
+			t.Run(backend+"/"+tc.name, func(t *testing.T) {
+				db := newDB(t)
+				seedNode(t, db, 2, "node-b", vppIP("192.168.16.2", "192.168.16.0/24"))
+				h := startHarness(t, db, "node-a", nodesync.Config{})
+				require.Equal(t, uint32(1), h.ns.GetNodeID())
+				h.resync(1, kubeA, kubeB)
+				h.pump(0)
+				require.Equal(t, nodesync.Nodes{"node-a": nodeA, "node-b": nodeB}, h.ns.GetAllNodes())
+
+				n := tc.act(t, h)
+				got := h.pump(n)
+				require.Len(t, got, len(tc.want), "updates: %v", got)
+				for i, w := range tc.want {
+					assert.Equal(t, w.name, got[i].NodeName, "update %d", i)
+					assert.Equal(t, w.prev, got[i].PrevState, "update %d PrevState", i)
+					assert.Equal(t, w.next, got[i].NewState, "update %d NewState", i)
+					assert.Equal(t, controller.Update, got[i].Method())
+					assert.Equal(t, controller.Forward, got[i].Direction())
+					assert.Equal(t, controller.BestEffort, got[i].TransactionType())
+				}
+				if len(tc.want) > 0 {
+					last := tc.want[len(tc.want)-1]
+					if last.next == nil {
+						assert.NotContains(t, h.ns.GetAllNodes(), last.name)
+					} else {
+						assert.Equal(t, last.next, h.ns.GetAllNodes()[last.name])
+					}
+				}
+			})
+		}
+	}
+}
+
+func mustMarshal(t *testing.T, m proto.Message) []byte {
+	t.Helper()
+	b, err := proto.Marshal(m)
+	require.NoError(t, err)
+	return b
+}
+
+func TestRestartReusesID(t *testing.T) {
+	tests := []struct {
+		name   string
+		seed   func(t *testing.T, db testDB)
+		wantID uint32
+	}{
+		{
+			name:   "first start on an empty cluster",
+			seed:   func(*testing.T, testDB) {},
+			wantID: 1,
+		},
+		{
+			name: "restart finds its ID by name",
+			seed: func(t *testing.T, db testDB) {
+				seedNode(t, db, 1, "node-b")
+				seedNode(t, db, 2, "node-a")
+				seedNode(t, db, 3, "node-c")
+			},
+			wantID: 2,
+		},
+		{
+			name: "restart after a crash between claim and record update",
+			seed: func(t *testing.T, db testDB) {
+				seedNode(t, db, 1, "node-b")
+				ok, err := db.PutIfNotExists(testPrefix+"id/5", mustMarshal(t, &model.NodeIDClaim{Id: 5, Name: "node-a"}))
+				require.NoError(t, err)
+				require.True(t, ok)
+				putRecord(t, db, &model.VswitchNode{Name: "node-a"})
+			},
+			wantID: 5,
+		},
+		{
+			name: "released node gets the smallest free ID",
+			seed: func(t *testing.T, db testDB) {
+				seedNode(t, db, 1, "node-b")
+				seedNode(t, db, 2, "node-a")
+				seedNode(t, db, 4, "node-c")
+				ids, err := nodesync.ReleaseNode(context.Background(), db, "", "node-a")
+				require.NoError(t, err)
+				require.Equal(t, []uint32{2}, ids)
+				_, err = nodesync.ReleaseNode(context.Background(), db, "", "node-b")
+				require.NoError(t, err)
+			},
+			wantID: 1,
+		},
+		{
+			name: "malformed claims keep their IDs taken",
+			seed: func(t *testing.T, db testDB) {
+				db.PutRaw(testPrefix+"id/1", []byte("garbage"))
+				db.PutRaw(testPrefix+"id/x", []byte("garbage"))
+				seedNode(t, db, 2, "node-b")
+			},
+			wantID: 3,
+		},
+		{
+			name: "own record with a stale ID that another node owns now",
+			seed: func(t *testing.T, db testDB) {
+				seedNode(t, db, 1, "node-b")
+				putRecord(t, db, &model.VswitchNode{Id: 1, Name: "node-a"})
+			},
+			wantID: 2,
+		},
+	}
+	for backend, newDB := range backends(t) {
+		for _, tc := range tests {
+			t.Run(backend+"/"+tc.name, func(t *testing.T) {
+				db := newDB(t)
+				tc.seed(t, db)
+				for run := range 2 { // start, stop, start again
+					h := startHarness(t, db, "node-a", nodesync.Config{})
+					require.Equal(t, tc.wantID, h.ns.GetNodeID(), "run %d", run)
+					h.resync(1)
+					require.Equal(t, tc.wantID, h.ns.GetAllNodes()["node-a"].ID, "run %d", run)
+				}
+				claims := 0
+				for _, k := range db.Keys() {
+					if !strings.HasPrefix(k, testPrefix+"id/") {
+						continue
+					}
+					v, _ := db.Value(k)
+					var c model.NodeIDClaim
+					if proto.Unmarshal(v, &c) == nil && c.GetName() == "node-a" {
+						claims++
+					}
+				}
+				require.Equal(t, 1, claims, "exactly one claim names node-a: %v", db.Keys())
+			})
+		}
+	}
+}
+
+func TestReleaseNode(t *testing.T) {
+	db := nodesynctest.NewMemDB()
+	a := startHarness(t, db, "node-a", nodesync.Config{})
+	b := startHarness(t, db, "node-b", nodesync.Config{})
+	require.Equal(t, uint32(1), a.ns.GetNodeID())
+	require.Equal(t, uint32(2), b.ns.GetNodeID())
+
+	ids, err := nodesync.ReleaseNode(context.Background(), db, "", "node-a")
+	require.NoError(t, err)
+	require.Equal(t, []uint32{1}, ids)
+	err = <-a.done
+	require.ErrorIs(t, err, nodesync.ErrNodeReleased, "a released node stops using its ID")
+	a.done <- err // for the cleanup
+
+	c := startHarness(t, db, "node-c", nodesync.Config{})
+	require.Equal(t, uint32(1), c.ns.GetNodeID(), "the released ID is free again")
+
+	ids, err = nodesync.ReleaseNode(context.Background(), db, "", "node-unknown")
+	require.NoError(t, err)
+	require.Empty(t, ids)
+	_, err = nodesync.ReleaseNode(context.Background(), db, "no-slash", "node-c")
+	require.Error(t, err)
+	_, err = nodesync.ReleaseNode(context.Background(), db, "", "Bad_Name")
+	require.Error(t, err)
+}
+
+func TestNoFreeID(t *testing.T) {
+	db := nodesynctest.NewMemDB()
+	seedNode(t, db, 1, "node-b")
+	seedNode(t, db, 2, "node-c")
+	ns, err := nodesync.New("node-a", db, &controllertest.EventRecorder{}, nodesync.Config{MaxNodeID: 2})
+	require.NoError(t, err)
+	err = ns.Run(context.Background())
+	require.ErrorIs(t, err, nodesync.ErrNoFreeID)
+	require.Zero(t, ns.GetNodeID())
+	err = ns.Resync(controller.NewDBResync(), controller.NewKubeStateData(), 1, controllertest.NewTxn())
+	require.ErrorIs(t, err, nodesync.ErrNotReady)
+	require.ErrorIs(t, ns.Run(context.Background()), nodesync.ErrAlreadyRunning)
+}
+
+func TestWaitsForConnection(t *testing.T) {
+	db := nodesynctest.NewDisconnectedMemDB()
+	ns, err := nodesync.New("node-a", db, &controllertest.EventRecorder{}, nodesync.Config{StartupTimeout: 1})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ns.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+
+	err = ns.Resync(controller.NewDBResync(), controller.NewKubeStateData(), 1, controllertest.NewTxn())
+	require.ErrorIs(t, err, nodesync.ErrNotReady, "start-up resync before the ID is allocated")
+	require.ErrorIs(t, ns.PublishNodeIPs(nil, nodesync.IPv4), nodesync.ErrNotReady)
+	require.Empty(t, ns.GetAllNodes())
+
+	db.SetConnected(true)
+	<-ns.Ready()
+	require.Equal(t, uint32(1), ns.GetNodeID())
+	require.NoError(t, ns.Resync(controller.NewDBResync(), controller.NewKubeStateData(), 2, controllertest.NewTxn()))
+}
+
+func TestAllocationRetriesDBFaults(t *testing.T) {
+	db := nodesynctest.NewMemDB()
+	var fails = map[string]int{"list": 3, "claim": 2, "put": 2}
+	var mu = make(chan struct{}, 1)
+	fail := func(kind string) error {
+		mu <- struct{}{}
+		defer func() { <-mu }()
+		if fails[kind] > 0 {
+			fails[kind]--
+			return nodesynctest.ErrInjected
+		}
+		return nil
+	}
+	db.SetHooks(nodesynctest.Hooks{
+		List: func(string) error { return fail("list") },
+		PutIfNotExists: func(key string) error {
+			if key == testPrefix+"id/1" {
+				return fail("claim")
+			}
+			return nil
+		},
+		Put: func(string) error { return fail("put") },
+	})
+	h := startHarness(t, db, "node-a", nodesync.Config{RetryBackoff: 1})
+	require.Equal(t, uint32(1), h.ns.GetNodeID())
+	for kind, n := range fails {
+		require.Zero(t, n, "all %s faults were hit", kind)
+	}
+}
+
+func TestPublishNodeIPs(t *testing.T) {
+	db := nodesynctest.NewMemDB()
+	h := startHarness(t, db, "node-a", nodesync.Config{})
+	h.resync(1)
+	puts := 0
+	db.SetHooks(nodesynctest.Hooks{Put: func(string) error { puts++; return nil }})
+	v4 := nodesync.IPsWithNetworks{ipNet("192.168.16.1", "192.168.16.0/24"), ipNet("10.10.0.1", "10.10.0.0/16")}
+	v6 := nodesync.IPsWithNetworks{ipNet("fd00::1", "fd00::/64")}
+
+	steps := []struct {
+		name     string
+		ips      nodesync.IPsWithNetworks
+		version  nodesync.IPVersion
+		wantErr  bool
+		wantPuts int
+		wantAll  nodesync.IPsWithNetworks
+	}{
+		{"first IPv4 set is written", v4, nodesync.IPv4, false, 1, v4.Canonical()},
+		{"same set in another order is not written", nodesync.IPsWithNetworks{v4[1], v4[0], v4[1]}, nodesync.IPv4, false, 1, v4.Canonical()},
+		{"IPv6 set is added", v6, nodesync.IPv6, false, 2, append(v4, v6...).Canonical()},
+		{"IPv4 set shrinks", v4[:1], nodesync.IPv4, false, 3, append(v4[:1:1], v6...).Canonical()},
+		{"IPv6 address published as IPv4", v6, nodesync.IPv4, true, 3, append(v4[:1:1], v6...).Canonical()},
+		{"address outside its network", nodesync.IPsWithNetworks{ipNet("192.168.17.1", "192.168.16.0/24")}, nodesync.IPv4, true, 3, append(v4[:1:1], v6...).Canonical()},
+		{"invalid version", v4, nodesync.IPVersion(5), true, 3, append(v4[:1:1], v6...).Canonical()},
+		{"zero value entry", nodesync.IPsWithNetworks{{}}, nodesync.IPv4, true, 3, append(v4[:1:1], v6...).Canonical()},
+		{"empty IPv6 set removes IPv6", nil, nodesync.IPv6, false, 4, v4[:1]},
+	}
+	for _, s := range steps {
+		err := h.ns.PublishNodeIPs(s.ips, s.version)
+		if s.wantErr {
+			require.Error(t, err, s.name)
+		} else {
+			require.NoError(t, err, s.name)
+		}
+		require.Equal(t, s.wantPuts, puts, s.name)
+		require.Equal(t, s.wantAll, h.ns.GetAllNodes()["node-a"].VppIPAddresses, s.name)
+	}
+
+	// Another NodeSync sees the published IPs.
+	other := startHarness(t, db, "node-b", nodesync.Config{})
+	other.resync(1)
+	require.Equal(t, v4[:1], other.ns.GetAllNodes()["node-a"].VppIPAddresses)
+
+	// A restarted node keeps publishing "only on change" against what is stored.
+	db.SetHooks(nodesynctest.Hooks{Put: func(string) error { return errors.New("must not write") }})
+	require.NoError(t, h.ns.PublishNodeIPs(v4[:1], nodesync.IPv4))
+}
+
+func TestGetAllNodesReturnsCopy(t *testing.T) {
+	db := nodesynctest.NewMemDB()
+	h := startHarness(t, db, "node-a", nodesync.Config{})
+	h.resync(1, kubeNode("node-a", []string{"10.1.1.0/24"}, "10.0.0.1"))
+	all := h.ns.GetAllNodes()
+	all["node-a"].ID = 99
+	all["node-a"].MgmtIPAddresses[0][0] = 99
+	all["node-a"].PodCIDRs[0] = netipPrefix("10.9.9.0/24")
+	delete(all, "node-a")
+	again := h.ns.GetAllNodes()
+	require.Equal(t, uint32(1), again["node-a"].ID)
+	require.Equal(t, mgmt("10.0.0.1"), again["node-a"].MgmtIPAddresses)
+	require.Equal(t, prefixes("10.1.1.0/24"), again["node-a"].PodCIDRs)
+}
+
+func TestWatchCompactionRelists(t *testing.T) {
+	db := nodesynctest.NewMemDB()
+	h := startHarness(t, db, "node-a", nodesync.Config{RetryBackoff: 1})
+	h.resync(1)
+	h.pump(0)
+	// Break the watch: compact, then disconnect briefly while changes happen.
+	db.SetConnected(false)
+	putRecordRaw(t, db, &model.VswitchNode{Id: 2, Name: "node-b"})
+	putRecordRaw(t, db, &model.VswitchNode{Id: 3, Name: "node-c"})
+	db.Compact(db.Revision())
+	db.SetConnected(true)
+	// The watcher re-lists and pushes one record resync.
+	got := h.pump(1)
+	require.Len(t, got, 2)
+	require.Equal(t, "node-b", got[0].NodeName)
+	require.Equal(t, "node-c", got[1].NodeName)
+	require.Nil(t, got[0].PrevState)
+	require.Equal(t, uint32(3), got[1].NewState.ID)
+}
+
+func TestPushFailureRelists(t *testing.T) {
+	db := nodesynctest.NewMemDB()
+	failed := make(chan struct{})
+	var armed, once atomic.Bool
+	rec := &controllertest.EventRecorder{PushErr: func(ev controller.Event) error {
+		if armed.Load() && ev.GetName() == "Vswitch Node Record Change" && once.CompareAndSwap(false, true) {
+			close(failed)
+			return controller.ErrQueueFull
+		}
+		return nil
+	}}
+	h := launchHarness(t, db, "node-a", nodesync.Config{RetryBackoff: 1}, rec)
+	h.waitReady()
+	h.resync(1)
+	h.pump(0)
+	armed.Store(true)
+	putRecord(t, db, &model.VswitchNode{Id: 2, Name: "node-b"})
+	<-failed
+	got := h.pump(1) // the record resync after the failed push
+	require.Len(t, got, 1)
+	require.Equal(t, "node-b", got[0].NodeName)
+}
+
+func TestHandlesEvent(t *testing.T) {
+	db := nodesynctest.NewMemDB()
+	ns, err := nodesync.New("node-a", db, &controllertest.EventRecorder{}, nodesync.Config{})
+	require.NoError(t, err)
+	tests := []struct {
+		ev   controller.Event
+		want bool
+	}{
+		{controller.NewDBResync(), true},
+		{&controller.HealingResync{Type: controller.AfterError}, true},
+		{&controller.HealingResync{Type: controller.Periodic}, false},
+		{&controller.KubeStateChange{Resource: kubemodel.NodeResource}, true},
+		{&controller.KubeStateChange{Resource: kubemodel.PodResource}, false},
+		{&nodesync.NodeUpdate{}, false},
+		{controller.NewAddPodEvent(kubemodel.PodID{Namespace: "ns", Name: "p"}, "c", "/netns"), false},
+	}
+	for _, tc := range tests {
+		assert.Equal(t, tc.want, ns.HandlesEvent(tc.ev), tc.ev.GetName())
+	}
+	require.NoError(t, ns.Revert(controller.NewDBResync()))
+	require.Equal(t, "nodesync", ns.String())
+}
+
+func TestNewValidates(t *testing.T) {
+	db := nodesynctest.NewMemDB()
+	loop := &controllertest.EventRecorder{}
+	tests := []struct {
+		name string
+		node string
+		db   nodesync.ClusterWideDB
+		loop controller.EventLoop
+		cfg  nodesync.Config
+	}{
+		{"empty node name", "", db, loop, nodesync.Config{}},
+		{"invalid node name", "Node_A", db, loop, nodesync.Config{}},
+		{"nil DB", "node-a", nil, loop, nodesync.Config{}},
+		{"nil loop", "node-a", db, nil, nodesync.Config{}},
+		{"prefix without slash", "node-a", db, loop, nodesync.Config{Prefix: "/x"}},
+		{"negative timeout", "node-a", db, loop, nodesync.Config{RequestTimeout: -1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := nodesync.New(tc.node, tc.db, tc.loop, tc.cfg)
+			require.Error(t, err)
+		})
+	}
+	_, err := nodesync.New("node-a", db, loop, nodesync.Config{})
+	require.NoError(t, err, "zero Config is valid")
+}
+
+func TestConcurrentJoinMemDB(t *testing.T) {
+	const n = 100
+	db := nodesynctest.NewMemDB()
+	seen := make(map[uint32]string)
+	hs := make([]*harness, n)
+	for i := range n {
+		hs[i] = launchHarness(t, db, fmt.Sprintf("node-%03d", i), nodesync.Config{}, &controllertest.EventRecorder{})
+	}
+	for _, h := range hs {
+		h.waitReady()
+	}
+	for _, h := range hs {
+		id := h.ns.GetNodeID()
+		require.NotContains(t, seen, id)
+		seen[id] = h.ns.NodeName()
+		require.True(t, id >= 1 && id <= n, "ID %d in 1..%d", id, n)
+	}
+}
+
+func TestReleaser(t *testing.T) {
+	db := nodesynctest.NewMemDB()
+	seedNode(t, db, 1, "node-a")
+	seedNode(t, db, 2, "node-b")
+	r, err := nodesync.NewReleaser(db, nodesync.Config{})
+	require.NoError(t, err)
+	_, err = nodesync.NewReleaser(nil, nodesync.Config{})
+	require.Error(t, err)
+
+	update := &controller.KubeStateChange{Key: kubemodel.NodeKey("node-b"), Resource: kubemodel.NodeResource, NewValue: kubeNode("node-b", nil)}
+	require.False(t, r.HandlesEvent(update), "node updates are not deletions")
+	require.False(t, r.HandlesEvent(controller.NewDBResync()))
+	del := &controller.KubeStateChange{Key: kubemodel.NodeKey("node-b"), Resource: kubemodel.NodeResource, PrevValue: kubeNode("node-b", nil)}
+	require.True(t, r.HandlesEvent(del))
+	desc, err := r.Update(del, controllertest.NewTxn())
+	require.NoError(t, err)
+	require.Contains(t, desc, "node-b")
+	require.Equal(t, []string{testPrefix + "id/1", testPrefix + "node/node-a"}, db.Keys())
+
+	// A joining node gets the freed ID.
+	h := startHarness(t, db, "node-c", nodesync.Config{})
+	require.Equal(t, uint32(2), h.ns.GetNodeID())
+
+	db.SetHooks(nodesynctest.Hooks{List: func(string) error { return nodesynctest.ErrInjected }})
+	del.Key = kubemodel.NodeKey("node-a")
+	_, err = r.Update(del, controllertest.NewTxn())
+	require.ErrorIs(t, err, nodesynctest.ErrInjected, "a failed release is reported")
+}
+
+// TestNodeEqualCoversAllFields fails when a field is added to Node without
+// being handled by Equal and Clone.
+func TestNodeEqualCoversAllFields(t *testing.T) {
+	full := &nodesync.Node{
+		ID: 1, Name: "n",
+		VppIPAddresses:  nodesync.IPsWithNetworks{ipNet("192.168.16.1", "192.168.16.0/24")},
+		MgmtIPAddresses: mgmt("10.0.0.1"),
+		PodCIDRs:        prefixes("10.1.1.0/24"),
+	}
+	typ := reflect.TypeFor[nodesync.Node]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		v := reflect.ValueOf(full.Clone()).Elem().Field(i)
+		require.False(t, v.IsZero(), "field %s must be set in the test node", f.Name)
+		changed := full.Clone()
+		reflect.ValueOf(changed).Elem().Field(i).SetZero()
+		require.False(t, full.Equal(changed), "Equal ignores field %s", f.Name)
+		require.True(t, full.Equal(full.Clone()), "Clone loses field %s", f.Name)
+	}
+	c := full.Clone()
+	c.MgmtIPAddresses[0][0] = 99
+	c.VppIPAddresses[0] = nodesync.IPWithNetwork{}
+	c.PodCIDRs[0] = netipPrefix("10.9.9.0/24")
+	require.Equal(t, mgmt("10.0.0.1"), full.MgmtIPAddresses, "Clone is deep")
+	require.Equal(t, prefixes("10.1.1.0/24"), full.PodCIDRs)
+	require.True(t, (*nodesync.Node)(nil).Equal(nil))
+	require.False(t, full.Equal(nil))
+}
+
+// TestJoinReleaseRestart mixes a join storm, releases of stopped nodes and
+// a second storm of new nodes together with restarting old ones: IDs stay
+// unique, restarted nodes keep theirs, and the freed IDs are reused so that
+// the IDs in use are exactly 1..N again.
+func TestJoinReleaseRestart(t *testing.T) {
+	db := nodesynctest.NewMemDB()
+	type node struct {
+		name   string
+		cancel context.CancelFunc
+		done   chan error
+		ns     *nodesync.NodeSync
+	}
+	start := func(name string) *node {
+		ns, err := nodesync.New(name, db, &controllertest.EventRecorder{}, nodesync.Config{})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		n := &node{name: name, cancel: cancel, done: make(chan error, 1), ns: ns}
+		go func() { n.done <- ns.Run(ctx) }()
+		return n
+	}
+	stop := func(n *node) {
+		n.cancel()
+		require.ErrorIs(t, <-n.done, context.Canceled)
+	}
+	ready := func(nodes []*node) {
+		for _, n := range nodes {
+			select {
+			case <-n.ns.Ready():
+			case err := <-n.done:
+				t.Fatalf("%s: Run ended: %v", n.name, err)
+			}
+		}
+	}
+
+	var first []*node
+	for i := range 40 {
+		first = append(first, start(fmt.Sprintf("first-%02d", i)))
+	}
+	ready(first)
+	ids := make(map[string]uint32)
+	for _, n := range first {
+		ids[n.name] = n.ns.GetNodeID()
+	}
+	// Stop every second node; release half of the stopped ones, the other
+	// half restarts below.
+	var running, restart []*node
+	for i, n := range first {
+		if i%2 == 0 {
+			running = append(running, n)
+			continue
+		}
+		stop(n)
+		if i%4 == 1 {
+			_, err := nodesync.ReleaseNode(context.Background(), db, "", n.name)
+			require.NoError(t, err)
+		} else {
+			restart = append(restart, n)
+		}
+	}
+	var second []*node
+	for i := range 20 {
+		second = append(second, start(fmt.Sprintf("second-%02d", i)))
+	}
+	for _, n := range restart {
+		second = append(second, start(n.name))
+	}
+	ready(second)
+	all := append(running, second...)
+	seen := make(map[uint32]string)
+	for _, n := range all {
+		id := n.ns.GetNodeID()
+		require.NotContains(t, seen, id, "ID %d used by %s and %s", id, seen[id], n.name)
+		seen[id] = n.name
+		if old, ok := ids[n.name]; ok {
+			require.Equal(t, old, id, "%s keeps its ID", n.name)
+		}
+	}
+	for id := uint32(1); id <= uint32(len(all)); id++ {
+		require.Contains(t, seen, id, "IDs are exactly 1..%d", len(all))
+	}
+	for _, n := range all {
+		stop(n)
+	}
+}
+
+func TestPublishAfterRunEnded(t *testing.T) {
+	db := nodesynctest.NewMemDB()
+	rec := &controllertest.EventRecorder{}
+	h := launchHarness(t, db, "node-a", nodesync.Config{}, rec)
+	h.waitReady()
+	h.resync(1)
+	_, err := nodesync.ReleaseNode(context.Background(), db, "", "node-a")
+	require.NoError(t, err)
+	runErr := <-h.done
+	h.done <- runErr
+	require.ErrorIs(t, runErr, nodesync.ErrNodeReleased)
+	err = h.ns.PublishNodeIPs(nodesync.IPsWithNetworks{ipNet("192.168.16.1", "192.168.16.0/24")}, nodesync.IPv4)
+	require.ErrorIs(t, err, nodesync.ErrNotReady)
+	require.Empty(t, db.Keys(), "the released record is not written again")
+}
