@@ -1,0 +1,92 @@
+// Package ipam computes the per-node address plan of a vswitchkit cluster
+// and allocates pod IP addresses.
+//
+// A single [IPAM] is responsible for all node-local allocations. IPAMs of
+// different nodes do not talk to each other: the cluster-wide unique node ID
+// (from a [NodeIDSource], e.g. nodesync) selects each node's slice of the
+// shared ranges, so nodes never collide.
+//
+// # Address plan
+//
+// From the [Config] and the node ID n, IPAM derives:
+//
+//   - this node's pod subnet: slice number n (of PodSubnetOneNodePrefixLen)
+//     of PodSubnetCIDR; its first address after the network address is the
+//     pod gateway, and pods get the addresses between the gateway and the
+//     broadcast address. With the defaults node 5 gets 10.1.5.0/24, gateway
+//     10.1.5.1, pod IPs 10.1.5.2–10.1.5.254 (253 addresses);
+//   - this node's VPP-to-host link: slice n of VPPHostSubnetCIDR, VPP end
+//     .1, Linux end .2 (172.30.5.1 and 172.30.5.2 for node 5); the NAT
+//     loopback address is the last address before the broadcast address of
+//     this slice (172.30.5.254), so it never takes a pod address;
+//   - node interconnect IPs: network address of NodeInterconnectCIDR plus
+//     the node ID (192.168.16.5/24), skipping the configured default
+//     gateway; VXLAN IPs likewise in VXLANCIDR (192.168.30.5/24);
+//   - the service range, ServiceCIDR.
+//
+// IPv4 and IPv6 work alike ("broadcast" means the last address of a subnet
+// in both). The single-CIDR mode carves all ranges from one block (see
+// Config.SingleCIDR). In external IPAM mode (Config.ExternalIPAM) this
+// node's pod subnet is the pod CIDR Kubernetes assigned to the node object
+// (kubemodel.Node.PodCidrs); when it changes IPAM pushes a [PodCIDRChange].
+//
+// New validates the configuration once (unparsable or overlapping ranges,
+// per-node prefixes not longer than their range, ranges too small); Resync
+// validates the node ID against every range once (beyond a range's
+// capacity, a node IP that would be the broadcast address or fall outside
+// its subnet). Errors name the field, the value and the reason.
+//
+// # Pod IP allocation
+//
+// AllocatePodIP is idempotent per pod and allocates next-after-last: the
+// search for a free address starts after the last allocated one and wraps
+// around, so a released address is reused only after wrap-around. The used
+// addresses are kept in a sparse chunked bitmap (4096 addresses per chunk,
+// a chunk exists only while it holds an allocation) whose memory is
+// proportional to the number of pods, not to the size of the subnet, so an
+// IPv6 slice with 64 or more host bits costs the same as an IPv4 /24. The
+// search skips 64 addresses per machine word and a full chunk in one step;
+// an allocation is O(1) amortised and at worst a scan of the chunks in use.
+// In slices with more than 2^64 addresses only the first 2^64 are used.
+// Exhaustion returns an error wrapping [ErrPoolExhausted].
+//
+// IPAM is a [controller.EventHandler]. It allocates on AddPod (and releases
+// again on Revert of that AddPod) and releases on DeletePod; because
+// DeletePod flows in reverse, IPAM — registered early — releases the address
+// after the handlers that use it have torn the pod down. When a pod is
+// deleted from the Kubernetes state while IPAM still holds the address the
+// deleted object had, IPAM releases it too (it was recovered from a state
+// that lagged behind a CNI DEL).
+//
+// # Persistence
+//
+// Allocations survive a restart: Resync recovers them from the records of
+// the optional [Store] (and the allocations in memory) first, then from the
+// pod IPs in the Kubernetes state, which may lag behind. With a Store,
+// every allocation is written to it before AllocatePodIP returns, so an
+// address allocated just before a crash, not yet reflected in the
+// Kubernetes state, is not handed out twice, and a pod whose address
+// changed just before a crash keeps its new address. Where the records live is the
+// application's choice (see [Store]: we recommend an etcd key per pod under
+// a per-node prefix, or a bbolt bucket in the agent's local state file).
+// Without a Store the allocations are recovered from the Kubernetes state
+// only, which is enough for a restart but not for a crash between
+// allocation and reflection. After a restart the allocator continues after
+// the highest recovered address.
+//
+// # Concurrency
+//
+// [IPAM] is safe for concurrent use. Getters, allocations and releases
+// take a short mutex. Resync rebuilds the allocations while holding it, so
+// readers wait for the rebuild (a few milliseconds for 65k pods) but never
+// see a half-built state; Update and Resync are serialised with each other
+// and with allocations. Store I/O is done outside that mutex, so readers do
+// not wait for the Store.
+//
+// # Lifecycle
+//
+// New does no I/O and starts no goroutines; IPAM has no Run method and
+// nothing to close. It becomes fully usable with the first successful
+// Resync (the node ID is only known then); before it, node-specific
+// getters return nil and allocation returns [ErrNotReady].
+package ipam

@@ -1,0 +1,50 @@
+package ipam_test
+
+import (
+	"fmt"
+
+	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/controllertest"
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/ipam"
+	"github.com/vswitchkit/vswitchkit/ipam/ipamtest"
+)
+
+// Node 5 with the default configuration: resync (as the event loop does at
+// start-up), then allocate three pod IPs, persisting them to a store.
+func Example() {
+	store := &ipamtest.MemStore{}
+	i, err := ipam.New(ipamtest.NewNodeID(5), ipam.Config{Store: store})
+	if err != nil {
+		panic(err)
+	}
+	// A pod from before the restart is recovered from the Kubernetes state.
+	ks := controller.NewKubeStateData()
+	ks[kubemodel.PodResource] = controller.KeyValuePairs{
+		kubemodel.PodKey("default", "web-0"): &kubemodel.Pod{Namespace: "default", Name: "web-0", IpAddress: "10.1.5.2"},
+	}
+	if err := i.Resync(controller.NewDBResync(), ks, 1, controllertest.NewTxn()); err != nil {
+		panic(err)
+	}
+	fmt.Println("pod subnet:", i.PodSubnetThisNode(), "gateway:", i.PodGatewayIP())
+	fmt.Println("VPP-host link:", i.HostInterconnectIPInVPP(), i.HostInterconnectIPInLinux(), "NAT loopback:", i.NatLoopbackIP())
+	nodeIP, _, _ := i.NodeIPAddress(5)
+	fmt.Println("node IP:", nodeIP)
+
+	for _, name := range []string{"web-1", "web-2", "web-3"} {
+		ip, err := i.AllocatePodIP(kubemodel.PodID{Namespace: "default", Name: name}, "", "")
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(name, ip)
+	}
+	fmt.Println("persisted records:", len(store.Records()))
+	// Output:
+	// pod subnet: 10.1.5.0/24 gateway: 10.1.5.1
+	// VPP-host link: 172.30.5.1 172.30.5.2 NAT loopback: 172.30.5.254
+	// node IP: 192.168.16.5
+	// web-1 10.1.5.3
+	// web-2 10.1.5.4
+	// web-3 10.1.5.5
+	// persisted records: 4
+}

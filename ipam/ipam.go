@@ -1,0 +1,489 @@
+package ipam
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+)
+
+// IPAM computes this node's subnets and addresses from the node ID and
+// allocates pod IPs from this node's pod subnet. It implements [API] and
+// [controller.EventHandler].
+//
+// IPAM is safe for concurrent use: getters may be called from any
+// goroutine, also while Resync or Update run on the event loop goroutine.
+// The zero value is not usable; create one with [New].
+type IPAM struct {
+	lay          layout
+	nodes        NodeIDSource
+	store        Store
+	storeTimeout time.Duration
+	loop         controller.EventLoop
+	nodeName     string
+	log          *slog.Logger
+
+	// ioMu serialises Resync, Update and, with a Store, AllocatePodIP and
+	// ReleasePodIP, so Store I/O can be done without holding mu. nodeID,
+	// hostNet and podNet are written only with ioMu and mu held; with a
+	// Store, pool and byPod too. A holder of ioMu may read those fields
+	// without mu.
+	ioMu sync.Mutex
+
+	mu      sync.Mutex
+	nodeID  uint32                     // guarded by mu; 0 until the first successful Resync
+	hostNet netip.Prefix               // guarded by mu; this node's VPP-host subnet
+	podNet  netip.Prefix               // guarded by mu; this node's pod subnet, invalid if unknown
+	pool    *pool                      // guarded by mu; nil when podNet is invalid
+	byPod   map[kubemodel.PodID]uint64 // guarded by mu
+	podBase u128                       // guarded by mu; network address of podNet
+	podIs4  bool                       // guarded by mu; podNet is IPv4
+
+	// Revert support for the AddPod event being processed; guarded by mu.
+	revertEv  controller.Event
+	revertPod kubemodel.PodID
+}
+
+var (
+	_ API                     = (*IPAM)(nil)
+	_ controller.EventHandler = (*IPAM)(nil)
+)
+
+// New validates cfg and returns an IPAM. nodes provides this node's ID; it
+// is read on every Resync. New does no I/O and starts no goroutines. Every
+// invalid Config field is reported, joined into one error (see
+// [ConfigError]).
+//
+// Until the first successful Resync the node-specific getters return nil
+// and AllocatePodIP returns [ErrNotReady]; the getters that depend only on
+// the configuration (NodeIPAddress, VxlanIPAddress, the AllNodes and
+// OtherNode subnets, ServiceNetwork) work right away.
+func New(nodes NodeIDSource, cfg Config) (*IPAM, error) {
+	if nodes == nil {
+		return nil, errors.New("ipam: nil NodeIDSource")
+	}
+	lay, err := resolveConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	i := &IPAM{
+		lay:          lay,
+		nodes:        nodes,
+		store:        cfg.Store,
+		storeTimeout: cfg.StoreTimeout,
+		loop:         cfg.EventLoop,
+		nodeName:     cfg.NodeName,
+		log:          cfg.Logger,
+		byPod:        make(map[kubemodel.PodID]uint64),
+	}
+	if i.storeTimeout == 0 {
+		i.storeTimeout = defaultStoreTimeout
+	}
+	if i.log == nil {
+		i.log = slog.New(slog.DiscardHandler)
+	}
+	i.log = i.log.With(slog.String("component", "ipam"))
+	return i, nil
+}
+
+// ---- configuration-only getters ----
+
+// NodeIPAddress computes the node interconnect IP address of the node with
+// the given ID: the network address of NodeInterconnectCIDR plus nodeID
+// (plus one more from the default gateway's offset upward). It returns the
+// address and the interconnect subnet. With NodeInterconnectDHCP it returns
+// [ErrNoNodeInterconnect]; an ID that gives the broadcast address or falls
+// outside the subnet gives [ErrInvalidNodeID].
+func (i *IPAM) NodeIPAddress(nodeID uint32) (net.IP, *net.IPNet, error) {
+	if !i.lay.nodeNet.IsValid() {
+		return nil, nil, ErrNoNodeInterconnect
+	}
+	a, err := nodeHostAddr("NodeInterconnectCIDR", i.lay.nodeNet, i.lay.gateway, nodeID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return toNetIP(a), toIPNet(i.lay.nodeNet), nil
+}
+
+// VxlanIPAddress computes the IP address of the VXLAN interface of the node
+// with the given ID (network address of VXLANCIDR plus nodeID) and returns
+// it with the VXLAN subnet.
+func (i *IPAM) VxlanIPAddress(nodeID uint32) (net.IP, *net.IPNet, error) {
+	a, err := nodeHostAddr("VXLANCIDR", i.lay.vxlan, netip.Addr{}, nodeID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return toNetIP(a), toIPNet(i.lay.vxlan), nil
+}
+
+// HostInterconnectSubnetAllNodes returns the range of the VPP-to-host links
+// of all nodes.
+func (i *IPAM) HostInterconnectSubnetAllNodes() *net.IPNet { return toIPNet(i.lay.hostAll) }
+
+// HostInterconnectSubnetOtherNode returns the VPP-host subnet of the node
+// with the given ID.
+func (i *IPAM) HostInterconnectSubnetOtherNode(nodeID uint32) (*net.IPNet, error) {
+	p, err := nodeSlice("VPPHostSubnetCIDR", i.lay.hostAll, i.lay.hostLen, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	return toIPNet(p), nil
+}
+
+// PodSubnetAllNodes returns the pod range of all nodes.
+func (i *IPAM) PodSubnetAllNodes() *net.IPNet { return toIPNet(i.lay.podAll) }
+
+// PodSubnetOtherNode returns the pod subnet of the node with the given ID.
+// In external IPAM mode it returns [ErrExternalIPAM].
+func (i *IPAM) PodSubnetOtherNode(nodeID uint32) (*net.IPNet, error) {
+	if i.lay.external {
+		return nil, ErrExternalIPAM
+	}
+	p, err := nodeSlice("PodSubnetCIDR", i.lay.podAll, i.lay.podLen, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	return toIPNet(p), nil
+}
+
+// ServiceNetwork returns the service range.
+func (i *IPAM) ServiceNetwork() *net.IPNet { return toIPNet(i.lay.service) }
+
+// ---- this node's getters ----
+
+// NodeID returns this node's ID as of the last successful Resync, or 0.
+func (i *IPAM) NodeID() uint32 {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.nodeID
+}
+
+// HostInterconnectSubnetThisNode returns this node's VPP-host subnet, or
+// nil before the first successful Resync.
+func (i *IPAM) HostInterconnectSubnetThisNode() *net.IPNet {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return toIPNet(i.hostNet)
+}
+
+// HostInterconnectIPInVPP returns the VPP end of this node's VPP-host link:
+// the first address after the network address of its subnet. Nil before the
+// first successful Resync.
+func (i *IPAM) HostInterconnectIPInVPP() net.IP { return i.hostAddr(1) }
+
+// HostInterconnectIPInLinux returns the host (Linux) end of this node's
+// VPP-host link: the second address of its subnet. Nil before the first
+// successful Resync.
+func (i *IPAM) HostInterconnectIPInLinux() net.IP { return i.hostAddr(2) }
+
+// NatLoopbackIP returns the address of the virtual NAT loopback. It is the
+// last address before the broadcast address of this node's VPP-host subnet
+// (172.30.5.254 for node 5 with the defaults): a vswitch-internal address,
+// so it never takes a pod IP. Nil before the first successful Resync.
+func (i *IPAM) NatLoopbackIP() net.IP {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if !i.hostNet.IsValid() {
+		return nil
+	}
+	return toNetIP(lastAddr(i.hostNet).Prev())
+}
+
+func (i *IPAM) hostAddr(n uint64) net.IP {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if !i.hostNet.IsValid() {
+		return nil
+	}
+	return toNetIP(nthAddr(i.hostNet, u128{lo: n}))
+}
+
+// PodSubnetThisNode returns this node's pod subnet: slice number nodeID of
+// PodSubnetCIDR, or with external IPAM the pod CIDR Kubernetes assigned to
+// the node. Nil while unknown.
+func (i *IPAM) PodSubnetThisNode() *net.IPNet {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return toIPNet(i.podNet)
+}
+
+// PodSubnetThisNodePrefix is PodSubnetThisNode as a netip.Prefix; the
+// invalid Prefix while unknown.
+func (i *IPAM) PodSubnetThisNodePrefix() netip.Prefix {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.podNet
+}
+
+// PodGatewayIP returns the gateway of this node's pod subnet (the first
+// address after the network address), or nil while the subnet is unknown.
+func (i *IPAM) PodGatewayIP() net.IP {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if !i.podNet.IsValid() {
+		return nil
+	}
+	return toNetIP(i.podNet.Addr().Next())
+}
+
+// GetPodIP returns the address allocated to the pod, with the mask of this
+// node's pod subnet, or nil if the pod has none.
+func (i *IPAM) GetPodIP(podID kubemodel.PodID) *net.IPNet {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	off, ok := i.byPod[podID]
+	if !ok {
+		return nil
+	}
+	return addrIPNet(i.podAddr(off), i.podNet)
+}
+
+// PodAddr returns the address allocated to the pod; ok is false if it has
+// none.
+func (i *IPAM) PodAddr(podID kubemodel.PodID) (addr netip.Addr, ok bool) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	off, ok := i.byPod[podID]
+	if !ok {
+		return netip.Addr{}, false
+	}
+	return i.podAddr(off), true
+}
+
+// Allocations returns a snapshot of all pod IP allocations, sorted by
+// address. The slice is the caller's.
+func (i *IPAM) Allocations() []Allocation {
+	i.mu.Lock()
+	out := make([]Allocation, 0, len(i.byPod))
+	for pod, off := range i.byPod {
+		out = append(out, Allocation{Pod: pod, Addr: i.podAddr(off)})
+	}
+	i.mu.Unlock()
+	slices.SortFunc(out, func(a, b Allocation) int { return a.Addr.Compare(b.Addr) })
+	return out
+}
+
+// ---- allocation ----
+
+// AllocatePodIP allocates an IP address for the pod and returns it.
+//
+// It is idempotent: a pod that already has an address gets the same one.
+// With an empty ipamType the address is the next free one after the last
+// allocated (a released address is reused only after wrap-around); the
+// network, gateway and broadcast addresses are never handed out. When every
+// address is taken it returns an error wrapping [ErrPoolExhausted].
+//
+// A non-empty ipamType means an external IPAM plugin already chose the
+// address: ipamData carries it as an address ("10.1.5.7"), a CIDR
+// ("10.1.5.7/24") or a CNI result ({"ips":[{"address":"10.1.5.7/24"}]}).
+// It must be a pod address of this node's pod subnet that no other pod has
+// ([ConflictError]); it is then recorded like any other allocation.
+//
+// With a Store the allocation is persisted before it is returned; a Store
+// error fails the allocation.
+func (i *IPAM) AllocatePodIP(podID kubemodel.PodID, ipamType string, ipamData string) (net.IP, error) {
+	a, _, err := i.allocate(podID, ipamType, ipamData)
+	if err != nil {
+		return nil, err
+	}
+	return toNetIP(a), nil
+}
+
+// AllocatePodAddr is AllocatePodIP with the built-in allocator, returning
+// a netip.Addr (it does not allocate memory without a Store).
+func (i *IPAM) AllocatePodAddr(podID kubemodel.PodID) (netip.Addr, error) {
+	a, _, err := i.allocate(podID, "", "")
+	return a, err
+}
+
+// allocate returns the pod's address and whether it was newly allocated.
+func (i *IPAM) allocate(pod kubemodel.PodID, ipamType, ipamData string) (netip.Addr, bool, error) {
+	if pod.Name == "" {
+		return netip.Addr{}, false, fmt.Errorf("allocate pod IP for %q: %w", pod.String(), ErrInvalidPodID)
+	}
+	var want netip.Addr // address chosen by an external IPAM plugin
+	if ipamType != "" {
+		a, err := parseIPAMData(ipamData)
+		if err != nil {
+			return netip.Addr{}, false, fmt.Errorf("allocate pod IP for %s (IPAM type %s): %w", pod, ipamType, err)
+		}
+		want = a
+	}
+	if i.store != nil {
+		i.ioMu.Lock()
+		defer i.ioMu.Unlock()
+	}
+	i.mu.Lock()
+	if i.pool == nil {
+		i.mu.Unlock()
+		return netip.Addr{}, false, fmt.Errorf("allocate pod IP for %s: %w", pod, ErrNotReady)
+	}
+	if off, ok := i.byPod[pod]; ok {
+		a := i.podAddr(off)
+		i.mu.Unlock()
+		return a, false, nil
+	}
+	prevCursor := i.pool.cursor
+	var off uint64
+	if !want.IsValid() {
+		o, ok := i.pool.alloc()
+		if !ok {
+			podNet := i.podNet
+			i.mu.Unlock()
+			return netip.Addr{}, false, fmt.Errorf("allocate pod IP for %s in %s: %w", pod, podNet, ErrPoolExhausted)
+		}
+		off = o
+	} else {
+		o, ok := offsetIn(i.podNet, want)
+		if !ok || o < i.pool.lo || o > i.pool.hi {
+			podNet := i.podNet
+			i.mu.Unlock()
+			return netip.Addr{}, false, fmt.Errorf("allocate pod IP for %s (IPAM type %s): %w: %s is not a pod address of %s",
+				pod, ipamType, ErrInvalidIPAMData, want, podNet)
+		}
+		if !i.pool.claim(o) {
+			owner := i.ownerOf(o)
+			i.mu.Unlock()
+			return netip.Addr{}, false, &ConflictError{Addr: want, Owner: owner}
+		}
+		off = o
+	}
+	i.byPod[pod] = off
+	addr := i.podAddr(off)
+	i.mu.Unlock()
+
+	if i.store != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), i.storeTimeout)
+		err := i.store.PutAllocation(ctx, Allocation{Pod: pod, Addr: addr})
+		cancel()
+		if err != nil {
+			i.mu.Lock()
+			i.pool.release(off)
+			i.pool.cursor = prevCursor
+			delete(i.byPod, pod)
+			i.mu.Unlock()
+			return netip.Addr{}, false, fmt.Errorf("allocate pod IP for %s: persist: %w", pod, err)
+		}
+	}
+	return addr, true, nil
+}
+
+// setPodNet sets podNet and its derived fields. Caller holds mu (and ioMu).
+func (i *IPAM) setPodNet(p netip.Prefix) {
+	i.podNet = p
+	if p.IsValid() {
+		i.podBase, i.podIs4 = addrBits(p.Addr()), p.Addr().Is4()
+	}
+}
+
+// podAddr returns the address at offset off of this node's pod subnet.
+// Caller holds mu (or ioMu with a Store).
+func (i *IPAM) podAddr(off uint64) netip.Addr {
+	if i.podIs4 {
+		v := uint32(i.podBase.lo) + uint32(off)
+		return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	}
+	return i.podBase.add(u128{lo: off}).toAddr(false)
+}
+
+// ownerOf finds the pod holding offset off (slow path, for errors only).
+// Caller holds mu.
+func (i *IPAM) ownerOf(off uint64) kubemodel.PodID {
+	for pod, o := range i.byPod {
+		if o == off {
+			return pod
+		}
+	}
+	return kubemodel.PodID{}
+}
+
+// parseIPAMData extracts an address from an external IPAM plugin's data.
+func parseIPAMData(data string) (netip.Addr, error) {
+	s := strings.TrimSpace(data)
+	if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
+		return a.Unmap(), nil
+	}
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Addr().Unmap(), nil
+	}
+	var res struct {
+		IPs []struct {
+			Address string `json:"address"`
+		} `json:"ips"`
+	}
+	if err := json.Unmarshal([]byte(s), &res); err == nil && len(res.IPs) > 0 {
+		if p, err := netip.ParsePrefix(res.IPs[0].Address); err == nil {
+			return p.Addr().Unmap(), nil
+		}
+		if a, err := netip.ParseAddr(res.IPs[0].Address); err == nil && a.Zone() == "" {
+			return a.Unmap(), nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("%w: %q is neither an address, a CIDR nor a CNI result with ips", ErrInvalidIPAMData, data)
+}
+
+// ReleasePodIP releases the pod's address, making it available for new pods
+// (after the allocator wraps around). Releasing a pod without an address is
+// not an error. With a Store the record is deleted first; if that fails the
+// address stays allocated and the error is returned.
+func (i *IPAM) ReleasePodIP(podID kubemodel.PodID) error {
+	_, err := i.release(podID, netip.Addr{})
+	return err
+}
+
+// release releases the pod's address; if only is valid, only when the pod
+// has exactly that address. It returns the released address (invalid if
+// nothing was released).
+func (i *IPAM) release(pod kubemodel.PodID, only netip.Addr) (netip.Addr, error) {
+	if i.store == nil {
+		i.mu.Lock()
+		off, ok := i.byPod[pod]
+		if !ok || (only.IsValid() && i.podAddr(off) != only) {
+			i.mu.Unlock()
+			return netip.Addr{}, nil
+		}
+		delete(i.byPod, pod)
+		i.pool.release(off)
+		a := i.podAddr(off)
+		i.mu.Unlock()
+		return a, nil
+	}
+	i.ioMu.Lock()
+	defer i.ioMu.Unlock()
+	// With a Store every mutation holds ioMu: the state cannot change
+	// under us, and reading it without mu is safe.
+	off, ok := i.byPod[pod]
+	if !ok || (only.IsValid() && i.podAddr(off) != only) {
+		return netip.Addr{}, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), i.storeTimeout)
+	err := i.store.DeleteAllocation(ctx, pod)
+	cancel()
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("release pod IP of %s: persist: %w", pod, err)
+	}
+	a := i.podAddr(off)
+	i.mu.Lock()
+	delete(i.byPod, pod)
+	i.pool.release(off)
+	i.mu.Unlock()
+	return a, nil
+}
+
+func comparePodID(a, b kubemodel.PodID) int {
+	if c := cmp.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Name, b.Name)
+}
