@@ -1,0 +1,44 @@
+package svcprocessor
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrClosed is returned by every method called after [ServiceProcessor.Close].
+	ErrClosed = errors.New("svcprocessor: processor is closed")
+
+	// ErrNilRenderer is returned by [ServiceProcessor.RegisterRenderer] for a nil renderer.
+	ErrNilRenderer = errors.New("svcprocessor: nil renderer")
+
+	// ErrUnexpectedValue is returned (wrapped) when a Kubernetes state value
+	// is not of the type its resource implies (for example a *kubemodel.Pod
+	// under "service"), or when a key does not follow the key scheme or
+	// disagrees with the value's namespace/name.
+	ErrUnexpectedValue = errors.New("svcprocessor: unexpected Kubernetes state value")
+
+	// ErrPodNotConnected is returned (wrapped) by [ServiceProcessor.ProcessNewPod]
+	// when [PodInterfaces] does not know the VPP interface of the pod.
+	ErrPodNotConnected = errors.New("svcprocessor: pod has no VPP interface on this node")
+)
+
+// RendererError reports that a renderer failed to apply a change. The
+// processor's own state already includes the change; the other renderers
+// were notified as well. Several RendererErrors are joined with errors.Join.
+// Use errors.As to get at it.
+type RendererError struct {
+	// Index is the position of the renderer in registration order.
+	Index int
+	// Kind is the kind of the notification that failed.
+	Kind RenderKind
+	// Err is what the renderer returned.
+	Err error
+}
+
+func (e *RendererError) Error() string {
+	return fmt.Sprintf("svcprocessor: renderer %d failed on %s: %v", e.Index, e.Kind, e.Err)
+}
+
+// Unwrap returns the renderer's error.
+func (e *RendererError) Unwrap() error { return e.Err }
