@@ -1,0 +1,289 @@
+package bgp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+)
+
+// ControllerConfig configures a [Controller]. The zero value is valid.
+type ControllerConfig struct {
+	// Signaler wakes the control loop. Default: a new one from
+	// [NewSignaler]; pass a shared one to let sources such as [Store]
+	// signal the controller.
+	Signaler Signaler
+	// IPv4 and IPv6 are the agent's externally reachable addresses, put into
+	// [ControlPlaneState]. Default (zero): the node's first InternalIP of the
+	// family, else its first ExternalIP.
+	IPv4, IPv6 netip.Addr
+	// RetryInterval is how long after a failed reconcile the controller
+	// tries again without a signal. Default 5s; negative disables retries.
+	RetryInterval time.Duration
+	// WithdrawalTimeout bounds [Controller.FullWithdrawal] when Run ends.
+	// Default 10s.
+	WithdrawalTimeout time.Duration
+	// Logger receives the controller's logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// Controller is the agent-side BGP control plane controller.
+//
+// Controller listens for signals and drives a [BGPRouterManager] to
+// maintain the desired state: on each signal it rebuilds a point-in-time
+// [ControlPlaneState] from its sources and applies the single peering policy
+// that selects the node.
+//
+// Controller is safe for concurrent use; its control loop runs on the
+// goroutine that calls [Controller.Run].
+type Controller struct {
+	mgr      BGPRouterManager
+	nodes    NodeSource
+	policies PolicySource
+	sig      Signaler
+	cfg      ControllerConfig
+	log      *slog.Logger
+	started  atomic.Bool
+
+	// mgrMu serializes calls into mgr, as its contract requires, and guards
+	// the fields below.
+	mgrMu   sync.Mutex
+	applied bool // a non-nil policy may be applied
+	status  ControllerStatus
+}
+
+// ControllerStatus is a snapshot of the controller's last reconcile.
+type ControllerStatus struct {
+	// Policy is the name of the policy applied last; empty if none.
+	Policy string
+	// LastError is the error of the last reconcile; nil if it succeeded.
+	LastError error
+	// Reconciles counts reconcile attempts.
+	Reconciles uint64
+}
+
+// NewController constructs a BGP control plane controller. It does no I/O
+// and starts no goroutine; call [Controller.Run] to start the control loop.
+//
+// The manager defines which BGP backend is used (see package gobgp). The
+// sources provide the node the controller runs for and the cluster's
+// peering policies.
+func NewController(mgr BGPRouterManager, nodes NodeSource, policies PolicySource, cfg ControllerConfig) (*Controller, error) {
+	var errs []error
+	if mgr == nil {
+		errs = append(errs, errors.New("bgp: NewController: manager is nil"))
+	}
+	if nodes == nil {
+		errs = append(errs, errors.New("bgp: NewController: node source is nil"))
+	}
+	if policies == nil {
+		errs = append(errs, errors.New("bgp: NewController: policy source is nil"))
+	}
+	if cfg.IPv4.IsValid() && !cfg.IPv4.Unmap().Is4() {
+		errs = append(errs, fmt.Errorf("bgp: ControllerConfig.IPv4 %s is not an IPv4 address", cfg.IPv4))
+	}
+	if cfg.IPv6.IsValid() && !cfg.IPv6.Is6() {
+		errs = append(errs, fmt.Errorf("bgp: ControllerConfig.IPv6 %s is not an IPv6 address", cfg.IPv6))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if cfg.Signaler.Sig == nil {
+		cfg.Signaler = NewSignaler()
+	}
+	if cfg.RetryInterval == 0 {
+		cfg.RetryInterval = 5 * time.Second
+	}
+	if cfg.WithdrawalTimeout <= 0 {
+		cfg.WithdrawalTimeout = 10 * time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Controller{
+		mgr: mgr, nodes: nodes, policies: policies, sig: cfg.Signaler, cfg: cfg,
+		log: log.With(slog.String("component", "bgp-controller")),
+	}, nil
+}
+
+// Signaler returns the signaler that wakes the control loop; event sources
+// call its Event method.
+func (c *Controller) Signaler() Signaler { return c.sig }
+
+// Status returns a snapshot of the last reconcile.
+func (c *Controller) Status() ControllerStatus {
+	c.mgrMu.Lock()
+	defer c.mgrMu.Unlock()
+	return c.status
+}
+
+// Run places the controller into its control loop: it reconciles once at
+// start and then after every signal, and again RetryInterval after a failed
+// reconcile. Reconcile errors are logged and recorded in [Controller.Status];
+// they do not stop the loop.
+//
+// When ctx is cancelled, Run calls [Controller.FullWithdrawal] with its own
+// context bounded by WithdrawalTimeout, then returns ctx.Err(). Run may be
+// called only once; later calls return [ErrAlreadyRunning].
+func (c *Controller) Run(ctx context.Context) error {
+	if c.started.Swap(true) {
+		return ErrAlreadyRunning
+	}
+	c.log.Info("started")
+	c.sig.Event(nil) // initial reconcile
+	var (
+		retry     *time.Timer
+		retryC    <-chan time.Time
+		stopRetry = func() {
+			if retry != nil {
+				retry.Stop()
+				retry, retryC = nil, nil
+			}
+		}
+	)
+	defer stopRetry()
+	for {
+		select {
+		case <-ctx.Done():
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.WithdrawalTimeout)
+			c.FullWithdrawal(wctx)
+			cancel()
+			c.log.Info("stopped")
+			return ctx.Err()
+		case <-c.sig.Sig:
+		case <-retryC:
+			retry, retryC = nil, nil
+		}
+		stopRetry()
+		if err := c.Reconcile(ctx); err != nil {
+			if ctx.Err() != nil {
+				continue // shutting down; the next iteration withdraws
+			}
+			c.log.Warn("reconcile failed", slog.Any("error", err))
+			if c.cfg.RetryInterval > 0 {
+				retry = time.NewTimer(c.cfg.RetryInterval)
+				retryC = retry.C
+			}
+		}
+	}
+}
+
+// Reconcile is the control loop step: it obtains the state of the world and
+// drives the BGP control plane toward the peering policy that applies to
+// the node.
+//
+// Only a single policy may apply to the node: with several,
+// [ErrMultiplePolicies] is returned and the current configuration is kept.
+// With none, or when the node is unknown, everything is withdrawn. A policy
+// that fails validation, or node annotations that fail [ParseAnnotations],
+// are errors and keep the current configuration. Reconcile may be called
+// directly (for example from tests); calls are serialized.
+func (c *Controller) Reconcile(ctx context.Context) error {
+	c.mgrMu.Lock()
+	defer c.mgrMu.Unlock()
+	c.status.Reconciles++
+	name, err := c.reconcileLocked(ctx)
+	c.status.LastError = err
+	if err == nil {
+		c.status.Policy = name
+	}
+	return err
+}
+
+func (c *Controller) reconcileLocked(ctx context.Context) (string, error) {
+	node := c.nodes.Node()
+	if node == nil {
+		c.log.Debug("node unknown")
+		return "", c.withdrawLocked(ctx)
+	}
+	policy, err := PolicySelection(ctx, node, c.policies.Policies())
+	if err != nil {
+		return "", fmt.Errorf("bgp: select peering policy for node %s: %w", node.GetName(), err)
+	}
+	if policy == nil {
+		c.log.Debug("no peering policy selects the node", slog.String("node", node.GetName()))
+		return "", c.withdrawLocked(ctx)
+	}
+	annotations, err := ParseAnnotations(node.GetAnnotations())
+	if err != nil {
+		return "", fmt.Errorf("bgp: node %s: %w", node.GetName(), err)
+	}
+	policy = policy.WithDefaults()
+	if err := policy.Validate(); err != nil {
+		return "", fmt.Errorf("bgp: policy %q: %w", policy.Name, err)
+	}
+	state := &ControlPlaneState{Node: node, Annotations: annotations}
+	v4, v6 := c.cfg.IPv4, c.cfg.IPv6
+	if !v4.IsValid() {
+		v4 = nodeAddress(node, true)
+	}
+	if !v6.IsValid() {
+		v6 = nodeAddress(node, false)
+	}
+	if v4.IsValid() {
+		state.IPv4 = net.IP(v4.Unmap().AsSlice())
+	}
+	if v6.IsValid() {
+		state.IPv6 = net.IP(v6.AsSlice())
+	}
+	c.log.Debug("configuring peers", slog.String("policy", policy.Name), slog.String("node", node.GetName()))
+	c.applied = true
+	if err := c.mgr.ConfigurePeers(ctx, policy, state); err != nil {
+		return "", fmt.Errorf("bgp: apply policy %q: %w", policy.Name, err)
+	}
+	return policy.Name, nil
+}
+
+func (c *Controller) withdrawLocked(ctx context.Context) error {
+	if !c.applied {
+		return nil
+	}
+	if err := c.mgr.ConfigurePeers(ctx, nil, nil); err != nil {
+		return fmt.Errorf("bgp: withdraw: %w", err)
+	}
+	c.applied = false
+	return nil
+}
+
+// FullWithdrawal instructs the manager to withdraw all BGP servers and
+// peers (ConfigurePeers with a nil policy). Errors are logged, as there is
+// nobody to return them to at shutdown.
+func (c *Controller) FullWithdrawal(ctx context.Context) {
+	c.mgrMu.Lock()
+	defer c.mgrMu.Unlock()
+	if err := c.mgr.ConfigurePeers(ctx, nil, nil); err != nil {
+		c.log.Error("full withdrawal failed", slog.Any("error", err))
+		return
+	}
+	c.applied = false
+	c.status.Policy = ""
+}
+
+// nodeAddress returns the node's first InternalIP of the family, else its
+// first ExternalIP.
+func nodeAddress(n *kubemodel.Node, v4 bool) netip.Addr {
+	for _, typ := range []kubemodel.NodeAddress_Type{kubemodel.NodeAddress_INTERNAL_IP, kubemodel.NodeAddress_EXTERNAL_IP} {
+		for _, a := range n.GetAddresses() {
+			if a.GetType() != typ {
+				continue
+			}
+			ip, err := netip.ParseAddr(a.GetAddress())
+			if err != nil {
+				continue
+			}
+			ip = ip.Unmap()
+			if ip.Is4() == v4 {
+				return ip
+			}
+		}
+	}
+	return netip.Addr{}
+}

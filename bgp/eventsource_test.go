@@ -1,0 +1,128 @@
+package bgp_test
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vswitchkit/vswitchkit/bgp"
+	"github.com/vswitchkit/vswitchkit/bgp/bgpmodel"
+	"github.com/vswitchkit/vswitchkit/bgp/bgptest"
+	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/controllertest"
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+)
+
+func modelPolicy(name string, rack string) *bgpmodel.PeeringPolicy {
+	return &bgpmodel.PeeringPolicy{
+		Name:         name,
+		NodeSelector: &bgpmodel.LabelSelector{MatchLabels: map[string]string{"rack": rack}},
+		VirtualRouters: []*bgpmodel.VirtualRouter{{
+			LocalAsn: 65001, ExportPodCidr: true,
+			ServiceSelector: &bgpmodel.LabelSelector{MatchExpressions: []*bgpmodel.LabelSelectorRequirement{{Key: "lb", Operator: "Exists"}}},
+			Neighbors: []*bgpmodel.Neighbor{{
+				PeerAddress: "10.0.0.254", PeerAsn: 65000, PeerPort: 1790, LocalAddress: "10.0.0.1", EbgpMultihopTtl: 3,
+				ConnectRetryTimeSeconds: 5, HoldTimeSeconds: 9, KeepaliveTimeSeconds: 3, Password: "pw",
+				GracefulRestart: &bgpmodel.GracefulRestart{Enabled: true, RestartTimeSeconds: 60}, Families: []string{"ipv4-unicast"},
+			}},
+		}},
+	}
+}
+
+func TestPolicyFromModel(t *testing.T) {
+	p, err := bgp.PolicyFromModel(modelPolicy("a", "r1"))
+	require.NoError(t, err)
+	want := &bgp.PeeringPolicy{
+		Name:         "a",
+		NodeSelector: &bgp.LabelSelector{MatchLabels: map[string]string{"rack": "r1"}},
+		VirtualRouters: []bgp.VirtualRouter{{
+			LocalASN: 65001, ExportPodCIDR: true,
+			ServiceSelector: &bgp.LabelSelector{MatchExpressions: []bgp.LabelSelectorRequirement{{Key: "lb", Operator: bgp.SelectorOpExists}}},
+			Neighbors: []bgp.Neighbor{{
+				PeerAddress: netip.MustParseAddr("10.0.0.254"), PeerASN: 65000, PeerPort: 1790, LocalAddress: netip.MustParseAddr("10.0.0.1"),
+				EBGPMultihopTTL: 3, ConnectRetryTime: 5 * time.Second, HoldTime: 9 * time.Second, KeepaliveTime: 3 * time.Second,
+				Password: "pw", GracefulRestart: bgp.GracefulRestart{Enabled: true, RestartTime: time.Minute}, Families: []bgp.Family{bgp.IPv4Unicast},
+			}},
+		}},
+	}
+	assert.Equal(t, want, p)
+	require.NoError(t, p.WithDefaults().Validate())
+
+	bad := modelPolicy("bad", "r1")
+	bad.VirtualRouters[0].Neighbors[0].PeerAddress = "nope"
+	bad.VirtualRouters[0].Neighbors[0].LocalAddress = "nope"
+	bad.VirtualRouters[0].Neighbors[0].PeerPort = 70000
+	bad.VirtualRouters[0].Neighbors[0].EbgpMultihopTtl = 256
+	_, err = bgp.PolicyFromModel(bad)
+	require.ErrorIs(t, err, bgp.ErrInvalidPolicy)
+	for _, f := range []string{".peerAddress", ".localAddress", ".peerPort", ".eBGPMultihopTTL"} {
+		assert.ErrorContains(t, err, "virtualRouters[0].neighbors[0]"+f)
+	}
+	_, err = bgp.PolicyFromModel(nil)
+	require.Error(t, err)
+}
+
+func TestEventSource(t *testing.T) {
+	sig := bgp.NewSignaler()
+	src, err := bgp.NewEventSource("n1", sig, nil)
+	require.NoError(t, err)
+	_, err = bgp.NewEventSource("Bad_Name", sig, nil)
+	require.Error(t, err)
+
+	n1 := &kubemodel.Node{Name: "n1", Labels: map[string]string{"rack": "r1"}, PodCidrs: []string{"10.244.1.0/24"}}
+	resync := controller.NewDBResync()
+	resync.KubeState[kubemodel.NodeResource] = controller.KeyValuePairs{
+		kubemodel.NodeKey("n1"): n1,
+		kubemodel.NodeKey("n2"): &kubemodel.Node{Name: "n2"},
+	}
+	resync.KubeState[bgpmodel.PolicyResourceName] = controller.KeyValuePairs{
+		bgpmodel.PolicyKey("a"):   modelPolicy("a", "r1"),
+		bgpmodel.PolicyKey("b"):   modelPolicy("b", "r2"),
+		bgpmodel.PolicyKey("bad"): &bgpmodel.PeeringPolicy{Name: "bad", VirtualRouters: []*bgpmodel.VirtualRouter{{Neighbors: []*bgpmodel.Neighbor{{PeerAddress: "x"}}}}},
+	}
+	require.True(t, src.HandlesEvent(resync))
+	txn := controllertest.NewTxn()
+	require.NoError(t, src.Resync(resync, resync.KubeState, 1, txn))
+	assert.Empty(t, txn.Keys(), "the source never writes")
+	assert.Len(t, sig.Sig, 1)
+	<-sig.Sig
+	assert.Equal(t, "n1", src.Node().GetName())
+	require.Len(t, src.Policies(), 2)
+	assert.Contains(t, src.InvalidPolicies(), bgpmodel.PolicyKey("bad"))
+
+	// A controller over the source applies the one matching policy.
+	mgr := &bgptest.FakeManager{}
+	ctrl, err := bgp.NewController(mgr, src, src, bgp.ControllerConfig{Signaler: sig})
+	require.NoError(t, err)
+	require.NoError(t, ctrl.Reconcile(context.Background()))
+	assert.Equal(t, "a", mgr.Applied().Name)
+
+	// Changes of other nodes are ignored; this node's label change switches policy.
+	other := &controller.KubeStateChange{Key: kubemodel.NodeKey("n2"), Resource: kubemodel.NodeResource, NewValue: &kubemodel.Node{Name: "n2", Labels: map[string]string{"x": "y"}}}
+	require.True(t, src.HandlesEvent(other))
+	desc, err := src.Update(other, txn)
+	require.NoError(t, err)
+	assert.Empty(t, desc)
+	assert.Empty(t, sig.Sig)
+
+	n1b := &kubemodel.Node{Name: "n1", Labels: map[string]string{"rack": "r2"}}
+	_, err = src.Update(&controller.KubeStateChange{Key: kubemodel.NodeKey("n1"), Resource: kubemodel.NodeResource, PrevValue: n1, NewValue: n1b}, txn)
+	require.NoError(t, err)
+	<-sig.Sig
+	require.NoError(t, ctrl.Reconcile(context.Background()))
+	assert.Equal(t, "b", mgr.Applied().Name)
+
+	// Deleting the policy withdraws.
+	_, err = src.Update(&controller.KubeStateChange{Key: bgpmodel.PolicyKey("b"), Resource: bgpmodel.PolicyResourceName, PrevValue: modelPolicy("b", "r2")}, txn)
+	require.NoError(t, err)
+	<-sig.Sig
+	require.NoError(t, ctrl.Reconcile(context.Background()))
+	assert.Nil(t, mgr.Applied())
+
+	assert.False(t, src.HandlesEvent(&controller.KubeStateChange{Resource: kubemodel.PodResource}))
+	assert.Empty(t, txn.Keys())
+}

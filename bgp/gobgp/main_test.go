@@ -1,0 +1,15 @@
+package gobgp
+
+import (
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(peerEnv); spec != "" {
+		os.Exit(runPeerProcess(spec))
+	}
+	goleak.VerifyTestMain(m)
+}

@@ -1,0 +1,185 @@
+package gobgp
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"time"
+
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	gobgppkt "github.com/osrg/gobgp/v4/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v4/pkg/server"
+
+	"github.com/vswitchkit/vswitchkit/bgp"
+)
+
+// servers returns the running servers by ASN, under the lock.
+func (m *Manager) servers() (map[uint32]*server.BgpServer, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.state != stateRunning {
+		return nil, ErrNotRunning
+	}
+	out := make(map[uint32]*server.BgpServer, len(m.routers))
+	for asn, r := range m.routers {
+		out[asn] = r.srv
+	}
+	return out, nil
+}
+
+// Peers returns the status of every neighbor of every virtual router,
+// sorted by local ASN and peer address. It does not wait for a
+// ConfigurePeers call in progress; a server stopped meanwhile is skipped.
+func (m *Manager) Peers(ctx context.Context) ([]bgp.PeerStatus, error) {
+	srvs, err := m.servers()
+	if err != nil {
+		return nil, err
+	}
+	var out []bgp.PeerStatus
+	for _, asn := range slices.Sorted(maps.Keys(srvs)) {
+		err := srvs[asn].ListPeer(ctx, &api.ListPeerRequest{EnableAdvertised: true}, func(p *api.Peer) {
+			out = append(out, peerStatus(asn, p))
+		})
+		if err != nil && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+	slices.SortFunc(out, func(a, b bgp.PeerStatus) int {
+		if a.LocalASN != b.LocalASN {
+			if a.LocalASN < b.LocalASN {
+				return -1
+			}
+			return 1
+		}
+		return a.PeerAddress.Compare(b.PeerAddress)
+	})
+	return out, nil
+}
+
+func peerStatus(asn uint32, p *api.Peer) bgp.PeerStatus {
+	st := bgp.PeerStatus{LocalASN: asn, State: bgp.SessionUnknown,
+		Received: make(map[bgp.Family]int), Advertised: make(map[bgp.Family]int)}
+	if a, err := netip.ParseAddr(p.GetConf().GetNeighborAddress()); err == nil {
+		st.PeerAddress = a
+	}
+	st.PeerASN = p.GetConf().GetPeerAsn()
+	switch p.GetState().GetSessionState() {
+	case api.PeerState_SESSION_STATE_IDLE:
+		st.State = bgp.SessionIdle
+	case api.PeerState_SESSION_STATE_CONNECT:
+		st.State = bgp.SessionConnect
+	case api.PeerState_SESSION_STATE_ACTIVE:
+		st.State = bgp.SessionActive
+	case api.PeerState_SESSION_STATE_OPENSENT:
+		st.State = bgp.SessionOpenSent
+	case api.PeerState_SESSION_STATE_OPENCONFIRM:
+		st.State = bgp.SessionOpenConfirm
+	case api.PeerState_SESSION_STATE_ESTABLISHED:
+		st.State = bgp.SessionEstablished
+		if up := p.GetTimers().GetState().GetUptime(); up != nil {
+			st.Uptime = max(time.Since(up.AsTime()), 0)
+		}
+	}
+	for _, as := range p.GetAfiSafis() {
+		fam, ok := familyFromAPI(as.GetConfig().GetFamily())
+		if !ok || as.GetState() == nil {
+			continue
+		}
+		st.Received[fam] = int(as.GetState().GetReceived())
+		st.Advertised[fam] = int(as.GetState().GetAdvertised())
+	}
+	return st
+}
+
+func familyFromAPI(f *api.Family) (bgp.Family, bool) {
+	if f.GetSafi() != api.Family_SAFI_UNICAST {
+		return "", false
+	}
+	switch f.GetAfi() {
+	case api.Family_AFI_IP:
+		return bgp.IPv4Unicast, true
+	case api.Family_AFI_IP6:
+		return bgp.IPv6Unicast, true
+	}
+	return "", false
+}
+
+// RouteQuery selects the routes [Manager.Routes] returns.
+type RouteQuery struct {
+	// LocalASN selects the virtual router. Required.
+	LocalASN uint32
+	// Peer selects the neighbor. Required.
+	Peer netip.Addr
+	// Received selects the routes received from the peer (its Adj-RIB-In,
+	// before the import policy); false selects the routes advertised to it.
+	Received bool
+	// Family selects the address family. Default IPv4 unicast.
+	Family bgp.Family
+}
+
+// Routes returns the unicast routes advertised to or received from a peer,
+// sorted by prefix. An unknown local ASN is [ErrUnknownRouter].
+func (m *Manager) Routes(ctx context.Context, q RouteQuery) ([]bgp.Route, error) {
+	srvs, err := m.servers()
+	if err != nil {
+		return nil, err
+	}
+	srv, ok := srvs[q.LocalASN]
+	if !ok {
+		return nil, fmt.Errorf("routes of %d: %w", q.LocalASN, ErrUnknownRouter)
+	}
+	fam := gobgppkt.RF_IPv4_UC
+	switch q.Family {
+	case "", bgp.IPv4Unicast:
+	case bgp.IPv6Unicast:
+		fam = gobgppkt.RF_IPv6_UC
+	default:
+		return nil, fmt.Errorf("routes: unsupported family %q", q.Family)
+	}
+	tt := api.TableType_TABLE_TYPE_ADJ_OUT
+	if q.Received {
+		tt = api.TableType_TABLE_TYPE_ADJ_IN
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out []bgp.Route
+	err = srv.ListPath(apiutil.ListPathRequest{TableType: tt, Name: q.Peer.Unmap().String(), Family: fam},
+		func(nlri gobgppkt.NLRI, paths []*apiutil.Path) {
+			pfx, ok := nlri.(*gobgppkt.IPAddrPrefix)
+			if !ok || len(paths) == 0 {
+				return
+			}
+			out = append(out, routeFromPath(pfx.Prefix, paths[0]))
+		})
+	if err != nil {
+		return nil, fmt.Errorf("routes of %d to/from %s: %w", q.LocalASN, q.Peer, err)
+	}
+	slices.SortFunc(out, func(a, b bgp.Route) int {
+		if c := a.Prefix.Addr().Compare(b.Prefix.Addr()); c != 0 {
+			return c
+		}
+		return a.Prefix.Bits() - b.Prefix.Bits()
+	})
+	return out, nil
+}
+
+func routeFromPath(p netip.Prefix, path *apiutil.Path) bgp.Route {
+	r := bgp.Route{Prefix: p}
+	for _, a := range path.Attrs {
+		switch a := a.(type) {
+		case *gobgppkt.PathAttributeNextHop:
+			r.NextHop = a.Value
+		case *gobgppkt.PathAttributeMpReachNLRI:
+			r.NextHop = a.Nexthop
+		case *gobgppkt.PathAttributeAsPath:
+			for _, seg := range a.Value {
+				r.ASPath = append(r.ASPath, seg.GetAS()...)
+			}
+		}
+	}
+	return r
+}

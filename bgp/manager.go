@@ -1,0 +1,179 @@
+package bgp
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+)
+
+// BGPRouterManager provides a declarative API for defining BGP peers.
+//
+// # Contract
+//
+// ConfigurePeers evaluates the provided peering policy and the
+// implementation configures itself to apply this policy.
+//
+// A [ControlPlaneState] is provided which captures the agent's runtime state
+// at the time of the invocation. It and the policy must remain read-only;
+// the implementation must not keep references into them after returning.
+//
+// ConfigurePeers should block until it can ensure a subsequent call to
+// ConfigurePeers can occur without conflict.
+//
+// ConfigurePeers is not called concurrently: invocations are serialized,
+// each one after the previous has returned.
+//
+// An error is returned only when the implementation can determine a critical
+// flaw with the peering policy (or the node's state it depends on), not when
+// network connectivity is an issue: unreachable peers are retried by the
+// implementation in the background.
+//
+// Providing a nil policy to ConfigurePeers withdraws all routes and
+// disconnects from the peers; state may then be nil too.
+type BGPRouterManager interface {
+	ConfigurePeers(ctx context.Context, policy *PeeringPolicy, state *ControlPlaneState) error
+}
+
+// ConfigurePeersFunc adapts a function into a [BGPRouterManager].
+type ConfigurePeersFunc func(ctx context.Context, policy *PeeringPolicy, state *ControlPlaneState) error
+
+var _ BGPRouterManager = ConfigurePeersFunc(nil)
+
+// ConfigurePeers calls f.
+func (f ConfigurePeersFunc) ConfigurePeers(ctx context.Context, policy *PeeringPolicy, state *ControlPlaneState) error {
+	return f(ctx, policy, state)
+}
+
+// ControlPlaneState captures a subset of the agent's runtime state.
+//
+// This state carries information interesting to various BGP sub-systems and
+// provides a contract for information a sub-system will be provided about
+// the agent's runtime state.
+//
+// ControlPlaneState is a point-in-time snapshot and is immutable: it is safe
+// for concurrent use as long as nobody modifies it, and nobody may.
+type ControlPlaneState struct {
+	// The node at time of construction.
+	Node *kubemodel.Node
+	// Parsed virtual-router annotations (see [AnnotationPrefix]) of the node
+	// this control plane is running on.
+	Annotations AnnotationMap
+	// The current IPv4 address of the agent, reachable externally; nil if
+	// none. It is the default router ID.
+	IPv4 net.IP
+	// The current IPv6 address of the agent, reachable externally; nil if
+	// none. It is the next hop of advertised IPv6 routes.
+	IPv6 net.IP
+}
+
+// PodCIDRs returns the node's pod CIDRs, masked. It returns an error naming
+// the first unparsable one.
+func (s *ControlPlaneState) PodCIDRs() ([]netip.Prefix, error) {
+	if s == nil || s.Node == nil {
+		return nil, nil
+	}
+	out := make([]netip.Prefix, 0, len(s.Node.GetPodCidrs()))
+	for _, c := range s.Node.GetPodCidrs() {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			return nil, fmt.Errorf("node %s: pod CIDR %q: %w", s.Node.GetName(), c, err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// RouterID returns the router ID of the virtual router with the given local
+// ASN: the annotated one, else the node's IPv4 address. It fails if neither
+// exists.
+func (s *ControlPlaneState) RouterID(asn uint32) (netip.Addr, error) {
+	if s != nil {
+		if a, ok := s.Annotations[asn]; ok && a.RouterID.IsValid() {
+			return a.RouterID, nil
+		}
+		if a, ok := netip.AddrFromSlice(s.IPv4); ok && a.Unmap().Is4() && !a.IsUnspecified() {
+			return a.Unmap(), nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("virtual router %d: no router ID: neither a router-id annotation nor an IPv4 address of the node", asn)
+}
+
+// Service is a service whose VIPs may be advertised when a virtual router's
+// ServiceSelector matches its labels. It is a plain value.
+type Service struct {
+	Namespace string
+	Name      string
+	Labels    map[string]string
+	// VIPs are the addresses to advertise as /32 or /128 routes.
+	VIPs []netip.Addr
+}
+
+// ServiceLister lists the services whose VIPs may be advertised. Managers
+// call it from ConfigurePeers; it must be safe for concurrent use and must
+// not call back into the manager. The returned slice is owned by the caller.
+type ServiceLister interface {
+	ListServices() []Service
+}
+
+// ServiceListerFunc adapts a function into a [ServiceLister].
+type ServiceListerFunc func() []Service
+
+var _ ServiceLister = ServiceListerFunc(nil)
+
+// ListServices calls f.
+func (f ServiceListerFunc) ListServices() []Service { return f() }
+
+// ServiceFromModel converts a Kubernetes service model into a [Service]
+// whose VIPs are the load-balancer ingress IPs of a LoadBalancer service
+// (none for other types). Unparsable addresses are skipped.
+func ServiceFromModel(s *kubemodel.Service) Service {
+	out := Service{Namespace: s.GetNamespace(), Name: s.GetName(), Labels: s.GetLabels()}
+	if s.GetType() != kubemodel.Service_LOAD_BALANCER {
+		return out
+	}
+	for _, ip := range s.GetLbIngressIps() {
+		if a, err := netip.ParseAddr(ip); err == nil {
+			out.VIPs = append(out.VIPs, a.Unmap())
+		}
+	}
+	return out
+}
+
+// SessionState is the state of a BGP session (RFC 4271 section 8).
+type SessionState string
+
+// Session states.
+const (
+	SessionUnknown     SessionState = "Unknown"
+	SessionIdle        SessionState = "Idle"
+	SessionConnect     SessionState = "Connect"
+	SessionActive      SessionState = "Active"
+	SessionOpenSent    SessionState = "OpenSent"
+	SessionOpenConfirm SessionState = "OpenConfirm"
+	SessionEstablished SessionState = "Established"
+)
+
+// PeerStatus is the status of one neighbor of one virtual router.
+type PeerStatus struct {
+	LocalASN    uint32
+	PeerAddress netip.Addr
+	PeerASN     uint32
+	State       SessionState
+	// Uptime is how long the session has been Established; 0 otherwise.
+	Uptime time.Duration
+	// Received and Advertised count the unicast routes per family.
+	Received   map[Family]int
+	Advertised map[Family]int
+}
+
+// Route is a unicast route advertised to or received from a peer.
+type Route struct {
+	Prefix  netip.Prefix
+	NextHop netip.Addr
+	// ASPath is the AS path, first AS first.
+	ASPath []uint32
+}

@@ -1,0 +1,178 @@
+package bgp
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// WithDefaults returns a deep copy of p with every zero-valued optional field
+// of every neighbor set to its default (see [Neighbor]); p is not modified.
+// It returns nil for nil.
+func (p *PeeringPolicy) WithDefaults() *PeeringPolicy {
+	c := p.Clone()
+	if c == nil {
+		return nil
+	}
+	for i := range c.VirtualRouters {
+		for j := range c.VirtualRouters[i].Neighbors {
+			c.VirtualRouters[i].Neighbors[j].setDefaults()
+		}
+	}
+	return c
+}
+
+func (n *Neighbor) setDefaults() {
+	if n.PeerPort == 0 {
+		n.PeerPort = DefaultPeerPort
+	}
+	if n.EBGPMultihopTTL == 0 {
+		n.EBGPMultihopTTL = DefaultEBGPMultihopTTL
+	}
+	if n.ConnectRetryTime == 0 {
+		n.ConnectRetryTime = DefaultConnectRetryTime
+	}
+	if n.HoldTime == 0 && n.KeepaliveTime == 0 {
+		n.HoldTime = DefaultHoldTime
+		n.KeepaliveTime = DefaultKeepaliveTime
+	} else if n.KeepaliveTime == 0 && n.HoldTime > 0 {
+		// RFC 4271 section 10: a third of the hold time, whole seconds.
+		n.KeepaliveTime = max((n.HoldTime / 3).Truncate(time.Second), time.Second)
+	} else if n.HoldTime == 0 && n.KeepaliveTime > 0 {
+		n.HoldTime = max(3*n.KeepaliveTime, DefaultHoldTime)
+	}
+	if n.GracefulRestart.Enabled && n.GracefulRestart.RestartTime == 0 {
+		n.GracefulRestart.RestartTime = DefaultRestartTime
+	}
+	if len(n.Families) == 0 {
+		n.Families = []Family{IPv4Unicast, IPv6Unicast}
+	}
+}
+
+// Validate checks a policy that already has its defaults applied (see
+// [PeeringPolicy.WithDefaults]) and returns one error that joins a
+// *[FieldError] for every bad field; every such error matches
+// [ErrInvalidPolicy]. Timers are checked against RFC 4271: whole seconds,
+// hold time 3s..65535s (the RFC's 0, "no keepalives", is not supported),
+// keepalive 1s..hold time, connect retry 1s..65535s.
+func (p *PeeringPolicy) Validate() error {
+	if p == nil {
+		return &FieldError{Field: "policy", Reason: "is nil"}
+	}
+	var errs []error
+	add := func(field string, value any, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Value: value, Reason: fmt.Sprintf(format, args...)})
+	}
+	if p.NodeSelector != nil {
+		if _, err := p.NodeSelector.selector(); err != nil {
+			add("nodeSelector", nil, "%v", err)
+		}
+	}
+	if len(p.VirtualRouters) == 0 {
+		add("virtualRouters", nil, "at least one virtual router is required")
+	}
+	asns := make(map[uint32]int)
+	for i, vr := range p.VirtualRouters {
+		f := fmt.Sprintf("virtualRouters[%d]", i)
+		if vr.LocalASN == 0 {
+			add(f+".localASN", vr.LocalASN, "must be 1..4294967295")
+		} else if prev, dup := asns[vr.LocalASN]; dup {
+			add(f+".localASN", vr.LocalASN, "duplicates virtualRouters[%d]", prev)
+		} else {
+			asns[vr.LocalASN] = i
+		}
+		if vr.ServiceSelector != nil {
+			if _, err := vr.ServiceSelector.selector(); err != nil {
+				add(f+".serviceSelector", nil, "%v", err)
+			}
+		}
+		peers := make(map[string]int)
+		for j, n := range vr.Neighbors {
+			nf := fmt.Sprintf("%s.neighbors[%d]", f, j)
+			if !n.PeerAddress.IsValid() {
+				add(nf+".peerAddress", nil, "is required")
+			} else {
+				if n.PeerAddress.Zone() != "" {
+					add(nf+".peerAddress", n.PeerAddress, "must not have a zone")
+				}
+				if n.PeerAddress.IsUnspecified() || n.PeerAddress.IsMulticast() {
+					add(nf+".peerAddress", n.PeerAddress, "must be a unicast address")
+				}
+				key := n.PeerAddress.Unmap().String()
+				if prev, dup := peers[key]; dup {
+					add(nf+".peerAddress", n.PeerAddress, "duplicates %s.neighbors[%d]", f, prev)
+				} else {
+					peers[key] = j
+				}
+				if n.LocalAddress.IsValid() && n.LocalAddress.Unmap().Is4() != n.PeerAddress.Unmap().Is4() {
+					add(nf+".localAddress", n.LocalAddress, "must be of the same IP family as peerAddress")
+				}
+			}
+			if n.PeerPort == 0 {
+				add(nf+".peerPort", n.PeerPort, "must be 1..65535")
+			}
+			if n.PeerASN == 0 {
+				add(nf+".peerASN", n.PeerASN, "must be 1..4294967295")
+			}
+			if n.EBGPMultihopTTL == 0 {
+				add(nf+".eBGPMultihopTTL", n.EBGPMultihopTTL, "must be 1..255")
+			}
+			errs = append(errs, validateTimers(nf, n)...)
+			if len(n.Password) > MaxPasswordLength {
+				add(nf+".password", nil, "is %d bytes long, at most %d allowed by TCP-MD5", len(n.Password), MaxPasswordLength)
+			}
+			if len(n.Families) == 0 {
+				add(nf+".families", nil, "at least one address family is required")
+			}
+			seen := make(map[Family]bool)
+			for k, fam := range n.Families {
+				switch {
+				case fam != IPv4Unicast && fam != IPv6Unicast:
+					add(fmt.Sprintf("%s.families[%d]", nf, k), fam, "unsupported address family, want %q or %q", IPv4Unicast, IPv6Unicast)
+				case seen[fam]:
+					add(fmt.Sprintf("%s.families[%d]", nf, k), fam, "duplicate address family")
+				}
+				seen[fam] = true
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validateTimers(nf string, n Neighbor) []error {
+	var errs []error
+	add := func(field string, value any, reason string) {
+		errs = append(errs, &FieldError{Field: nf + "." + field, Value: value, Reason: reason})
+	}
+	whole := func(field string, d time.Duration) bool {
+		if d%time.Second != 0 || d < 0 {
+			add(field, d, "must be a non-negative whole number of seconds")
+			return false
+		}
+		return true
+	}
+	if whole("connectRetryTime", n.ConnectRetryTime) {
+		if n.ConnectRetryTime < time.Second || n.ConnectRetryTime > MaxHoldTime {
+			add("connectRetryTime", n.ConnectRetryTime, "must be 1s..65535s")
+		}
+	}
+	holdOK := whole("holdTime", n.HoldTime)
+	if holdOK && (n.HoldTime < MinHoldTime || n.HoldTime > MaxHoldTime) {
+		add("holdTime", n.HoldTime, "must be 3s..65535s (RFC 4271 section 4.2; a hold time of 0 is not supported)")
+		holdOK = false
+	}
+	if whole("keepaliveTime", n.KeepaliveTime) && holdOK {
+		switch {
+		case n.KeepaliveTime < time.Second:
+			add("keepaliveTime", n.KeepaliveTime, "must be at least 1s (RFC 4271 section 4.4)")
+		case n.KeepaliveTime > n.HoldTime:
+			add("keepaliveTime", n.KeepaliveTime, fmt.Sprintf("must not exceed holdTime %s (RFC 4271 section 4.4)", n.HoldTime))
+		}
+	}
+	if n.GracefulRestart.Enabled && whole("gracefulRestart.restartTime", n.GracefulRestart.RestartTime) {
+		if n.GracefulRestart.RestartTime < time.Second || n.GracefulRestart.RestartTime > MaxRestartTime {
+			add("gracefulRestart.restartTime", n.GracefulRestart.RestartTime, "must be 1s..4095s (RFC 4724 section 3)")
+		}
+	}
+	return errs
+}
