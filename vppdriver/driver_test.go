@@ -1,0 +1,409 @@
+package vppdriver_test
+
+import (
+	"context"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.fd.io/govpp/adapter"
+	"go.fd.io/govpp/api"
+	"go.fd.io/govpp/binapi/fib_types"
+	interfaces "go.fd.io/govpp/binapi/interface"
+	"go.fd.io/govpp/binapi/ip"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/vppdriver"
+	"github.com/vswitchkit/vswitchkit/vppdriver/internal/vppconv"
+	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
+)
+
+func afp(name, host string, addrs ...string) *model.Interface {
+	return &model.Interface{Name: name, Type: model.Interface_AF_PACKET, Enabled: true,
+		AfPacket: &model.AfPacketLink{HostIfName: host}, IpAddresses: addrs}
+}
+
+// TestApplyChangeResync applies a desired state, then a changed one, then
+// resyncs with unknown objects in VPP: the ones the driver owns (by tag or
+// table) are removed, foreign ones are kept.
+func TestApplyChangeResync(t *testing.T) {
+	vpp := vppsim.New(vppsim.Config{HostInterfaces: []string{"veth0", "veth1"}, VhostNet: true})
+	d := startDriver(t, vpp, testCfg())
+
+	vrf10 := &model.VrfTable{Id: 10, Label: "pods"}
+	vrf10v6 := &model.VrfTable{Id: 10, Protocol: model.VrfTable_IPV6}
+	state1 := kv(t,
+		vrf10, vrf10v6,
+		loop("uplink", true, 0, "192.168.16.5/24", "fd00:16::5/64"),
+		loop("bvi", false, 10, "10.1.5.1/24"),
+		afp("pod1", "veth0", "10.1.5.2/32"),
+		&model.Interface{Name: "tap1", Type: model.Interface_TAP, Enabled: true, MacAddress: "02:00:00:00:00:aa",
+			Tap: &model.TapLink{HostIfName: "vpp1"}},
+		route(0, "10.2.0.0/16", via("uplink", "192.168.16.6")),
+		route(0, "10.3.0.0/16", via("uplink", "192.168.16.7"), via("uplink", "192.168.16.8")),
+		route(10, "10.1.5.2/32", via("pod1", "")),
+		route(0, "2001:db8::/48", via("uplink", "fd00:16::6")),
+		route(0, "10.9.0.0/16", &model.Path{NextHop: "192.168.16.9"}),
+	)
+	commit(t, d, controller.CommitResync, state1)
+	waitConfigured(t, d, len(state1))
+
+	s := vpp.Snapshot()
+	up, ok := ifaceByTag(s, "vsk:uplink")
+	require.True(t, ok)
+	assert.True(t, up.AdminUp)
+	assert.Equal(t, pfxs("192.168.16.5/24", "fd00:16::5/64"), up.Addresses)
+	bvi, ok := ifaceByTag(s, "vsk:bvi")
+	require.True(t, ok)
+	assert.False(t, bvi.AdminUp)
+	assert.Equal(t, uint32(10), bvi.Vrf)
+	pod, ok := ifaceByTag(s, "vsk:pod1")
+	require.True(t, ok)
+	assert.Equal(t, "host-veth0", pod.Name)
+	tap, ok := ifaceByTag(s, "vsk:tap1")
+	require.True(t, ok)
+	assert.Equal(t, "vpp1", tap.HostIfName)
+	r, ok := routeIn(s, 0, "10.3.0.0/16")
+	require.True(t, ok)
+	assert.Len(t, r.Paths, 2)
+	r, ok = routeIn(s, 10, "10.1.5.2/32")
+	require.True(t, ok)
+	assert.Equal(t, pod.SwIfIndex, r.Paths[0].SwIfIndex)
+	r, ok = routeIn(s, 0, "10.9.0.0/16")
+	require.True(t, ok)
+	assert.Equal(t, ^uint32(0), r.Paths[0].SwIfIndex)
+	assert.Contains(t, s.Tables, vppsim.Table{ID: 10, Name: "vsk:pods"})
+
+	// Change: move bvi's address, bring it up, drop one ECMP path, delete a
+	// route and the af_packet interface (and the route through it), change
+	// the tap's MAC (re-creation).
+	changes := kv(t,
+		loop("bvi", true, 10, "10.1.6.1/24"),
+		route(0, "10.3.0.0/16", via("uplink", "192.168.16.8")),
+		&model.Interface{Name: "tap1", Type: model.Interface_TAP, Enabled: true, MacAddress: "02:00:00:00:00:bb",
+			Tap: &model.TapLink{HostIfName: "vpp1"}},
+	)
+	changes[model.RouteKey(0, netip.MustParsePrefix("10.2.0.0/16"))] = nil
+	changes[model.InterfaceKey("pod1")] = nil
+	changes[model.RouteKey(10, netip.MustParsePrefix("10.1.5.2/32"))] = nil
+	commit(t, d, controller.CommitUpdate, changes)
+	waitConfigured(t, d, len(state1)-3)
+
+	s = vpp.Snapshot()
+	bvi, _ = ifaceByTag(s, "vsk:bvi")
+	assert.True(t, bvi.AdminUp)
+	assert.Equal(t, pfxs("10.1.6.1/24"), bvi.Addresses)
+	_, ok = ifaceByTag(s, "vsk:pod1")
+	assert.False(t, ok)
+	_, ok = routeIn(s, 0, "10.2.0.0/16")
+	assert.False(t, ok)
+	r, _ = routeIn(s, 0, "10.3.0.0/16")
+	assert.Equal(t, []vppsim.Path{{SwIfIndex: up.SwIfIndex, NextHop: netip.MustParseAddr("192.168.16.8"), Weight: 1}}, r.Paths)
+	assert.Equal(t, 1, countTag(s, "vsk:tap1"))
+
+	// Objects the driver does not know: a foreign loopback with a route in
+	// table 0 (kept), a loopback tagged as ours (removed) and a route in
+	// our table 10 (removed).
+	reps := foreign(t, vpp, &interfaces.CreateLoopback{}, &interfaces.CreateLoopback{})
+	fsw := reps[0].(*interfaces.CreateLoopbackReply).SwIfIndex
+	stale := reps[1].(*interfaces.CreateLoopbackReply).SwIfIndex
+	foreign(t, vpp,
+		&interfaces.SwInterfaceTagAddDel{IsAdd: true, SwIfIndex: fsw, Tag: "other-agent"},
+		&interfaces.SwInterfaceTagAddDel{IsAdd: true, SwIfIndex: stale, Tag: "vsk:stale"},
+		&ip.IPRouteAddDel{IsAdd: true, Route: routeMsg(0, "172.20.0.0/16", uint32(fsw))},
+		&ip.IPRouteAddDel{IsAdd: true, Route: routeMsg(10, "172.21.0.0/16", uint32(up.SwIfIndex))},
+	)
+	final := kv(t,
+		vrf10, vrf10v6,
+		loop("uplink", true, 0, "192.168.16.5/24", "fd00:16::5/64"),
+		loop("bvi", true, 10, "10.1.6.1/24"),
+		route(0, "10.3.0.0/16", via("uplink", "192.168.16.8")),
+	)
+	commit(t, d, controller.CommitResync, final)
+	waitConfigured(t, d, len(final))
+	s = vpp.Snapshot()
+	_, ok = ifaceByTag(s, "other-agent")
+	assert.True(t, ok, "foreign interface kept")
+	_, ok = routeIn(s, 0, "172.20.0.0/16")
+	assert.True(t, ok, "foreign route kept")
+	_, ok = ifaceByTag(s, "vsk:stale")
+	assert.False(t, ok, "owned stale interface removed")
+	_, ok = routeIn(s, 10, "172.21.0.0/16")
+	assert.False(t, ok, "route in owned table removed")
+	_, ok = ifaceByTag(s, "vsk:tap1")
+	assert.False(t, ok)
+	_, ok = routeIn(s, 0, "10.9.0.0/16")
+	assert.False(t, ok, "route applied by the driver removed")
+	assert.Len(t, d.Applied(), len(final))
+}
+
+func countTag(s vppsim.Snapshot, tag string) int {
+	n := 0
+	for _, i := range s.Interfaces {
+		if i.Tag == tag {
+			n++
+		}
+	}
+	return n
+}
+
+func routeMsg(table uint32, dst string, sw uint32) ip.IPRoute {
+	return ip.IPRoute{TableID: table, Prefix: vppconv.Prefix(netip.MustParsePrefix(dst)),
+		Paths: []fib_types.FibPath{{SwIfIndex: sw, Weight: 1}}}
+}
+
+// TestParking: a route whose interface and table are missing waits and is
+// applied when they appear; removing the interface parks it again.
+func TestParking(t *testing.T) {
+	vpp := vppsim.New(vppsim.Config{})
+	d := startDriver(t, vpp, testCfg())
+	rt := route(7, "10.5.0.0/16", via("later", "10.0.0.2"))
+	rkey, _ := model.KeyOf(rt)
+	commit(t, d, controller.CommitUpdate, kv(t, rt))
+	require.Eventually(t, func() bool {
+		s, ok := d.Status(rkey)
+		return ok && s.State == vppdriver.StatePending && len(s.PendingOn) == 2
+	}, 10*time.Second, 5*time.Millisecond)
+	s, _ := d.Status(rkey)
+	assert.ElementsMatch(t, []string{model.InterfaceKey("later"), model.VrfTableKey(model.VrfTable_IPV4, 7)}, s.PendingOn)
+
+	commit(t, d, controller.CommitUpdate, kv(t, &model.VrfTable{Id: 7}))
+	s, _ = d.Status(rkey)
+	assert.Equal(t, []string{model.InterfaceKey("later")}, s.PendingOn)
+	commit(t, d, controller.CommitUpdate, kv(t, loop("later", true, 0, "10.0.0.1/24")))
+	waitConfigured(t, d, 3)
+	_, ok := routeIn(vpp.Snapshot(), 7, "10.5.0.0/16")
+	assert.True(t, ok)
+
+	commit(t, d, controller.CommitUpdate, controller.KeyValuePairs{model.InterfaceKey("later"): nil})
+	s, _ = d.Status(rkey)
+	assert.Equal(t, vppdriver.StatePending, s.State)
+	_, ok = routeIn(vpp.Snapshot(), 7, "10.5.0.0/16")
+	assert.False(t, ok, "route removed before its interface")
+}
+
+// TestRetry: a create that fails with a retriable retval is retried with
+// backoff until it succeeds; a permanent failure is not retried.
+func TestRetry(t *testing.T) {
+	vpp := vppsim.New(vppsim.Config{})
+	var fails atomic.Int32
+	fails.Store(3)
+	vpp.SetInterceptor(func(req api.Message) (int32, bool) {
+		if _, ok := req.(*interfaces.CreateLoopback); ok && fails.Add(-1) >= 0 {
+			return -1, true // UNSPECIFIED
+		}
+		return 0, false
+	})
+	d := startDriver(t, vpp, testCfg())
+	commit(t, d, controller.CommitUpdate, kv(t, loop("flaky", true, 0)))
+	s, ok := d.Status(model.InterfaceKey("flaky"))
+	require.True(t, ok)
+	if s.State == vppdriver.StateFailed { // the first attempt ran in Commit
+		assert.Equal(t, 1, s.Attempts)
+		assert.False(t, s.NextRetry.IsZero())
+		var ve *vppdriver.VPPError
+		require.ErrorAs(t, s.Err, &ve)
+		assert.Equal(t, "create_loopback", ve.Request)
+	}
+	waitConfigured(t, d, 1)
+	assert.Equal(t, int32(-1), fails.Load())
+
+	// Permanent: a route without a usable value from VPP's point of view.
+	vpp.SetInterceptor(func(req api.Message) (int32, bool) {
+		if _, ok := req.(*ip.IPRouteAddDel); ok {
+			return -7, true // INVALID_VALUE
+		}
+		return 0, false
+	})
+	rt := route(0, "10.7.0.0/16", via("flaky", "10.0.0.9"))
+	rkey, _ := model.KeyOf(rt)
+	commit(t, d, controller.CommitUpdate, kv(t, rt))
+	s, _ = d.Status(rkey)
+	require.Equal(t, vppdriver.StateFailed, s.State, s.String())
+	assert.True(t, s.NextRetry.IsZero())
+	assert.False(t, vppdriver.IsRetriable(s.Err))
+	assert.ErrorIs(t, s.Err, api.INVALID_VALUE)
+}
+
+// TestRestartMidBulk: VPP restarts in the middle of a bulk apply; after the
+// driver reconnects, VPP's tables equal the desired state.
+func TestRestartMidBulk(t *testing.T) {
+	vpp := vppsim.New(vppsim.Config{})
+	var n atomic.Int32
+	vpp.SetInterceptor(func(req api.Message) (int32, bool) {
+		if _, ok := req.(*ip.IPRouteAddDel); ok && n.Add(1) == 700 {
+			vpp.Restart()
+		}
+		return 0, false
+	})
+	cfg := testCfg()
+	cfg.RequestTimeout = 300 * time.Millisecond
+	d := startDriver(t, vpp, cfg)
+	const routes = 2000
+	msgs := []any{&model.VrfTable{Id: 3}, loop("up", true, 0, "10.0.0.1/24"), loop("v3", true, 3, "10.3.0.1/24")}
+	values := kv(t, msgs[0].(*model.VrfTable), msgs[1].(*model.Interface), msgs[2].(*model.Interface))
+	for i := range routes {
+		dst := netip.PrefixFrom(netip.AddrFrom4([4]byte{100, byte(i >> 8), byte(i), 0}), 24)
+		r := route(0, dst.String(), via("up", "10.0.0.2"))
+		if i%2 == 1 {
+			r = route(3, dst.String(), via("v3", "10.3.0.2"))
+		}
+		for k, v := range kv(t, r) {
+			values[k] = v
+		}
+	}
+	commit(t, d, controller.CommitResync, values)
+	waitConfigured(t, d, len(values))
+	require.Equal(t, uint64(1), vpp.Stats().Restarts)
+
+	s := vpp.Snapshot()
+	assert.Len(t, s.Routes, routes)
+	assert.Contains(t, s.Tables, vppsim.Table{ID: 3, Name: "vsk:"})
+	for _, r := range s.Routes {
+		want := values[model.RouteKey(r.Table, r.Prefix)]
+		require.NotNil(t, want, "unexpected route %v", r)
+	}
+	up, ok := ifaceByTag(s, "vsk:up")
+	require.True(t, ok)
+	assert.Equal(t, pfxs("10.0.0.1/24"), up.Addresses)
+}
+
+// TestIncompatibleMessage: a VPP without ip_route_add_del is reported, the
+// missing message named, and nothing is half-applied.
+func TestIncompatibleMessage(t *testing.T) {
+	vpp := vppsim.New(vppsim.Config{Hide: []string{"ip_route_add_del"}})
+	d := startDriver(t, vpp, testCfg())
+	require.Eventually(t, d.Connected, 10*time.Second, 5*time.Millisecond)
+	err := d.Compatibility()
+	require.ErrorIs(t, err, vppdriver.ErrIncompatible)
+	assert.Contains(t, err.Error(), "ip_route_add_del_b8ecfe0d")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = d.Commit(ctx, &controller.Commit{Kind: controller.CommitUpdate, Values: kv(t, loop("x", true, 0))})
+	require.ErrorIs(t, err, vppdriver.ErrIncompatible)
+	s, _ := d.Status(model.InterfaceKey("x"))
+	assert.Equal(t, vppdriver.StateFailed, s.State)
+	assert.ErrorIs(t, s.Err, vppdriver.ErrIncompatible)
+	assert.Len(t, vpp.Snapshot().Interfaces, 1, "only local0")
+}
+
+// TestCommitInvalid rejects bad keys and values with ErrInvalidValue.
+func TestCommitInvalid(t *testing.T) {
+	d, err := vppdriver.New(func() adapter.VppAPI { return nil }, vppdriver.Config{})
+	require.NoError(t, err)
+	tests := []struct {
+		name   string
+		values controller.KeyValuePairs
+	}{
+		{"wrong key", controller.KeyValuePairs{"vpp/interface/b": loop("a", true, 0)}},
+		{"bad address", kv0(loop("a", true, 0, "10.0.0.1"))},
+		{"host bits", controller.KeyValuePairs{"vpp/route/0/10.0.0.1/8": route(0, "10.0.0.1/8", via("a", ""))}},
+		{"no paths", kv0(route(0, "10.0.0.0/8"))},
+		{"family mismatch", kv0(route(0, "10.0.0.0/8", via("a", "fd00::1")))},
+		{"af_packet without host", kv0(&model.Interface{Name: "p", Type: model.Interface_AF_PACKET})},
+		{"table 0", controller.KeyValuePairs{"vpp/vrf/ipv4/0": &model.VrfTable{}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := d.Commit(context.Background(), &controller.Commit{Kind: controller.CommitUpdate, Values: tc.values})
+			require.ErrorIs(t, err, vppdriver.ErrInvalidValue)
+		})
+	}
+	assert.Empty(t, d.Statuses())
+}
+
+// kv0 stores m under the key it would have if it were valid.
+func kv0(m proto.Message) controller.KeyValuePairs {
+	switch v := m.(type) {
+	case *model.Interface:
+		return controller.KeyValuePairs{model.InterfaceKey(v.GetName()): m}
+	case *model.Route:
+		return controller.KeyValuePairs{model.RouteKey(v.GetVrf(), netip.MustParsePrefix(v.GetDstNetwork())): m}
+	}
+	return nil
+}
+
+// TestNotConnected: commits before Run are kept and applied on connect.
+func TestNotConnected(t *testing.T) {
+	vpp := vppsim.New(vppsim.Config{})
+	vpp.Stop()
+	d := startDriver(t, vpp, testCfg())
+	commit(t, d, controller.CommitResync, kv(t, loop("early", true, 0, "10.0.0.1/24")))
+	s, _ := d.Status(model.InterfaceKey("early"))
+	assert.Equal(t, vppdriver.StatePending, s.State)
+	assert.False(t, d.Connected())
+	vpp.Start()
+	waitConfigured(t, d, 1)
+	_, ok := ifaceByTag(vpp.Snapshot(), "vsk:early")
+	assert.True(t, ok)
+}
+
+// TestCommitCancelled: a commit whose context ends mid-apply stops sending
+// but reads the replies of what it sent, so nothing is orphaned; the
+// half-created interface is re-created by a retry.
+func TestCommitCancelled(t *testing.T) {
+	vpp := vppsim.New(vppsim.Config{})
+	d := startDriver(t, vpp, testCfg())
+	require.Eventually(t, d.Connected, 10*time.Second, 5*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	vpp.SetInterceptor(func(req api.Message) (int32, bool) {
+		if _, ok := req.(*interfaces.CreateLoopback); ok {
+			cancel() // the caller gives up while VPP creates the loopback
+		}
+		return 0, false
+	})
+	values := kv(t, loop("a", true, 0, "10.0.0.1/24"), route(0, "10.5.0.0/16", via("a", "10.0.0.2")))
+	_, err := d.Commit(ctx, &controller.Commit{Kind: controller.CommitUpdate, Values: values})
+	require.NoError(t, err, "healed by the driver")
+	s, _ := d.Status(model.InterfaceKey("a"))
+	assert.Equal(t, vppdriver.StateFailed, s.State)
+	assert.ErrorIs(t, s.Err, context.Canceled)
+	waitConfigured(t, d, 2)
+	assert.True(t, d.Connected())
+	snap := vpp.Snapshot()
+	assert.Len(t, snap.Interfaces, 2, "local0 and one loopback: none orphaned")
+	assert.Equal(t, 1, countTag(snap, "vsk:a"))
+	assert.Equal(t, uint64(0), vpp.Stats().Restarts)
+}
+
+// TestResyncWithInvalidValue: an invalid value in a resync is reported and
+// does not delete what the key had.
+func TestResyncWithInvalidValue(t *testing.T) {
+	vpp := vppsim.New(vppsim.Config{})
+	d := startDriver(t, vpp, testCfg())
+	commit(t, d, controller.CommitResync, kv(t, loop("keep", true, 0, "10.0.0.1/24")))
+	waitConfigured(t, d, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	bad := controller.KeyValuePairs{model.InterfaceKey("keep"): loop("keep", true, 0, "not-an-address")}
+	_, err := d.Commit(ctx, &controller.Commit{Kind: controller.CommitResync, Values: bad})
+	require.ErrorIs(t, err, vppdriver.ErrInvalidValue)
+	waitConfigured(t, d, 1)
+	_, ok := ifaceByTag(vpp.Snapshot(), "vsk:keep")
+	assert.True(t, ok)
+}
+
+// TestRestartIdle: VPP restarts while the driver is idle; the health probe
+// notices, the driver reconnects, reads the empty VPP back and re-applies.
+func TestRestartIdle(t *testing.T) {
+	vpp := vppsim.New(vppsim.Config{})
+	d := startDriver(t, vpp, testCfg())
+	state := kv(t, &model.VrfTable{Id: 9}, loop("a", true, 9, "10.0.0.1/24"), route(9, "10.8.0.0/16", via("a", "10.0.0.2")))
+	commit(t, d, controller.CommitResync, state)
+	waitConfigured(t, d, len(state))
+	want := vpp.Snapshot()
+	vpp.Restart()
+	require.Eventually(t, func() bool {
+		s := vpp.Snapshot()
+		_, ok := routeIn(s, 9, "10.8.0.0/16")
+		return ok && countTag(s, "vsk:a") == 1
+	}, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, want, vpp.Snapshot())
+}

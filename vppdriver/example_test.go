@@ -1,0 +1,87 @@
+package vppdriver_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.fd.io/govpp/adapter"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/vppdriver"
+	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
+)
+
+// Example programs an uplink loopback and a route through it into the
+// in-memory VPP stand-in and prints the per-key status and VPP's tables.
+func Example() {
+	vpp := vppsim.New(vppsim.Config{})
+	d, err := vppdriver.New(func() adapter.VppAPI { return vpp.NewAdapter() }, vppdriver.Config{})
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- d.Run(ctx) }()
+
+	values := controller.KeyValuePairs{}
+	for _, m := range []proto.Message{
+		&model.Interface{Name: "uplink", Type: model.Interface_LOOPBACK, Enabled: true,
+			IpAddresses: []string{"192.168.16.5/24"}},
+		&model.Route{DstNetwork: "10.2.0.0/16", Paths: []*model.Path{
+			{OutgoingInterface: "uplink", NextHop: "192.168.16.6"},
+		}},
+	} {
+		key, err := model.KeyOf(m)
+		if err != nil {
+			panic(err)
+		}
+		values[key] = m
+	}
+	// The resync is recorded at once and applied as soon as Run connects.
+	if _, err := d.Commit(ctx, &controller.Commit{Kind: controller.CommitResync, Values: values}); err != nil {
+		panic(err)
+	}
+	for !allConfigured(d) {
+		time.Sleep(time.Millisecond)
+	}
+	st := d.Statuses()
+	for _, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range st {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		fmt.Println(st[k])
+	}
+	snap := vpp.Snapshot()
+	for _, i := range snap.Interfaces {
+		fmt.Printf("interface %d %s tag=%q up=%v %v\n", i.SwIfIndex, i.Name, i.Tag, i.AdminUp, i.Addresses)
+	}
+	for _, r := range snap.Routes {
+		fmt.Printf("route table %d %s via sw_if_index %d %s\n", r.Table, r.Prefix, r.Paths[0].SwIfIndex, r.Paths[0].NextHop)
+	}
+	cancel()
+	fmt.Println("Run:", <-done)
+	// Output:
+	// vpp/interface/uplink: configured
+	// vpp/route/0/10.2.0.0/16: configured
+	// interface 0 local0 tag="" up=false []
+	// interface 1 loop0 tag="vsk:uplink" up=true [192.168.16.5/24]
+	// route table 0 10.2.0.0/16 via sw_if_index 1 192.168.16.6
+	// Run: <nil>
+}
+
+func allConfigured(d *vppdriver.Driver) bool {
+	st := d.Statuses()
+	for _, s := range st {
+		if s.State != vppdriver.StateConfigured {
+			return false
+		}
+	}
+	return len(st) > 0
+}

@@ -1,0 +1,54 @@
+package vppdriver_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
+)
+
+func memifIf(name string, master bool, id uint32, sock string, ring uint32) *model.Interface {
+	return &model.Interface{Name: name, Type: model.Interface_MEMIF, Enabled: true,
+		Memif: &model.MemifLink{Master: master, Id: id, SocketFilename: sock, RingSize: ring, Secret: "s3cret"}}
+}
+
+// TestMemif: two memifs share a new socket (registered once), one uses the
+// default socket; a resync finds them configured; a ring-size change
+// re-creates the interface.
+func TestMemif(t *testing.T) {
+	vpp := vppsim.New(vppsim.Config{})
+	d := startDriver(t, vpp, testCfg())
+	state := kv(t,
+		memifIf("m1", true, 1, "/run/vpp/memif-a.sock", 0),
+		memifIf("m2", false, 2, "/run/vpp/memif-a.sock", 2048),
+		memifIf("m3", true, 1, "", 0),
+	)
+	commit(t, d, controller.CommitResync, state)
+	waitConfigured(t, d, len(state))
+	s := vpp.Snapshot()
+	m1, ok := ifaceByTag(s, "vsk:m1")
+	require.True(t, ok)
+	assert.Equal(t, &vppsim.Memif{ID: 1, SocketFilename: "/run/vpp/memif-a.sock", Master: true, RingSize: 1024, BufferSize: 2048}, m1.Memif)
+	m2, _ := ifaceByTag(s, "vsk:m2")
+	assert.Equal(t, &vppsim.Memif{ID: 2, SocketFilename: "/run/vpp/memif-a.sock", Master: false, RingSize: 2048, BufferSize: 2048}, m2.Memif)
+	m3, _ := ifaceByTag(s, "vsk:m3")
+	assert.Equal(t, "/run/vpp/memif.sock", m3.Memif.SocketFilename)
+	assert.Equal(t, "memif1/1", m1.Name, "one socket registration for both")
+	assert.Equal(t, "memif1/2", m2.Name)
+
+	before := vpp.Stats().Writes
+	commit(t, d, controller.CommitResync, state)
+	waitConfigured(t, d, len(state))
+	assert.Equal(t, s, vpp.Snapshot())
+	assert.Equal(t, before, vpp.Stats().Writes, "readback only")
+
+	commit(t, d, controller.CommitUpdate, kv(t, memifIf("m1", true, 1, "/run/vpp/memif-a.sock", 4096)))
+	waitConfigured(t, d, len(state))
+	m1, _ = ifaceByTag(vpp.Snapshot(), "vsk:m1")
+	assert.Equal(t, uint32(4096), m1.Memif.RingSize)
+	assert.Equal(t, 1, countTag(vpp.Snapshot(), "vsk:m1"))
+}

@@ -1,0 +1,162 @@
+package vppdriver_test
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.fd.io/govpp/api"
+	"go.fd.io/govpp/binapi/interface_types"
+	"go.fd.io/govpp/binapi/memclnt"
+	"go.fd.io/govpp/binapi/nat44_ed"
+	"go.fd.io/govpp/binapi/nat_types"
+	"go.fd.io/govpp/core"
+
+	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
+)
+
+// dump runs one dump on its own connection to the VPP.
+func dump(t *testing.T, vpp *vppsim.VPP, req api.Message) []api.Message {
+	t.Helper()
+	conn, err := core.Connect(vpp.NewAdapter())
+	require.NoError(t, err)
+	defer conn.Disconnect()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st, err := conn.NewStream(ctx, core.WithReplySize(1024))
+	require.NoError(t, err)
+	defer func() { _ = st.Close() }()
+	require.NoError(t, st.SendMsg(req))
+	require.NoError(t, st.SendMsg(&memclnt.ControlPing{}))
+	var out []api.Message
+	for {
+		m, err := st.RecvMsg()
+		require.NoError(t, err)
+		if _, ok := m.(*memclnt.ControlPingReply); ok {
+			return out
+		}
+		out = append(out, m)
+	}
+}
+
+func lbBackends(t *testing.T, vpp *vppsim.VPP) []string {
+	var out []string
+	for _, m := range dump(t, vpp, &nat44_ed.Nat44LbStaticMappingDump{}) {
+		for _, l := range m.(*nat44_ed.Nat44LbStaticMappingDetails).Locals {
+			out = append(out, netip.AddrPortFrom(netip.AddrFrom4(l.Addr), l.Port).String())
+		}
+	}
+	return out
+}
+
+func natIfaces(t *testing.T, vpp *vppsim.VPP) map[uint32]nat_types.NatConfigFlags {
+	out := map[uint32]nat_types.NatConfigFlags{}
+	for _, m := range dump(t, vpp, &nat44_ed.Nat44InterfaceDump{}) {
+		d := m.(*nat44_ed.Nat44InterfaceDetails)
+		out[uint32(d.SwIfIndex)] = d.Flags
+	}
+	return out
+}
+
+// TestNat44 applies a NAT44-ED configuration (plugin, features, pools
+// incl. twice-NAT, static, identity and load-balanced mappings), changes
+// it, resyncs with foreign and stale mappings in VPP, and removes it.
+func TestNat44(t *testing.T) {
+	vpp := vppsim.New(vppsim.Config{})
+	d := startDriver(t, vpp, testCfg())
+	lb := &model.Nat44LbStaticMapping{Protocol: model.Nat44Protocol_UDP, ExternalIp: "192.0.2.30", ExternalPort: 53,
+		Affinity: 10800, Out2InOnly: true, SelfTwiceNat: true, Backends: []*model.Nat44Backend{
+			{Ip: "10.1.1.11", Port: 5353, Probability: 33}, {Ip: "10.1.1.12", Port: 5353, Probability: 33},
+			{Ip: "10.1.1.13", Port: 5353, Probability: 34}}}
+	static := &model.Nat44StaticMapping{Protocol: model.Nat44Protocol_TCP, LocalIp: "10.1.1.10", LocalPort: 8080,
+		ExternalIp: "192.0.2.20", ExternalPort: 80, Out2InOnly: true}
+	state := kv(t,
+		loop("uplink", true, 0, "192.0.2.1/24"),
+		loop("pods", true, 0, "10.1.1.1/24"),
+		&model.Nat44Global{Sessions: 10000},
+		&model.Nat44Interface{Interface: "pods", Inside: true},
+		&model.Nat44Interface{Interface: "uplink", Outside: true},
+		&model.Nat44AddressPool{FirstIp: "192.0.2.10", LastIp: "192.0.2.12", Vrf: ^uint32(0)},
+		&model.Nat44AddressPool{FirstIp: "192.0.2.100", Vrf: ^uint32(0), TwiceNat: true},
+		static, lb,
+		&model.Nat44IdentityMapping{Protocol: model.Nat44Protocol_UDP, Interface: "uplink", Port: 4789},
+	)
+	commit(t, d, controller.CommitResync, state)
+	waitConfigured(t, d, len(state))
+
+	snap := vpp.Snapshot()
+	up, _ := ifaceByTag(snap, "vsk:uplink")
+	pods, _ := ifaceByTag(snap, "vsk:pods")
+	assert.Equal(t, map[uint32]nat_types.NatConfigFlags{up.SwIfIndex: nat_types.NAT_IS_OUTSIDE, pods.SwIfIndex: nat_types.NAT_IS_INSIDE}, natIfaces(t, vpp))
+	assert.Len(t, dump(t, vpp, &nat44_ed.Nat44AddressDump{}), 4)
+	assert.Equal(t, []string{"10.1.1.11:5353", "10.1.1.12:5353", "10.1.1.13:5353"}, lbBackends(t, vpp))
+	ids := dump(t, vpp, &nat44_ed.Nat44IdentityMappingDump{})
+	require.Len(t, ids, 2, "record + resolved")
+	sm := dump(t, vpp, &nat44_ed.Nat44StaticMappingDump{})
+	require.Len(t, sm, 1)
+	assert.Equal(t, nat_types.NAT_IS_OUT2IN_ONLY, sm[0].(*nat44_ed.Nat44StaticMappingDetails).Flags)
+
+	// A resync of the same state reads everything back as configured.
+	before := vpp.Stats().Writes
+	commit(t, d, controller.CommitResync, state)
+	waitConfigured(t, d, len(state))
+	assert.Equal(t, before, vpp.Stats().Writes, "readback only")
+
+	// Change: backends (add .14, drop .11, reweight .13), pods becomes
+	// inside+outside, the static mapping goes.
+	lb2 := &model.Nat44LbStaticMapping{Protocol: model.Nat44Protocol_UDP, ExternalIp: "192.0.2.30", ExternalPort: 53,
+		Affinity: 10800, Out2InOnly: true, SelfTwiceNat: true, Backends: []*model.Nat44Backend{
+			{Ip: "10.1.1.12", Port: 5353, Probability: 33}, {Ip: "10.1.1.13", Port: 5353, Probability: 40},
+			{Ip: "10.1.1.14", Port: 5353, Probability: 27}}}
+	changes := kv(t, lb2, &model.Nat44Interface{Interface: "pods", Inside: true, Outside: true})
+	skey, _ := model.KeyOf(static)
+	changes[skey] = nil
+	commit(t, d, controller.CommitUpdate, changes)
+	waitConfigured(t, d, len(state)-1)
+	assert.ElementsMatch(t, []string{"10.1.1.12:5353", "10.1.1.13:5353", "10.1.1.14:5353"}, lbBackends(t, vpp))
+	for _, m := range dump(t, vpp, &nat44_ed.Nat44LbStaticMappingDump{}) {
+		for _, l := range m.(*nat44_ed.Nat44LbStaticMappingDetails).Locals {
+			if l.Addr == [4]byte{10, 1, 1, 13} {
+				assert.Equal(t, uint8(40), l.Probability, "reweighted")
+			}
+		}
+	}
+	assert.Equal(t, nat_types.NAT_IS_INSIDE|nat_types.NAT_IS_OUTSIDE, natIfaces(t, vpp)[pods.SwIfIndex])
+	assert.Empty(t, dump(t, vpp, &nat44_ed.Nat44StaticMappingDump{}))
+
+	// Foreign and stale mappings: the stale one (our tag) goes.
+	foreign(t, vpp,
+		&nat44_ed.Nat44AddDelStaticMappingV2{IsAdd: true, Flags: nat_types.NAT_IS_ADDR_ONLY, LocalIPAddress: [4]byte{10, 1, 1, 50},
+			ExternalIPAddress: [4]byte{192, 0, 2, 50}, ExternalSwIfIndex: interface_types.InterfaceIndex(^uint32(0)), Tag: "other"},
+		&nat44_ed.Nat44AddDelStaticMappingV2{IsAdd: true, Flags: nat_types.NAT_IS_ADDR_ONLY, LocalIPAddress: [4]byte{10, 1, 1, 51},
+			ExternalIPAddress: [4]byte{192, 0, 2, 51}, ExternalSwIfIndex: interface_types.InterfaceIndex(^uint32(0)), Tag: "vsk:"},
+	)
+	cur := kv(t)
+	for k, v := range state {
+		cur[k] = v
+	}
+	delete(cur, skey)
+	for k, v := range changes {
+		if v != nil {
+			cur[k] = v
+		}
+	}
+	commit(t, d, controller.CommitResync, cur)
+	waitConfigured(t, d, len(cur))
+	sm = dump(t, vpp, &nat44_ed.Nat44StaticMappingDump{})
+	require.Len(t, sm, 1)
+	assert.Equal(t, "other", sm[0].(*nat44_ed.Nat44StaticMappingDetails).Tag)
+
+	// Without the global key everything NAT goes and the plugin is disabled.
+	commit(t, d, controller.CommitResync, kv(t, loop("uplink", true, 0, "192.0.2.1/24"), loop("pods", true, 0, "10.1.1.1/24")))
+	waitConfigured(t, d, 2)
+	var cfg *nat44_ed.Nat44ShowRunningConfigReply
+	reps := foreign(t, vpp, &nat44_ed.Nat44ShowRunningConfig{})
+	cfg = reps[0].(*nat44_ed.Nat44ShowRunningConfigReply)
+	assert.Zero(t, cfg.Sessions, "plugin disabled")
+}

@@ -1,0 +1,210 @@
+package vppdriver
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+
+	"go.fd.io/govpp/api"
+	"go.fd.io/govpp/binapi/memclnt"
+	"go.fd.io/govpp/core"
+)
+
+// call is one request with its reply handler. done gets the reply (nil and
+// the error on a transport failure is not called: the pass is aborted).
+type call struct {
+	req  api.Message
+	done func(reply api.Message, err error)
+}
+
+// client sends requests over streams of one GoVPP connection.
+type client struct {
+	conn    *core.Connection
+	timeout Config
+}
+
+// retvalField caches, per reply type, the index of its int32 Retval field
+// (-1 if none).
+var retvalField sync.Map // reflect.Type -> int
+
+func retvalOf(m api.Message) int32 {
+	v := reflect.ValueOf(m)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return 0
+	}
+	t := v.Elem().Type()
+	idx, ok := retvalField.Load(t)
+	if !ok {
+		i := -1
+		if f, found := t.FieldByName("Retval"); found && f.Type.Kind() == reflect.Int32 && len(f.Index) == 1 {
+			i = f.Index[0]
+		}
+		retvalField.Store(t, i)
+		idx = i
+	}
+	if idx.(int) < 0 {
+		return 0
+	}
+	return int32(v.Elem().Field(idx.(int)).Int())
+}
+
+// pipeline sends the calls on streams with up to cfg.Window requests in
+// flight: a window of requests is sent, then each reply read is followed by
+// the next request, so VPP never waits for the driver. Replies are matched
+// to requests in order. Each stream carries at most 8 windows of calls and
+// runs under a deadline of cfg.RequestTimeout. It returns a transport error
+// (wrapping ErrTransport) if a send or receive fails; VPP retvals are handed
+// to the calls as *VPPError.
+//
+// When ctx ends, no further request is sent, but the replies to the ones
+// already sent are still read (under their own deadline), so that the
+// driver knows what VPP did; the calls not sent get ctx's error.
+func (c *client) pipeline(ctx context.Context, calls []call) error {
+	chunk := 8 * c.timeout.Window
+	for start := 0; start < len(calls); start += chunk {
+		end := min(start+chunk, len(calls))
+		if err := c.stream(ctx, calls[start:end]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// notSent reports the context error to calls that were not sent.
+func notSent(ctx context.Context, calls []call) {
+	for _, cl := range calls {
+		cl.done(nil, fmt.Errorf("%s not sent: %w", cl.req.GetMessageName(), context.Cause(ctx)))
+	}
+}
+
+func (c *client) stream(ctx context.Context, calls []call) error {
+	if ctx.Err() != nil {
+		notSent(ctx, calls)
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout.RequestTimeout)
+	defer cancel()
+	window := min(c.timeout.Window, len(calls))
+	st, err := c.conn.NewStream(wctx, core.WithRequestSize(window), core.WithReplySize(window+1))
+	if err != nil {
+		return fmt.Errorf("%w: new stream: %v", ErrTransport, err)
+	}
+	defer func() { _ = st.Close() }()
+	sent, limit := 0, len(calls)
+	send := func() error {
+		if ctx.Err() != nil {
+			notSent(ctx, calls[sent:limit])
+			limit = sent // stop sending; drain what was sent
+			return nil
+		}
+		req := calls[sent].req
+		if err := st.SendMsg(req); err != nil {
+			return fmt.Errorf("%w: send %s: %v", ErrTransport, req.GetMessageName(), err)
+		}
+		sent++
+		return nil
+	}
+	for sent < min(window, limit) {
+		if err := send(); err != nil {
+			return err
+		}
+	}
+	for i, cl := range calls {
+		if i >= sent {
+			break
+		}
+		rep, err := st.RecvMsg()
+		if err != nil {
+			return fmt.Errorf("%w: reply to %s: %v", ErrTransport, cl.req.GetMessageName(), err)
+		}
+		if sent < limit {
+			if err := send(); err != nil {
+				return err
+			}
+		}
+		if rv := retvalOf(rep); rv != 0 {
+			cl.done(rep, &VPPError{Request: cl.req.GetMessageName(), Retval: rv})
+			continue
+		}
+		cl.done(rep, nil)
+	}
+	return nil
+}
+
+// dumps sends each dump request followed by a control_ping, pipelined on
+// one stream per window, and returns the details of each. Replies are read
+// as they arrive so that the stream buffer never fills.
+func (c *client) dumps(ctx context.Context, reqs []api.Message) ([][]api.Message, error) {
+	out := make([][]api.Message, 0, len(reqs))
+	window := max(1, c.timeout.Window/2)
+	for start := 0; start < len(reqs); start += window {
+		end := min(start+window, len(reqs))
+		res, err := c.dumpWindow(ctx, reqs[start:end])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, res...)
+	}
+	return out, nil
+}
+
+func (c *client) dumpWindow(ctx context.Context, reqs []api.Message) ([][]api.Message, error) {
+	wctx, cancel := context.WithTimeout(ctx, c.timeout.RequestTimeout)
+	defer cancel()
+	st, err := c.conn.NewStream(wctx, core.WithRequestSize(2*len(reqs)), core.WithReplySize(1024))
+	if err != nil {
+		return nil, fmt.Errorf("%w: new stream: %v", ErrTransport, err)
+	}
+	defer func() { _ = st.Close() }()
+	for _, r := range reqs {
+		if err := st.SendMsg(r); err != nil {
+			return nil, fmt.Errorf("%w: send %s: %v", ErrTransport, r.GetMessageName(), err)
+		}
+		if err := st.SendMsg(&memclnt.ControlPing{}); err != nil {
+			return nil, fmt.Errorf("%w: send control_ping: %v", ErrTransport, err)
+		}
+	}
+	out := make([][]api.Message, len(reqs))
+	for i, r := range reqs {
+		for {
+			m, err := st.RecvMsg()
+			if err != nil {
+				return nil, fmt.Errorf("%w: dump %s: %v", ErrTransport, r.GetMessageName(), err)
+			}
+			if _, ok := m.(*memclnt.ControlPingReply); ok {
+				break
+			}
+			out[i] = append(out[i], m)
+		}
+	}
+	return out, nil
+}
+
+// ping sends one control_ping under the request deadline.
+func (c *client) ping(ctx context.Context) error {
+	var rep api.Message
+	err := c.pipeline(ctx, []call{{req: &memclnt.ControlPing{}, done: func(r api.Message, _ error) { rep = r }}})
+	if err != nil {
+		return err
+	}
+	if rep == nil {
+		return fmt.Errorf("%w: no control_ping reply", ErrTransport)
+	}
+	return nil
+}
+
+// checkCompatibility asks VPP for the IDs of exactly the messages in msgs
+// and reports the unknown ones (missing or with another CRC).
+func checkCompatibility(conn *core.Connection, msgs []api.Message) error {
+	var bad []string
+	for _, m := range msgs {
+		if _, err := conn.GetMessageID(m); err != nil {
+			bad = append(bad, m.GetMessageName()+"_"+m.GetCrcString())
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: VPP lacks or changed %d message(s): %v", ErrIncompatible, len(bad), bad)
+	}
+	return nil
+}

@@ -1,0 +1,56 @@
+// Package vppsim is an in-memory VPP stand-in that plugs into GoVPP as an
+// [adapter.VppAPI], so the same driver code runs against it and against a
+// real VPP.
+//
+// A [VPP] keeps interface (local0, loopbacks, af_packet, tap v2, memif,
+// VXLAN tunnels), address, VRF table, route, bridge-domain and NAT44-ED tables
+// and answers the binary-API messages listed by
+// [SupportedMessages] with the retvals and dump contents that VPP 26.06
+// gave in the golden traces in testdata/vpp-traces (see
+// TestReplayTraces). Replies are produced asynchronously, on a goroutine of
+// the adapter, as the socket client does. [VPP.Restart] simulates a VPP
+// restart: all state is lost and every open adapter connection is dropped
+// (SendMsg fails until the client reconnects). [VPP.SetInterceptor] injects
+// failures per message.
+//
+// # Limits
+//
+//   - Only the messages of SupportedMessages exist; any other message is
+//     unknown (GetMsgID fails), as on a VPP without that plugin.
+//   - Dumps are compared with VPP as multisets: route dump order and FIB
+//     stats indexes differ from VPP's (VPP walks its mtrie, the stand-in a
+//     sorted list, and VPP allocates stats indexes for internal entries).
+//   - MAC addresses chosen "randomly" are deterministic per VPP instance.
+//   - Connected and special routes are derived from addresses and tables:
+//     a static route that overlaps a connected prefix is shown next to it,
+//     not merged as in VPP's FIB.
+//   - Deleting an interface removes its addresses, its table bindings and
+//     the route paths through it (routes left without a path are removed).
+//   - Link state: loopbacks are link-up when admin-up; af_packet and tap
+//     interfaces are always link-up. af_packet only attaches to host
+//     interfaces named in [Config.HostInterfaces]; tap creation fails with
+//     -11 unless [Config.VhostNet] is set (as on a host without
+//     /dev/vhost-net).
+//   - An IPv6 address that overlaps a subnet on another interface returns
+//     -105 (not covered by the traces).
+//   - Bridge domains created with bd_id ~0 get a pseudo-random ID that
+//     differs from VPP's (random too).
+//   - NAT44-ED keeps configuration only (no sessions); an interface-bound
+//     mapping resolves to the interface's first IPv4 address at dump time.
+//   - add_node_next knows only the vxlan4/6-input, ip4/6-input and
+//     l2-input nodes.
+//   - memif: interfaces never get a peer (link down); adding a socket
+//     filename with socket_id ~0 takes the lowest free ID; memif behaviour
+//     is not covered by the traces.
+//   - Other plugins are absent: their messages are unknown.
+//
+// # Concurrency
+//
+// VPP and its adapters are safe for concurrent use. Callbacks into GoVPP
+// are made from one goroutine per connected adapter, in request order.
+//
+// # Lifecycle
+//
+// [New] starts nothing. An adapter starts its reply goroutine in Connect
+// and joins it in Disconnect; a disconnected adapter leaves no goroutine.
+package vppsim

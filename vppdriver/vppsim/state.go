@@ -1,0 +1,789 @@
+package vppsim
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"go.fd.io/govpp/api"
+	"go.fd.io/govpp/binapi/af_packet"
+	"go.fd.io/govpp/binapi/ethernet_types"
+	"go.fd.io/govpp/binapi/fib_types"
+	interfaces "go.fd.io/govpp/binapi/interface"
+	"go.fd.io/govpp/binapi/interface_types"
+	"go.fd.io/govpp/binapi/ip"
+	"go.fd.io/govpp/binapi/ip_types"
+	"go.fd.io/govpp/binapi/memclnt"
+	"go.fd.io/govpp/binapi/tapv2"
+
+	"github.com/vswitchkit/vswitchkit/vppdriver/internal/vppconv"
+)
+
+// VPP retvals used by the stand-in (names as in VPP's src/vnet/error.h).
+const (
+	rvInvalidSwIfIndex   = -2
+	rvNoSuchFib          = -3
+	rvNoSuchEntry        = -6
+	rvInvalidValue       = -7
+	rvSyscallError1      = -11
+	rvNoPathsInRoute     = -52
+	rvNoMatchingIface    = -54
+	rvAddrNotFound       = -60
+	rvInvalidInterface   = -71
+	rvIfAlreadyExists    = -79
+	rvAddressInUse       = -105
+	rvAddrFoundForIface  = -114
+	rvDuplicateIfAddress = -127
+)
+
+const (
+	noIndex  = ^uint32(0)
+	linkMTU  = 9000
+	devLoop  = "Loopback"
+	devAFP   = "af-packet"
+	devTap   = "virtio"
+	devLocal = "local"
+)
+
+type ifKind uint8
+
+const (
+	kindLocal ifKind = iota
+	kindLoop
+	kindAFP
+	kindTap
+	kindVxlan
+	kindMemif
+)
+
+type simIface struct {
+	idx      uint32
+	kind     ifKind
+	instance uint32 // loopback instance / tap id
+	name     string
+	mac      ethernet_types.MacAddress
+	adminUp  bool
+	tag      string
+	addrs    []netip.Prefix // in insertion order, both families
+	vrf      [2]uint32      // [0] IPv4, [1] IPv6
+	hostIf   string         // af_packet / tap host side
+	rxRing   uint16
+	vxlan    *vxlanTunnel // kindVxlan
+	memif    *memifLink   // kindMemif
+	txRing   uint16
+}
+
+type tableKey struct {
+	v6 bool
+	id uint32
+}
+
+type simTable struct {
+	key       tableKey
+	name      string
+	apiLocked bool
+	routes    map[netip.Prefix]*simRoute
+}
+
+type simPath struct {
+	swIfIndex uint32
+	tableID   uint32
+	weight    uint8
+	nh        netip.Addr // zero for attached
+}
+
+type simRoute struct {
+	prefix netip.Prefix
+	stats  uint32
+	paths  []simPath
+}
+
+type state struct {
+	cfg          *Config
+	ifaces       map[uint32]*simIface
+	tables       map[tableKey]*simTable
+	nextStats    uint32
+	macSeq       uint32
+	graph        map[string][]string
+	bds          map[uint32]*bridgeDomain
+	nat          *natState // nil while the NAT44-ED plugin is disabled
+	memifSockets map[uint32]string
+}
+
+func newState(cfg *Config) *state {
+	s := &state{cfg: cfg, ifaces: map[uint32]*simIface{}, tables: map[tableKey]*simTable{}, nextStats: 33,
+		graph: newGraph(), bds: map[uint32]*bridgeDomain{}, memifSockets: map[uint32]string{0: defaultMemifSocket}}
+	s.ifaces[0] = &simIface{idx: 0, kind: kindLocal, name: "local0"}
+	s.addTable(tableKey{false, 0}, "")
+	s.addTable(tableKey{true, 0}, "")
+	return s
+}
+
+func (s *state) addTable(k tableKey, name string) *simTable {
+	if name == "" {
+		fam := "ipv4"
+		if k.v6 {
+			fam = "ipv6"
+		}
+		name = fmt.Sprintf("%s-VRF:%d", fam, k.id)
+	}
+	t := &simTable{key: k, name: name, routes: map[netip.Prefix]*simRoute{}}
+	s.tables[k] = t
+	return t
+}
+
+func (s *state) freeIndex() uint32 {
+	for i := uint32(1); ; i++ {
+		if _, used := s.ifaces[i]; !used {
+			return i
+		}
+	}
+}
+
+func (s *state) freeInstance(kind ifKind) uint32 {
+	used := map[uint32]bool{}
+	for _, i := range s.ifaces {
+		if i.kind == kind {
+			used[i.instance] = true
+		}
+	}
+	for n := uint32(0); ; n++ {
+		if !used[n] {
+			return n
+		}
+	}
+}
+
+func (s *state) randomMAC() ethernet_types.MacAddress {
+	s.macSeq++
+	n := s.macSeq
+	return ethernet_types.MacAddress{0x02, 0xfe, 0x5e, byte(n >> 16), byte(n >> 8), byte(n)}
+}
+
+func (s *state) iface(idx interface_types.InterfaceIndex) *simIface {
+	return s.ifaces[uint32(idx)]
+}
+
+func (s *state) controlPing(api.Message) []api.Message {
+	return []api.Message{&memclnt.ControlPingReply{VpePID: s.cfg.PID}}
+}
+
+func (s *state) createLoopback(m api.Message) []api.Message {
+	req := m.(*interfaces.CreateLoopback)
+	inst := s.freeInstance(kindLoop)
+	i := &simIface{idx: s.freeIndex(), kind: kindLoop, instance: inst, name: fmt.Sprintf("loop%d", inst), mac: req.MacAddress}
+	if i.mac == (ethernet_types.MacAddress{}) {
+		i.mac = ethernet_types.MacAddress{0xde, 0xad, 0, 0, 0, byte(inst)}
+	}
+	s.ifaces[i.idx] = i
+	return []api.Message{&interfaces.CreateLoopbackReply{SwIfIndex: interface_types.InterfaceIndex(i.idx)}}
+}
+
+func (s *state) deleteLoopback(m api.Message) []api.Message {
+	req := m.(*interfaces.DeleteLoopback)
+	i := s.iface(req.SwIfIndex)
+	if i == nil || i.kind != kindLoop {
+		return []api.Message{&interfaces.DeleteLoopbackReply{Retval: rvInvalidSwIfIndex}}
+	}
+	s.removeIface(i)
+	return []api.Message{&interfaces.DeleteLoopbackReply{}}
+}
+
+// removeIface deletes an interface with its addresses, bindings and the
+// route paths through it.
+func (s *state) removeIface(i *simIface) {
+	s.leaveBD(i.idx)
+	if s.nat != nil {
+		delete(s.nat.ifaces, i.idx)
+	}
+	for _, v6 := range []bool{false, true} {
+		s.unbind(i, v6)
+	}
+	for _, t := range s.tables {
+		for p, r := range t.routes {
+			r.paths = slices.DeleteFunc(r.paths, func(sp simPath) bool { return sp.swIfIndex == i.idx })
+			if len(r.paths) == 0 {
+				delete(t.routes, p)
+			}
+		}
+	}
+	delete(s.ifaces, i.idx)
+}
+
+func famIdx(v6 bool) int {
+	if v6 {
+		return 1
+	}
+	return 0
+}
+
+// unbind moves i back to table 0 of a family, dropping a table that is
+// held only by bindings.
+func (s *state) unbind(i *simIface, v6 bool) {
+	old := i.vrf[famIdx(v6)]
+	i.vrf[famIdx(v6)] = 0
+	s.maybeDropTable(tableKey{v6, old})
+}
+
+func (s *state) maybeDropTable(k tableKey) {
+	t := s.tables[k]
+	if t == nil || k.id == 0 || t.apiLocked {
+		return
+	}
+	for _, i := range s.ifaces {
+		if i.vrf[famIdx(k.v6)] == k.id {
+			return
+		}
+	}
+	delete(s.tables, k)
+}
+
+func (s *state) setFlags(m api.Message) []api.Message {
+	req := m.(*interfaces.SwInterfaceSetFlags)
+	i := s.iface(req.SwIfIndex)
+	if i == nil {
+		return []api.Message{&interfaces.SwInterfaceSetFlagsReply{Retval: rvInvalidSwIfIndex}}
+	}
+	i.adminUp = req.Flags&interface_types.IF_STATUS_API_FLAG_ADMIN_UP != 0
+	return []api.Message{&interfaces.SwInterfaceSetFlagsReply{}}
+}
+
+func (s *state) addDelAddress(m api.Message) []api.Message {
+	req := m.(*interfaces.SwInterfaceAddDelAddress)
+	reply := func(rv int32) []api.Message {
+		return []api.Message{&interfaces.SwInterfaceAddDelAddressReply{Retval: rv}}
+	}
+	i := s.iface(req.SwIfIndex)
+	if i == nil {
+		return reply(rvInvalidSwIfIndex)
+	}
+	if req.DelAll {
+		i.addrs = nil
+		return reply(0)
+	}
+	p := vppconv.PrefixOf(ip_types.Prefix(req.Prefix))
+	if !p.IsValid() {
+		return reply(rvInvalidValue)
+	}
+	v6 := p.Addr().Is6()
+	if !req.IsAdd {
+		for n, a := range i.addrs {
+			if a.Addr() == p.Addr() {
+				i.addrs = slices.Delete(i.addrs, n, n+1)
+				return reply(0)
+			}
+		}
+		return reply(rvAddrNotFound)
+	}
+	for _, a := range i.addrs {
+		if a.Addr() == p.Addr() {
+			if v6 {
+				return reply(rvDuplicateIfAddress)
+			}
+			return reply(rvAddressInUse)
+		}
+	}
+	vrf := i.vrf[famIdx(v6)]
+	for _, o := range s.ifaces {
+		if o == i || o.vrf[famIdx(v6)] != vrf {
+			continue
+		}
+		for _, a := range o.addrs {
+			if a.Addr().Is6() == v6 && (a.Contains(p.Addr()) || p.Contains(a.Addr())) {
+				return reply(rvAddressInUse)
+			}
+		}
+	}
+	i.addrs = append(i.addrs, p)
+	return reply(0)
+}
+
+func (s *state) tagAddDel(m api.Message) []api.Message {
+	req := m.(*interfaces.SwInterfaceTagAddDel)
+	i := s.iface(req.SwIfIndex)
+	if i == nil {
+		return []api.Message{&interfaces.SwInterfaceTagAddDelReply{Retval: rvInvalidSwIfIndex}}
+	}
+	if req.IsAdd {
+		i.tag = req.Tag
+	} else {
+		i.tag = ""
+	}
+	return []api.Message{&interfaces.SwInterfaceTagAddDelReply{}}
+}
+
+func (s *state) setTable(m api.Message) []api.Message {
+	req := m.(*interfaces.SwInterfaceSetTable)
+	reply := func(rv int32) []api.Message {
+		return []api.Message{&interfaces.SwInterfaceSetTableReply{Retval: rv}}
+	}
+	i := s.iface(req.SwIfIndex)
+	if i == nil {
+		return reply(rvInvalidSwIfIndex)
+	}
+	k := tableKey{req.IsIPv6, req.VrfID}
+	if s.tables[k] == nil {
+		return reply(rvNoSuchFib)
+	}
+	fi := famIdx(req.IsIPv6)
+	if i.vrf[fi] == req.VrfID {
+		return reply(0)
+	}
+	for _, a := range i.addrs {
+		if a.Addr().Is6() == req.IsIPv6 {
+			return reply(rvAddrFoundForIface)
+		}
+	}
+	old := i.vrf[fi]
+	i.vrf[fi] = req.VrfID
+	s.maybeDropTable(tableKey{req.IsIPv6, old})
+	return reply(0)
+}
+
+func (s *state) getTable(m api.Message) []api.Message {
+	req := m.(*interfaces.SwInterfaceGetTable)
+	i := s.iface(req.SwIfIndex)
+	if i == nil {
+		return []api.Message{&interfaces.SwInterfaceGetTableReply{Retval: rvInvalidSwIfIndex}}
+	}
+	return []api.Message{&interfaces.SwInterfaceGetTableReply{VrfID: i.vrf[famIdx(req.IsIPv6)]}}
+}
+
+func (s *state) sortedIfaces() []*simIface {
+	out := make([]*simIface, 0, len(s.ifaces))
+	for _, i := range s.ifaces {
+		out = append(out, i)
+	}
+	slices.SortFunc(out, func(a, b *simIface) int { return cmp.Compare(a.idx, b.idx) })
+	return out
+}
+
+func (s *state) ifDetails(i *simIface) *interfaces.SwInterfaceDetails {
+	d := &interfaces.SwInterfaceDetails{
+		SwIfIndex:        interface_types.InterfaceIndex(i.idx),
+		SupSwIfIndex:     i.idx,
+		L2Address:        i.mac,
+		Mtu:              []uint32{0, 0, 0, 0},
+		InterfaceName:    i.name,
+		InterfaceDevType: devLocal,
+		Tag:              i.tag,
+	}
+	if i.kind == kindLocal {
+		return d
+	}
+	d.LinkMtu = linkMTU
+	d.Mtu[0] = linkMTU
+	linkUp := i.adminUp
+	switch i.kind {
+	case kindLoop:
+		d.InterfaceDevType = devLoop
+	case kindAFP:
+		d.InterfaceDevType = devAFP
+		linkUp = true
+	case kindTap:
+		d.InterfaceDevType = devTap
+		linkUp = true
+	case kindMemif:
+		d.InterfaceDevType = devMemif // link stays down: no peer
+	case kindVxlan:
+		d.InterfaceDevType = devVxlan
+		linkUp = true
+		if i.vxlan.l3 {
+			d.LinkMtu, d.Mtu[0] = 0, 0
+		}
+	}
+	if i.adminUp {
+		d.Flags |= interface_types.IF_STATUS_API_FLAG_ADMIN_UP
+	}
+	if linkUp {
+		d.Flags |= interface_types.IF_STATUS_API_FLAG_LINK_UP
+	}
+	return d
+}
+
+func (s *state) ifDump(m api.Message) []api.Message {
+	req := m.(*interfaces.SwInterfaceDump)
+	var out []api.Message
+	for _, i := range s.sortedIfaces() {
+		if req.SwIfIndex != 0 && uint32(req.SwIfIndex) != noIndex && uint32(req.SwIfIndex) != i.idx {
+			continue
+		}
+		if req.NameFilterValid && !strings.Contains(i.name, req.NameFilter) {
+			continue
+		}
+		out = append(out, s.ifDetails(i))
+	}
+	return out
+}
+
+func (s *state) addressDump(m api.Message) []api.Message {
+	req := m.(*ip.IPAddressDump)
+	i := s.iface(req.SwIfIndex)
+	if i == nil {
+		return nil
+	}
+	var out []api.Message
+	for _, a := range i.addrs {
+		if a.Addr().Is6() == req.IsIPv6 {
+			out = append(out, &ip.IPAddressDetails{SwIfIndex: req.SwIfIndex, Prefix: addrWithPrefix(a)})
+		}
+	}
+	return out
+}
+
+func (s *state) tableAddDel(m api.Message) []api.Message {
+	req := m.(*ip.IPTableAddDel)
+	k := tableKey{req.Table.IsIP6, req.Table.TableID}
+	t := s.tables[k]
+	if req.IsAdd {
+		if t == nil {
+			t = s.addTable(k, req.Table.Name)
+		}
+		t.apiLocked = true
+	} else if t != nil && k.id != 0 {
+		t.apiLocked = false
+		s.maybeDropTable(k)
+	}
+	return []api.Message{&ip.IPTableAddDelReply{}}
+}
+
+func (s *state) sortedTables() []*simTable {
+	out := make([]*simTable, 0, len(s.tables))
+	for _, t := range s.tables {
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b *simTable) int {
+		if a.key.v6 != b.key.v6 {
+			if a.key.v6 {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Compare(a.key.id, b.key.id)
+	})
+	return out
+}
+
+func (s *state) tableDump(api.Message) []api.Message {
+	var out []api.Message
+	for _, t := range s.sortedTables() {
+		out = append(out, &ip.IPTableDetails{Table: ip.IPTable{TableID: t.key.id, IsIP6: t.key.v6, Name: t.name}})
+	}
+	return out
+}
+
+func (s *state) routeAddDel(m api.Message) []api.Message {
+	req := m.(*ip.IPRouteAddDel)
+	reply := func(rv int32, stats uint32) []api.Message {
+		return []api.Message{&ip.IPRouteAddDelReply{Retval: rv, StatsIndex: stats}}
+	}
+	p := vppconv.PrefixOf(req.Route.Prefix)
+	if !p.IsValid() {
+		return reply(rvInvalidValue, noIndex)
+	}
+	p = p.Masked()
+	v6 := p.Addr().Is6()
+	t := s.tables[tableKey{v6, req.Route.TableID}]
+	if t == nil {
+		return reply(rvNoSuchFib, noIndex)
+	}
+	paths := make([]simPath, 0, len(req.Route.Paths))
+	for _, fp := range req.Route.Paths {
+		sp := simPath{swIfIndex: fp.SwIfIndex, weight: fp.Weight}
+		if sp.weight == 0 {
+			sp.weight = 1
+		}
+		if nh := vppconv.UnionAddr(fp.Nh.Address, v6); !nh.IsUnspecified() {
+			sp.nh = nh
+		}
+		if fp.SwIfIndex == noIndex {
+			sp.tableID = fp.TableID
+		}
+		paths = append(paths, sp)
+	}
+	r := t.routes[p]
+	if !req.IsAdd {
+		if r == nil {
+			return reply(0, noIndex)
+		}
+		if req.IsMultipath && len(paths) > 0 {
+			r.paths = slices.DeleteFunc(r.paths, func(sp simPath) bool { return slices.Contains(paths, sp) })
+			if len(r.paths) > 0 {
+				return reply(0, noIndex)
+			}
+		}
+		delete(t.routes, p)
+		return reply(0, noIndex)
+	}
+	if len(paths) == 0 {
+		return reply(rvNoPathsInRoute, noIndex)
+	}
+	for _, sp := range paths {
+		if sp.swIfIndex == noIndex {
+			if s.tables[tableKey{v6, sp.tableID}] == nil {
+				return reply(rvNoSuchFib, noIndex)
+			}
+		} else if s.ifaces[sp.swIfIndex] == nil {
+			return reply(rvNoMatchingIface, noIndex)
+		}
+	}
+	if r == nil {
+		r = &simRoute{prefix: p, stats: s.nextStats}
+		s.nextStats++
+		t.routes[p] = r
+	}
+	if req.IsMultipath {
+		for _, sp := range paths {
+			if !slices.Contains(r.paths, sp) {
+				r.paths = append(r.paths, sp)
+			}
+		}
+	} else {
+		r.paths = paths
+	}
+	return reply(0, r.stats)
+}
+
+func fibPath(sw uint32, v6 bool, typ fib_types.FibPathType, nh netip.Addr) fib_types.FibPath {
+	fp := fib_types.FibPath{SwIfIndex: sw, Weight: 1, Type: typ}
+	if v6 {
+		fp.Proto = fib_types.FIB_API_PATH_NH_PROTO_IP6
+	}
+	fp.Nh.Address = vppconv.Union(nh)
+	return fp
+}
+
+// specialRoutes are the entries VPP creates with every table.
+func specialRoutes(v6 bool) []*ip.IPRouteDetails {
+	drop := func(p string) *ip.IPRouteDetails {
+		return routeDetails(netip.MustParsePrefix(p), fibPath(noIndex, v6, fib_types.FIB_API_PATH_TYPE_DROP, netip.Addr{}))
+	}
+	if v6 {
+		return []*ip.IPRouteDetails{
+			drop("::/0"),
+			routeDetails(netip.MustParsePrefix("fe80::/10"), fibPath(noIndex, true, fib_types.FIB_API_PATH_TYPE_NORMAL, netip.Addr{})),
+		}
+	}
+	return []*ip.IPRouteDetails{
+		drop("0.0.0.0/0"), drop("0.0.0.0/32"), drop("240.0.0.0/4"), drop("224.0.0.0/4"), drop("255.255.255.255/32"),
+	}
+}
+
+func routeDetails(p netip.Prefix, paths ...fib_types.FibPath) *ip.IPRouteDetails {
+	return &ip.IPRouteDetails{Route: ip.IPRoute{Prefix: vppconv.Prefix(p), NPaths: uint8(len(paths)), Paths: paths}}
+}
+
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+func (s *state) routeDump(m api.Message) []api.Message {
+	req := m.(*ip.IPRouteDump)
+	v6 := req.Table.IsIP6
+	t := s.tables[tableKey{v6, req.Table.TableID}]
+	if t == nil {
+		return nil
+	}
+	details := specialRoutes(v6)
+	seen := map[netip.Prefix]bool{}
+	for _, i := range s.sortedIfaces() {
+		if i.vrf[famIdx(v6)] != t.key.id {
+			continue
+		}
+		for _, a := range i.addrs {
+			if a.Addr().Is6() != v6 {
+				continue
+			}
+			host := netip.PrefixFrom(a.Addr(), a.Addr().BitLen())
+			details = append(details, routeDetails(host, fibPath(i.idx, v6, fib_types.FIB_API_PATH_TYPE_LOCAL, a.Addr())))
+			if seen[a.Masked()] || a.Bits() == a.Addr().BitLen() {
+				continue
+			}
+			seen[a.Masked()] = true
+			shown := a.Masked()
+			if !v6 {
+				shown = a // VPP shows the IPv4 connected prefix unmasked
+			}
+			details = append(details, routeDetails(shown, fibPath(i.idx, v6, fib_types.FIB_API_PATH_TYPE_NORMAL, netip.Addr{})))
+			if !v6 && a.Bits() <= 30 {
+				drop := fibPath(noIndex, false, fib_types.FIB_API_PATH_TYPE_DROP, netip.Addr{})
+				details = append(details,
+					routeDetails(netip.PrefixFrom(a.Masked().Addr(), 32), drop),
+					routeDetails(netip.PrefixFrom(lastAddr(a), 32), drop))
+			}
+		}
+	}
+	details = append(details, s.recursiveEntries(t)...)
+	routes := make([]*simRoute, 0, len(t.routes))
+	for _, r := range t.routes {
+		routes = append(routes, r)
+	}
+	slices.SortFunc(routes, func(a, b *simRoute) int { return a.prefix.Addr().Compare(b.prefix.Addr()) })
+	for _, r := range routes {
+		paths := make([]fib_types.FibPath, 0, len(r.paths))
+		for _, sp := range r.paths {
+			fp := fibPath(sp.swIfIndex, v6, fib_types.FIB_API_PATH_TYPE_NORMAL, sp.nh)
+			fp.Weight = sp.weight
+			fp.TableID = sp.tableID
+			paths = append(paths, fp)
+		}
+		d := routeDetails(r.prefix, paths...)
+		d.Route.StatsIndex = r.stats
+		details = append(details, d)
+	}
+	out := make([]api.Message, len(details))
+	for n, d := range details {
+		d.Route.TableID = t.key.id
+		out[n] = d
+	}
+	return out
+}
+
+func (s *state) afPacketCreate(m api.Message) []api.Message {
+	req := m.(*af_packet.AfPacketCreateV3)
+	for _, i := range s.ifaces {
+		if i.kind == kindAFP && i.hostIf == req.HostIfName {
+			return []api.Message{&af_packet.AfPacketCreateV3Reply{Retval: rvIfAlreadyExists, SwIfIndex: interface_types.InterfaceIndex(i.idx)}}
+		}
+	}
+	if req.Mode == 0 || req.NumRxQueues == 0 || req.NumTxQueues == 0 {
+		return []api.Message{&af_packet.AfPacketCreateV3Reply{Retval: rvInvalidValue, SwIfIndex: interface_types.InterfaceIndex(noIndex)}}
+	}
+	if !slices.Contains(s.cfg.HostInterfaces, req.HostIfName) {
+		return []api.Message{&af_packet.AfPacketCreateV3Reply{Retval: rvInvalidInterface}}
+	}
+	i := &simIface{idx: s.freeIndex(), kind: kindAFP, name: "host-" + req.HostIfName, hostIf: req.HostIfName, mac: req.HwAddr}
+	if req.UseRandomHwAddr || i.mac == (ethernet_types.MacAddress{}) {
+		i.mac = s.randomMAC()
+	}
+	s.ifaces[i.idx] = i
+	return []api.Message{&af_packet.AfPacketCreateV3Reply{SwIfIndex: interface_types.InterfaceIndex(i.idx)}}
+}
+
+func (s *state) afPacketDelete(m api.Message) []api.Message {
+	req := m.(*af_packet.AfPacketDelete)
+	for _, i := range s.ifaces {
+		if i.kind == kindAFP && i.hostIf == req.HostIfName {
+			s.removeIface(i)
+			return []api.Message{&af_packet.AfPacketDeleteReply{}}
+		}
+	}
+	return []api.Message{&af_packet.AfPacketDeleteReply{Retval: rvSyscallError1}}
+}
+
+func (s *state) afPacketDump(api.Message) []api.Message {
+	var out []api.Message
+	for _, i := range s.sortedIfaces() {
+		if i.kind == kindAFP {
+			out = append(out, &af_packet.AfPacketDetails{SwIfIndex: interface_types.InterfaceIndex(i.idx), HostIfName: i.hostIf})
+		}
+	}
+	return out
+}
+
+func (s *state) tapCreate(m api.Message) []api.Message {
+	req := m.(*tapv2.TapCreateV3)
+	fail := func(rv int32) []api.Message {
+		return []api.Message{&tapv2.TapCreateV3Reply{Retval: rv, SwIfIndex: interface_types.InterfaceIndex(noIndex)}}
+	}
+	if !s.cfg.VhostNet {
+		return fail(rvSyscallError1)
+	}
+	id := req.ID
+	if id == noIndex {
+		id = s.freeInstance(kindTap)
+	}
+	for _, i := range s.ifaces {
+		if i.kind == kindTap && (i.instance == id || (req.HostIfNameSet && i.hostIf == req.HostIfName)) {
+			return fail(rvIfAlreadyExists)
+		}
+	}
+	if req.NumRxQueues == 0 || req.NumTxQueues == 0 || req.RxRingSz == 0 || req.TxRingSz == 0 {
+		return fail(rvInvalidValue)
+	}
+	i := &simIface{idx: s.freeIndex(), kind: kindTap, instance: id, name: fmt.Sprintf("tap%d", id),
+		mac: req.MacAddress, tag: req.Tag, rxRing: req.RxRingSz, txRing: req.TxRingSz}
+	i.hostIf = fmt.Sprintf("tap%d", id)
+	if req.HostIfNameSet {
+		i.hostIf = req.HostIfName
+	}
+	if req.UseRandomMac || i.mac == (ethernet_types.MacAddress{}) {
+		i.mac = s.randomMAC()
+	}
+	s.ifaces[i.idx] = i
+	return []api.Message{&tapv2.TapCreateV3Reply{SwIfIndex: interface_types.InterfaceIndex(i.idx)}}
+}
+
+func (s *state) tapDelete(m api.Message) []api.Message {
+	req := m.(*tapv2.TapDeleteV2)
+	i := s.iface(req.SwIfIndex)
+	if i == nil || i.kind != kindTap {
+		return []api.Message{&tapv2.TapDeleteV2Reply{Retval: rvInvalidSwIfIndex}}
+	}
+	s.removeIface(i)
+	return []api.Message{&tapv2.TapDeleteV2Reply{}}
+}
+
+func (s *state) tapDump(m api.Message) []api.Message {
+	req := m.(*tapv2.SwInterfaceTapV2Dump)
+	var out []api.Message
+	for _, i := range s.sortedIfaces() {
+		if i.kind != kindTap || (uint32(req.SwIfIndex) != noIndex && uint32(req.SwIfIndex) != i.idx) {
+			continue
+		}
+		out = append(out, &tapv2.SwInterfaceTapV2Details{SwIfIndex: i.idx, ID: i.instance, RxRingSz: i.rxRing,
+			TxRingSz: i.txRing, DevName: i.name, HostIfName: i.hostIf})
+	}
+	return out
+}
+
+// recursiveEntries returns the host entries VPP adds to table t to resolve
+// the next hops of recursive paths (sw_if_index ~0) that resolve in t: the
+// entry copies the connected interface it is covered by, or drops.
+func (s *state) recursiveEntries(t *simTable) []*ip.IPRouteDetails {
+	v6 := t.key.v6
+	done := map[netip.Addr]bool{}
+	var out []*ip.IPRouteDetails
+	for _, tt := range s.sortedTables() {
+		if tt.key.v6 != v6 {
+			continue
+		}
+		for _, r := range tt.routes {
+			for _, sp := range r.paths {
+				if sp.swIfIndex != noIndex || sp.tableID != t.key.id || !sp.nh.IsValid() || done[sp.nh] {
+					continue
+				}
+				done[sp.nh] = true
+				host := netip.PrefixFrom(sp.nh, sp.nh.BitLen())
+				if t.routes[host] != nil {
+					continue
+				}
+				path := fibPath(noIndex, v6, fib_types.FIB_API_PATH_TYPE_DROP, netip.Addr{})
+				for _, i := range s.sortedIfaces() {
+					if i.vrf[famIdx(v6)] != t.key.id {
+						continue
+					}
+					for _, a := range i.addrs {
+						if a.Addr() == sp.nh {
+							path = fib_types.FibPath{} // the local entry is already there
+						} else if a.Addr().Is6() == v6 && a.Contains(sp.nh) && path.Type == fib_types.FIB_API_PATH_TYPE_DROP {
+							path = fibPath(i.idx, v6, fib_types.FIB_API_PATH_TYPE_NORMAL, sp.nh)
+						}
+					}
+				}
+				if path.Weight == 0 {
+					continue
+				}
+				out = append(out, routeDetails(host, path))
+			}
+		}
+	}
+	return out
+}
