@@ -367,13 +367,13 @@ func (sp *ServiceProcessor) update(event controller.Event, txn controller.Update
 	case *controller.KubeStateChange:
 		switch ev.Resource {
 		case kubemodel.ServiceResource:
-			id, meta, err := serviceChange(ev)
+			id, meta, err := serviceObjectChange[*kubemodel.Service](ev, kubemodel.ServiceKeyPrefix)
 			if err != nil {
 				return "", err
 			}
 			sp.changeService(&o, id, true, meta, false, nil)
 		case kubemodel.EndpointsResource:
-			id, eps, err := endpointsChange(ev)
+			id, eps, err := serviceObjectChange[*kubemodel.Endpoints](ev, kubemodel.EndpointsKeyPrefix)
 			if err != nil {
 				return "", err
 			}
@@ -403,48 +403,37 @@ func (sp *ServiceProcessor) update(event controller.Event, txn controller.Update
 	return o.desc, sp.finish(&o)
 }
 
-// serviceChange extracts the service ID and the new metadata of a change.
-func serviceChange(ev *controller.KubeStateChange) (kubemodel.ServiceID, *kubemodel.Service, error) {
-	var meta, prev *kubemodel.Service
-	if ev.NewValue != nil {
-		m, ok := ev.NewValue.(*kubemodel.Service)
-		if !ok {
-			return kubemodel.ServiceID{}, nil, fmt.Errorf("%w: key %s: want *kubemodel.Service, got %T", ErrUnexpectedValue, ev.Key, ev.NewValue)
-		}
-		meta = m
-	}
-	if ev.PrevValue != nil {
-		prev, _ = ev.PrevValue.(*kubemodel.Service)
-	}
-	for _, v := range []*kubemodel.Service{meta, prev} {
-		if v != nil && v.GetName() != "" && v.GetNamespace() != "" {
-			return v.ID(), meta, nil
-		}
-	}
-	id, err := idFromKey(ev.Key, kubemodel.ServiceKeyPrefix)
-	return id, meta, err
+// serviceObject is a Kubernetes object that names a service: the service
+// itself or its endpoints. Their protobuf getters are nil-safe.
+type serviceObject interface {
+	*kubemodel.Service | *kubemodel.Endpoints
+	GetName() string
+	GetNamespace() string
+	ID() kubemodel.ServiceID
 }
 
-// endpointsChange extracts the service ID and the new endpoints of a change.
-func endpointsChange(ev *controller.KubeStateChange) (kubemodel.ServiceID, *kubemodel.Endpoints, error) {
-	var eps, prev *kubemodel.Endpoints
+// serviceObjectChange extracts the service ID and the new value of a change
+// of a service or endpoints object. The ID comes from the new value, else the
+// previous one, else the key (after keyPrefix).
+func serviceObjectChange[T serviceObject](ev *controller.KubeStateChange, keyPrefix string) (kubemodel.ServiceID, T, error) {
+	var cur, prev T
 	if ev.NewValue != nil {
-		e, ok := ev.NewValue.(*kubemodel.Endpoints)
+		v, ok := ev.NewValue.(T)
 		if !ok {
-			return kubemodel.ServiceID{}, nil, fmt.Errorf("%w: key %s: want *kubemodel.Endpoints, got %T", ErrUnexpectedValue, ev.Key, ev.NewValue)
+			return kubemodel.ServiceID{}, cur, fmt.Errorf("%w: key %s: want %T, got %T", ErrUnexpectedValue, ev.Key, cur, ev.NewValue)
 		}
-		eps = e
+		cur = v
 	}
 	if ev.PrevValue != nil {
-		prev, _ = ev.PrevValue.(*kubemodel.Endpoints)
+		prev, _ = ev.PrevValue.(T)
 	}
-	for _, v := range []*kubemodel.Endpoints{eps, prev} {
-		if v != nil && v.GetName() != "" && v.GetNamespace() != "" {
-			return v.ID(), eps, nil
+	for _, v := range []T{cur, prev} {
+		if v.GetName() != "" && v.GetNamespace() != "" {
+			return v.ID(), cur, nil
 		}
 	}
-	id, err := idFromKey(ev.Key, kubemodel.EndpointsKeyPrefix)
-	return id, eps, err
+	id, err := idFromKey(ev.Key, keyPrefix)
+	return id, cur, err
 }
 
 // idFromKey parses a service or endpoints key; anything before the
