@@ -181,6 +181,7 @@ func TestNodeUpdates(t *testing.T) {
 				h := startHarness(t, db, "node-a", nodesync.Config{})
 				require.Equal(t, uint32(1), h.ns.GetNodeID())
 				h.resync(1, kubeA, kubeB)
+				h.drainOwnRecord()
 				h.pump(0)
 				require.Equal(t, nodesync.Nodes{"node-a": nodeA, "node-b": nodeB}, h.ns.GetAllNodes())
 
