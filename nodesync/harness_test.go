@@ -109,6 +109,32 @@ func (h *harness) kubeChange(prev, next *kubemodel.Node) {
 	require.NoError(h.t, err)
 }
 
+// process feeds the recorded events not processed yet to the handler, as
+// the loop does, and collects the NodeUpdate events. After each event the
+// handler takes, it asks stop, and returns at once, true, when stop says so.
+// n is the number of recorded events it looked at.
+func (h *harness) process(stop func(controller.Event) bool) (n int, stopped bool) {
+	h.t.Helper()
+	evs := h.rec.Events()
+	for ; h.next < len(evs); h.next++ {
+		ev := evs[h.next]
+		if nu, ok := ev.(*nodesync.NodeUpdate); ok {
+			h.updates = append(h.updates, nu)
+			continue
+		}
+		if !h.ns.HandlesEvent(ev) {
+			continue
+		}
+		_, err := h.ns.Update(ev, controllertest.NewTxn())
+		require.NoError(h.t, err, "Update(%v)", ev)
+		if stop(ev) {
+			h.next++
+			return len(evs), true
+		}
+	}
+	return len(evs), false
+}
+
 // drainOwnRecord processes recorded events until the watch has delivered
 // the write of this node's own record made by the ID allocation. That write
 // comes after the allocation's snapshot revision, so the watch always
@@ -121,25 +147,16 @@ func (h *harness) drainOwnRecord() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	own := "node/" + h.name + " "
+	isOwn := func(ev controller.Event) bool {
+		s, ok := ev.(fmt.Stringer)
+		return ok && strings.Contains(s.String(), own)
+	}
 	for {
-		evs := h.rec.Events()
-		for ; h.next < len(evs); h.next++ {
-			ev := evs[h.next]
-			if nu, ok := ev.(*nodesync.NodeUpdate); ok {
-				h.updates = append(h.updates, nu)
-				continue
-			}
-			if !h.ns.HandlesEvent(ev) {
-				continue
-			}
-			_, err := h.ns.Update(ev, controllertest.NewTxn())
-			require.NoError(h.t, err, "Update(%v)", ev)
-			if s, ok := ev.(fmt.Stringer); ok && strings.Contains(s.String(), own) {
-				h.next++
-				return
-			}
+		n, done := h.process(isOwn)
+		if done {
+			return
 		}
-		_, err := h.rec.WaitFor(ctx, len(evs)+1)
+		_, err := h.rec.WaitFor(ctx, n+1)
 		require.NoError(h.t, err, "waiting for the watch to deliver this node's own record")
 	}
 }
@@ -152,34 +169,17 @@ func (h *harness) pump(wantRecordEvents int) []*nodesync.NodeUpdate {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	seen := 0
+	count := func(controller.Event) bool { seen++; return false }
 	for {
-		evs := h.rec.Events()
-		for ; h.next < len(evs); h.next++ {
-			ev := evs[h.next]
-			if nu, ok := ev.(*nodesync.NodeUpdate); ok {
-				h.updates = append(h.updates, nu)
-				continue
-			}
-			if !h.ns.HandlesEvent(ev) {
-				continue
-			}
-			seen++
-			_, err := h.ns.Update(ev, controllertest.NewTxn())
-			require.NoError(h.t, err, "Update(%v)", ev)
-		}
+		n, _ := h.process(count)
 		if seen >= wantRecordEvents {
 			// NodeUpdates pushed by the last Update are recorded already.
-			evs = h.rec.Events()
-			for ; h.next < len(evs); h.next++ {
-				if nu, ok := evs[h.next].(*nodesync.NodeUpdate); ok {
-					h.updates = append(h.updates, nu)
-				}
-			}
+			h.process(func(controller.Event) bool { return false })
 			out := h.updates
 			h.updates = nil
 			return out
 		}
-		_, err := h.rec.WaitFor(ctx, len(evs)+1)
+		_, err := h.rec.WaitFor(ctx, n+1)
 		require.NoError(h.t, err, "waiting for %d record events, got %d", wantRecordEvents, seen)
 	}
 }
