@@ -1,16 +1,12 @@
 // Package etcdtest starts an in-process etcd server on loopback for the
-// tests of nodesync and its etcd adapter.
+// tests of nodesync and its etcd adapter. The server itself is
+// [watchertest.Server]; this package only adapts it to testing.TB.
 package etcdtest
 
 import (
-	"fmt"
-	"net"
-	"net/url"
 	"testing"
-	"time"
 
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
+	"github.com/vswitchkit/vswitchkit/controller/watcher/watchertest"
 )
 
 // Start runs a single-member etcd with its data in a temporary directory on
@@ -20,65 +16,14 @@ func Start(tb testing.TB) string {
 	tb.Helper()
 	var lastErr error
 	for range 5 { // free ports can be taken between probing and binding
-		e, err := start(tb.TempDir())
+		srv, err := watchertest.Start(tb.TempDir())
 		if err != nil {
 			lastErr = err
 			continue
 		}
-		tb.Cleanup(func() {
-			e.Close()
-			<-e.Server.StopNotify()
-		})
-		return "http://" + e.Clients[0].Addr().String()
+		tb.Cleanup(srv.Close)
+		return "http://" + srv.Endpoint()
 	}
 	tb.Fatalf("etcdtest: start embedded etcd: %v", lastErr)
 	return ""
-}
-
-func start(dir string) (*embed.Etcd, error) {
-	cport, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	pport, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	cfg := embed.NewConfig()
-	cfg.Dir = dir
-	cfg.Name = "etcdtest"
-	curl := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", cport)}
-	purl := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", pport)}
-	cfg.ListenClientUrls = []url.URL{curl}
-	cfg.AdvertiseClientUrls = []url.URL{curl}
-	cfg.ListenPeerUrls = []url.URL{purl}
-	cfg.AdvertisePeerUrls = []url.URL{purl}
-	cfg.InitialCluster = cfg.Name + "=" + purl.String()
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	cfg.LogLevel = "error"
-	cfg.UnsafeNoFsync = true
-	cfg.MaxTxnOps = 1024
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		return nil, err
-	}
-	select {
-	case <-e.Server.ReadyNotify():
-		return e, nil
-	case err := <-e.Err():
-		e.Close()
-		return nil, err
-	case <-time.After(30 * time.Second):
-		e.Close()
-		return nil, fmt.Errorf("etcd not ready after 30s")
-	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
