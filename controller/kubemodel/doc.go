@@ -26,7 +26,8 @@
 //
 // # Regenerating
 //
-// kubemodel.pb.go is generated from kubemodel.proto by `go generate` with
+// kubemodel.pb.go is generated from proto/vswitchkit/kubemodel/v1/kubemodel.proto
+// (at the module root) by `go generate` with
 // protoc (Debian's protobuf-compiler) and the protoc-gen-go version pinned as a
 // tool in go.mod. The generated file is committed.
 //

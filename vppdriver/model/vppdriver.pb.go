@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: model.proto
+// source: vswitchkit/vppdriver/v1/vppdriver.proto
 
 package model
 
@@ -59,11 +59,11 @@ func (x Nat44Protocol) String() string {
 }
 
 func (Nat44Protocol) Descriptor() protoreflect.EnumDescriptor {
-	return file_model_proto_enumTypes[0].Descriptor()
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_enumTypes[0].Descriptor()
 }
 
 func (Nat44Protocol) Type() protoreflect.EnumType {
-	return &file_model_proto_enumTypes[0]
+	return &file_vswitchkit_vppdriver_v1_vppdriver_proto_enumTypes[0]
 }
 
 func (x Nat44Protocol) Number() protoreflect.EnumNumber {
@@ -72,7 +72,7 @@ func (x Nat44Protocol) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Nat44Protocol.Descriptor instead.
 func (Nat44Protocol) EnumDescriptor() ([]byte, []int) {
-	return file_model_proto_rawDescGZIP(), []int{0}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{0}
 }
 
 type Interface_Type int32
@@ -120,11 +120,11 @@ func (x Interface_Type) String() string {
 }
 
 func (Interface_Type) Descriptor() protoreflect.EnumDescriptor {
-	return file_model_proto_enumTypes[1].Descriptor()
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_enumTypes[1].Descriptor()
 }
 
 func (Interface_Type) Type() protoreflect.EnumType {
-	return &file_model_proto_enumTypes[1]
+	return &file_vswitchkit_vppdriver_v1_vppdriver_proto_enumTypes[1]
 }
 
 func (x Interface_Type) Number() protoreflect.EnumNumber {
@@ -133,7 +133,7 @@ func (x Interface_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Interface_Type.Descriptor instead.
 func (Interface_Type) EnumDescriptor() ([]byte, []int) {
-	return file_model_proto_rawDescGZIP(), []int{0, 0}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{0, 0}
 }
 
 type VrfTable_Protocol int32
@@ -166,11 +166,11 @@ func (x VrfTable_Protocol) String() string {
 }
 
 func (VrfTable_Protocol) Descriptor() protoreflect.EnumDescriptor {
-	return file_model_proto_enumTypes[2].Descriptor()
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_enumTypes[2].Descriptor()
 }
 
 func (VrfTable_Protocol) Type() protoreflect.EnumType {
-	return &file_model_proto_enumTypes[2]
+	return &file_vswitchkit_vppdriver_v1_vppdriver_proto_enumTypes[2]
 }
 
 func (x VrfTable_Protocol) Number() protoreflect.EnumNumber {
@@ -179,7 +179,7 @@ func (x VrfTable_Protocol) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use VrfTable_Protocol.Descriptor instead.
 func (VrfTable_Protocol) EnumDescriptor() ([]byte, []int) {
-	return file_model_proto_rawDescGZIP(), []int{5, 0}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{5, 0}
 }
 
 // Interface is a VPP interface that the driver creates and owns, with its
@@ -210,7 +210,7 @@ type Interface struct {
 
 func (x *Interface) Reset() {
 	*x = Interface{}
-	mi := &file_model_proto_msgTypes[0]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -222,7 +222,7 @@ func (x *Interface) String() string {
 func (*Interface) ProtoMessage() {}
 
 func (x *Interface) ProtoReflect() protoreflect.Message {
-	mi := &file_model_proto_msgTypes[0]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -235,7 +235,7 @@ func (x *Interface) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Interface.ProtoReflect.Descriptor instead.
 func (*Interface) Descriptor() ([]byte, []int) {
-	return file_model_proto_rawDescGZIP(), []int{0}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *Interface) GetName() string {
@@ -336,7 +336,7 @@ type MemifLink struct {
 
 func (x *MemifLink) Reset() {
 	*x = MemifLink{}
-	mi := &file_model_proto_msgTypes[1]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -348,7 +348,7 @@ func (x *MemifLink) String() string {
 func (*MemifLink) ProtoMessage() {}
 
 func (x *MemifLink) ProtoReflect() protoreflect.Message {
-	mi := &file_model_proto_msgTypes[1]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -361,7 +361,7 @@ func (x *MemifLink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemifLink.ProtoReflect.Descriptor instead.
 func (*MemifLink) Descriptor() ([]byte, []int) {
-	return file_model_proto_rawDescGZIP(), []int{1}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *MemifLink) GetMaster() bool {
@@ -422,7 +422,7 @@ type VxlanLink struct {
 
 func (x *VxlanLink) Reset() {
 	*x = VxlanLink{}
-	mi := &file_model_proto_msgTypes[2]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -434,7 +434,7 @@ func (x *VxlanLink) String() string {
 func (*VxlanLink) ProtoMessage() {}
 
 func (x *VxlanLink) ProtoReflect() protoreflect.Message {
-	mi := &file_model_proto_msgTypes[2]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -447,7 +447,7 @@ func (x *VxlanLink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VxlanLink.ProtoReflect.Descriptor instead.
 func (*VxlanLink) Descriptor() ([]byte, []int) {
-	return file_model_proto_rawDescGZIP(), []int{2}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *VxlanLink) GetSrcAddress() string {
@@ -489,7 +489,7 @@ type AfPacketLink struct {
 
 func (x *AfPacketLink) Reset() {
 	*x = AfPacketLink{}
-	mi := &file_model_proto_msgTypes[3]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -501,7 +501,7 @@ func (x *AfPacketLink) String() string {
 func (*AfPacketLink) ProtoMessage() {}
 
 func (x *AfPacketLink) ProtoReflect() protoreflect.Message {
-	mi := &file_model_proto_msgTypes[3]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -514,7 +514,7 @@ func (x *AfPacketLink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AfPacketLink.ProtoReflect.Descriptor instead.
 func (*AfPacketLink) Descriptor() ([]byte, []int) {
-	return file_model_proto_rawDescGZIP(), []int{3}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AfPacketLink) GetHostIfName() string {
@@ -538,7 +538,7 @@ type TapLink struct {
 
 func (x *TapLink) Reset() {
 	*x = TapLink{}
-	mi := &file_model_proto_msgTypes[4]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -550,7 +550,7 @@ func (x *TapLink) String() string {
 func (*TapLink) ProtoMessage() {}
 
 func (x *TapLink) ProtoReflect() protoreflect.Message {
-	mi := &file_model_proto_msgTypes[4]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -563,7 +563,7 @@ func (x *TapLink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TapLink.ProtoReflect.Descriptor instead.
 func (*TapLink) Descriptor() ([]byte, []int) {
-	return file_model_proto_rawDescGZIP(), []int{4}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TapLink) GetHostIfName() string {
@@ -600,7 +600,7 @@ type VrfTable struct {
 
 func (x *VrfTable) Reset() {
 	*x = VrfTable{}
-	mi := &file_model_proto_msgTypes[5]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -612,7 +612,7 @@ func (x *VrfTable) String() string {
 func (*VrfTable) ProtoMessage() {}
 
 func (x *VrfTable) ProtoReflect() protoreflect.Message {
-	mi := &file_model_proto_msgTypes[5]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -625,7 +625,7 @@ func (x *VrfTable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VrfTable.ProtoReflect.Descriptor instead.
 func (*VrfTable) Descriptor() ([]byte, []int) {
-	return file_model_proto_rawDescGZIP(), []int{5}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *VrfTable) GetId() uint32 {
@@ -663,7 +663,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_model_proto_msgTypes[6]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -675,7 +675,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_model_proto_msgTypes[6]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -688,7 +688,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_model_proto_rawDescGZIP(), []int{6}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Route) GetVrf() uint32 {
@@ -729,7 +729,7 @@ type Path struct {
 
 func (x *Path) Reset() {
 	*x = Path{}
-	mi := &file_model_proto_msgTypes[7]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -741,7 +741,7 @@ func (x *Path) String() string {
 func (*Path) ProtoMessage() {}
 
 func (x *Path) ProtoReflect() protoreflect.Message {
-	mi := &file_model_proto_msgTypes[7]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -754,7 +754,7 @@ func (x *Path) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Path.ProtoReflect.Descriptor instead.
 func (*Path) Descriptor() ([]byte, []int) {
-	return file_model_proto_rawDescGZIP(), []int{7}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Path) GetOutgoingInterface() string {
@@ -789,7 +789,7 @@ type Nat44Global struct {
 
 func (x *Nat44Global) Reset() {
 	*x = Nat44Global{}
-	mi := &file_model_proto_msgTypes[8]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -801,7 +801,7 @@ func (x *Nat44Global) String() string {
 func (*Nat44Global) ProtoMessage() {}
 
 func (x *Nat44Global) ProtoReflect() protoreflect.Message {
-	mi := &file_model_proto_msgTypes[8]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -814,7 +814,7 @@ func (x *Nat44Global) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Nat44Global.ProtoReflect.Descriptor instead.
 func (*Nat44Global) Descriptor() ([]byte, []int) {
-	return file_model_proto_rawDescGZIP(), []int{8}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Nat44Global) GetSessions() uint32 {
@@ -838,7 +838,7 @@ type Nat44Interface struct {
 
 func (x *Nat44Interface) Reset() {
 	*x = Nat44Interface{}
-	mi := &file_model_proto_msgTypes[9]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +850,7 @@ func (x *Nat44Interface) String() string {
 func (*Nat44Interface) ProtoMessage() {}
 
 func (x *Nat44Interface) ProtoReflect() protoreflect.Message {
-	mi := &file_model_proto_msgTypes[9]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +863,7 @@ func (x *Nat44Interface) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Nat44Interface.ProtoReflect.Descriptor instead.
 func (*Nat44Interface) Descriptor() ([]byte, []int) {
-	return file_model_proto_rawDescGZIP(), []int{9}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Nat44Interface) GetInterface() string {
@@ -904,7 +904,7 @@ type Nat44AddressPool struct {
 
 func (x *Nat44AddressPool) Reset() {
 	*x = Nat44AddressPool{}
-	mi := &file_model_proto_msgTypes[10]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +916,7 @@ func (x *Nat44AddressPool) String() string {
 func (*Nat44AddressPool) ProtoMessage() {}
 
 func (x *Nat44AddressPool) ProtoReflect() protoreflect.Message {
-	mi := &file_model_proto_msgTypes[10]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +929,7 @@ func (x *Nat44AddressPool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Nat44AddressPool.ProtoReflect.Descriptor instead.
 func (*Nat44AddressPool) Descriptor() ([]byte, []int) {
-	return file_model_proto_rawDescGZIP(), []int{10}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Nat44AddressPool) GetFirstIp() string {
@@ -979,7 +979,7 @@ type Nat44StaticMapping struct {
 
 func (x *Nat44StaticMapping) Reset() {
 	*x = Nat44StaticMapping{}
-	mi := &file_model_proto_msgTypes[11]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -991,7 +991,7 @@ func (x *Nat44StaticMapping) String() string {
 func (*Nat44StaticMapping) ProtoMessage() {}
 
 func (x *Nat44StaticMapping) ProtoReflect() protoreflect.Message {
-	mi := &file_model_proto_msgTypes[11]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1004,7 +1004,7 @@ func (x *Nat44StaticMapping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Nat44StaticMapping.ProtoReflect.Descriptor instead.
 func (*Nat44StaticMapping) Descriptor() ([]byte, []int) {
-	return file_model_proto_rawDescGZIP(), []int{11}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Nat44StaticMapping) GetProtocol() Nat44Protocol {
@@ -1088,7 +1088,7 @@ type Nat44IdentityMapping struct {
 
 func (x *Nat44IdentityMapping) Reset() {
 	*x = Nat44IdentityMapping{}
-	mi := &file_model_proto_msgTypes[12]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1100,7 +1100,7 @@ func (x *Nat44IdentityMapping) String() string {
 func (*Nat44IdentityMapping) ProtoMessage() {}
 
 func (x *Nat44IdentityMapping) ProtoReflect() protoreflect.Message {
-	mi := &file_model_proto_msgTypes[12]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1113,7 +1113,7 @@ func (x *Nat44IdentityMapping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Nat44IdentityMapping.ProtoReflect.Descriptor instead.
 func (*Nat44IdentityMapping) Descriptor() ([]byte, []int) {
-	return file_model_proto_rawDescGZIP(), []int{12}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Nat44IdentityMapping) GetProtocol() Nat44Protocol {
@@ -1170,7 +1170,7 @@ type Nat44LbStaticMapping struct {
 
 func (x *Nat44LbStaticMapping) Reset() {
 	*x = Nat44LbStaticMapping{}
-	mi := &file_model_proto_msgTypes[13]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1182,7 @@ func (x *Nat44LbStaticMapping) String() string {
 func (*Nat44LbStaticMapping) ProtoMessage() {}
 
 func (x *Nat44LbStaticMapping) ProtoReflect() protoreflect.Message {
-	mi := &file_model_proto_msgTypes[13]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1195,7 @@ func (x *Nat44LbStaticMapping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Nat44LbStaticMapping.ProtoReflect.Descriptor instead.
 func (*Nat44LbStaticMapping) Descriptor() ([]byte, []int) {
-	return file_model_proto_rawDescGZIP(), []int{13}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Nat44LbStaticMapping) GetProtocol() Nat44Protocol {
@@ -1268,7 +1268,7 @@ type Nat44Backend struct {
 
 func (x *Nat44Backend) Reset() {
 	*x = Nat44Backend{}
-	mi := &file_model_proto_msgTypes[14]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1280,7 @@ func (x *Nat44Backend) String() string {
 func (*Nat44Backend) ProtoMessage() {}
 
 func (x *Nat44Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_model_proto_msgTypes[14]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1293,7 @@ func (x *Nat44Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Nat44Backend.ProtoReflect.Descriptor instead.
 func (*Nat44Backend) Descriptor() ([]byte, []int) {
-	return file_model_proto_rawDescGZIP(), []int{14}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Nat44Backend) GetIp() string {
@@ -1324,11 +1324,11 @@ func (x *Nat44Backend) GetVrf() uint32 {
 	return 0
 }
 
-var File_model_proto protoreflect.FileDescriptor
+var File_vswitchkit_vppdriver_v1_vppdriver_proto protoreflect.FileDescriptor
 
-const file_model_proto_rawDesc = "" +
+const file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDesc = "" +
 	"\n" +
-	"\vmodel.proto\x12\x17vswitchkit.vppdriver.v1\"\xb4\x04\n" +
+	"'vswitchkit/vppdriver/v1/vppdriver.proto\x12\x17vswitchkit.vppdriver.v1\"\xb4\x04\n" +
 	"\tInterface\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12;\n" +
 	"\x04type\x18\x02 \x01(\x0e2'.vswitchkit.vppdriver.v1.Interface.TypeR\x04type\x12\x18\n" +
@@ -1444,20 +1444,20 @@ const file_model_proto_rawDesc = "" +
 	"\x03UDP\x10\x11B2Z0github.com/vswitchkit/vswitchkit/vppdriver/modelb\x06proto3"
 
 var (
-	file_model_proto_rawDescOnce sync.Once
-	file_model_proto_rawDescData []byte
+	file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescOnce sync.Once
+	file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescData []byte
 )
 
-func file_model_proto_rawDescGZIP() []byte {
-	file_model_proto_rawDescOnce.Do(func() {
-		file_model_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_model_proto_rawDesc), len(file_model_proto_rawDesc)))
+func file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP() []byte {
+	file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescOnce.Do(func() {
+		file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDesc), len(file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDesc)))
 	})
-	return file_model_proto_rawDescData
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescData
 }
 
-var file_model_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_model_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
-var file_model_proto_goTypes = []any{
+var file_vswitchkit_vppdriver_v1_vppdriver_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_vswitchkit_vppdriver_v1_vppdriver_proto_goTypes = []any{
 	(Nat44Protocol)(0),           // 0: vswitchkit.vppdriver.v1.Nat44Protocol
 	(Interface_Type)(0),          // 1: vswitchkit.vppdriver.v1.Interface.Type
 	(VrfTable_Protocol)(0),       // 2: vswitchkit.vppdriver.v1.VrfTable.Protocol
@@ -1477,7 +1477,7 @@ var file_model_proto_goTypes = []any{
 	(*Nat44LbStaticMapping)(nil), // 16: vswitchkit.vppdriver.v1.Nat44LbStaticMapping
 	(*Nat44Backend)(nil),         // 17: vswitchkit.vppdriver.v1.Nat44Backend
 }
-var file_model_proto_depIdxs = []int32{
+var file_vswitchkit_vppdriver_v1_vppdriver_proto_depIdxs = []int32{
 	1,  // 0: vswitchkit.vppdriver.v1.Interface.type:type_name -> vswitchkit.vppdriver.v1.Interface.Type
 	6,  // 1: vswitchkit.vppdriver.v1.Interface.af_packet:type_name -> vswitchkit.vppdriver.v1.AfPacketLink
 	7,  // 2: vswitchkit.vppdriver.v1.Interface.tap:type_name -> vswitchkit.vppdriver.v1.TapLink
@@ -1496,27 +1496,27 @@ var file_model_proto_depIdxs = []int32{
 	0,  // [0:11] is the sub-list for field type_name
 }
 
-func init() { file_model_proto_init() }
-func file_model_proto_init() {
-	if File_model_proto != nil {
+func init() { file_vswitchkit_vppdriver_v1_vppdriver_proto_init() }
+func file_vswitchkit_vppdriver_v1_vppdriver_proto_init() {
+	if File_vswitchkit_vppdriver_v1_vppdriver_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_model_proto_rawDesc), len(file_model_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDesc), len(file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDesc)),
 			NumEnums:      3,
 			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_model_proto_goTypes,
-		DependencyIndexes: file_model_proto_depIdxs,
-		EnumInfos:         file_model_proto_enumTypes,
-		MessageInfos:      file_model_proto_msgTypes,
+		GoTypes:           file_vswitchkit_vppdriver_v1_vppdriver_proto_goTypes,
+		DependencyIndexes: file_vswitchkit_vppdriver_v1_vppdriver_proto_depIdxs,
+		EnumInfos:         file_vswitchkit_vppdriver_v1_vppdriver_proto_enumTypes,
+		MessageInfos:      file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes,
 	}.Build()
-	File_model_proto = out.File
-	file_model_proto_goTypes = nil
-	file_model_proto_depIdxs = nil
+	File_vswitchkit_vppdriver_v1_vppdriver_proto = out.File
+	file_vswitchkit_vppdriver_v1_vppdriver_proto_goTypes = nil
+	file_vswitchkit_vppdriver_v1_vppdriver_proto_depIdxs = nil
 }

@@ -10,7 +10,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: model.proto
+// source: vswitchkit/nodesync/v1/nodesync.proto
 
 package model
 
@@ -44,7 +44,7 @@ type VswitchNode struct {
 
 func (x *VswitchNode) Reset() {
 	*x = VswitchNode{}
-	mi := &file_model_proto_msgTypes[0]
+	mi := &file_vswitchkit_nodesync_v1_nodesync_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -56,7 +56,7 @@ func (x *VswitchNode) String() string {
 func (*VswitchNode) ProtoMessage() {}
 
 func (x *VswitchNode) ProtoReflect() protoreflect.Message {
-	mi := &file_model_proto_msgTypes[0]
+	mi := &file_vswitchkit_nodesync_v1_nodesync_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -69,7 +69,7 @@ func (x *VswitchNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VswitchNode.ProtoReflect.Descriptor instead.
 func (*VswitchNode) Descriptor() ([]byte, []int) {
-	return file_model_proto_rawDescGZIP(), []int{0}
+	return file_vswitchkit_nodesync_v1_nodesync_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *VswitchNode) GetId() uint32 {
@@ -106,7 +106,7 @@ type IPWithNetwork struct {
 
 func (x *IPWithNetwork) Reset() {
 	*x = IPWithNetwork{}
-	mi := &file_model_proto_msgTypes[1]
+	mi := &file_vswitchkit_nodesync_v1_nodesync_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -118,7 +118,7 @@ func (x *IPWithNetwork) String() string {
 func (*IPWithNetwork) ProtoMessage() {}
 
 func (x *IPWithNetwork) ProtoReflect() protoreflect.Message {
-	mi := &file_model_proto_msgTypes[1]
+	mi := &file_vswitchkit_nodesync_v1_nodesync_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -131,7 +131,7 @@ func (x *IPWithNetwork) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IPWithNetwork.ProtoReflect.Descriptor instead.
 func (*IPWithNetwork) Descriptor() ([]byte, []int) {
-	return file_model_proto_rawDescGZIP(), []int{1}
+	return file_vswitchkit_nodesync_v1_nodesync_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *IPWithNetwork) GetAddress() string {
@@ -159,7 +159,7 @@ type NodeIDClaim struct {
 
 func (x *NodeIDClaim) Reset() {
 	*x = NodeIDClaim{}
-	mi := &file_model_proto_msgTypes[2]
+	mi := &file_vswitchkit_nodesync_v1_nodesync_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -171,7 +171,7 @@ func (x *NodeIDClaim) String() string {
 func (*NodeIDClaim) ProtoMessage() {}
 
 func (x *NodeIDClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_model_proto_msgTypes[2]
+	mi := &file_vswitchkit_nodesync_v1_nodesync_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -184,7 +184,7 @@ func (x *NodeIDClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeIDClaim.ProtoReflect.Descriptor instead.
 func (*NodeIDClaim) Descriptor() ([]byte, []int) {
-	return file_model_proto_rawDescGZIP(), []int{2}
+	return file_vswitchkit_nodesync_v1_nodesync_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *NodeIDClaim) GetId() uint32 {
@@ -201,11 +201,11 @@ func (x *NodeIDClaim) GetName() string {
 	return ""
 }
 
-var File_model_proto protoreflect.FileDescriptor
+var File_vswitchkit_nodesync_v1_nodesync_proto protoreflect.FileDescriptor
 
-const file_model_proto_rawDesc = "" +
+const file_vswitchkit_nodesync_v1_nodesync_proto_rawDesc = "" +
 	"\n" +
-	"\vmodel.proto\x12\x16vswitchkit.nodesync.v1\"{\n" +
+	"%vswitchkit/nodesync/v1/nodesync.proto\x12\x16vswitchkit.nodesync.v1\"{\n" +
 	"\vVswitchNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12H\n" +
@@ -218,24 +218,24 @@ const file_model_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04nameB1Z/github.com/vswitchkit/vswitchkit/nodesync/modelb\x06proto3"
 
 var (
-	file_model_proto_rawDescOnce sync.Once
-	file_model_proto_rawDescData []byte
+	file_vswitchkit_nodesync_v1_nodesync_proto_rawDescOnce sync.Once
+	file_vswitchkit_nodesync_v1_nodesync_proto_rawDescData []byte
 )
 
-func file_model_proto_rawDescGZIP() []byte {
-	file_model_proto_rawDescOnce.Do(func() {
-		file_model_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_model_proto_rawDesc), len(file_model_proto_rawDesc)))
+func file_vswitchkit_nodesync_v1_nodesync_proto_rawDescGZIP() []byte {
+	file_vswitchkit_nodesync_v1_nodesync_proto_rawDescOnce.Do(func() {
+		file_vswitchkit_nodesync_v1_nodesync_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_vswitchkit_nodesync_v1_nodesync_proto_rawDesc), len(file_vswitchkit_nodesync_v1_nodesync_proto_rawDesc)))
 	})
-	return file_model_proto_rawDescData
+	return file_vswitchkit_nodesync_v1_nodesync_proto_rawDescData
 }
 
-var file_model_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
-var file_model_proto_goTypes = []any{
+var file_vswitchkit_nodesync_v1_nodesync_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_vswitchkit_nodesync_v1_nodesync_proto_goTypes = []any{
 	(*VswitchNode)(nil),   // 0: vswitchkit.nodesync.v1.VswitchNode
 	(*IPWithNetwork)(nil), // 1: vswitchkit.nodesync.v1.IPWithNetwork
 	(*NodeIDClaim)(nil),   // 2: vswitchkit.nodesync.v1.NodeIDClaim
 }
-var file_model_proto_depIdxs = []int32{
+var file_vswitchkit_nodesync_v1_nodesync_proto_depIdxs = []int32{
 	1, // 0: vswitchkit.nodesync.v1.VswitchNode.ip_addresses:type_name -> vswitchkit.nodesync.v1.IPWithNetwork
 	1, // [1:1] is the sub-list for method output_type
 	1, // [1:1] is the sub-list for method input_type
@@ -244,26 +244,26 @@ var file_model_proto_depIdxs = []int32{
 	0, // [0:1] is the sub-list for field type_name
 }
 
-func init() { file_model_proto_init() }
-func file_model_proto_init() {
-	if File_model_proto != nil {
+func init() { file_vswitchkit_nodesync_v1_nodesync_proto_init() }
+func file_vswitchkit_nodesync_v1_nodesync_proto_init() {
+	if File_vswitchkit_nodesync_v1_nodesync_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_model_proto_rawDesc), len(file_model_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_vswitchkit_nodesync_v1_nodesync_proto_rawDesc), len(file_vswitchkit_nodesync_v1_nodesync_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_model_proto_goTypes,
-		DependencyIndexes: file_model_proto_depIdxs,
-		MessageInfos:      file_model_proto_msgTypes,
+		GoTypes:           file_vswitchkit_nodesync_v1_nodesync_proto_goTypes,
+		DependencyIndexes: file_vswitchkit_nodesync_v1_nodesync_proto_depIdxs,
+		MessageInfos:      file_vswitchkit_nodesync_v1_nodesync_proto_msgTypes,
 	}.Build()
-	File_model_proto = out.File
-	file_model_proto_goTypes = nil
-	file_model_proto_depIdxs = nil
+	File_vswitchkit_nodesync_v1_nodesync_proto = out.File
+	file_vswitchkit_nodesync_v1_nodesync_proto_goTypes = nil
+	file_vswitchkit_nodesync_v1_nodesync_proto_depIdxs = nil
 }
