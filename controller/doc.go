@@ -6,11 +6,11 @@
 //
 // # Usage
 //
-//	loop, err := controller.New(
-//		[]controller.EventHandler{nodeSync, ipam, services, renderer}, // dependency order
-//		reconciler,                                                     // a controller.Southbound
-//		controller.Config{Logger: log},
-//	)
+//	loop, err := controller.New(nil, reconciler, controller.Config{Logger: log})
+//	// components that push events take the loop in their constructor:
+//	nodeSync, err := nodesync.New(nodeName, db, loop, nodesync.Config{})
+//	...
+//	err = loop.Register(nodeSync, ipam, services.Handler(), renderer) // dependency order
 //	...
 //	go watcher.Run(ctx)            // pushes DBResync, KubeStateChange, ...
 //	err = loop.Run(ctx)            // returns after the Shutdown event when ctx ends

@@ -29,6 +29,10 @@ var (
 	// resyncs failed Config.MaxHealingAttempts times in a row.
 	ErrHealingFailed = errors.New("controller: healing resync failed repeatedly")
 
+	// ErrRegisterAfterRun is returned by Register once Run has started:
+	// handlers are fixed while the loop runs.
+	ErrRegisterAfterRun = errors.New("controller: handlers registered after Run started")
+
 	// ErrNotConstructed is returned by Wait of a blocking event that was not
 	// created with its constructor and so has nothing to wait on.
 	ErrNotConstructed = errors.New("controller: event not created with its constructor")
@@ -83,3 +87,92 @@ func (e *FatalError) GetOriginalError() error { return e.err }
 
 // Unwrap returns the underlying error.
 func (e *FatalError) Unwrap() error { return e.err }
+
+// KeyError is returned by a [Southbound] (usually several, joined with
+// errors.Join) for a key whose value it rejects for good: the value is
+// invalid, so neither a retry nor a resync can apply it. The southbound
+// applies the other keys of the commit. The loop does not heal a commit
+// whose errors are all KeyErrors or permanent errors (see
+// [NewPermanentError]); it reports the keys through [Loop.Healthy] and
+// [Loop.Stats] until a later commit applies or removes them.
+type KeyError struct {
+	// Key is the rejected key.
+	Key string
+	// Err says why.
+	Err error
+}
+
+// Error returns "key <key>: <reason>".
+func (e *KeyError) Error() string { return "key " + e.Key + ": " + e.Err.Error() }
+
+// Unwrap returns the reason.
+func (e *KeyError) Unwrap() error { return e.Err }
+
+// PermanentError marks an error that neither a retry nor a healing resync
+// can fix (for example a data plane that lacks an API). Create it with
+// [NewPermanentError]; test for it with [IsPermanent].
+type PermanentError struct {
+	err error
+}
+
+// NewPermanentError marks origErr as permanent; nil stays nil.
+func NewPermanentError(origErr error) error {
+	if origErr == nil {
+		return nil
+	}
+	return &PermanentError{err: origErr}
+}
+
+// Error delegates the call to the underlying error.
+func (e *PermanentError) Error() string { return e.err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *PermanentError) Unwrap() error { return e.err }
+
+// IsPermanent reports whether a healing resync cannot fix err: err is a
+// [KeyError] or a [PermanentError], or joins (errors.Join) only such errors.
+// It is false for nil.
+func IsPermanent(err error) bool {
+	switch e := err.(type) {
+	case nil:
+		return false
+	case *KeyError, *PermanentError:
+		return true
+	case interface{ Unwrap() []error }:
+		errs := e.Unwrap()
+		if len(errs) == 0 {
+			return false
+		}
+		for _, x := range errs {
+			if x != nil && !IsPermanent(x) {
+				return false
+			}
+		}
+		return true
+	case interface{ Unwrap() error }:
+		return IsPermanent(e.Unwrap())
+	}
+	return false
+}
+
+// KeyErrors returns the [KeyError]s contained in err (through errors.Join
+// and wrapping), in order.
+func KeyErrors(err error) []*KeyError {
+	var out []*KeyError
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case nil:
+		case *KeyError:
+			out = append(out, e)
+		case interface{ Unwrap() []error }:
+			for _, x := range e.Unwrap() {
+				walk(x)
+			}
+		case interface{ Unwrap() error }:
+			walk(e.Unwrap())
+		}
+	}
+	walk(err)
+	return out
+}

@@ -34,6 +34,7 @@ type Loop struct {
 	stats    counters
 
 	running atomic.Bool
+	regMu   sync.Mutex // serializes Register with the start of Run
 	// inHandler is set while the loop goroutine processes an event; loopG
 	// identifies that goroutine. Together they detect follow-up pushes.
 	inHandler atomic.Bool
@@ -79,6 +80,14 @@ var (
 // New returns a loop that calls handlers in the given order (see
 // [UpdateDirectionType]) and commits to sb. It does no I/O and starts no
 // goroutine: call [Loop.Run].
+//
+// handlers may be empty: components that need the loop in their own
+// constructor (nodesync, ipam in external mode, the pod server) are built
+// after it and added with [Loop.Register] before Run:
+//
+//	loop, _ := controller.New(nil, driver, controller.Config{})
+//	ns, _ := nodesync.New(nodeName, db, loop, nodesync.Config{})
+//	_ = loop.Register(ns, ipamHandler, services.Handler())
 func New(handlers []EventHandler, sb Southbound, cfg Config) (*Loop, error) {
 	if sb == nil {
 		return nil, errors.New("controller: nil southbound")
@@ -106,6 +115,26 @@ func New(handlers []EventHandler, sb Southbound, cfg Config) (*Loop, error) {
 		commitVals: make(KeyValuePairs),
 		undo:       make(KeyValuePairs),
 	}, nil
+}
+
+// Register appends handlers to the loop, after those given to New and
+// registered before, in that order. It returns ErrRegisterAfterRun once Run
+// has started (handlers are fixed while the loop runs) and an error for a
+// nil handler; then nothing is registered. Register is safe for concurrent
+// use with PushEvent.
+func (l *Loop) Register(handlers ...EventHandler) error {
+	for i, h := range handlers {
+		if h == nil {
+			return fmt.Errorf("controller: register: handler %d is nil", i)
+		}
+	}
+	l.regMu.Lock()
+	defer l.regMu.Unlock()
+	if l.running.Load() {
+		return ErrRegisterAfterRun
+	}
+	l.handlers = append(l.handlers, handlers...)
+	return nil
 }
 
 // History returns the event history. It is never nil; with history
@@ -204,7 +233,10 @@ func (l *Loop) GetConfig(key string) proto.Message {
 // the loop stops are completed with ErrStopped. Run starts no goroutine of
 // its own: when it returns, nothing of the loop is left running.
 func (l *Loop) Run(ctx context.Context) error {
-	if !l.running.CompareAndSwap(false, true) {
+	l.regMu.Lock()
+	started := l.running.CompareAndSwap(false, true)
+	l.regMu.Unlock()
+	if !started {
 		return ErrAlreadyRunning
 	}
 	l.loopG.Store(curG())
