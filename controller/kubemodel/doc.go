@@ -1,5 +1,6 @@
 // Package kubemodel holds the protobuf models of the Kubernetes state that the
-// vswitchkit packages consume (pods, services, endpoints, nodes), and the key
+// vswitchkit packages consume (pods, services, endpoints, nodes,
+// namespaces), and the key
 // scheme under which a reflector stores them.
 //
 // # Keys
@@ -11,6 +12,7 @@
 //	k8s/service/<namespace>/<name>
 //	k8s/endpoints/<namespace>/<name>
 //	k8s/node/<name>
+//	k8s/namespace/<name>
 //
 // The Key functions build keys and the Parse functions take them apart. Both
 // validate names with the Kubernetes rules (RFC 1123 DNS subdomains for
@@ -19,7 +21,7 @@
 //
 // # Resources
 //
-// [Resources] describes the four built-in resources (name, key prefix, a
+// [Resources] describes the five built-in resources (name, key prefix, a
 // constructor for the value) for packages such as the etcd watcher that need
 // to decode keys they have not seen before. Applications extend the set with
 // their own [Resource] values.

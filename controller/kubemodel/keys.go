@@ -15,6 +15,7 @@ const (
 	ServiceResource   = "service"
 	EndpointsResource = "endpoints"
 	NodeResource      = "node"
+	NamespaceResource = "namespace"
 )
 
 // KeyRoot is the first segment of every built-in key.
@@ -26,6 +27,7 @@ const (
 	ServiceKeyPrefix   = KeyRoot + ServiceResource + "/"
 	EndpointsKeyPrefix = KeyRoot + EndpointsResource + "/"
 	NodeKeyPrefix      = KeyRoot + NodeResource + "/"
+	NamespaceKeyPrefix = KeyRoot + NamespaceResource + "/"
 )
 
 // Resource describes one kind of Kubernetes object stored under a key prefix.
@@ -85,13 +87,15 @@ func (r Resource) ParseKey(key string) (namespace, name string, err error) {
 }
 
 // Resources returns descriptors of the built-in resources: pod, service,
-// endpoints and node. The returned slice is a new copy on every call.
+// endpoints, node and namespace. The returned slice is a new copy on every
+// call.
 func Resources() []Resource {
 	return []Resource{
 		{Name: PodResource, KeyPrefix: PodKeyPrefix, NewValue: func() proto.Message { return &Pod{} }, Namespaced: true},
 		{Name: ServiceResource, KeyPrefix: ServiceKeyPrefix, NewValue: func() proto.Message { return &Service{} }, Namespaced: true},
 		{Name: EndpointsResource, KeyPrefix: EndpointsKeyPrefix, NewValue: func() proto.Message { return &Endpoints{} }, Namespaced: true},
 		{Name: NodeResource, KeyPrefix: NodeKeyPrefix, NewValue: func() proto.Message { return &Node{} }, Namespaced: false},
+		{Name: NamespaceResource, KeyPrefix: NamespaceKeyPrefix, NewValue: func() proto.Message { return &Namespace{} }, Namespaced: false},
 	}
 }
 
@@ -147,6 +151,9 @@ func EndpointsKey(namespace, name string) string { return EndpointsKeyPrefix + n
 // NodeKey returns the key of node name.
 func NodeKey(name string) string { return NodeKeyPrefix + name }
 
+// NamespaceKey returns the key of namespace name.
+func NamespaceKey(name string) string { return NamespaceKeyPrefix + name }
+
 // ParsePodKey parses a key built by [PodKey].
 func ParsePodKey(key string) (PodID, error) {
 	ns, name, err := parseNamespaced(key, PodKeyPrefix)
@@ -169,6 +176,19 @@ func ParseEndpointsKey(key string) (ServiceID, error) {
 func ParseNodeKey(key string) (string, error) {
 	_, name, err := Resource{KeyPrefix: NodeKeyPrefix}.ParseKey(key)
 	return name, err
+}
+
+// ParseNamespaceKey parses a key built by [NamespaceKey] and returns the
+// namespace name.
+func ParseNamespaceKey(key string) (string, error) {
+	rest, ok := strings.CutPrefix(key, NamespaceKeyPrefix)
+	if !ok {
+		return "", &KeyError{Key: key, Reason: fmt.Sprintf("does not start with %q", NamespaceKeyPrefix)}
+	}
+	if err := checkNamespace(rest); err != nil {
+		return "", &KeyError{Key: key, Reason: "namespace: " + err.Error()}
+	}
+	return rest, nil
 }
 
 func parseNamespaced(key, prefix string) (string, string, error) {

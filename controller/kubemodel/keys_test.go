@@ -62,7 +62,7 @@ func epKey(k string) (string, error) {
 
 func TestResources(t *testing.T) {
 	rs := kubemodel.Resources()
-	require.Len(t, rs, 4)
+	require.Len(t, rs, 5)
 	for _, r := range rs {
 		require.NoError(t, r.Validate())
 		require.NotNil(t, r.NewValue())
@@ -75,6 +75,25 @@ func TestResources(t *testing.T) {
 	_, name, err := custom.ParseKey("k8s/bgppolicy/default-policy")
 	require.NoError(t, err)
 	require.Equal(t, "default-policy", name)
+}
+
+func TestNamespaceKey(t *testing.T) {
+	for _, tc := range []struct {
+		key, want, err string
+	}{
+		{key: kubemodel.NamespaceKey("kube-system"), want: "kube-system"},
+		{key: "k8s/namespace/Bad", err: "invalid character"},
+		{key: "k8s/namespace/a.b", err: "invalid character"},
+		{key: "k8s/node/x", err: "does not start with"},
+	} {
+		got, err := kubemodel.ParseNamespaceKey(tc.key)
+		if tc.err != "" {
+			require.ErrorContains(t, err, tc.err, tc.key)
+			continue
+		}
+		require.NoError(t, err, tc.key)
+		require.Equal(t, tc.want, got)
+	}
 }
 
 func FuzzParsePodKey(f *testing.F) {

@@ -566,8 +566,10 @@ type Service struct {
 	// session_affinity_timeout is the ClientIP timeout in seconds (0 = Kubernetes default 10800).
 	SessionAffinityTimeout int32 `protobuf:"varint,15,opt,name=session_affinity_timeout,json=sessionAffinityTimeout,proto3" json:"session_affinity_timeout,omitempty"`
 	HealthCheckNodePort    int32 `protobuf:"varint,16,opt,name=health_check_node_port,json=healthCheckNodePort,proto3" json:"health_check_node_port,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// load_balancer_class is spec.loadBalancerClass; empty when unset.
+	LoadBalancerClass string `protobuf:"bytes,17,opt,name=load_balancer_class,json=loadBalancerClass,proto3" json:"load_balancer_class,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Service) Reset() {
@@ -710,6 +712,13 @@ func (x *Service) GetHealthCheckNodePort() int32 {
 		return x.HealthCheckNodePort
 	}
 	return 0
+}
+
+func (x *Service) GetLoadBalancerClass() string {
+	if x != nil {
+		return x.LoadBalancerClass
+	}
+	return ""
 }
 
 // ServicePort is one port of a service.
@@ -1275,6 +1284,60 @@ func (x *NodeAddress) GetAddress() string {
 	return ""
 }
 
+// Namespace is the part of a Kubernetes namespace that networking needs
+// (policies and BGP service selection select namespaces by their labels).
+type Namespace struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Labels        map[string]string      `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Namespace) Reset() {
+	*x = Namespace{}
+	mi := &file_vswitchkit_kubemodel_v1_kubemodel_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Namespace) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Namespace) ProtoMessage() {}
+
+func (x *Namespace) ProtoReflect() protoreflect.Message {
+	mi := &file_vswitchkit_kubemodel_v1_kubemodel_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Namespace.ProtoReflect.Descriptor instead.
+func (*Namespace) Descriptor() ([]byte, []int) {
+	return file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Namespace) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Namespace) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
 var File_vswitchkit_kubemodel_v1_kubemodel_proto protoreflect.FileDescriptor
 
 const file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDesc = "" +
@@ -1310,7 +1373,7 @@ const file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDesc = "" +
 	"\thost_port\x18\x02 \x01(\x05R\bhostPort\x12%\n" +
 	"\x0econtainer_port\x18\x03 \x01(\x05R\rcontainerPort\x12=\n" +
 	"\bprotocol\x18\x04 \x01(\x0e2!.vswitchkit.kubemodel.v1.ProtocolR\bprotocol\x12\x17\n" +
-	"\ahost_ip\x18\x05 \x01(\tR\x06hostIp\"\xa3\n" +
+	"\ahost_ip\x18\x05 \x01(\tR\x06hostIp\"\xd3\n" +
 	"\n" +
 	"\aService\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
@@ -1330,7 +1393,8 @@ const file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDesc = "" +
 	"\x17internal_traffic_policy\x18\r \x01(\x0e2..vswitchkit.kubemodel.v1.Service.TrafficPolicyR\x15internalTrafficPolicy\x12[\n" +
 	"\x10session_affinity\x18\x0e \x01(\x0e20.vswitchkit.kubemodel.v1.Service.SessionAffinityR\x0fsessionAffinity\x128\n" +
 	"\x18session_affinity_timeout\x18\x0f \x01(\x05R\x16sessionAffinityTimeout\x123\n" +
-	"\x16health_check_node_port\x18\x10 \x01(\x05R\x13healthCheckNodePort\x1a9\n" +
+	"\x16health_check_node_port\x18\x10 \x01(\x05R\x13healthCheckNodePort\x12.\n" +
+	"\x13load_balancer_class\x18\x11 \x01(\tR\x11loadBalancerClass\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
@@ -1410,7 +1474,13 @@ const file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDesc = "" +
 	"\vEXTERNAL_IP\x10\x02\x12\x0f\n" +
 	"\vINTERNAL_IP\x10\x03\x12\x10\n" +
 	"\fEXTERNAL_DNS\x10\x04\x12\x10\n" +
-	"\fINTERNAL_DNS\x10\x05*&\n" +
+	"\fINTERNAL_DNS\x10\x05\"\xa2\x01\n" +
+	"\tNamespace\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12F\n" +
+	"\x06labels\x18\x02 \x03(\v2..vswitchkit.kubemodel.v1.Namespace.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*&\n" +
 	"\bProtocol\x12\a\n" +
 	"\x03TCP\x10\x00\x12\a\n" +
 	"\x03UDP\x10\x01\x12\b\n" +
@@ -1429,7 +1499,7 @@ func file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDescGZIP() []byte {
 }
 
 var file_vswitchkit_kubemodel_v1_kubemodel_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_vswitchkit_kubemodel_v1_kubemodel_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_vswitchkit_kubemodel_v1_kubemodel_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_vswitchkit_kubemodel_v1_kubemodel_proto_goTypes = []any{
 	(Protocol)(0),                // 0: vswitchkit.kubemodel.v1.Protocol
 	(Service_Type)(0),            // 1: vswitchkit.kubemodel.v1.Service.Type
@@ -1448,46 +1518,49 @@ var file_vswitchkit_kubemodel_v1_kubemodel_proto_goTypes = []any{
 	(*EndpointPort)(nil),         // 14: vswitchkit.kubemodel.v1.EndpointPort
 	(*Node)(nil),                 // 15: vswitchkit.kubemodel.v1.Node
 	(*NodeAddress)(nil),          // 16: vswitchkit.kubemodel.v1.NodeAddress
-	nil,                          // 17: vswitchkit.kubemodel.v1.Pod.LabelsEntry
-	nil,                          // 18: vswitchkit.kubemodel.v1.Pod.AnnotationsEntry
-	nil,                          // 19: vswitchkit.kubemodel.v1.Service.LabelsEntry
-	nil,                          // 20: vswitchkit.kubemodel.v1.Service.AnnotationsEntry
-	nil,                          // 21: vswitchkit.kubemodel.v1.Service.SelectorEntry
-	nil,                          // 22: vswitchkit.kubemodel.v1.Endpoints.LabelsEntry
-	nil,                          // 23: vswitchkit.kubemodel.v1.Node.LabelsEntry
-	nil,                          // 24: vswitchkit.kubemodel.v1.Node.AnnotationsEntry
+	(*Namespace)(nil),            // 17: vswitchkit.kubemodel.v1.Namespace
+	nil,                          // 18: vswitchkit.kubemodel.v1.Pod.LabelsEntry
+	nil,                          // 19: vswitchkit.kubemodel.v1.Pod.AnnotationsEntry
+	nil,                          // 20: vswitchkit.kubemodel.v1.Service.LabelsEntry
+	nil,                          // 21: vswitchkit.kubemodel.v1.Service.AnnotationsEntry
+	nil,                          // 22: vswitchkit.kubemodel.v1.Service.SelectorEntry
+	nil,                          // 23: vswitchkit.kubemodel.v1.Endpoints.LabelsEntry
+	nil,                          // 24: vswitchkit.kubemodel.v1.Node.LabelsEntry
+	nil,                          // 25: vswitchkit.kubemodel.v1.Node.AnnotationsEntry
+	nil,                          // 26: vswitchkit.kubemodel.v1.Namespace.LabelsEntry
 }
 var file_vswitchkit_kubemodel_v1_kubemodel_proto_depIdxs = []int32{
-	17, // 0: vswitchkit.kubemodel.v1.Pod.labels:type_name -> vswitchkit.kubemodel.v1.Pod.LabelsEntry
-	18, // 1: vswitchkit.kubemodel.v1.Pod.annotations:type_name -> vswitchkit.kubemodel.v1.Pod.AnnotationsEntry
+	18, // 0: vswitchkit.kubemodel.v1.Pod.labels:type_name -> vswitchkit.kubemodel.v1.Pod.LabelsEntry
+	19, // 1: vswitchkit.kubemodel.v1.Pod.annotations:type_name -> vswitchkit.kubemodel.v1.Pod.AnnotationsEntry
 	6,  // 2: vswitchkit.kubemodel.v1.Pod.containers:type_name -> vswitchkit.kubemodel.v1.Container
 	7,  // 3: vswitchkit.kubemodel.v1.Container.ports:type_name -> vswitchkit.kubemodel.v1.ContainerPort
 	0,  // 4: vswitchkit.kubemodel.v1.ContainerPort.protocol:type_name -> vswitchkit.kubemodel.v1.Protocol
-	19, // 5: vswitchkit.kubemodel.v1.Service.labels:type_name -> vswitchkit.kubemodel.v1.Service.LabelsEntry
-	20, // 6: vswitchkit.kubemodel.v1.Service.annotations:type_name -> vswitchkit.kubemodel.v1.Service.AnnotationsEntry
-	21, // 7: vswitchkit.kubemodel.v1.Service.selector:type_name -> vswitchkit.kubemodel.v1.Service.SelectorEntry
+	20, // 5: vswitchkit.kubemodel.v1.Service.labels:type_name -> vswitchkit.kubemodel.v1.Service.LabelsEntry
+	21, // 6: vswitchkit.kubemodel.v1.Service.annotations:type_name -> vswitchkit.kubemodel.v1.Service.AnnotationsEntry
+	22, // 7: vswitchkit.kubemodel.v1.Service.selector:type_name -> vswitchkit.kubemodel.v1.Service.SelectorEntry
 	9,  // 8: vswitchkit.kubemodel.v1.Service.ports:type_name -> vswitchkit.kubemodel.v1.ServicePort
 	1,  // 9: vswitchkit.kubemodel.v1.Service.type:type_name -> vswitchkit.kubemodel.v1.Service.Type
 	2,  // 10: vswitchkit.kubemodel.v1.Service.external_traffic_policy:type_name -> vswitchkit.kubemodel.v1.Service.TrafficPolicy
 	2,  // 11: vswitchkit.kubemodel.v1.Service.internal_traffic_policy:type_name -> vswitchkit.kubemodel.v1.Service.TrafficPolicy
 	3,  // 12: vswitchkit.kubemodel.v1.Service.session_affinity:type_name -> vswitchkit.kubemodel.v1.Service.SessionAffinity
 	0,  // 13: vswitchkit.kubemodel.v1.ServicePort.protocol:type_name -> vswitchkit.kubemodel.v1.Protocol
-	22, // 14: vswitchkit.kubemodel.v1.Endpoints.labels:type_name -> vswitchkit.kubemodel.v1.Endpoints.LabelsEntry
+	23, // 14: vswitchkit.kubemodel.v1.Endpoints.labels:type_name -> vswitchkit.kubemodel.v1.Endpoints.LabelsEntry
 	11, // 15: vswitchkit.kubemodel.v1.Endpoints.subsets:type_name -> vswitchkit.kubemodel.v1.EndpointSubset
 	12, // 16: vswitchkit.kubemodel.v1.EndpointSubset.addresses:type_name -> vswitchkit.kubemodel.v1.EndpointAddress
 	12, // 17: vswitchkit.kubemodel.v1.EndpointSubset.not_ready_addresses:type_name -> vswitchkit.kubemodel.v1.EndpointAddress
 	14, // 18: vswitchkit.kubemodel.v1.EndpointSubset.ports:type_name -> vswitchkit.kubemodel.v1.EndpointPort
 	13, // 19: vswitchkit.kubemodel.v1.EndpointAddress.target_ref:type_name -> vswitchkit.kubemodel.v1.ObjectReference
 	0,  // 20: vswitchkit.kubemodel.v1.EndpointPort.protocol:type_name -> vswitchkit.kubemodel.v1.Protocol
-	23, // 21: vswitchkit.kubemodel.v1.Node.labels:type_name -> vswitchkit.kubemodel.v1.Node.LabelsEntry
-	24, // 22: vswitchkit.kubemodel.v1.Node.annotations:type_name -> vswitchkit.kubemodel.v1.Node.AnnotationsEntry
+	24, // 21: vswitchkit.kubemodel.v1.Node.labels:type_name -> vswitchkit.kubemodel.v1.Node.LabelsEntry
+	25, // 22: vswitchkit.kubemodel.v1.Node.annotations:type_name -> vswitchkit.kubemodel.v1.Node.AnnotationsEntry
 	16, // 23: vswitchkit.kubemodel.v1.Node.addresses:type_name -> vswitchkit.kubemodel.v1.NodeAddress
 	4,  // 24: vswitchkit.kubemodel.v1.NodeAddress.type:type_name -> vswitchkit.kubemodel.v1.NodeAddress.Type
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	26, // 25: vswitchkit.kubemodel.v1.Namespace.labels:type_name -> vswitchkit.kubemodel.v1.Namespace.LabelsEntry
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_vswitchkit_kubemodel_v1_kubemodel_proto_init() }
@@ -1501,7 +1574,7 @@ func file_vswitchkit_kubemodel_v1_kubemodel_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDesc), len(file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
