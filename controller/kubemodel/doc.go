@@ -1,12 +1,14 @@
 // Package kubemodel holds the protobuf models of the Kubernetes state that the
-// vswitchkit packages consume (pods, services, endpoints, nodes,
-// namespaces), and the key
-// scheme under which a reflector stores them.
+// vswitchkit packages consume (pods, services, endpoints, nodes, namespaces),
+// and the key scheme under which a reflector stores them.
 //
 // # Keys
 //
-// Every object lives under a key relative to the Kubernetes-state prefix that
-// the application chooses (for example "/vswitchkit/k8s/"):
+// Every object has a key that starts with the root "k8s/". In etcd it lives
+// under the Kubernetes-state prefix that the application chooses, by default
+// [DefaultPrefix] ("/vswitchkit/"); [EtcdKey] builds the full key, for
+// example "/vswitchkit/k8s/pod/default/web". Keys in controller.KubeStateData
+// and in events are the keys without the prefix:
 //
 //	k8s/pod/<namespace>/<name>
 //	k8s/service/<namespace>/<name>
@@ -29,9 +31,9 @@
 // # Regenerating
 //
 // kubemodel.pb.go is generated from proto/vswitchkit/kubemodel/v1/kubemodel.proto
-// (at the module root) by `go generate` with
-// protoc (Debian's protobuf-compiler) and the protoc-gen-go version pinned as a
-// tool in go.mod. The generated file is committed.
+// (at the module root) by `go generate` with protoc (Debian's
+// protobuf-compiler) and the protoc-gen-go version pinned as a tool in go.mod.
+// The generated file is committed.
 //
 // # Concurrency
 //

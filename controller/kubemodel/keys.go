@@ -21,6 +21,26 @@ const (
 // KeyRoot is the first segment of every built-in key.
 const KeyRoot = "k8s/"
 
+// DefaultPrefix is the default Kubernetes-state prefix: the etcd key of an
+// object is DefaultPrefix followed by its key, e.g.
+// "/vswitchkit/k8s/pod/default/web". The reflector writes there and the
+// watcher reads there by default. Other components keep their records beside
+// the "k8s/" root (for example nodesync under "/vswitchkit/nodesync/"), never
+// inside it.
+const DefaultPrefix = "/vswitchkit/"
+
+// EtcdKey returns the full etcd key of key (a key built by this package, or
+// of a user resource) under the Kubernetes-state prefix; an empty prefix
+// means [DefaultPrefix]. For example EtcdKey("", PodKey("default", "web")) is
+// "/vswitchkit/k8s/pod/default/web". The prefix is used as given: it should
+// end in "/".
+func EtcdKey(prefix, key string) string {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return prefix + key
+}
+
 // Key prefixes of the built-in resources, relative to the Kubernetes-state prefix.
 const (
 	PodKeyPrefix       = KeyRoot + PodResource + "/"

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 )
@@ -125,4 +126,9 @@ func FuzzParseNodeKey(f *testing.F) {
 		require.Equal(t, key, kubemodel.NodeKey(name))
 		require.NoError(t, kubemodel.ValidateName(name))
 	})
+}
+
+func TestEtcdKey(t *testing.T) {
+	assert.Equal(t, "/vswitchkit/k8s/pod/default/web", kubemodel.EtcdKey("", kubemodel.PodKey("default", "web")))
+	assert.Equal(t, "/c1/k8s/node/n1", kubemodel.EtcdKey("/c1/", kubemodel.NodeKey("n1")))
 }

@@ -21,7 +21,7 @@ const (
 	DefaultDialTimeout          = 5 * time.Second
 	DefaultKeepAliveTime        = 10 * time.Second
 	DefaultKeepAliveTimeout     = 5 * time.Second
-	DefaultKubeStatePrefix      = "/vswitchkit/"
+	DefaultKubeStatePrefix      = kubemodel.DefaultPrefix
 	DefaultMirrorFallbackDelay  = 5 * time.Second
 	DefaultRetryMinBackoff      = 100 * time.Millisecond
 	DefaultRetryMaxBackoff      = 5 * time.Second
@@ -173,7 +173,11 @@ type Config struct {
 
 	// KubeStatePrefix is the etcd key prefix under which the Kubernetes state
 	// is stored; resource keys (such as kubemodel.PodKey values) are relative
-	// to it. Default: [DefaultKubeStatePrefix].
+	// to it (kubemodel.EtcdKey builds the full key). Only the range that
+	// holds the registered resources is read and watched: the prefix
+	// followed by the longest common root of the resources' key prefixes
+	// ("k8s/" for the built-in ones), so other records beside that root
+	// (nodesync, IPAM) are never seen. Default: [DefaultKubeStatePrefix].
 	KubeStatePrefix string
 
 	// ExternalConfigPrefix is this node's external-configuration prefix.

@@ -39,10 +39,12 @@
 // values are the binary encoding of a google.protobuf.Any; its type URL is
 // resolved with [Config.ExternalConfigTypes] (every linked-in generated
 // message by default), and the event carries the unpacked message. A key
-// that matches no registered resource or breaks its key scheme, and a value
-// that does not decode, are counted in [Stats] (BadKeys, BadValues), logged
-// at Warn with the key and the reason, and skipped: a key whose value turns
-// into garbage is delivered as deleted, since the state it held is gone. The
+// that breaks its resource's key scheme, and a value that does not decode,
+// are counted in [Stats] (BadKeys, BadValues), logged at Warn with the key
+// and the reason, and skipped: a key whose value turns into garbage is
+// delivered as deleted, since the state it held is gone. A key of a resource
+// that is not registered (one this agent does not use) is only counted
+// (UnknownKeys) and skipped. The
 // watcher keeps running. Values are never logged, and the etcd password
 // neither ([EtcdConfig.LogValue] redacts it).
 //

@@ -16,10 +16,16 @@ import (
 // newRegistry and safe for concurrent use.
 type registry struct {
 	kubePrefix string
-	extPrefix  string               // empty: no external config
-	resources  []kubemodel.Resource // sorted by descending key prefix length
-	names      []string             // resource names, sorted
-	types      protoregistry.MessageTypeResolver
+	// kubeWatch is the part of the Kubernetes-state key space that holds
+	// registered resources: kubePrefix followed by the longest common root
+	// of their key prefixes ("k8s/" for the built-in ones). Only it is read
+	// and watched, so other components' keys next to it (nodesync records,
+	// IPAM allocations under the same top-level prefix) are never seen.
+	kubeWatch string
+	extPrefix string               // empty: no external config
+	resources []kubemodel.Resource // sorted by descending key prefix length
+	names     []string             // resource names, sorted
+	types     protoregistry.MessageTypeResolver
 }
 
 func newRegistry(cfg Config) (*registry, error) {
@@ -52,12 +58,36 @@ func newRegistry(cfg Config) (*registry, error) {
 	sort.Strings(names)
 	return &registry{
 		kubePrefix: cfg.KubeStatePrefix,
+		kubeWatch:  cfg.KubeStatePrefix + commonRoot(all),
 		extPrefix:  cfg.ExternalConfigPrefix,
 		resources:  all,
 		names:      names,
 		types:      cfg.ExternalConfigTypes,
 	}, nil
 }
+
+// commonRoot returns the longest common prefix of the resources' key
+// prefixes that ends in "/" (empty if they share none).
+func commonRoot(rs []kubemodel.Resource) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	root := rs[0].KeyPrefix
+	for _, r := range rs[1:] {
+		n := 0
+		for n < len(root) && n < len(r.KeyPrefix) && root[n] == r.KeyPrefix[n] {
+			n++
+		}
+		root = root[:n]
+	}
+	return root[:strings.LastIndexByte(root, '/')+1]
+}
+
+// errNoResource marks a key in the watched range that belongs to no
+// registered resource: a resource that this agent does not use (a reflector
+// may reflect more than one agent registers). It is skipped and counted, not
+// warned about.
+var errNoResource = errors.New("watcher: key of an unregistered resource")
 
 // keyKind tells which part of the key space an etcd key belongs to.
 type keyKind int
@@ -69,14 +99,15 @@ const (
 )
 
 // kindOf returns the part of the key space key belongs to and the key
-// relative to that part's prefix. When one prefix contains the other, the
-// longer match wins.
+// relative to that part's prefix (Kubernetes keys: relative to kubePrefix,
+// when inside kubeWatch). When the watched Kubernetes range and the external
+// prefix contain each other, the longer match wins.
 func (r *registry) kindOf(key string) (keyKind, string) {
-	kube := strings.HasPrefix(key, r.kubePrefix)
+	kube := strings.HasPrefix(key, r.kubeWatch)
 	ext := r.extPrefix != "" && strings.HasPrefix(key, r.extPrefix)
 	switch {
 	case kube && ext:
-		if len(r.extPrefix) > len(r.kubePrefix) {
+		if len(r.extPrefix) > len(r.kubeWatch) {
 			return extKey, key[len(r.extPrefix):]
 		}
 		return kubeKey, key[len(r.kubePrefix):]
@@ -102,7 +133,7 @@ func (r *registry) resourceOf(rel string) (*kubemodel.Resource, error) {
 		}
 		return res, nil
 	}
-	return nil, fmt.Errorf("%w: %q matches no registered resource", ErrBadKey, rel)
+	return nil, fmt.Errorf("%w: %q", errNoResource, rel)
 }
 
 // decodeKube decodes the value of a Kubernetes-state key.

@@ -48,7 +48,8 @@ func TestRegistryDecode(t *testing.T) {
 		{name: "garbage pod", key: testKubePrefix + "k8s/pod/ns/p", value: []byte{0xff}, kind: kubeKey, rel: "k8s/pod/ns/p", wantErr: ErrBadValue},
 		{name: "pod key without namespace", key: testKubePrefix + "k8s/pod/p", value: podBytes, kind: kubeKey, rel: "k8s/pod/p", wantErr: ErrBadKey},
 		{name: "upper-case name", key: testKubePrefix + "k8s/node/N", kind: kubeKey, rel: "k8s/node/N", wantErr: ErrBadKey},
-		{name: "unknown resource", key: testKubePrefix + "k8s/secret/ns/x", kind: kubeKey, rel: "k8s/secret/ns/x", wantErr: ErrBadKey},
+		{name: "unregistered resource", key: testKubePrefix + "k8s/secret/ns/x", kind: kubeKey, rel: "k8s/secret/ns/x", wantErr: errNoResource},
+		{name: "beside the resources' root", key: testKubePrefix + "nodesync/node/n1", value: podBytes, kind: foreignKey},
 		{name: "external not an Any", key: testExtPrefix + "a", value: []byte{0xff}, kind: extKey, rel: "a", wantErr: ErrBadValue},
 		{name: "external Any without type", key: testExtPrefix + "a", value: mustMarshal(t, &anypb.Any{Value: []byte{1}}), kind: extKey, rel: "a", wantErr: ErrBadValue},
 		{name: "external unknown type", key: testExtPrefix + "a", value: mustMarshal(t, &anypb.Any{TypeUrl: "x/no.Such"}), kind: extKey, rel: "a", wantErr: ErrBadValue},
@@ -77,6 +78,38 @@ func TestRegistryDecode(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestCommonRoot(t *testing.T) {
+	res := func(prefixes ...string) []kubemodel.Resource {
+		var out []kubemodel.Resource
+		for _, p := range prefixes {
+			out = append(out, kubemodel.Resource{KeyPrefix: p})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		rs   []kubemodel.Resource
+		want string
+	}{
+		{"built-in", kubemodel.Resources(), "k8s/"},
+		{"one", res("k8s/pod/"), "k8s/pod/"},
+		{"shared partial segment", res("k8s/pod/", "k8s/policy/"), "k8s/"},
+		{"nothing shared", res("k8s/pod/", "custom/x/"), ""},
+		{"none", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, commonRoot(tc.rs))
+		})
+	}
+	// A user resource outside k8s/ widens the watched range to the whole
+	// Kubernetes-state prefix.
+	reg := testRegistry(t, kubemodel.Resource{Name: "x", KeyPrefix: "custom/x/", NewValue: func() proto.Message { return &wrapperspb.StringValue{} }})
+	assert.Equal(t, testKubePrefix, reg.kubeWatch)
+	kind, rel := reg.kindOf(testKubePrefix + "custom/x/a")
+	assert.Equal(t, kubeKey, kind)
+	assert.Equal(t, "custom/x/a", rel)
 }
 
 func TestRegistryNestedPrefixes(t *testing.T) {

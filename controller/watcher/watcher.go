@@ -85,9 +85,12 @@ type Stats struct {
 	// KubeChanges and ExternalChanges count delivered KubeStateChange and
 	// ExternalConfigChange events.
 	KubeChanges, ExternalChanges uint64
-	// BadKeys and BadValues count skipped keys that match no resource or
-	// its key scheme, and values that did not decode.
+	// BadKeys and BadValues count skipped keys that break their resource's
+	// key scheme, and values that did not decode.
 	BadKeys, BadValues uint64
+	// UnknownKeys counts skipped keys in the watched range that belong to
+	// no registered resource (resources this agent does not use).
+	UnknownKeys uint64
 	// ConnectErrors counts failed attempts to create the client or to read a
 	// snapshot.
 	ConnectErrors uint64
@@ -112,6 +115,7 @@ type counters struct {
 	remoteResyncs, localResyncs  atomic.Uint64
 	kubeChanges, externalChanges atomic.Uint64
 	badKeys, badValues           atomic.Uint64
+	unknownKeys                  atomic.Uint64
 	connectErrors                atomic.Uint64
 	compactions, reconnects      atomic.Uint64
 	watchErrors                  atomic.Uint64
@@ -126,7 +130,7 @@ func (w *Watcher) Stats() Stats {
 	return Stats{
 		RemoteResyncs: c.remoteResyncs.Load(), LocalResyncs: c.localResyncs.Load(),
 		KubeChanges: c.kubeChanges.Load(), ExternalChanges: c.externalChanges.Load(),
-		BadKeys: c.badKeys.Load(), BadValues: c.badValues.Load(),
+		BadKeys: c.badKeys.Load(), BadValues: c.badValues.Load(), UnknownKeys: c.unknownKeys.Load(),
 		ConnectErrors: c.connectErrors.Load(),
 		Compactions:   c.compactions.Load(), Reconnects: c.reconnects.Load(), WatchErrors: c.watchErrors.Load(),
 		PushRetries: c.pushRetries.Load(), ForcedResyncs: c.forcedResyncs.Load(),
@@ -198,6 +202,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 	w.log.Info("watcher started",
 		slog.String("kube_state_prefix", w.cfg.KubeStatePrefix),
+		slog.String("kube_state_watched", w.reg.kubeWatch),
 		slog.String("external_config_prefix", w.cfg.ExternalConfigPrefix),
 		slog.String("mirror", w.cfg.MirrorPath))
 	err := r.loop(ctx)
@@ -349,7 +354,7 @@ func (r *run) snapshot(ctx context.Context, fallbackPending bool, fallbackAt tim
 	}
 	actx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	ops := []clientv3.Op{clientv3.OpGet(w.cfg.KubeStatePrefix, clientv3.WithPrefix())}
+	ops := []clientv3.Op{clientv3.OpGet(w.reg.kubeWatch, clientv3.WithPrefix())}
 	if w.cfg.ExternalConfigPrefix != "" {
 		ops = append(ops, clientv3.OpGet(w.cfg.ExternalConfigPrefix, clientv3.WithPrefix()))
 	}
@@ -416,6 +421,11 @@ func (r *run) startLocal(ctx context.Context) error {
 }
 
 func (w *Watcher) reportBad(err error) {
+	if errors.Is(err, errNoResource) {
+		w.stats.unknownKeys.Add(1)
+		w.log.Debug("skipping key of an unregistered resource", slog.Any("error", err))
+		return
+	}
 	if errors.Is(err, ErrBadKey) {
 		w.stats.badKeys.Add(1)
 	} else {
@@ -445,7 +455,7 @@ func (r *run) session(ctx context.Context) (progressed bool, err error) {
 	}()
 
 	start := clientv3.WithRev(r.st.rev + 1)
-	kubeCh := r.client.Watch(sctx, w.cfg.KubeStatePrefix, clientv3.WithPrefix(), start)
+	kubeCh := r.client.Watch(sctx, w.reg.kubeWatch, clientv3.WithPrefix(), start)
 	var extCh clientv3.WatchChan // nil: never ready
 	if w.cfg.ExternalConfigPrefix != "" {
 		extCh = r.client.Watch(sctx, w.cfg.ExternalConfigPrefix, clientv3.WithPrefix(), start)

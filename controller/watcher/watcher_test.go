@@ -34,7 +34,7 @@ func TestSnapshotThenChangesInOrder(t *testing.T) {
 	rs, ok := evs[0].(*controller.DBResync)
 	require.True(t, ok, "first event is %T", evs[0])
 	assert.False(t, rs.Local)
-	assert.ElementsMatch(t, []string{"pod", "service", "endpoints", "node"}, sortedKeys(rs.KubeState))
+	assert.ElementsMatch(t, []string{"pod", "service", "endpoints", "node", "namespace"}, sortedKeys(rs.KubeState))
 	assert.Empty(t, rs.KubeState["service"])
 	require.Len(t, rs.KubeState["pod"], 1)
 	assert.True(t, proto.Equal(p1, rs.KubeState["pod"][kubemodel.PodKey("default", "p1")]))
@@ -144,6 +144,7 @@ func TestGarbageSkippedCountedAndLaterChangesArrive(t *testing.T) {
 	put(t, ctx, cli, testKubePrefix+kubemodel.PodKey("default", "bad"), garbage)              // bad value
 	put(t, ctx, cli, testKubePrefix+"k8s/pod/no-namespace", mustMarshal(t, pod("", "x", ""))) // bad key scheme
 	put(t, ctx, cli, testKubePrefix+"k8s/unknown/a", []byte("x"))                             // no resource
+	put(t, ctx, cli, testKubePrefix+"nodesync/node/n1", garbage)                              // outside the resources' root
 	put(t, ctx, cli, testExtPrefix+"notany", garbage)                                         // not an Any
 	putPod(t, ctx, cli, pod("default", "good", "10.0.0.1"))
 
@@ -160,13 +161,15 @@ func TestGarbageSkippedCountedAndLaterChangesArrive(t *testing.T) {
 	assert.Equal(t, []string{"k8s/pod/default/good"}, sortedKeys(rs.KubeState["pod"]))
 	assert.Empty(t, rs.ExternalConfig)
 	st := w.Stats()
-	assert.Equal(t, uint64(2), st.BadKeys)
+	assert.Equal(t, uint64(1), st.BadKeys)
+	assert.Equal(t, uint64(1), st.UnknownKeys, "a resource this agent does not register is skipped, not bad")
 	assert.Equal(t, uint64(2), st.BadValues)
 
 	// At run time: garbage of every kind, then a valid change.
 	unknownType := mustMarshal(t, &anypb.Any{TypeUrl: "type.googleapis.com/no.such.Type"})
 	put(t, ctx, cli, testKubePrefix+kubemodel.PodKey("default", "bad2"), garbage)
 	put(t, ctx, cli, testKubePrefix+"k8s/node/UPPER", mustMarshal(t, &kubemodel.Node{}))
+	put(t, ctx, cli, testKubePrefix+"nodesync/id/1", garbage) // never watched
 	put(t, ctx, cli, testExtPrefix+"unknown-type", unknownType)
 	put(t, ctx, cli, testKubePrefix+kubemodel.PodKey("default", "good"), garbage) // valid -> garbage: deleted
 	putPod(t, ctx, cli, pod("default", "after", "10.0.0.2"))
@@ -183,8 +186,10 @@ func TestGarbageSkippedCountedAndLaterChangesArrive(t *testing.T) {
 	// The external-config stream is independent of the Kubernetes one.
 	waitFor(t, ctx, "bad values counted", func() bool { return w.Stats().BadValues >= 5 })
 	st = w.Stats()
-	assert.Equal(t, uint64(3), st.BadKeys)
+	assert.Equal(t, uint64(2), st.BadKeys)
+	assert.Equal(t, uint64(1), st.UnknownKeys)
 	assert.Equal(t, uint64(5), st.BadValues)
+	assert.NotContains(t, logs.String(), "nodesync/", "keys next to the resources' root are never read")
 	assert.Contains(t, logs.String(), "k8s/node/UPPER")
 	assert.NotContains(t, logs.String(), string(garbage))
 }
