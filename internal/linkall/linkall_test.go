@@ -26,6 +26,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	_ "github.com/vswitchkit/vswitchkit/controller/watcher"
 	_ "github.com/vswitchkit/vswitchkit/controller/watcher/watchertest"
+	_ "github.com/vswitchkit/vswitchkit/embedetcd"
 	_ "github.com/vswitchkit/vswitchkit/ipam"
 	_ "github.com/vswitchkit/vswitchkit/ipam/ipamtest"
 	_ "github.com/vswitchkit/vswitchkit/nodesync"

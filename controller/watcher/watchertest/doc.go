@@ -1,8 +1,9 @@
 // Package watchertest provides real, in-process parts for testing code that
 // uses the etcd watcher:
 //
-//   - [Server], a single-member etcd from go.etcd.io/etcd/server/v3/embed on
-//     loopback, with free ports and a caller-chosen data directory, that can
+//   - [Server], a single-member etcd on loopback (package embedetcd, which
+//     applications use too), with free ports and a caller-chosen data
+//     directory and fsync off, that can
 //     be stopped and restarted on the same ports to simulate an outage, in
 //     plain HTTP ([Start]) or with mutual TLS ([StartTLS]);
 //   - [GenerateCerts], a throw-away certificate authority with a server

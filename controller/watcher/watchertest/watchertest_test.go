@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -51,7 +53,10 @@ func TestProxyDisconnect(t *testing.T) {
 	direct, err := s.Client()
 	require.NoError(t, err)
 	defer direct.Close()
-	viaProxy, err := s.clientFor(p.Addr())
+	cfg, err := s.ClientConfig()
+	require.NoError(t, err)
+	cfg.Endpoints = []string{p.Addr()}
+	viaProxy, err := clientv3.New(cfg)
 	require.NoError(t, err)
 	defer viaProxy.Close()
 
@@ -88,7 +93,7 @@ func TestTLSServerRequiresClientCertificate(t *testing.T) {
 	_, err = Put(ctx, c, "/a", []byte("1"))
 	require.NoError(t, err)
 
-	plain, err := (&Server{clientURL: s.clientURL}).clientFor(s.Endpoint()) // no TLS at all
+	plain, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Endpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}) // no TLS at all
 	require.NoError(t, err)
 	defer plain.Close()
 	short, cancelShort := context.WithTimeout(ctx, 500*time.Millisecond)
