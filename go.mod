@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/osrg/gobgp/v4 v4.8.0
+	github.com/petermattis/goid v0.0.0-20260820044319-269ab09b5261
 	github.com/stretchr/testify v1.12.1
 	go.etcd.io/bbolt v1.4.3
 	go.etcd.io/etcd/api/v3 v3.6.16
