@@ -311,9 +311,10 @@ func (l *Loop) Run(ctx context.Context) error {
 	//	   the batch as soon as that DBResync was processed: after its
 	//	   follow-ups, before any event pushed later.
 	//	I4 No event starts after ctx is done except one Shutdown: R2 is
-	//	   checked before every event. Whatever is still pending then
-	//	   (follow-ups, batch, held, queue) completes with ErrStopped, and
-	//	   PushEvent returns ErrStopped from then on.
+	//	   checked before every event. Whatever is pending when the loop
+	//	   stops (follow-ups, batch, held, queue, and what was pushed while
+	//	   Shutdown ran) completes with ErrStopped; later pushes return
+	//	   ErrStopped.
 	//	I5 Timers act between batches (R5 after R4): a due timer waits for
 	//	   at most one batch (at most QueueSize outside events and their
 	//	   follow-ups). At most one healing resync is pending.

@@ -214,7 +214,7 @@ func (l *Loop) update(ctx context.Context, ev Event) error {
 		}
 		errs = append(errs, err)
 	}
-	if stop == nil && l.bounded && ctx.Err() != nil {
+	if stop == nil && l.bounded && ctx.Err() != nil && len(t.values) > 0 {
 		stop = fmt.Errorf("controller: %s not committed: ShutdownTimeout %v exceeded: %w",
 			ev.GetName(), l.cfg.ShutdownTimeout, ctx.Err())
 	}
