@@ -41,7 +41,7 @@
 //
 // Nothing but the first DBResync is processed before it: other events wait
 // (still counting against Config.QueueSize), and run in push order right after
-// it. Shutdown is the only exception. If no DBResync arrives within
+// it and its follow-ups. Shutdown is the only exception. If no DBResync arrives within
 // Config.StartupResyncDeadline, [Loop.Healthy] reports
 // ErrStartupResyncMissing. Handlers get resyncCount 1 for the start-up resync
 // and higher numbers for every later resync.
@@ -156,7 +156,8 @@
 //
 // [New] does no I/O and starts no goroutine. [Loop.Run] processes events
 // until its context ends. Then it finishes the event in progress (a handler
-// cannot be interrupted; the event's commit gets the cancelled context),
+// cannot be interrupted; the event's commit gets Run's context, cancelled
+// by then if the cancellation came first),
 // starts no other event, and processes a Shutdown event so that handlers can
 // delete what they own. Config.ShutdownTimeout bounds that event as far as
 // a synchronous call can be bounded: its commit gets a context with that
