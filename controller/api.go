@@ -68,7 +68,11 @@ type UpdateEvent interface {
 // Returned errors: a plain error is handled according to the event's
 // transaction type (see [UpdateTransactionType]); an [AbortEventError]
 // stops the event without commit and schedules a healing resync; a
-// [FatalError] stops the loop.
+// [FatalError] stops the loop. A permanent error (see [IsPermanent]) is
+// handled like a plain one but never healed: return a [KeyError] for a key
+// of the input that can never be used as it is (bad user input), or
+// [NewPermanentError] for a condition that a resync cannot change; the loop
+// reports them through [Loop.Healthy] and [Loop.RejectedKeys].
 type EventHandler interface {
 	// String identifies the handler in logs and in the event history.
 	String() string
@@ -171,7 +175,8 @@ type UpdateTransactionType int
 const (
 	// BestEffort transaction continues even if a non-fatal, non-abort error
 	// is returned (to get as close to the desired state as possible). The
-	// transaction is committed and a healing resync is scheduled.
+	// transaction is committed and a healing resync is scheduled (unless
+	// every error is permanent, see [IsPermanent]).
 	BestEffort UpdateTransactionType = iota
 
 	// RevertOnFailure tells the loop to stop event processing when any error
@@ -179,8 +184,9 @@ const (
 	// calling Revert on the handlers that already ran, in reverse order.
 	RevertOnFailure
 
-	// BestEffortIgnoreErrors is BestEffort without the healing resync: the
-	// errors are recorded and returned through Done, nothing else happens.
+	// BestEffortIgnoreErrors is BestEffort without the healing resync for
+	// handler errors: they are recorded and returned through Done, nothing
+	// else happens. A transient commit error is still healed.
 	BestEffortIgnoreErrors
 )
 
@@ -258,7 +264,7 @@ type ConfigRetriever interface {
 	// GetConfig returns the value for the given key in the loop's current
 	// transaction. If the key is not part of the transaction, the value from
 	// the internal configuration (the handlers' desired state as last
-	// committed) is returned.
+	// committed) is returned. External configuration is not included.
 	GetConfig(key string) proto.Message
 }
 

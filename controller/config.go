@@ -50,8 +50,11 @@ type Config struct {
 	// Default: no bound other than the Run context.
 	CommitTimeout time.Duration
 
-	// ShutdownTimeout bounds the processing of the Shutdown event after the
-	// Run context was cancelled. Default: 30s.
+	// ShutdownTimeout bounds the Shutdown event (pushed, or processed after
+	// the Run context was cancelled): its commit gets a context that ends
+	// ShutdownTimeout after the event started, and once that passed no
+	// further handler is called and nothing is committed. A handler call
+	// in progress cannot be interrupted. Default: 30s.
 	ShutdownTimeout time.Duration
 }
 

@@ -28,27 +28,33 @@
 // DownstreamResync (periodic HealingResync) calls no handler: the southbound
 // re-applies the committed state ([CommitReapply]).
 //
-// The loop keeps the Kubernetes state: DBResync replaces it, KubeStateChange
-// updates it before the handlers run, and resync handlers receive it. The
-// loop takes ownership of the maps of a pushed DBResync; handlers must treat
-// the state they receive as read-only.
+// The loop keeps its inputs, the Kubernetes state and the external
+// configuration, and updates them from an event before any handler runs:
+// DBResync replaces both, ExternalConfigResync replaces one source,
+// KubeStateChange and ExternalConfigChange change them. So whatever the
+// handlers do with the event (fail, abort), the next resync, a healing
+// resync included, sees the input. Resync handlers receive the Kubernetes
+// state. The loop takes ownership of the maps of a pushed DBResync;
+// handlers must treat the state they receive as read-only.
 //
 // # Start-up
 //
 // Nothing but the first DBResync is processed before it: other events wait
 // (still counting against Config.QueueSize), and run in push order right after
-// it. Shutdown is the only exception. If no DBResync arrives within
+// it and its follow-ups. Shutdown is the only exception. If no DBResync arrives within
 // Config.StartupResyncDeadline, [Loop.Healthy] reports
 // ErrStartupResyncMissing. Handlers get resyncCount 1 for the start-up resync
 // and higher numbers for every later resync.
 //
 // # Errors
 //
-// One transaction per event, committed after the handlers ran:
+// One transaction per event, committed after the handlers ran. Done and the
+// history get every error of the event, joined: the handlers' and the
+// commit's.
 //
 //   - BestEffort: an error does not stop the other handlers; the transaction
-//     is committed, Done gets the joined errors, and a healing resync is
-//     scheduled (BestEffortIgnoreErrors: the same without healing).
+//     is committed and a healing resync is scheduled
+//     (BestEffortIgnoreErrors: the same without healing for handler errors).
 //   - RevertOnFailure: the first error stops the event; nothing is committed
 //     and Revert is called on the handlers that already ran, in reverse order.
 //   - [AbortEventError] (any event): stop, no commit (RevertOnFailure reverts),
@@ -65,29 +71,80 @@
 // resyncs in a row Run returns an error wrapping ErrHealingFailed. Requests
 // for healing while one is pending are coalesced.
 //
+// # Errors a resync cannot heal
+//
+// Bad input must not stop the agent. An error is permanent ([IsPermanent])
+// when it is a [KeyError] (a value rejected for good, from the southbound
+// for a key of the desired state or from a handler for a key of its input)
+// or is marked with [NewPermanentError] (a condition that only the
+// environment can end, such as a data plane without an API), or joins only
+// such errors. A permanent error is recorded (Done, history, [Stats],
+// [Loop.Healthy]) but never healed, so it never counts towards
+// MaxHealingAttempts; the loop keeps running and applies everything else.
+// An error that joins permanent and transient errors heals for the
+// transient part, and a healing resync that fails only permanently counts
+// as a success. RevertOnFailure is the exception: after a failed commit the
+// handlers are reverted while the southbound may have applied the other
+// keys, so the loop heals.
+//
+// The loop keeps the keys rejected for good ([Loop.RejectedKeys]): a resync
+// whose errors are all permanent replaces them with its KeyErrors; an
+// update event whose errors are all permanent removes the keys it carried
+// (the keys of its commit, and the key of a KubeStateChange) that were not
+// rejected again, and adds the new ones; with a transient error keys are
+// only added. A permanent error that is not a KeyError stays outstanding:
+// the southbound's until a resync or reapply commit returns without one, a
+// handler's until its Resync returns without one. While anything is
+// rejected or outstanding, [Loop.Healthy] returns an error wrapping
+// ErrDegraded: the agent is degraded, not dead; restarting it does not
+// help, the input must change.
+//
 // # External configuration
 //
 // External configuration arrives per source: DBResync.ExternalConfig (source
 // [RemoteDBSource]), ExternalConfigResync (replaces a source) and
 // ExternalConfigChange (changes keys of a source; a nil value deletes). It is
-// merged over the handlers' output deterministically: any source wins over
-// the handlers, and among sources the one whose name sorts last wins. Deleting
-// a key from a source reveals the next value down. Handlers read the
-// effective configuration with [Loop.GetConfig] ([ConfigRetriever]).
+// merged over the handlers' output deterministically when a transaction is
+// committed: any source wins over the handlers, and among sources the one
+// whose name sorts last wins. Deleting a key from a source reveals the next
+// value down.
+//
+// [Loop.GetConfig] ([ConfigRetriever]) returns the handlers' value of a key,
+// not the merged one: the value in the current transaction, else the value
+// the handlers committed last. This is the reference's contract ("the value
+// in the controller's transaction, else the stored value from internal
+// config"), and the right one for its purpose, a handler adjusting a value
+// that another handler produced: were the external value returned, the
+// handler would copy an override into the handlers' own state, and removing
+// the override later would no longer reveal the handlers' value.
 //
 // # Follow-up events
 //
 // An event pushed by a handler (on the loop goroutine) is a follow-up: it
-// runs right after the current event, before anything queued from outside,
-// and follow-ups run in the order they were pushed. A blocking follow-up is
-// refused with ErrBlockingFollowUp, since waiting for it would deadlock.
+// runs right after the current event, before anything queued from outside
+// and before any timer, and follow-ups run in the order they were pushed. A
+// blocking follow-up is refused with ErrBlockingFollowUp, since waiting for
+// it would deadlock. The loop tells the handlers' pushes from concurrent
+// ones by goroutine ID (github.com/petermattis/goid).
+//
+// # Ordering
+//
+// [Loop.Run] takes one step at a time, the first that applies: stop after a
+// fatal error; after cancellation, Shutdown; the oldest follow-up; the next
+// outside event in push order (through the start-up gate); a due timer
+// (healing, periodic healing, start-up deadline); else wait. Outside events
+// are taken from the queue in batches, and timers act between batches, so
+// a due healing resync waits for at most one batch. The rules and the
+// invariants they keep are written next to the code, in Run.
 //
 // # History and metrics
 //
 // [Loop.History] keeps the last Config.HistorySize processed events with each
 // handler's outcome and duration, the commit's sequence number and error,
 // queryable by sequence number, time window, or first/last N. [Loop.Stats]
-// returns counters an application can export as metrics.
+// returns counters an application can export as metrics, [Loop.Healthy] a
+// readiness verdict (ErrStartupResyncMissing, ErrDegraded) and
+// [Loop.RejectedKeys] the keys rejected for good.
 //
 // # Concurrency
 //
@@ -98,9 +155,17 @@
 // # Lifecycle
 //
 // [New] does no I/O and starts no goroutine. [Loop.Run] processes events
-// until its context ends, then processes a Shutdown event (so handlers can
-// delete what they own, bounded by Config.ShutdownTimeout), completes every
-// event still queued with ErrStopped, and returns ctx.Err(). A pushed
-// Shutdown event stops it the same way with a nil result. Run starts no
-// goroutine: when it returns, nothing of the loop is running.
+// until its context ends. Then it finishes the event in progress (a handler
+// cannot be interrupted; the event's commit gets Run's context, cancelled
+// by then if the cancellation came first),
+// starts no other event, and processes a Shutdown event so that handlers can
+// delete what they own. Config.ShutdownTimeout bounds that event as far as
+// a synchronous call can be bounded: its commit gets a context with that
+// deadline (not cancelled with Run's), and once the deadline passed no
+// further handler is called and nothing is committed; a handler that never
+// returns still blocks Run. Everything still pending (queued events,
+// follow-ups, events held by the start-up gate) completes with ErrStopped,
+// and Run returns ctx.Err(). A pushed Shutdown event stops the loop the same
+// way with a nil result. Run starts no goroutine: when it returns, nothing
+// of the loop is running.
 package controller

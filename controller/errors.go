@@ -29,6 +29,14 @@ var (
 	// resyncs failed Config.MaxHealingAttempts times in a row.
 	ErrHealingFailed = errors.New("controller: healing resync failed repeatedly")
 
+	// ErrDegraded is wrapped by the error Healthy returns while the loop
+	// runs but part of the desired state is not applied and no resync can
+	// apply it: keys rejected for good ([KeyError], see Loop.RejectedKeys),
+	// or a permanent error of the southbound or a handler ([PermanentError])
+	// outstanding. Applications may treat it as degraded (report, alert),
+	// not dead: restarting does not help, the rejected input must change.
+	ErrDegraded = errors.New("controller: degraded")
+
 	// ErrRegisterAfterRun is returned by Register once Run has started:
 	// handlers are fixed while the loop runs.
 	ErrRegisterAfterRun = errors.New("controller: handlers registered after Run started")
@@ -93,8 +101,11 @@ func (e *FatalError) Unwrap() error { return e.err }
 // invalid, so neither a retry nor a resync can apply it. The southbound
 // applies the other keys of the commit. The loop does not heal a commit
 // whose errors are all KeyErrors or permanent errors (see
-// [NewPermanentError]); it reports the keys through [Loop.Healthy] and
-// [Loop.Stats] until a later commit applies or removes them.
+// [NewPermanentError]); it reports the keys through [Loop.Healthy],
+// [Loop.RejectedKeys] and [Loop.Stats] until a later commit applies or
+// removes them. A handler may return a KeyError too, for a key of its input
+// (for example the key of a KubeStateChange whose value it cannot use): the
+// loop tracks it the same way until an event carrying that key succeeds.
 type KeyError struct {
 	// Key is the rejected key.
 	Key string

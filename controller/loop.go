@@ -6,25 +6,21 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/petermattis/goid"
 	"google.golang.org/protobuf/proto"
 )
-
-// RemoteDBSource is the external-configuration source name under which the
-// ExternalConfig of DBResync events is kept.
-const RemoteDBSource = "remotedb"
 
 // Loop is the event loop: it processes one event at a time by calling the
 // registered handlers and commits one transaction per event to the
 // southbound.
 //
-// PushEvent, Healthy, Stats and History are safe for concurrent use.
-// GetConfig is only for handlers, called on the loop goroutine. Run is
-// called once.
+// PushEvent, Register, Healthy, RejectedKeys, Stats and History are safe for
+// concurrent use. GetConfig is only for handlers, called on the loop
+// goroutine. Run is called once.
 type Loop struct {
 	handlers []EventHandler
 	sb       Southbound
@@ -32,24 +28,30 @@ type Loop struct {
 	log      *slog.Logger
 	history  *History
 	stats    counters
+	health   health
 
 	running atomic.Bool
 	regMu   sync.Mutex // serializes Register with the start of Run
-	// inHandler is set while the loop goroutine processes an event; loopG
-	// identifies that goroutine. Together they detect follow-up pushes.
+	// inHandler is set while the Run goroutine processes an event; loopG
+	// is the ID of that goroutine. Together they detect follow-up pushes.
 	inHandler atomic.Bool
-	loopG     atomic.Uintptr
+	loopG     atomic.Int64
 
-	mu          sync.Mutex
-	queue       []Event       // guarded by mu; outside events in push order
-	deferredLen int           // guarded by mu; events held by the start-up gate
-	stopped     bool          // guarded by mu
-	wake        chan struct{} // capacity 1; signalled on push
+	mu      sync.Mutex
+	queue   []Event       // guarded by mu; outside events in push order
+	heldLen int           // guarded by mu; len(held), for the queue bound and Stats
+	stopped bool          // guarded by mu
+	wake    chan struct{} // capacity 1; signalled on push
 
-	// Everything below is owned by the loop goroutine.
-	followUps   []Event
-	deferred    []Event
-	gateOpen    bool
+	// Everything below is owned by the Run goroutine.
+
+	followUps fifo    // events pushed by handlers, in push order
+	batch     fifo    // outside events taken from queue, in push order
+	held      []Event // outside events held by the start-up gate, in push order
+	gateOpen  bool    // the first DBResync was processed
+	bounded   bool    // the event in progress is a Shutdown (see I6)
+	fatal     error
+
 	resyncCount int
 	kubeState   KubeStateData
 	internal    KeyValuePairs            // handlers' desired state as last committed
@@ -63,13 +65,12 @@ type Loop struct {
 	ran         []int         // indexes of handlers that ran for the current event
 	rec         Record
 	seq         uint64
-	fatal       error
 
-	healPending   bool
-	healErr       error
-	healTimer     *time.Timer
-	healFailures  int
-	healNextDelay time.Duration
+	// The permanent errors of the event in progress (see health.go).
+	evKeys      []*KeyError
+	evTransient bool
+
+	heal healing
 }
 
 var (
@@ -107,6 +108,7 @@ func New(handlers []EventHandler, sb Southbound, cfg Config) (*Loop, error) {
 		cfg:        cfg,
 		log:        cfg.Logger.With(slog.String("component", "controller")),
 		history:    newHistory(cfg.HistorySize),
+		health:     health{rejected: make(map[string]error)},
 		wake:       make(chan struct{}, 1),
 		kubeState:  NewKubeStateData(),
 		internal:   make(KeyValuePairs),
@@ -144,7 +146,7 @@ func (l *Loop) History() *History { return l.history }
 // Stats returns a snapshot of the loop's counters.
 func (l *Loop) Stats() Stats {
 	l.mu.Lock()
-	queued := len(l.queue) + l.deferredLen
+	queued := len(l.queue) + l.heldLen
 	l.mu.Unlock()
 	c := &l.stats
 	return Stats{
@@ -153,18 +155,38 @@ func (l *Loop) Stats() Stats {
 		HealingScheduled: c.healScheduled.Load(), HealingFailed: c.healFailed.Load(),
 		Commits: c.commits.Load(), CommitErrors: c.commitErrors.Load(), Reverts: c.reverts.Load(),
 		Aborts: c.aborts.Load(), QueueFull: c.queueFull.Load(),
+		PermanentErrors: c.permanent.Load(), RejectedKeys: l.health.numRejected(),
 		StartupResyncDone: c.startupDone.Load(), StartupDeadlineHit: c.deadlineHit.Load(),
 	}
 }
 
-// Healthy returns nil while the loop is healthy, and ErrStartupResyncMissing
-// when the start-up DBResync did not arrive within the deadline (until it
-// arrives).
+// Healthy returns nil while the loop is healthy. Otherwise it returns:
+//
+//   - ErrStartupResyncMissing when the start-up DBResync did not arrive
+//     within Config.StartupResyncDeadline (until it arrives): the loop
+//     processes nothing yet;
+//   - an error wrapping ErrDegraded while keys are rejected for good (see
+//     [Loop.RejectedKeys]; the error wraps the [KeyError] of the first in key
+//     order) or a permanent error that is not about a key is outstanding
+//     (the error wraps it, so errors.Is finds, say, the southbound's
+//     incompatibility sentinel). The loop runs and applies everything else;
+//     an application may report the state as degraded and alert, but
+//     restarting does not help: the rejected input must change.
+//
+// Both can hold at once; the result then wraps both.
 func (l *Loop) Healthy() error {
+	var startup error
 	if l.stats.deadlineHit.Load() && !l.stats.startupDone.Load() {
-		return ErrStartupResyncMissing
+		startup = ErrStartupResyncMissing
 	}
-	return nil
+	degraded := l.health.degraded()
+	switch {
+	case startup == nil:
+		return degraded
+	case degraded == nil:
+		return startup
+	}
+	return errors.Join(startup, degraded)
 }
 
 // PushEvent adds the event to the queue. It never blocks.
@@ -179,15 +201,15 @@ func (l *Loop) PushEvent(ev Event) error {
 	if ev == nil {
 		return errors.New("controller: nil event")
 	}
-	if l.inHandler.Load() && curG() == l.loopG.Load() {
+	if l.inHandler.Load() && goid.Get() == l.loopG.Load() {
 		if ev.IsBlocking() {
 			return fmt.Errorf("%w: %s", ErrBlockingFollowUp, ev.GetName())
 		}
-		if len(l.followUps) >= l.cfg.QueueSize {
+		if l.followUps.len() >= l.cfg.QueueSize {
 			l.stats.queueFull.Add(1)
 			return ErrQueueFull
 		}
-		l.followUps = append(l.followUps, ev)
+		l.followUps.push(ev)
 		return nil
 	}
 	l.mu.Lock()
@@ -195,7 +217,7 @@ func (l *Loop) PushEvent(ev Event) error {
 		l.mu.Unlock()
 		return ErrStopped
 	}
-	if len(l.queue)+l.deferredLen >= l.cfg.QueueSize {
+	if len(l.queue)+l.heldLen >= l.cfg.QueueSize {
 		l.mu.Unlock()
 		l.stats.queueFull.Add(1)
 		return ErrQueueFull
@@ -209,9 +231,13 @@ func (l *Loop) PushEvent(ev Event) error {
 	return nil
 }
 
-// GetConfig returns the value of key in the transaction of the event being
-// processed or, if the transaction does not touch key, in the handlers'
-// committed desired state. Only call it from handlers (on the loop
+// GetConfig returns the handlers' desired value of key: the value in the
+// transaction of the event being processed or, if that transaction does not
+// touch key, the value the handlers committed last (during a resync, only
+// the resync's transaction counts: the handlers rebuild their state).
+// External configuration is not included: a handler adjusts what another
+// handler produced, and external values are merged over the result when
+// the transaction is committed. Only call it from handlers (on the loop
 // goroutine).
 func (l *Loop) GetConfig(key string) proto.Message {
 	if l.cur != nil {
@@ -227,11 +253,22 @@ func (l *Loop) GetConfig(key string) proto.Message {
 
 // Run processes events until ctx is done, a Shutdown event was processed,
 // or a fatal error occurred, and returns then: ctx.Err() after
-// cancellation (the loop first processes a Shutdown event so handlers can
-// remove what they own, bounded by Config.ShutdownTimeout), nil after a
-// pushed Shutdown event, the fatal error otherwise. Events still queued when
-// the loop stops are completed with ErrStopped. Run starts no goroutine of
-// its own: when it returns, nothing of the loop is left running.
+// cancellation, nil after a pushed Shutdown event, the fatal error
+// otherwise.
+//
+// When ctx ends, Run finishes the event in progress (handlers cannot be
+// interrupted; its commit gets ctx as it is, so a southbound that honours
+// ctx fails it), then processes a Shutdown event so that handlers can remove
+// what they own. Config.ShutdownTimeout bounds that event: its commit gets a
+// context with that deadline (not cancelled with ctx), and once the deadline
+// passed no further handler is called and nothing is committed (a handler
+// that never returns still blocks Run: the loop cannot interrupt a
+// synchronous call). Everything else still queued, follow-ups included, is
+// completed with ErrStopped without running a handler. A pushed Shutdown
+// event is processed the same way.
+//
+// Run starts no goroutine of its own: when it returns, nothing of the loop
+// is left running.
 func (l *Loop) Run(ctx context.Context) error {
 	l.regMu.Lock()
 	started := l.running.CompareAndSwap(false, true)
@@ -239,148 +276,153 @@ func (l *Loop) Run(ctx context.Context) error {
 	if !started {
 		return ErrAlreadyRunning
 	}
-	l.loopG.Store(curG())
+	l.loopG.Store(goid.Get())
 	l.log.Info("event loop started", slog.Int("handlers", len(l.handlers)))
-	defer l.stopTimers()
+	t := l.startTimers()
+	defer t.stop()
+	defer l.stopHealTimer()
 
-	var startupC <-chan time.Time
-	if l.cfg.StartupResyncDeadline > 0 {
-		t := time.NewTimer(l.cfg.StartupResyncDeadline)
-		defer t.Stop()
-		startupC = t.C
-	}
-	var periodicC <-chan time.Time
-	if l.cfg.PeriodicHealingInterval > 0 {
-		t := time.NewTicker(l.cfg.PeriodicHealingInterval)
-		defer t.Stop()
-		periodicC = t.C
-	}
-
-	// batch is the slice of outside events being processed; batchBuf is its
-	// full backing array, handed back to the queue once batch is consumed.
-	var batch, batchBuf []Event
+	// Each turn takes exactly one step: the first of these rules that
+	// applies. Only this goroutine touches the loop's state; others append
+	// to l.queue under l.mu and signal l.wake.
+	//
+	//	R1 fatal      a FatalError (handler, southbound, or healing that
+	//	              gave up): stop.
+	//	R2 cancelled  ctx is done: process a Shutdown event, stop.
+	//	R3 follow-up  process the oldest follow-up.
+	//	R4 batch      admit the oldest outside event of the batch: a
+	//	              Shutdown is processed and stops the loop; before the
+	//	              first DBResync anything else is held; otherwise it
+	//	              is processed.
+	//	R5 timer      act on a due timer: start-up deadline, healing
+	//	              resync, periodic healing.
+	//	R6 refill     the queue of outside events becomes the batch.
+	//	R7 wait       block until a push, a timer or cancellation.
+	//
+	// Invariants that follow:
+	//
+	//	I1 One event at a time, on this goroutine: handlers and the
+	//	   southbound are only called from process.
+	//	I2 Follow-ups run strictly before any other pending event or timer
+	//	   (R3 precedes R4–R7; only process pushes follow-ups), in push
+	//	   order.
+	//	I3 Before the first DBResync only DBResync and Shutdown are
+	//	   processed. Held events keep push order and go to the front of
+	//	   the batch as soon as that DBResync was processed: after its
+	//	   follow-ups, before any event pushed later.
+	//	I4 No event starts after ctx is done except one Shutdown: R2 is
+	//	   checked before every event. Whatever is pending when the loop
+	//	   stops (follow-ups, batch, held, queue, and what was pushed while
+	//	   Shutdown ran) completes with ErrStopped; later pushes return
+	//	   ErrStopped.
+	//	I5 Timers act between batches (R5 after R4): a due timer waits for
+	//	   at most one batch (at most QueueSize outside events and their
+	//	   follow-ups). At most one healing resync is pending.
+	//	I6 The Shutdown event runs with a context that ends
+	//	   ShutdownTimeout after it started and is not cancelled with
+	//	   ctx; once it ended no handler is called and nothing is
+	//	   committed.
 	for {
-		if l.fatal != nil {
-			return l.stop(fmt.Errorf("controller: fatal error: %w", l.fatal), batch)
+		if l.fatal != nil { // R1
+			return l.stop(fmt.Errorf("controller: fatal error: %w", l.fatal))
 		}
-		if len(l.followUps) > 0 {
-			ev := l.followUps[0]
-			l.followUps[0] = nil
-			l.followUps = l.followUps[1:]
-			if len(l.followUps) == 0 {
-				l.followUps = l.followUps[:0:0]
-			}
+		if ctx.Err() != nil { // R2
+			l.shutdown(ctx, NewShutdownEvent())
+			return l.stop(l.result(ctx.Err()))
+		}
+		if ev, ok := l.followUps.pop(); ok { // R3
 			l.process(ctx, ev, true)
 			continue
 		}
-		if len(batch) > 0 {
-			ev := batch[0]
-			batch[0] = nil
-			batch = batch[1:]
-			if _, isShutdown := ev.(*Shutdown); isShutdown {
-				l.process(ctx, ev, false)
-				return l.stop(nil, batch)
-			}
-			if !l.gateOpen {
-				if _, ok := ev.(*DBResync); !ok {
-					l.deferred = append(l.deferred, ev)
-					l.mu.Lock()
-					l.deferredLen++
-					l.mu.Unlock()
-					continue
-				}
-			}
-			l.process(ctx, ev, false)
-			if l.gateOpen && len(l.deferred) > 0 {
-				// The gate just opened: held events run before the rest.
-				batch = append(l.deferred, batch...)
-				l.deferred = nil
-				l.mu.Lock()
-				l.deferredLen = 0
-				l.mu.Unlock()
+		if ev, ok := l.batch.pop(); ok { // R4
+			if stop := l.admit(ctx, ev); stop {
+				return l.stop(l.result(nil))
 			}
 			continue
 		}
-
-		// Between batches: timers and cancellation, without blocking.
-		select {
-		case <-ctx.Done():
-			return l.shutdown(ctx, batch)
-		case <-startupC:
-			l.startupDeadline()
+		if k := l.dueTimer(&t); k != noTimer { // R5
+			l.fire(ctx, k)
 			continue
-		case <-l.healC():
-			l.heal(ctx)
-			continue
-		case <-periodicC:
-			l.periodic(ctx)
-			continue
-		default:
 		}
+		if l.refill() { // R6
+			continue
+		}
+		l.wait(ctx, &t) // R7
+	}
+}
 
+// admit processes an outside event through the start-up gate (R4, I3). It
+// reports whether the loop stops (ev was a Shutdown).
+func (l *Loop) admit(ctx context.Context, ev Event) (stop bool) {
+	switch ev.(type) {
+	case *Shutdown:
+		l.shutdown(ctx, ev)
+		return true
+	case *DBResync:
+	default:
+		if !l.gateOpen {
+			l.held = append(l.held, ev)
+			l.mu.Lock()
+			l.heldLen++
+			l.mu.Unlock()
+			return false
+		}
+	}
+	l.process(ctx, ev, false)
+	if l.gateOpen && len(l.held) > 0 {
+		l.batch.pushFront(l.held)
+		l.held = nil
 		l.mu.Lock()
-		if len(l.queue) > 0 {
-			batch = l.queue
-			l.queue = batchBuf[:0]
-			batchBuf = batch
-		}
+		l.heldLen = 0
 		l.mu.Unlock()
-		if len(batch) > 0 {
-			continue
-		}
-
-		select {
-		case <-ctx.Done():
-			return l.shutdown(ctx, batch)
-		case <-l.wake:
-		case <-startupC:
-			l.startupDeadline()
-		case <-l.healC():
-			l.heal(ctx)
-		case <-periodicC:
-			l.periodic(ctx)
-		}
 	}
+	return false
 }
 
-func (l *Loop) startupDeadline() {
-	if l.gateOpen {
-		return
+// refill makes the outside queue the batch (R6); the batch is empty. It
+// reports whether there was anything.
+func (l *Loop) refill() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.queue) == 0 {
+		return false
 	}
-	l.stats.deadlineHit.Store(true)
-	l.log.Warn("no start-up DBResync within the deadline; events wait for it",
-		slog.Duration("deadline", l.cfg.StartupResyncDeadline))
+	l.queue = l.batch.swap(l.queue)
+	return true
 }
 
-func (l *Loop) periodic(ctx context.Context) {
-	if !l.gateOpen {
-		return
-	}
-	l.process(ctx, &HealingResync{Type: Periodic}, false)
-}
-
-// shutdown processes a Shutdown event after ctx was cancelled, then stops.
-func (l *Loop) shutdown(ctx context.Context, rest []Event) error {
+// shutdown processes a Shutdown event under Config.ShutdownTimeout (I6).
+func (l *Loop) shutdown(ctx context.Context, ev Event) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ShutdownTimeout)
 	defer cancel()
-	l.process(sctx, NewShutdownEvent(), false)
-	return l.stop(ctx.Err(), rest)
+	l.bounded = true
+	l.process(sctx, ev, false)
+	l.bounded = false
 }
 
-// stop refuses further pushes and completes everything still queued (rest
-// is the unprocessed part of the current batch) with ErrStopped.
-func (l *Loop) stop(result error, rest []Event) error {
+// result is what Run returns after the Shutdown event: a fatal error of
+// that event, or res.
+func (l *Loop) result(res error) error {
+	if l.fatal != nil {
+		return fmt.Errorf("controller: fatal error: %w", l.fatal)
+	}
+	return res
+}
+
+// stop refuses further pushes and completes everything still pending with
+// ErrStopped (I4).
+func (l *Loop) stop(result error) error {
 	l.mu.Lock()
 	l.stopped = true
 	queued := l.queue
 	l.queue = nil
-	l.deferredLen = 0
+	l.heldLen = 0
 	l.mu.Unlock()
-	l.failAll(l.followUps)
-	l.failAll(rest)
-	l.failAll(l.deferred)
-	l.failAll(queued)
-	l.followUps, l.deferred = nil, nil
+	failAll(l.followUps.take())
+	failAll(l.batch.take())
+	failAll(l.held)
+	failAll(queued)
+	l.held = nil
 	if result != nil && !errors.Is(result, context.Canceled) {
 		l.log.Info("event loop stopped", slog.Any("error", result))
 	} else {
@@ -389,7 +431,7 @@ func (l *Loop) stop(result error, rest []Event) error {
 	return result
 }
 
-func (l *Loop) failAll(evs []Event) {
+func failAll(evs []Event) {
 	for _, ev := range evs {
 		if ev != nil {
 			ev.Done(ErrStopped)
@@ -397,48 +439,102 @@ func (l *Loop) failAll(evs []Event) {
 	}
 }
 
-// setSource replaces (kvs non-nil) or removes (kvs nil) an external source.
-func (l *Loop) setSource(name string, kvs KeyValuePairs) {
-	_, known := l.external[name]
-	if kvs == nil {
-		if known {
-			delete(l.external, name)
-			l.sources = slices.DeleteFunc(l.sources, func(s string) bool { return s == name })
-		}
-		return
-	}
-	l.external[name] = kvs
-	if !known {
-		l.sources = append(l.sources, name)
-		sort.Strings(l.sources)
+func (l *Loop) stopHealTimer() {
+	if l.heal.timer != nil {
+		l.heal.timer.Stop()
 	}
 }
 
-// effective returns the value of key after merging external configuration
-// over the handlers' desired state: external sources win over handlers, and
-// among sources the one whose name sorts last wins.
-func (l *Loop) effective(key string) proto.Message {
-	for i := len(l.sources) - 1; i >= 0; i-- {
-		if v, ok := l.external[l.sources[i]][key]; ok && v != nil {
-			return v
-		}
-	}
-	return l.internal[key]
+// timerKind names the loop's timers.
+type timerKind uint8
+
+const (
+	noTimer timerKind = iota
+	startupTimer
+	healTimer
+	periodicTimer
+)
+
+// timers are the loop's timer channels (nil when off) and a timer that R7
+// received but that was not acted on yet.
+type timers struct {
+	startup, periodic <-chan time.Time
+	fired             timerKind
+	stops             []func()
 }
 
-// merged returns the complete desired state: internal overlaid with every
-// external source in ascending name order.
-func (l *Loop) merged() KeyValuePairs {
-	out := make(KeyValuePairs, len(l.internal))
-	for k, v := range l.internal {
-		out[k] = v
+func (l *Loop) startTimers() timers {
+	var t timers
+	if l.cfg.StartupResyncDeadline > 0 {
+		st := time.NewTimer(l.cfg.StartupResyncDeadline)
+		t.startup = st.C
+		t.stops = append(t.stops, func() { st.Stop() })
 	}
-	for _, s := range l.sources {
-		for k, v := range l.external[s] {
-			if v != nil {
-				out[k] = v
-			}
+	if l.cfg.PeriodicHealingInterval > 0 {
+		pt := time.NewTicker(l.cfg.PeriodicHealingInterval)
+		t.periodic = pt.C
+		t.stops = append(t.stops, pt.Stop)
+	}
+	return t
+}
+
+func (t *timers) stop() {
+	for _, stop := range t.stops {
+		stop()
+	}
+}
+
+// dueTimer returns the timer to act on now, if any (R5).
+func (l *Loop) dueTimer(t *timers) timerKind {
+	if k := t.fired; k != noTimer {
+		t.fired = noTimer
+		return k
+	}
+	select {
+	case <-t.startup:
+		return startupTimer
+	case <-l.healC():
+		return healTimer
+	case <-t.periodic:
+		return periodicTimer
+	default:
+		return noTimer
+	}
+}
+
+// wait blocks until a push, a timer or cancellation (R7). A timer that
+// fires is kept in t for R5, after R1–R4 were checked again.
+func (l *Loop) wait(ctx context.Context, t *timers) {
+	select {
+	case <-ctx.Done():
+	case <-l.wake:
+	case <-t.startup:
+		t.fired = startupTimer
+	case <-l.healC():
+		t.fired = healTimer
+	case <-t.periodic:
+		t.fired = periodicTimer
+	}
+}
+
+// fire acts on a timer (R5).
+func (l *Loop) fire(ctx context.Context, k timerKind) {
+	switch k {
+	case startupTimer:
+		if l.gateOpen {
+			return
+		}
+		l.stats.deadlineHit.Store(true)
+		l.log.Warn("no start-up DBResync within the deadline; events wait for it",
+			slog.Duration("deadline", l.cfg.StartupResyncDeadline))
+	case healTimer:
+		l.heal.pending = false
+		err := l.heal.err
+		l.heal.err = nil
+		l.process(ctx, &HealingResync{Type: AfterError, Error: err}, false)
+	case periodicTimer:
+		if l.gateOpen {
+			l.process(ctx, &HealingResync{Type: Periodic}, false)
 		}
 	}
-	return out
 }

@@ -3,7 +3,9 @@ package controller_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -81,16 +83,19 @@ func TestResyncCountAndDirection(t *testing.T) {
 	})
 }
 
-var errBoom = errors.New("boom")
+var (
+	errBoom  = errors.New("boom")
+	errBoom2 = errors.New("boom2")
+)
 
 func TestErrorOutcomes(t *testing.T) {
 	type want struct {
 		calls      []string // handler calls for the event under test (after the start-up resync)
 		committed  bool     // an update commit carrying the event
-		doneErr    string   // substring of the Done error, "" = nil
+		doneErr    []string // substrings of the Done error, none = nil
 		healing    bool     // a healing resync ran afterwards
 		runErr     error    // Run stops with an error wrapping this
-		revertKeys bool     // commit reverted: state lacks the event's keys
+		revertKeys bool     // commit reverted: the loop's state lacks the event's keys
 	}
 	fatalErr := controller.NewFatalError(errBoom)
 	abortErr := controller.NewAbortEventError(errBoom)
@@ -103,40 +108,44 @@ func TestErrorOutcomes(t *testing.T) {
 	}{
 		{
 			name: "best effort: other handlers run, commit, heal", tt: controller.BestEffort, failB: errBoom,
-			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: "b: boom", healing: true},
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: []string{"b: boom"}, healing: true},
 		},
 		{
 			name: "best effort ignore errors: commit, no healing", tt: controller.BestEffortIgnoreErrors, failB: errBoom,
-			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: "b: boom"},
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: []string{"b: boom"}},
 		},
 		{
 			name: "revert on failure: stop, no commit, revert in reverse", tt: controller.RevertOnFailure, failB: errBoom,
-			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "a.Revert(ev)"}, doneErr: "b: boom"},
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "a.Revert(ev)"}, doneErr: []string{"b: boom"}},
 		},
 		{
 			name: "abort best effort: stop, no commit, heal", tt: controller.BestEffort, failB: abortErr,
-			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)"}, doneErr: "b: boom", healing: true},
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)"}, doneErr: []string{"b: boom"}, healing: true},
 		},
 		{
 			name: "abort revert on failure: revert, heal", tt: controller.RevertOnFailure, failB: abortErr,
-			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "a.Revert(ev)"}, doneErr: "b: boom", healing: true},
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "a.Revert(ev)"}, doneErr: []string{"b: boom"}, healing: true},
 		},
 		{
 			name: "fatal: stop the loop", tt: controller.BestEffort, failB: fatalErr,
-			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)"}, doneErr: "b: boom", runErr: errBoom},
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)"}, doneErr: []string{"b: boom"}, runErr: errBoom},
 		},
 		{
 			name: "commit error best effort: heal", tt: controller.BestEffort, commitErr: errBoom,
-			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: "commit: boom", healing: true},
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: []string{"commit: boom"}, healing: true},
+		},
+		{
+			name: "best effort: handler and commit errors are joined", tt: controller.BestEffort, failB: errBoom, commitErr: errBoom2,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: []string{"b: boom", "commit: boom2"}, healing: true},
 		},
 		{
 			name: "commit error revert on failure: revert all, heal", tt: controller.RevertOnFailure, commitErr: errBoom,
 			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)", "c.Revert(ev)", "b.Revert(ev)", "a.Revert(ev)"},
-				committed: true, doneErr: "commit: boom", healing: true, revertKeys: true},
+				committed: true, doneErr: []string{"commit: boom"}, healing: true, revertKeys: true},
 		},
 		{
 			name: "fatal commit error: stop the loop", tt: controller.BestEffort, commitErr: controller.NewFatalError(errBoom),
-			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: "boom", runErr: errBoom},
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: []string{"boom"}, runErr: errBoom},
 		},
 	}
 	for _, tc := range tests {
@@ -155,8 +164,18 @@ func TestErrorOutcomes(t *testing.T) {
 					}
 					return nil
 				}}
-				hs := []controller.EventHandler{handler("a", log, nil), handler("b", log, failB), handler("c", log, nil)}
-				l := newLoop(t, hs, sb, controller.Config{HealingDelay: time.Second})
+				var l *controller.Loop
+				probed := map[string]bool{}
+				probe := &controller.HandlerFuncs{Name: "probe", UpdateFunc: func(ev controller.Event, _ controller.UpdateOperations) (string, error) {
+					if ev.GetName() == "probe" {
+						for _, k := range []string{"a/ev", "c/ev"} {
+							probed[k] = l.GetConfig(k) != nil
+						}
+					}
+					return "", nil
+				}}
+				hs := []controller.EventHandler{handler("a", log, nil), handler("b", log, failB), handler("c", log, nil), probe}
+				l = newLoop(t, hs, sb, controller.Config{HealingDelay: time.Second})
 				_, runDone := run(t, l)
 				require.NoError(t, l.PushEvent(controller.NewDBResync()))
 				synctest.Wait()
@@ -176,10 +195,17 @@ func TestErrorOutcomes(t *testing.T) {
 				}
 				require.Equal(t, tc.want.calls, evCalls)
 				err := ev.result(t)
-				if tc.want.doneErr == "" {
+				if len(tc.want.doneErr) == 0 {
 					require.NoError(t, err)
-				} else {
-					require.ErrorContains(t, err, tc.want.doneErr)
+				}
+				for _, want := range tc.want.doneErr {
+					require.ErrorContains(t, err, want)
+				}
+				if tc.failB != nil {
+					require.ErrorIs(t, err, errBoom)
+				}
+				if tc.commitErr != nil {
+					require.ErrorIs(t, err, tc.commitErr)
 				}
 
 				committed := false
@@ -201,6 +227,21 @@ func TestErrorOutcomes(t *testing.T) {
 					return
 				}
 
+				// The loop's record of the handlers' desired state (what
+				// GetConfig returns outside the event's transaction) holds the
+				// event's keys unless nothing was committed or the commit was
+				// reverted. Checked before the healing resync replaces it.
+				if !healed {
+					probe := newUpdate("probe", controller.BestEffort, controller.Forward)
+					require.NoError(t, l.PushEvent(probe))
+					synctest.Wait()
+					require.NoError(t, probe.result(t))
+					want := tc.want.committed && !tc.want.revertKeys
+					require.Equal(t, want, probed["a/ev"], "a/ev in the loop's state after the event")
+					require.Equal(t, want, probed["c/ev"], "c/ev in the loop's state after the event")
+					log.take()
+				}
+
 				time.Sleep(time.Second) // healing delay
 				synctest.Wait()
 				for _, c := range log.take() {
@@ -209,9 +250,6 @@ func TestErrorOutcomes(t *testing.T) {
 					}
 				}
 				require.Equal(t, tc.want.healing, healed, "healing resync")
-				if tc.want.revertKeys && !tc.want.healing {
-					require.NotContains(t, sb.State(), "a/ev")
-				}
 			})
 		})
 	}
@@ -395,6 +433,59 @@ func TestPushFromOtherGoroutineDuringHandlerIsNotFollowUp(t *testing.T) {
 	})
 }
 
+// TestFollowUpsAmongConcurrentPushers: while a handler runs and pushes
+// follow-ups, other goroutines push at the same time. Only the handler's
+// pushes are follow-ups (a blocking event from outside is accepted), and
+// they run before every outside event.
+func TestFollowUpsAmongConcurrentPushers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var l *controller.Loop
+		log := &callLog{}
+		release := make(chan struct{})
+		var followUpErrs []error
+		h := &controller.HandlerFuncs{Name: "h", UpdateFunc: func(ev controller.Event, _ controller.UpdateOperations) (string, error) {
+			log.add("%s", ev.GetName())
+			if ev.GetName() == "A" {
+				followUpErrs = append(followUpErrs, l.PushEvent(newUpdate("F1", controller.BestEffort, controller.Forward)))
+				<-release // the pushers run now
+				followUpErrs = append(followUpErrs, l.PushEvent(newUpdate("F2", controller.BestEffort, controller.Forward)))
+			}
+			return "", nil
+		}}
+		l = newLoop(t, []controller.EventHandler{h}, &controllertest.Southbound{}, controller.Config{})
+		run(t, l)
+		require.NoError(t, l.PushEvent(controller.NewDBResync()))
+		require.NoError(t, l.PushEvent(newUpdate("A", controller.BestEffort, controller.Forward)))
+		synctest.Wait() // A is running
+
+		const pushers = 8
+		pushed := make([]*controller.AddPod, pushers)
+		pushErrs := make([]error, pushers)
+		var wg sync.WaitGroup
+		for i := range pushers {
+			wg.Go(func() {
+				pushed[i] = controller.NewAddPodEvent(kubemodel.PodID{Namespace: "n", Name: fmt.Sprint("p", i)}, "c", "/ns")
+				pushErrs[i] = l.PushEvent(pushed[i])
+			})
+		}
+		wg.Wait()
+		close(release)
+		for i := range pushers {
+			require.NoError(t, pushErrs[i], "pusher %d", i)
+			require.NoError(t, pushed[i].Wait(), "pusher %d", i)
+		}
+		require.Equal(t, []error{nil, nil}, followUpErrs)
+		calls := log.take()
+		require.Len(t, calls, 3+pushers)
+		require.Equal(t, []string{"A", "F1", "F2"}, calls[:3])
+		require.EqualValues(t, 2, l.Stats().FollowUps)
+		for _, r := range l.History().Last(pushers) {
+			require.Equal(t, "Add Pod", r.Name)
+			require.False(t, r.FollowUp)
+		}
+	})
+}
+
 func TestQueueFullAndStopped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLoop(t, nil, &controllertest.Southbound{}, controller.Config{QueueSize: 2})
@@ -531,6 +622,45 @@ func TestExternalConfigMerge(t *testing.T) {
 		require.NoError(t, l.PushEvent(newUpdate("change-own", controller.BestEffort, controller.Forward)))
 		synctest.Wait()
 		require.Equal(t, []string{"handler", "handler", "handler", "handler", "handler2"}, retrieved)
+	})
+}
+
+// TestAbortedExternalConfigChangeIsHealed: the change of an external
+// source becomes part of the loop's state before the handlers run, so the
+// healing resync after an abort applies it.
+func TestAbortedExternalConfigChangeIsHealed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		aborts := 0
+		h := &controller.HandlerFuncs{Name: "h", UpdateFunc: func(ev controller.Event, _ controller.UpdateOperations) (string, error) {
+			if _, ok := ev.(*controller.ExternalConfigChange); ok && aborts == 0 {
+				aborts++
+				return "", controller.NewAbortEventError(errBoom)
+			}
+			return "", nil
+		}}
+		sb := &controllertest.Southbound{}
+		l := newLoop(t, []controller.EventHandler{h}, sb, controller.Config{})
+		run(t, l)
+		require.NoError(t, l.PushEvent(controller.NewDBResync()))
+		ch := controller.NewExternalConfigChange("user", true)
+		ch.UpdatedKVs["vpp/x"] = str("1")
+		require.NoError(t, l.PushEvent(ch))
+		var abort *controller.AbortEventError
+		require.ErrorAs(t, ch.Wait(), &abort)
+		synctest.Wait()
+		cs := sb.Commits()
+		require.Len(t, cs, 2, "start-up resync and healing resync")
+		require.Equal(t, "Healing Resync", cs[1].EventName)
+		require.Equal(t, map[string]string{"vpp/x": "1"}, values(sb.State()))
+
+		// Deleting the key through a change that is aborted is healed too.
+		aborts = 0
+		del := controller.NewExternalConfigChange("user", true)
+		del.UpdatedKVs["vpp/x"] = nil
+		require.NoError(t, l.PushEvent(del))
+		require.ErrorAs(t, del.Wait(), &abort)
+		synctest.Wait()
+		require.Empty(t, sb.State())
 	})
 }
 

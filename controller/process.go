@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// process runs one event to completion and calls its Done.
+// process runs one event to completion and calls its Done (I1).
 func (l *Loop) process(ctx context.Context, ev Event, followUp bool) {
 	l.seq++
 	rec := &l.rec
@@ -19,17 +19,18 @@ func (l *Loop) process(ctx context.Context, ev Event, followUp bool) {
 	if l.history.Cap() > 0 {
 		rec.Description = ev.String()
 	}
+	if len(l.evKeys) > 0 {
+		clear(l.evKeys)
+		l.evKeys = l.evKeys[:0]
+	}
+	l.evTransient = false
 	l.inHandler.Store(true)
 	var err error
 	switch ev.Method() {
 	case FullResync, UpstreamResync:
 		err = l.resync(ctx, ev)
 	case DownstreamResync:
-		l.stats.downstream.Add(1)
-		err = l.commit(ctx, Commit{Kind: CommitReapply, Event: ev})
-		if err != nil {
-			l.scheduleHealing(err, false)
-		}
+		err = l.reapply(ctx, ev)
 	case Update:
 		err = l.update(ctx, ev)
 	default:
@@ -47,7 +48,7 @@ func (l *Loop) process(ctx context.Context, ev Event, followUp bool) {
 	if err != nil {
 		l.stats.failed.Add(1)
 		l.log.Warn("event processing failed", slog.Uint64("seq", rec.Seq),
-			slog.String("event", rec.Name), slog.Any("error", err))
+			slog.String("event", rec.Name), slog.Bool("permanent", IsPermanent(err)), slog.Any("error", err))
 	} else if l.log.Enabled(ctx, slog.LevelDebug) {
 		l.log.Debug("event processed", slog.Uint64("seq", rec.Seq), slog.String("event", ev.String()),
 			slog.Duration("duration", rec.Duration()))
@@ -71,36 +72,23 @@ func (l *Loop) outcome(h EventHandler, change string, err error, since time.Dura
 	return now
 }
 
-// resync processes a FullResync or UpstreamResync event.
+// resync processes a FullResync or UpstreamResync event: the handlers
+// rebuild their complete desired state, which is committed as a whole.
+//
+// Errors: an abort stops the event (no commit) and heals at once; other
+// handler errors do not stop it. The event's error joins every handler
+// error and the commit error. Unless every part of it is permanent, a
+// healing resync is scheduled; a failed healing resync counts towards
+// Config.MaxHealingAttempts. A resync without a transient error resets the
+// healing backoff.
 func (l *Loop) resync(ctx context.Context, ev Event) error {
 	l.stats.resyncs.Add(1)
 	l.resyncCount++
 	l.rec.ResyncCount = l.resyncCount
-	healing := false
-	switch e := ev.(type) {
-	case *DBResync:
-		if e.KubeState != nil {
-			l.kubeState = e.KubeState
-		} else {
-			l.kubeState = NewKubeStateData()
-		}
-		ext := e.ExternalConfig
-		if ext == nil {
-			ext = make(KeyValuePairs)
-		}
-		l.setSource(RemoteDBSource, ext)
-		if !l.gateOpen {
-			l.gateOpen = true
-			l.stats.startupDone.Store(true)
-		}
-	case *ExternalConfigResync:
-		ext := e.ExternalConfig
-		if ext == nil {
-			ext = make(KeyValuePairs)
-		}
-		l.setSource(e.Source, ext)
-	case *HealingResync:
-		healing = e.Type == AfterError
+	healing := l.applyResyncInput(ev)
+	if _, ok := ev.(*DBResync); ok && !l.gateOpen {
+		l.gateOpen = true
+		l.stats.startupDone.Store(true)
 	}
 
 	t := &l.txn
@@ -115,6 +103,7 @@ func (l *Loop) resync(ctx context.Context, ev Event) error {
 		}
 		err := h.Resync(ev, l.kubeState, l.resyncCount, t)
 		start = l.outcome(h, "", err, start)
+		l.handlerOutcome(h, true, err)
 		if err == nil {
 			continue
 		}
@@ -126,22 +115,29 @@ func (l *Loop) resync(ctx context.Context, ev Event) error {
 		errs = append(errs, err)
 	}
 	if stop != nil {
-		return l.stopEvent(stop, healing)
+		l.settleKeys(ev, settleAdd)
+		err := joinErrs(errs, stop)
+		if isFatal(stop) {
+			l.fatal = stop
+			return err
+		}
+		l.stats.aborts.Add(1)
+		l.scheduleHealing(err, healing)
+		return err
 	}
 
 	// The handlers' output becomes the internal configuration.
 	l.internal, t.values = t.values, l.internal
 	clear(t.values)
 	l.cur = nil
-	if err := l.commit(ctx, Commit{Kind: CommitResync, Event: ev, Values: l.merged()}); err != nil {
-		if isFatal(err) {
-			l.fatal = err
-			return err
-		}
-		errs = append(errs, err)
+	commitErr := l.commit(ctx, Commit{Kind: CommitResync, Event: ev, Values: l.merged()})
+	err := joinErrs(errs, commitErr)
+	if isFatal(commitErr) {
+		l.fatal = commitErr
+		return err
 	}
-	err := errors.Join(errs...)
-	if err != nil {
+	l.settleKeys(ev, settleResync)
+	if err != nil && !IsPermanent(err) {
 		l.scheduleHealing(err, healing)
 	} else {
 		l.healingSucceeded()
@@ -149,18 +145,30 @@ func (l *Loop) resync(ctx context.Context, ev Event) error {
 	return err
 }
 
-// stopEvent handles an AbortEventError or FatalError returned by a handler.
-func (l *Loop) stopEvent(err error, healing bool) error {
-	if isFatal(err) {
+// reapply processes a DownstreamResync: no handler runs, the southbound
+// re-applies the committed state. A transient error heals.
+func (l *Loop) reapply(ctx context.Context, ev Event) error {
+	l.stats.downstream.Add(1)
+	err := l.commit(ctx, Commit{Kind: CommitReapply, Event: ev})
+	switch {
+	case isFatal(err):
 		l.fatal = err
 		return err
+	case err != nil && !IsPermanent(err):
+		l.scheduleHealing(err, false)
 	}
-	l.stats.aborts.Add(1)
-	l.scheduleHealing(err, healing)
+	l.settleKeys(ev, settleAdd)
 	return err
 }
 
-// update processes an Update event.
+// update processes an Update event: the handlers change their desired
+// state in the event's direction, and the changes are committed.
+//
+// Errors (see the package documentation for the table): the event's error
+// joins every handler error and the commit error. Handler errors of a
+// BestEffort event heal unless all are permanent; a commit error heals
+// unless it is permanent, and always for RevertOnFailure (the loop reverts
+// the handlers while the southbound may have applied the other keys).
 func (l *Loop) update(ctx context.Context, ev Event) error {
 	ue, ok := ev.(UpdateEvent)
 	if !ok {
@@ -168,26 +176,14 @@ func (l *Loop) update(ctx context.Context, ev Event) error {
 	}
 	tt, dir := ue.TransactionType(), ue.Direction()
 	l.rec.TransactionType, l.rec.Direction = tt, dir
-
-	if e, ok := ev.(*KubeStateChange); ok {
-		kvs := l.kubeState[e.Resource]
-		if e.NewValue == nil {
-			delete(kvs, e.Key)
-		} else {
-			if kvs == nil {
-				kvs = make(KeyValuePairs)
-				l.kubeState[e.Resource] = kvs
-			}
-			kvs[e.Key] = e.NewValue
-		}
-	}
+	l.applyUpdateInput(ev)
 
 	t := &l.txn
 	t.reset(false)
 	l.cur = t
 	l.ran = l.ran[:0]
 	var errs []error
-	var stop error // abort, fatal, or the first error of RevertOnFailure
+	var stop error // abort, fatal, the first error of RevertOnFailure, or the shutdown deadline
 	n := len(l.handlers)
 	var start time.Duration
 	for i := range n {
@@ -199,12 +195,18 @@ func (l *Loop) update(ctx context.Context, ev Event) error {
 		if !h.HandlesEvent(ev) {
 			continue
 		}
+		if l.bounded && ctx.Err() != nil {
+			stop = fmt.Errorf("controller: %s stopped before handler %s: ShutdownTimeout %v exceeded: %w",
+				ev.GetName(), h, l.cfg.ShutdownTimeout, ctx.Err())
+			break
+		}
 		change, err := h.Update(ev, t)
 		start = l.outcome(h, change, err, start)
 		if err == nil {
 			l.ran = append(l.ran, idx)
 			continue
 		}
+		l.handlerOutcome(h, false, err)
 		err = fmt.Errorf("%s: %w", h, err)
 		if isFatal(err) || isAbort(err) || tt == RevertOnFailure {
 			stop = err
@@ -212,22 +214,66 @@ func (l *Loop) update(ctx context.Context, ev Event) error {
 		}
 		errs = append(errs, err)
 	}
+	if stop == nil && l.bounded && ctx.Err() != nil && len(t.values) > 0 {
+		stop = fmt.Errorf("controller: %s not committed: ShutdownTimeout %v exceeded: %w",
+			ev.GetName(), l.cfg.ShutdownTimeout, ctx.Err())
+	}
 	if stop != nil {
-		if isFatal(stop) {
-			l.fatal = stop
-			return stop
-		}
-		if tt == RevertOnFailure {
-			stop = errors.Join(stop, l.revert(ev))
-		}
-		if isAbort(stop) {
-			return l.stopEvent(stop, false)
-		}
-		return stop
+		l.cur = nil
+		return l.stopUpdate(ev, tt, errs, stop)
 	}
 
-	// Apply the handlers' changes to the internal configuration, remember
-	// the previous values for a revert, and build the merged changes.
+	l.applyChanges(ev, tt)
+	var commitErr error
+	if len(l.commitVals) > 0 {
+		commitErr = l.commit(ctx, Commit{Kind: CommitUpdate, Event: ev, TransactionType: tt, Values: l.commitVals})
+		if isFatal(commitErr) {
+			l.fatal = commitErr
+			return joinErrs(errs, commitErr)
+		}
+		if commitErr != nil && tt == RevertOnFailure {
+			l.undoChanges()
+			commitErr = errors.Join(commitErr, l.revert(ev))
+		}
+	}
+	l.settleKeys(ev, settleUpdate)
+	err := joinErrs(errs, commitErr)
+	switch {
+	case err == nil:
+	case commitErr != nil && (tt == RevertOnFailure || !IsPermanent(commitErr)):
+		// The data plane may hold part of the transaction: heal.
+		l.scheduleHealing(err, false)
+	case tt == BestEffort && !IsPermanent(err):
+		l.scheduleHealing(err, false)
+	}
+	return err
+}
+
+// stopUpdate ends an update event that a handler stopped (nothing is
+// committed): a fatal error stops the loop; RevertOnFailure reverts the
+// handlers that ran; an abort heals at once.
+func (l *Loop) stopUpdate(ev Event, tt UpdateTransactionType, errs []error, stop error) error {
+	if isFatal(stop) {
+		l.fatal = stop
+		return joinErrs(errs, stop)
+	}
+	if tt == RevertOnFailure {
+		stop = errors.Join(stop, l.revert(ev))
+	}
+	l.settleKeys(ev, settleAdd)
+	if isAbort(stop) {
+		l.stats.aborts.Add(1)
+		l.scheduleHealing(stop, false)
+	}
+	return joinErrs(errs, stop)
+}
+
+// applyChanges applies the handlers' transaction to the internal
+// configuration, remembers the previous values for a revert, and builds
+// the merged changes to commit: the keys the handlers touched and the keys
+// of an ExternalConfigChange, each with its effective value.
+func (l *Loop) applyChanges(ev Event, tt UpdateTransactionType) {
+	t := &l.txn
 	clear(l.undo)
 	clear(l.commitVals)
 	for k, v := range t.values {
@@ -241,17 +287,7 @@ func (l *Loop) update(ctx context.Context, ev Event) error {
 		}
 	}
 	if e, ok := ev.(*ExternalConfigChange); ok {
-		src := l.external[e.Source]
-		if src == nil {
-			src = make(KeyValuePairs)
-			l.setSource(e.Source, src)
-		}
-		for k, v := range e.UpdatedKVs {
-			if v == nil {
-				delete(src, k)
-			} else {
-				src[k] = v
-			}
+		for k := range e.UpdatedKVs {
 			l.commitVals[k] = l.effective(k)
 		}
 	}
@@ -259,34 +295,18 @@ func (l *Loop) update(ctx context.Context, ev Event) error {
 		l.commitVals[k] = l.effective(k)
 	}
 	l.cur = nil
+}
 
-	if len(l.commitVals) > 0 {
-		err := l.commit(ctx, Commit{Kind: CommitUpdate, Event: ev, TransactionType: tt, Values: l.commitVals})
-		if err != nil {
-			if isFatal(err) {
-				l.fatal = err
-				return err
-			}
-			if tt == RevertOnFailure {
-				for k, v := range l.undo {
-					if v == nil {
-						delete(l.internal, k)
-					} else {
-						l.internal[k] = v
-					}
-				}
-				err = errors.Join(err, l.revert(ev))
-			}
-			// The data plane may hold part of the transaction: heal.
-			l.scheduleHealing(err, false)
-			return err
+// undoChanges restores the internal configuration after a failed commit of
+// a RevertOnFailure event.
+func (l *Loop) undoChanges() {
+	for k, v := range l.undo {
+		if v == nil {
+			delete(l.internal, k)
+		} else {
+			l.internal[k] = v
 		}
 	}
-	err := errors.Join(errs...)
-	if err != nil && tt == BestEffort {
-		l.scheduleHealing(err, false)
-	}
-	return err
 }
 
 // revert calls Revert on the handlers that ran for ev, in reverse order.
@@ -324,83 +344,40 @@ func (l *Loop) commit(ctx context.Context, c Commit) error {
 		l.stats.commitErrors.Add(1)
 		err = fmt.Errorf("commit: %w", err)
 		l.rec.CommitErr = err
+		if isFatal(err) {
+			return err
+		}
 	}
+	l.southboundOutcome(c.Kind, err)
 	return err
 }
 
-// scheduleHealing arranges a healing resync after err. failedHealing is set
-// when err comes from a healing resync: the backoff grows and, after
-// Config.MaxHealingAttempts failures in a row, the loop stops.
-func (l *Loop) scheduleHealing(err error, failedHealing bool) {
-	immediate := isAbort(err)
-	if failedHealing {
-		l.stats.healFailed.Add(1)
-		l.healFailures++
-		if l.cfg.MaxHealingAttempts > 0 && l.healFailures >= l.cfg.MaxHealingAttempts {
-			l.fatal = fmt.Errorf("%w (%d attempts): %w", ErrHealingFailed, l.healFailures, err)
-			return
-		}
+// joinErrs joins errs and last (which may be nil) without allocating when
+// there is nothing to join.
+func joinErrs(errs []error, last error) error {
+	switch {
+	case len(errs) == 0:
+		return last
+	case last == nil:
+		return errors.Join(errs...)
 	}
-	if l.healPending {
-		return
-	}
-	delay := l.cfg.HealingDelay
-	if l.healFailures > 0 {
-		delay = l.healNextDelay
-	}
-	if immediate && l.healFailures == 0 {
-		delay = 0
-	}
-	l.healNextDelay = min(max(delay, l.cfg.HealingDelay)*2, l.cfg.MaxHealingDelay)
-	l.healPending = true
-	l.healErr = err
-	l.stats.healScheduled.Add(1)
-	if l.healTimer == nil {
-		l.healTimer = time.NewTimer(delay)
-	} else {
-		l.healTimer.Reset(delay)
-	}
-	l.log.Warn("healing resync scheduled", slog.Duration("delay", delay),
-		slog.Int("failedAttempts", l.healFailures), slog.Any("error", err))
+	return errors.Join(append(errs, last)...)
 }
 
-// healingSucceeded resets the backoff after a successful resync.
-func (l *Loop) healingSucceeded() {
-	if l.healFailures > 0 {
-		l.log.Info("healing resync succeeded", slog.Int("failedAttempts", l.healFailures))
-	}
-	l.healFailures = 0
-	l.healNextDelay = 0
-}
-
-// healC returns the channel of the pending healing timer, or nil.
-func (l *Loop) healC() <-chan time.Time {
-	if !l.healPending {
-		return nil
-	}
-	return l.healTimer.C
-}
-
-// heal runs the pending healing resync.
-func (l *Loop) heal(ctx context.Context) {
-	l.healPending = false
-	err := l.healErr
-	l.healErr = nil
-	l.process(ctx, &HealingResync{Type: AfterError, Error: err}, false)
-}
-
-func (l *Loop) stopTimers() {
-	if l.healTimer != nil {
-		l.healTimer.Stop()
-	}
-}
-
+// isFatal and isAbort allocate (errors.As needs a pointer): test err for
+// nil first on hot paths.
 func isFatal(err error) bool {
+	if err == nil {
+		return false
+	}
 	var f *FatalError
 	return errors.As(err, &f)
 }
 
 func isAbort(err error) bool {
+	if err == nil {
+		return false
+	}
 	var a *AbortEventError
 	return errors.As(err, &a)
 }

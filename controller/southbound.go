@@ -43,7 +43,9 @@ import (
 //     [Stats]) and does not heal;
 //   - an error marked with [NewPermanentError] (for example a data plane
 //     that lacks the API the southbound needs) is reported the same way and
-//     not healed: the southbound recovers by itself when the condition ends;
+//     not healed: the southbound recovers by itself when the condition ends.
+//     Return it from every commit while the condition lasts: the loop
+//     reports it until a resync or reapply commit returns without it;
 //   - any other error is transient: the loop schedules a healing resync (a
 //     full resync);
 //   - wrap the error in [NewFatalError] to stop the loop instead.

@@ -17,6 +17,8 @@ type Stats struct {
 	Reverts            uint64 // RevertOnFailure events reverted
 	Aborts             uint64 // events aborted with AbortEventError
 	QueueFull          uint64 // PushEvent calls refused with ErrQueueFull
+	PermanentErrors    uint64 // permanent errors from handlers and the southbound (each KeyError counts once)
+	RejectedKeys       int    // keys rejected for good right now (see Loop.RejectedKeys)
 	StartupResyncDone  bool
 	StartupDeadlineHit bool
 }
@@ -24,6 +26,6 @@ type Stats struct {
 type counters struct {
 	processed, failed, followUps, resyncs, downstream atomic.Uint64
 	healScheduled, healFailed, commits, commitErrors  atomic.Uint64
-	reverts, aborts, queueFull                        atomic.Uint64
+	reverts, aborts, queueFull, permanent             atomic.Uint64
 	startupDone, deadlineHit                          atomic.Bool
 }

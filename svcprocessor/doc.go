@@ -32,6 +32,19 @@
 // other renderers are notified anyway, so a later resync makes everyone
 // consistent again.
 //
+// # Bad input
+//
+// The key of a Kubernetes state value names the service; the value must be
+// of the resource's type and name the same namespace/name (or none). A
+// change that breaks this is rejected: nothing changes and Update returns a
+// [controller.KeyError] for the key, wrapping [ErrUnexpectedValue]. Resync
+// skips such values, applies the rest and returns their KeyErrors (joined).
+// The event loop records a KeyError without scheduling a healing resync (a
+// resync would find the same value) and reports the key through
+// controller.Loop.Healthy and RejectedKeys until a change of that key is
+// accepted. Malformed parts inside an otherwise valid service (an
+// unparsable IP, a port out of range) are skipped with a warning in the log.
+//
 // # Incremental work
 //
 // Services are indexed by ID, services with node ports and local endpoints
@@ -54,4 +67,17 @@
 // controller's start-up DBResync) and updates. [ServiceProcessor.Close]
 // drops the state; later calls return [ErrClosed]. The package starts no
 // goroutines.
+//
+// # Compared with the reference API
+//
+// [ServiceProcessorAPI] declares the reference interface (Update, Resync,
+// RegisterRenderer) over this module's event types, and [ServiceProcessor]
+// implements it. The reference's plugin lifecycle is gone: there is no
+// Deps struct, Init or AfterInit. What Init did (take dependencies, build
+// the empty cache) is [New], with the dependencies as arguments and the
+// options in [Config]; what AfterInit did (wait for the rest of the agent,
+// then start) is the application's order of calls: build the processor,
+// register renderers, register [ServiceProcessor.Handler] with the event
+// loop, and let the loop's start-up DBResync deliver the first Resync.
+// Close is [ServiceProcessor.Close].
 package svcprocessor

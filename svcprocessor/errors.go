@@ -14,8 +14,11 @@ var (
 
 	// ErrUnexpectedValue is returned (wrapped) when a Kubernetes state value
 	// is not of the type its resource implies (for example a *kubemodel.Pod
-	// under "service"), or when a key does not follow the key scheme or
-	// disagrees with the value's namespace/name.
+	// under "service"), when a service or endpoints value has no
+	// namespace/name, or when a key does not follow the key scheme or names
+	// another service than the value's namespace/name. For bad input of one
+	// key the error is a [controller.KeyError] for that key, which the event
+	// loop reports without healing (see the package documentation).
 	ErrUnexpectedValue = errors.New("svcprocessor: unexpected Kubernetes state value")
 
 	// ErrPodNotConnected is returned (wrapped) by [ServiceProcessor.ProcessNewPod]

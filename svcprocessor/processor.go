@@ -40,6 +40,32 @@ type Config struct {
 	IsNodeEvent func(controller.Event) bool
 }
 
+// ServiceProcessorAPI is the API of the service processor as the reference
+// design documents it, over this module's event types: the reference's
+// datasync change and resync events become a controller.Event and the
+// Kubernetes state data of a resync. [ServiceProcessor] implements it; code
+// that only feeds a processor and registers renderers can depend on this
+// interface instead.
+type ServiceProcessorAPI interface {
+	// Update processes a change event associated with the state data of
+	// Kubernetes services, endpoints, nodes and pods (see
+	// [ServiceProcessor.Update]). The change is stored into the cache and
+	// all registered renderers are notified about any changes related to
+	// services.
+	Update(event controller.Event) error
+
+	// Resync processes a resync of the Kubernetes state data: the cache
+	// content is fully replaced and all registered renderers receive a full
+	// snapshot of the services at the present state to be (re)installed.
+	Resync(kubeStateData controller.KubeStateData) error
+
+	// RegisterRenderer registers a new service renderer. The renderer will
+	// be receiving updates for all services on the cluster.
+	RegisterRenderer(renderer ServiceRendererAPI) error
+}
+
+var _ ServiceProcessorAPI = (*ServiceProcessor)(nil)
+
 // NodeUpdateEventName is the event name that [Config.IsNodeEvent] matches
 // by default.
 const NodeUpdateEventName = "Node Update"
@@ -163,15 +189,24 @@ func (sp *ServiceProcessor) Close() error {
 
 // Resync processes a resync event. The cache content is fully replaced and
 // all registered renderers receive a full snapshot of the services at the
-// present state to be (re)installed. Values of an unexpected type make
-// Resync fail with [ErrUnexpectedValue] before any state is changed.
+// present state to be (re)installed. Values of an unexpected type, and
+// services or endpoints without namespace/name, make Resync fail with
+// [ErrUnexpectedValue] before any state is changed. A service or endpoints
+// value under a key that does not follow the key scheme or names another
+// service is skipped: the rest is applied and Resync returns one
+// [controller.KeyError] per skipped key (joined), each wrapping
+// ErrUnexpectedValue.
 func (sp *ServiceProcessor) Resync(kubeStateData controller.KubeStateData) error {
 	return sp.resync(kubeStateData, nil)
 }
 
 // Update processes an incremental event:
 //   - KubeStateChange of the "service" and "endpoints" resources (other
-//     resources are ignored, except "node", which re-reads node IPs);
+//     resources are ignored, except "node", which re-reads node IPs). The
+//     key names the service; a value of the wrong type, a key that does
+//     not follow the key scheme, or a value that names another service
+//     (namespace/name) is rejected: nothing changes and Update returns a
+//     [controller.KeyError] for the key wrapping [ErrUnexpectedValue];
 //   - AddPod and DeletePod (as ProcessNewPod and ProcessDeletingPod);
 //   - node events as selected by [Config.IsNodeEvent].
 //
@@ -413,27 +448,28 @@ type serviceObject interface {
 }
 
 // serviceObjectChange extracts the service ID and the new value of a change
-// of a service or endpoints object. The ID comes from the new value, else the
-// previous one, else the key (after keyPrefix).
+// of a service or endpoints object. The key names the service (after
+// keyPrefix); a new value of the wrong type, or one that names another
+// service, is bad input for that key (see badKey).
 func serviceObjectChange[T serviceObject](ev *controller.KubeStateChange, keyPrefix string) (kubemodel.ServiceID, T, error) {
-	var cur, prev T
+	var cur T
 	if ev.NewValue != nil {
 		v, ok := ev.NewValue.(T)
 		if !ok {
-			return kubemodel.ServiceID{}, cur, fmt.Errorf("%w: key %s: want %T, got %T", ErrUnexpectedValue, ev.Key, cur, ev.NewValue)
+			return kubemodel.ServiceID{}, cur, badKey(ev.Key, fmt.Errorf("want %T, got %T", cur, ev.NewValue))
 		}
 		cur = v
 	}
-	if ev.PrevValue != nil {
-		prev, _ = ev.PrevValue.(T)
+	id, err := idFromKey(ev.Key, keyPrefix)
+	if err != nil {
+		return kubemodel.ServiceID{}, cur, badKey(ev.Key, err)
 	}
-	for _, v := range []T{cur, prev} {
-		if v.GetName() != "" && v.GetNamespace() != "" {
-			return v.ID(), cur, nil
+	if ev.NewValue != nil {
+		if err := checkNames(id, cur.GetNamespace(), cur.GetName()); err != nil {
+			return kubemodel.ServiceID{}, cur, badKey(ev.Key, err)
 		}
 	}
-	id, err := idFromKey(ev.Key, keyPrefix)
-	return id, cur, err
+	return id, cur, nil
 }
 
 // idFromKey parses a service or endpoints key; anything before the
@@ -441,13 +477,32 @@ func serviceObjectChange[T serviceObject](ev *controller.KubeStateChange, keyPre
 func idFromKey(key, prefix string) (kubemodel.ServiceID, error) {
 	i := strings.Index(key, prefix)
 	if i < 0 {
-		return kubemodel.ServiceID{}, fmt.Errorf("%w: key %q has no %q segment and the value names no service", ErrUnexpectedValue, key, prefix)
+		return kubemodel.ServiceID{}, fmt.Errorf("key has no %q segment", prefix)
 	}
 	ns, name, err := kubemodel.Resource{KeyPrefix: prefix, Namespaced: true}.ParseKey(key[i:])
 	if err != nil {
-		return kubemodel.ServiceID{}, fmt.Errorf("%w: %w", ErrUnexpectedValue, err)
+		return kubemodel.ServiceID{}, err
 	}
 	return kubemodel.ServiceID{Namespace: ns, Name: name}, nil
+}
+
+// checkNames fails when a value names (with a non-empty namespace or name)
+// another service than id, the one its key names. A value that names none
+// belongs to id.
+func checkNames(id kubemodel.ServiceID, namespace, name string) error {
+	if (namespace == "" && name == "") || (namespace == id.Namespace && name == id.Name) {
+		return nil
+	}
+	return fmt.Errorf("the key names %s but the value names %s/%s", id, namespace, name)
+}
+
+// badKey reports bad input for one key of the Kubernetes state: a
+// [controller.KeyError] for the key, wrapping [ErrUnexpectedValue]. The
+// event loop records it and reports the key as rejected until a change of
+// that key is accepted; it does not heal it (a resync would find the same
+// value).
+func badKey(key string, err error) error {
+	return &controller.KeyError{Key: key, Err: fmt.Errorf("%w: %w", ErrUnexpectedValue, err)}
 }
 
 // changeService applies new metadata and/or endpoints to one service and
@@ -637,7 +692,7 @@ func (sp *ServiceProcessor) refreshNodeIPs(o *op) {
 }
 
 func (sp *ServiceProcessor) resync(ksd controller.KubeStateData, txn controller.ResyncOperations) error {
-	data, err := parseResyncEventData(ksd, false)
+	data, skipped, err := parseResyncEventData(ksd, false)
 	if err != nil {
 		return err
 	}
@@ -723,8 +778,8 @@ func (sp *ServiceProcessor) resync(ksd controller.KubeStateData, txn controller.
 	sp.nodeIPs = sp.readNodeIPs()
 
 	if len(sp.renderers) == 0 {
-		return nil
+		return errors.Join(skipped...)
 	}
 	ev := RenderEvent{Kind: Resync, Snapshot: sp.snapshot(), Services: ServiceView{sp}, ResyncTxn: txn}
-	return errors.Join(sp.notify(nil, ev)...)
+	return errors.Join(sp.notify(skipped, ev)...)
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -296,6 +297,22 @@ func TestBadInput(t *testing.T) {
 		{"delete with malformed key", func() error {
 			return f.sp.Update(&controller.KubeStateChange{Resource: kubemodel.ServiceResource, Key: "k8s/service/NS"})
 		}},
+		{"service value names another service", func() error {
+			return f.sp.Update(&controller.KubeStateChange{Resource: kubemodel.ServiceResource, Key: kubemodel.ServiceKey("ns", "s"),
+				NewValue: mkService("other", "x", nil)})
+		}},
+		{"service value names another name", func() error {
+			return f.sp.Update(&controller.KubeStateChange{Resource: kubemodel.ServiceResource, Key: kubemodel.ServiceKey("ns", "s"),
+				NewValue: mkService("ns", "x", nil)})
+		}},
+		{"endpoints value names another service", func() error {
+			return f.sp.Update(&controller.KubeStateChange{Resource: kubemodel.EndpointsResource, Key: kubemodel.EndpointsKey("ns", "s"),
+				NewValue: mkEndpoints("other", "s", httpSubset(&kubemodel.EndpointAddress{Ip: "10.1.1.9"}))})
+		}},
+		{"value under a key outside the scheme", func() error {
+			return f.sp.Update(&controller.KubeStateChange{Resource: kubemodel.ServiceResource, Key: "k8s/svc/ns/s",
+				NewValue: mkService("ns", "s", nil)})
+		}},
 		{"resync with wrong type", func() error {
 			ksd := kubeState(nil, nil, nil)
 			ksd[kubemodel.ServiceResource]["k8s/service/ns/x"] = &kubemodel.Endpoints{Namespace: "ns", Name: "x"}
@@ -309,8 +326,15 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			require.ErrorIs(t, tc.run(), svcprocessor.ErrUnexpectedValue)
+			err := tc.run()
+			require.ErrorIs(t, err, svcprocessor.ErrUnexpectedValue)
 			assert.Equal(t, normSnap(before), normSnap(f.sp.Snapshot()), "state must be unchanged")
+			if !strings.HasPrefix(tc.name, "resync") {
+				// Bad input for one key: permanent, the event loop does not
+				// heal it, and reports the key.
+				assert.True(t, controller.IsPermanent(err), "permanent: %v", err)
+				assert.Len(t, controller.KeyErrors(err), 1)
+			}
 		})
 	}
 
@@ -325,6 +349,36 @@ func TestBadInput(t *testing.T) {
 	assert.Equal(t, []netip.Addr{netip.MustParseAddr("10.96.0.11")}, got.ClusterIPs)
 	require.Len(t, got.Ports, 2)
 	assert.False(t, got.HasNodePort())
+}
+
+// TestResyncSkipsMismatchedValues: a value whose namespace/name is not the
+// one its key names is skipped (and reported), the rest of the resync is
+// applied.
+func TestResyncSkipsMismatchedValues(t *testing.T) {
+	f := newFixture(t, svcprocessor.Config{})
+	good := mkService("ns", "good", nil)
+	goodEps := mkEndpoints("ns", "good", httpSubset(&kubemodel.EndpointAddress{Ip: "10.1.1.5"}))
+	ksd := kubeState([]*kubemodel.Service{good}, []*kubemodel.Endpoints{goodEps}, nil)
+	ksd[kubemodel.ServiceResource][kubemodel.ServiceKey("ns", "a")] = mkService("ns", "impostor", nil)
+	ksd[kubemodel.EndpointsResource][kubemodel.EndpointsKey("ns", "b")] = mkEndpoints("other", "b")
+	err := f.sp.Resync(ksd)
+	require.ErrorIs(t, err, svcprocessor.ErrUnexpectedValue)
+	assert.True(t, controller.IsPermanent(err), "permanent: %v", err)
+	var keys []string
+	for _, ke := range controller.KeyErrors(err) {
+		keys = append(keys, ke.Key)
+	}
+	slices.Sort(keys)
+	assert.Equal(t, []string{kubemodel.EndpointsKey("ns", "b"), kubemodel.ServiceKey("ns", "a")}, keys)
+
+	var ids []kubemodel.ServiceID
+	for _, s := range f.sp.Snapshot().Services {
+		ids = append(ids, s.ID)
+	}
+	assert.Equal(t, []kubemodel.ServiceID{sid("ns", "good")}, ids, "the mismatched values created no service")
+	require.NotNil(t, f.sp.Service(sid("ns", "good")))
+	assert.Len(t, f.sp.Service(sid("ns", "good")).Ports[0].Backends, 1)
+	assert.Equal(t, svcprocessor.Resync, f.rec.Kinds()[len(f.rec.Kinds())-1], "renderers got the snapshot")
 }
 
 func TestDeleteByKeyOnly(t *testing.T) {

@@ -2,6 +2,7 @@ package svcprocessor
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -34,27 +35,37 @@ func (red ResyncEventData) String() string {
 }
 
 // ParseResyncEventData takes the pods, services and endpoints out of
-// Kubernetes state data. It fails with [ErrUnexpectedValue] for values of
-// the wrong type and for services or endpoints without namespace/name (pods
-// without them are named after their key). Slices are sorted by ID.
+// Kubernetes state data. It fails (nil data) with [ErrUnexpectedValue] for
+// values of the wrong type and for services or endpoints without
+// namespace/name (pods without them are named after their key). A service or
+// endpoints value under a key that does not follow the key scheme or names
+// another service is left out: then it returns the data of the rest together
+// with an error joining one [controller.KeyError] per such key, each
+// wrapping ErrUnexpectedValue. Slices are sorted by ID.
 func ParseResyncEventData(ksd controller.KubeStateData) (*ResyncEventData, error) {
-	return parseResyncEventData(ksd, true)
+	red, skipped, err := parseResyncEventData(ksd, true)
+	if err != nil {
+		return nil, err
+	}
+	return red, errors.Join(skipped...)
 }
 
-func parseResyncEventData(ksd controller.KubeStateData, sorted bool) (*ResyncEventData, error) {
-	red := &ResyncEventData{}
+// parseResyncEventData returns the data, the KeyErrors of skipped values,
+// and an error that fails the whole parse.
+func parseResyncEventData(ksd controller.KubeStateData, sorted bool) (red *ResyncEventData, skipped []error, err error) {
+	red = &ResyncEventData{}
 	if pods := ksd[kubemodel.PodResource]; len(pods) > 0 {
 		red.Pods = make([]kubemodel.PodID, 0, len(pods))
 		for key, v := range pods {
 			p, ok := v.(*kubemodel.Pod)
 			if !ok {
-				return nil, fmt.Errorf("%w: key %s: want *kubemodel.Pod, got %T", ErrUnexpectedValue, key, v)
+				return nil, nil, fmt.Errorf("%w: key %s: want *kubemodel.Pod, got %T", ErrUnexpectedValue, key, v)
 			}
 			id := p.ID()
 			if id.Name == "" || id.Namespace == "" {
 				kid, err := kubemodel.ParsePodKey(keySuffix(key, kubemodel.PodKeyPrefix))
 				if err != nil {
-					return nil, fmt.Errorf("%w: pod without name: %w", ErrUnexpectedValue, err)
+					return nil, nil, fmt.Errorf("%w: pod without name: %w", ErrUnexpectedValue, err)
 				}
 				id = kid
 			}
@@ -69,10 +80,14 @@ func parseResyncEventData(ksd controller.KubeStateData, sorted bool) (*ResyncEve
 		for key, v := range svcs {
 			s, ok := v.(*kubemodel.Service)
 			if !ok {
-				return nil, fmt.Errorf("%w: key %s: want *kubemodel.Service, got %T", ErrUnexpectedValue, key, v)
+				return nil, nil, fmt.Errorf("%w: key %s: want *kubemodel.Service, got %T", ErrUnexpectedValue, key, v)
 			}
 			if s.GetName() == "" || s.GetNamespace() == "" {
-				return nil, fmt.Errorf("%w: key %s: service without namespace/name", ErrUnexpectedValue, key)
+				return nil, nil, fmt.Errorf("%w: key %s: service without namespace/name", ErrUnexpectedValue, key)
+			}
+			if err := checkKey(key, kubemodel.ServiceKeyPrefix, s.ID()); err != nil {
+				skipped = append(skipped, err)
+				continue
 			}
 			red.Services = append(red.Services, s)
 		}
@@ -85,10 +100,14 @@ func parseResyncEventData(ksd controller.KubeStateData, sorted bool) (*ResyncEve
 		for key, v := range epss {
 			e, ok := v.(*kubemodel.Endpoints)
 			if !ok {
-				return nil, fmt.Errorf("%w: key %s: want *kubemodel.Endpoints, got %T", ErrUnexpectedValue, key, v)
+				return nil, nil, fmt.Errorf("%w: key %s: want *kubemodel.Endpoints, got %T", ErrUnexpectedValue, key, v)
 			}
 			if e.GetName() == "" || e.GetNamespace() == "" {
-				return nil, fmt.Errorf("%w: key %s: endpoints without namespace/name", ErrUnexpectedValue, key)
+				return nil, nil, fmt.Errorf("%w: key %s: endpoints without namespace/name", ErrUnexpectedValue, key)
+			}
+			if err := checkKey(key, kubemodel.EndpointsKeyPrefix, e.ID()); err != nil {
+				skipped = append(skipped, err)
+				continue
 			}
 			red.Endpoints = append(red.Endpoints, e)
 		}
@@ -96,7 +115,20 @@ func parseResyncEventData(ksd controller.KubeStateData, sorted bool) (*ResyncEve
 			slices.SortFunc(red.Endpoints, func(a, b *kubemodel.Endpoints) int { return compareSvcID(a.ID(), b.ID()) })
 		}
 	}
-	return red, nil
+	return red, skipped, nil
+}
+
+// checkKey returns a KeyError (see badKey) unless key is a key of the
+// service id.
+func checkKey(key, prefix string, id kubemodel.ServiceID) error {
+	kid, err := idFromKey(key, prefix)
+	if err == nil {
+		err = checkNames(kid, id.Namespace, id.Name)
+	}
+	if err != nil {
+		return badKey(key, err)
+	}
+	return nil
 }
 
 func compareSvcID(a, b kubemodel.ServiceID) int {

@@ -4,8 +4,11 @@
 //   - [Txn], a transaction that records Put/Delete, for calling handlers'
 //     Resync and Update directly;
 //   - [EventRecorder], an [controller.EventLoop] that records pushed events;
-//   - [Southbound], a [controller.Southbound] that records every commit,
-//     keeps the resulting state, and can be told to fail.
+//   - [Southbound], a [controller.Southbound] that records every commit
+//     (with the state of its context), keeps the resulting state, and can be
+//     told to fail a whole commit (Southbound.Fail) or to reject single keys
+//     with [controller.KeyError] while applying the rest
+//     (Southbound.RejectKey, a per-key function).
 //
 // All fakes are safe for concurrent use.
 //

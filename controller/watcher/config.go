@@ -216,7 +216,8 @@ type Config struct {
 
 	// RetryMinBackoff and RetryMaxBackoff bound the exponential backoff
 	// between failed attempts to read a snapshot or to restart a lost
-	// watch, and the gRPC reconnect backoff of a client made by [New].
+	// watch (doubling from the minimum, each wait jittered by ±20%), and
+	// the gRPC reconnect backoff of a client made by [New].
 	// Defaults: [DefaultRetryMinBackoff], [DefaultRetryMaxBackoff].
 	RetryMinBackoff time.Duration
 	RetryMaxBackoff time.Duration

@@ -75,11 +75,12 @@
 //
 // PushEvent never blocks. When it fails (normally with
 // controller.ErrQueueFull), the event is retried with exponential backoff
-// (1 ms up to 100 ms). A DBResync is retried until it is accepted or ctx
-// ends. A change is retried for up to [Config.QueueFullTimeout]; then the
-// watcher stops delivering changes one by one and delivers a fresh DBResync
-// instead, so a change is never dropped silently. controller.ErrStopped ends
-// Run.
+// (1 ms doubling up to 100 ms, github.com/cenkalti/backoff/v5). A DBResync
+// is retried until it is accepted or ctx ends. A change is retried for up to
+// [Config.QueueFullTimeout] (the watcher gives up rather than wait past it);
+// then the watcher stops delivering changes one by one and delivers a fresh
+// DBResync instead, so a change is never dropped silently.
+// controller.ErrStopped ends Run.
 //
 // # Concurrency
 //

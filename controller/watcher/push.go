@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/vswitchkit/vswitchkit/controller"
 )
 
@@ -16,9 +16,9 @@ import (
 var errGaveUp = errors.New("event loop kept refusing the event")
 
 // pusher delivers events to the event loop, retrying with exponential
-// backoff while the loop answers with an error other than
-// controller.ErrStopped (normally controller.ErrQueueFull). It is owned by
-// the Run goroutine.
+// backoff (no jitter: the only contender is the loop's own queue) while the
+// loop answers with an error other than controller.ErrStopped (normally
+// controller.ErrQueueFull). It is owned by the Run goroutine.
 type pusher struct {
 	loop     controller.EventLoop
 	min, max time.Duration
@@ -26,35 +26,35 @@ type pusher struct {
 	onRetry  func(ev controller.Event, err error) // first refusal of an event
 }
 
-// push delivers ev. giveUp > 0 bounds the time spent retrying; 0 retries
-// until ctx is done. It returns nil, errGaveUp, ctx.Err() or an error
-// wrapping controller.ErrStopped.
+// push delivers ev. giveUp > 0 bounds the time spent retrying: push gives
+// up instead of waiting past it; 0 retries until ctx is done. It returns
+// nil, errGaveUp, ctx.Err() or an error wrapping controller.ErrStopped.
 func (p *pusher) push(ctx context.Context, ev controller.Event, giveUp time.Duration) error {
-	var deadline time.Time
-	if giveUp > 0 {
-		deadline = time.Now().Add(giveUp)
-	}
-	delay := p.min
-	for attempt := 0; ; attempt++ {
+	refusals := 0
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
 		err := p.loop.PushEvent(ev)
-		if err == nil {
-			return nil
-		}
-		if errors.Is(err, controller.ErrStopped) {
-			return fmt.Errorf("push %s: %w", ev.GetName(), err)
+		switch {
+		case err == nil:
+			return struct{}{}, nil
+		case errors.Is(err, controller.ErrStopped):
+			return struct{}{}, backoff.Permanent(fmt.Errorf("push %s: %w", ev.GetName(), err))
 		}
 		p.stats.pushRetries.Add(1)
-		if attempt == 0 && p.onRetry != nil {
+		if refusals == 0 && p.onRetry != nil {
 			p.onRetry(ev, err)
 		}
-		if giveUp > 0 && time.Now().After(deadline) {
-			return errGaveUp
-		}
-		if err := sleep(ctx, delay); err != nil {
-			return err
-		}
-		delay = min(2*delay, p.max)
+		refusals++
+		return struct{}{}, err
+	},
+		backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: p.min, Multiplier: 2, MaxInterval: p.max}),
+		backoff.WithMaxElapsedTime(giveUp))
+	switch {
+	case err == nil, errors.Is(err, controller.ErrStopped):
+		return err
+	case ctx.Err() != nil:
+		return ctx.Err()
 	}
+	return errGaveUp
 }
 
 // sleep waits for d or until ctx is done.
@@ -69,20 +69,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// backoff is an exponential backoff with ±20% jitter. It is owned by one
-// goroutine.
-type backoff struct {
-	min, max, cur time.Duration
+// newBackoff returns an exponential backoff from min, doubling up to max,
+// with ±20% jitter. Call NextBackOff for the next wait and Reset after a
+// success. It is owned by one goroutine.
+func newBackoff(min, max time.Duration) *backoff.ExponentialBackOff {
+	return &backoff.ExponentialBackOff{InitialInterval: min, RandomizationFactor: 0.2, Multiplier: 2, MaxInterval: max}
 }
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(2*b.cur, b.max)
-	}
-	jitter := time.Duration((rand.Float64()*0.4 - 0.2) * float64(b.cur))
-	return b.cur + jitter
-}
-
-func (b *backoff) reset() { b.cur = 0 }

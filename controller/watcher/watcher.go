@@ -215,8 +215,8 @@ func (r *run) loop(ctx context.Context) error {
 	cfg := &w.cfg
 	fallbackAt := time.Now().Add(cfg.MirrorFallbackDelay)
 	fallbackPending := r.mirror != nil
-	connectBackoff := backoff{min: cfg.RetryMinBackoff, max: cfg.RetryMaxBackoff}
-	watchBackoff := connectBackoff
+	connectBackoff := newBackoff(cfg.RetryMinBackoff, cfg.RetryMaxBackoff)
+	watchBackoff := newBackoff(cfg.RetryMinBackoff, cfg.RetryMaxBackoff)
 	failing := false
 	for {
 		if err := ctx.Err(); err != nil {
@@ -246,7 +246,7 @@ func (r *run) loop(ctx context.Context) error {
 					return err
 				}
 			}
-			wait := connectBackoff.next()
+			wait := connectBackoff.NextBackOff()
 			if fallbackPending {
 				wait = min(wait, time.Until(fallbackAt))
 			}
@@ -255,7 +255,7 @@ func (r *run) loop(ctx context.Context) error {
 			}
 			continue
 		}
-		connectBackoff.reset()
+		connectBackoff.Reset()
 		if failing {
 			w.log.Info("etcd reachable again")
 			failing = false
@@ -294,9 +294,9 @@ func (r *run) loop(ctx context.Context) error {
 			w.stats.watchErrors.Add(1)
 			w.log.Warn("watch lost; resyncing", slog.Any("error", err))
 			if progressed {
-				watchBackoff.reset()
+				watchBackoff.Reset()
 			}
-			if err := sleep(ctx, watchBackoff.next()); err != nil {
+			if err := sleep(ctx, watchBackoff.NextBackOff()); err != nil {
 				return err
 			}
 		}

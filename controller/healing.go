@@ -1,0 +1,74 @@
+package controller
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// healing is the state of healing resyncs after errors. It is owned by the
+// Run goroutine.
+type healing struct {
+	pending   bool  // a healing resync is scheduled (at most one, I5)
+	err       error // the error it heals
+	timer     *time.Timer
+	failures  int           // healing resyncs that failed in a row
+	nextDelay time.Duration // backoff of the next one after a failure
+}
+
+// scheduleHealing arranges a healing resync after err, a transient error
+// (permanent errors are not healed). failedHealing is set when err comes
+// from a healing resync: the backoff grows and, after
+// Config.MaxHealingAttempts failures in a row, the loop stops.
+func (l *Loop) scheduleHealing(err error, failedHealing bool) {
+	h := &l.heal
+	immediate := isAbort(err)
+	if failedHealing {
+		l.stats.healFailed.Add(1)
+		h.failures++
+		if l.cfg.MaxHealingAttempts > 0 && h.failures >= l.cfg.MaxHealingAttempts {
+			l.fatal = fmt.Errorf("%w (%d attempts): %w", ErrHealingFailed, h.failures, err)
+			return
+		}
+	}
+	if h.pending {
+		return
+	}
+	delay := l.cfg.HealingDelay
+	if h.failures > 0 {
+		delay = h.nextDelay
+	}
+	if immediate && h.failures == 0 {
+		delay = 0
+	}
+	h.nextDelay = min(max(delay, l.cfg.HealingDelay)*2, l.cfg.MaxHealingDelay)
+	h.pending = true
+	h.err = err
+	l.stats.healScheduled.Add(1)
+	if h.timer == nil {
+		h.timer = time.NewTimer(delay)
+	} else {
+		h.timer.Reset(delay)
+	}
+	l.log.Warn("healing resync scheduled", slog.Duration("delay", delay),
+		slog.Int("failedAttempts", h.failures), slog.Any("error", err))
+}
+
+// healingSucceeded resets the backoff after a resync without a transient
+// error.
+func (l *Loop) healingSucceeded() {
+	h := &l.heal
+	if h.failures > 0 {
+		l.log.Info("healing resync succeeded", slog.Int("failedAttempts", h.failures))
+	}
+	h.failures = 0
+	h.nextDelay = 0
+}
+
+// healC returns the channel of the pending healing timer, or nil.
+func (l *Loop) healC() <-chan time.Time {
+	if !l.heal.pending {
+		return nil
+	}
+	return l.heal.timer.C
+}
