@@ -133,3 +133,26 @@ func TestMultiSouthbound(t *testing.T) {
 	var fatal *controller.FatalError
 	assert.ErrorAs(t, err, &fatal)
 }
+
+func TestParsePodInterfaceType(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want controller.PodInterfaceType
+		err  bool
+	}{
+		{"", controller.PodInterfaceDefault, false},
+		{"tap", controller.PodInterfaceTap, false},
+		{"af_packet", controller.PodInterfaceAfPacket, false},
+		{"memif", controller.PodInterfaceMemif, false},
+		{"veth", "", true},
+		{"TAP", "", true},
+	} {
+		got, err := controller.ParsePodInterfaceType(tc.in)
+		if tc.err {
+			assert.Error(t, err, tc.in)
+			continue
+		}
+		assert.NoError(t, err, tc.in)
+		assert.Equal(t, tc.want, got)
+	}
+}
