@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -181,7 +183,6 @@ func TestNodeUpdates(t *testing.T) {
 				h := startHarness(t, db, "node-a", nodesync.Config{})
 				require.Equal(t, uint32(1), h.ns.GetNodeID())
 				h.resync(1, kubeA, kubeB)
-				h.drainOwnRecord()
 				h.pump(0)
 				require.Equal(t, nodesync.Nodes{"node-a": nodeA, "node-b": nodeB}, h.ns.GetAllNodes())
 
@@ -371,32 +372,60 @@ func TestWaitsForConnection(t *testing.T) {
 }
 
 func TestAllocationRetriesDBFaults(t *testing.T) {
-	db := nodesynctest.NewMemDB()
-	var fails = map[string]int{"list": 3, "claim": 2, "put": 2}
-	var mu = make(chan struct{}, 1)
-	fail := func(kind string) error {
-		mu <- struct{}{}
-		defer func() { <-mu }()
-		if fails[kind] > 0 {
-			fails[kind]--
-			return nodesynctest.ErrInjected
-		}
-		return nil
+	ticket := testPrefix + "alloc/ticket"
+	claim1 := testPrefix + "id/1"
+	tests := []struct {
+		name string
+		// faults maps a fault kind to how many times it strikes.
+		faults map[string]int
+	}{
+		{"requests fail before they are applied", map[string]int{"ticket": 3, "claim": 2, "list": 3}},
+		{"ticket taken but the answer lost", map[string]int{"ticket-applied": 2}},
+		{"claim made but the answer lost", map[string]int{"claim-applied": 2}},
+		{"everything lost once", map[string]int{"ticket": 1, "ticket-applied": 1, "claim": 1, "claim-applied": 1, "list": 1}},
 	}
-	db.SetHooks(nodesynctest.Hooks{
-		List: func(string) error { return fail("list") },
-		PutIfNotExists: func(key string) error {
-			if key == testPrefix+"id/1" {
-				return fail("claim")
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			db := nodesynctest.NewMemDB()
+			seedNode(t, db, 2, "node-b")
+			var mu sync.Mutex
+			fails := maps.Clone(tc.faults)
+			fail := func(kind string) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if fails[kind] > 0 {
+					fails[kind]--
+					return nodesynctest.ErrInjected
+				}
+				return nil
 			}
-			return nil
-		},
-		Put: func(string) error { return fail("put") },
-	})
-	h := startHarness(t, db, "node-a", nodesync.Config{RetryBackoff: 1})
-	require.Equal(t, uint32(1), h.ns.GetNodeID())
-	for kind, n := range fails {
-		require.Zero(t, n, "all %s faults were hit", kind)
+			kind := func(key string) string {
+				switch key {
+				case ticket:
+					return "ticket"
+				case claim1:
+					return "claim"
+				}
+				return ""
+			}
+			db.SetHooks(nodesynctest.Hooks{
+				List:       func(string) error { return fail("list") },
+				Txn:        func(key string) error { return fail(kind(key)) },
+				TxnApplied: func(key string) error { return fail(kind(key) + "-applied") },
+			})
+			h := startHarness(t, db, "node-a", nodesync.Config{RetryBackoff: 1})
+			require.Equal(t, uint32(1), h.ns.GetNodeID(), "no ticket is lost to a failed request")
+			mu.Lock()
+			for kind, n := range fails {
+				require.Zero(t, n, "all %s faults were hit", kind)
+			}
+			mu.Unlock()
+			// Exactly one claim names node-a, and the next node gets 3.
+			require.Equal(t, []string{testPrefix + "alloc/ticket", testPrefix + "id/1", testPrefix + "id/2", testPrefix + "node/node-a", testPrefix + "node/node-b"}, db.Keys())
+			db.SetHooks(nodesynctest.Hooks{})
+			c := startHarness(t, db, "node-c", nodesync.Config{})
+			require.Equal(t, uint32(3), c.ns.GetNodeID())
+		})
 	}
 }
 
@@ -592,13 +621,14 @@ func TestReleaser(t *testing.T) {
 	desc, err := r.Update(del, controllertest.NewTxn())
 	require.NoError(t, err)
 	require.Contains(t, desc, "node-b")
-	require.Equal(t, []string{testPrefix + "id/1", testPrefix + "node/node-a"}, db.Keys())
+	require.Equal(t, []string{testPrefix + "alloc/free/0000000002", testPrefix + "id/1", testPrefix + "node/node-a"}, db.Keys(),
+		"the record and the claim are gone, the ID is hinted as free")
 
 	// A joining node gets the freed ID.
 	h := startHarness(t, db, "node-c", nodesync.Config{})
 	require.Equal(t, uint32(2), h.ns.GetNodeID())
 
-	db.SetHooks(nodesynctest.Hooks{List: func(string) error { return nodesynctest.ErrInjected }})
+	db.SetHooks(nodesynctest.Hooks{Txn: func(string) error { return nodesynctest.ErrInjected }})
 	del.Key = kubemodel.NodeKey("node-a")
 	_, err = r.Update(del, controllertest.NewTxn())
 	require.ErrorIs(t, err, nodesynctest.ErrInjected, "a failed release is reported")
@@ -731,5 +761,6 @@ func TestPublishAfterRunEnded(t *testing.T) {
 	require.ErrorIs(t, runErr, nodesync.ErrNodeReleased)
 	err = h.ns.PublishNodeIPs(nodesync.IPsWithNetworks{ipNet("192.168.16.1", "192.168.16.0/24")}, nodesync.IPv4)
 	require.ErrorIs(t, err, nodesync.ErrNotReady)
-	require.Empty(t, db.Keys(), "the released record is not written again")
+	require.Equal(t, []string{testPrefix + "alloc/free/0000000001", testPrefix + "alloc/ticket"}, db.Keys(),
+		"the released record is not written again")
 }
