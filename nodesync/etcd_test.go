@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -275,4 +276,57 @@ func TestConcurrentJoinFillsHoles(t *testing.T) {
 		want[i] = uint32(i + 1)
 	}
 	require.Equal(t, want, ids)
+}
+
+// TestConcurrentJoinAcrossEtcdRestart stops the etcd server while 150 nodes
+// are joining and starts it again: every join completes (requests that
+// failed or whose outcome was lost are retried), and the IDs are still
+// exactly 1..N.
+func TestConcurrentJoinAcrossEtcdRestart(t *testing.T) {
+	const n = 150
+	srv := etcdtest.StartServer(t)
+	endpoint := "http://" + srv.Endpoint()
+	ctx, cancel := context.WithCancel(context.Background())
+	var dbWG sync.WaitGroup
+	defer func() { cancel(); dbWG.Wait() }()
+	dbs := make([]*etcddb.DB, n)
+	connected := make(chan struct{}, n)
+	for i := range dbs {
+		db, err := etcddb.New(etcddb.Config{Endpoints: []string{endpoint}, RequestTimeout: 2 * time.Second, RetryBackoff: 10 * time.Millisecond})
+		require.NoError(t, err)
+		dbs[i] = db
+		dbWG.Go(func() { _ = db.Run(ctx) })
+		db.OnConnect(func() error { connected <- struct{}{}; return nil })
+	}
+	for range n {
+		<-connected
+	}
+	nss := make([]*nodesync.NodeSync, n)
+	loop := &countingLoop{}
+	for i, db := range dbs {
+		ns, err := nodesync.New(fmt.Sprintf("node-%03d", i), db, loop, nodesync.Config{RequestTimeout: 2 * time.Second, RetryBackoff: 10 * time.Millisecond})
+		require.NoError(t, err)
+		nss[i] = ns
+	}
+	ids := make([]uint32, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	var joined sync.WaitGroup
+	joined.Add(n / 3)
+	var count atomic.Int64
+	for i, ns := range nss {
+		wg.Go(func() {
+			ids[i], errs[i] = ns.JoinForTest(ctx)
+			if count.Add(1) <= n/3 {
+				joined.Done()
+			}
+		})
+	}
+	joined.Wait() // a third have joined, the rest are in flight
+	srv.Stop()
+	time.Sleep(300 * time.Millisecond) // the outage itself, not a synchronisation
+	require.NoError(t, srv.Restart())
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+	requireDense(t, ids)
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
+	"net/netip"
 	"reflect"
 	"strings"
 	"sync"
@@ -763,4 +765,25 @@ func TestPublishAfterRunEnded(t *testing.T) {
 	require.ErrorIs(t, err, nodesync.ErrNotReady)
 	require.Equal(t, []string{testPrefix + "alloc/free/0000000001", testPrefix + "alloc/ticket"}, db.Keys(),
 		"the released record is not written again")
+}
+
+func TestMgmtAddrs(t *testing.T) {
+	tests := []struct {
+		name string
+		node *nodesync.Node
+		want []netip.Addr
+	}{
+		{"nil node", nil, nil},
+		{"no addresses", &nodesync.Node{}, nil},
+		{"IPv4 in 16-byte form is unmapped", &nodesync.Node{MgmtIPAddresses: []net.IP{net.ParseIP("10.0.0.1"), net.ParseIP("fd00::1")}},
+			[]netip.Addr{netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("fd00::1")}},
+		{"IPv4 in 4-byte form", &nodesync.Node{MgmtIPAddresses: mgmt("10.0.0.2")}, []netip.Addr{netip.MustParseAddr("10.0.0.2")}},
+		{"invalid entries are skipped", &nodesync.Node{MgmtIPAddresses: []net.IP{{1, 2, 3}, nil, net.ParseIP("10.0.0.3")}},
+			[]netip.Addr{netip.MustParseAddr("10.0.0.3")}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, tc.node.MgmtAddrs())
+		})
+	}
 }
