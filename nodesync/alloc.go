@@ -122,7 +122,8 @@ type allocation struct {
 	expect int64
 	// skip is the ModRevision of an own record whose ticket or ID has been
 	// tried already (the ticket's ID was claimed by another node, or the
-	// claims were scanned): it is not tried again.
+	// claims were scanned): it is not tried again, and a new ticket may
+	// replace it. 0 (no record) at first.
 	skip int64
 	// retry is a claim whose last attempt failed with an unknown outcome;
 	// it is repeated as it was (same ID, same expected record) so that a
@@ -198,9 +199,13 @@ func (a *allocation) step(ctx context.Context) (uint32, vswitchRecord, bool, err
 	}
 	ns := a.ns
 	me := nodeKey(ns.name)
+	// A new ticket is taken only over a record state that holds nothing to
+	// recover: no record (skip 0) or one given up (a dead ticket, a
+	// malformed record, a scan without result). A pending record's ticket
+	// must be recovered, never replaced, or its ID would stay a hole.
 	res, err := ns.txn(ctx, Txn{
 		If: []Cmp{
-			{Key: me, Target: ModRevision, Revision: a.expect},
+			{Key: me, Target: ModRevision, Revision: a.skip},
 			{Key: freeKeyPrefix, Prefix: true, Target: CreateRevision, Revision: 0},
 		},
 		Then: []Op{
@@ -233,6 +238,8 @@ func (a *allocation) step(ctx context.Context) (uint32, vswitchRecord, bool, err
 	if kvs := res.Results[0]; len(kvs) == 1 {
 		own = &kvs[0]
 		a.expect = own.ModRevision
+	} else {
+		a.skip = 0 // no record (e.g. released meanwhile): nothing to recover
 	}
 	if own != nil && own.ModRevision != a.skip {
 		rec, perr := parseRecord(own.Key, own.Value, own.ModRevision)

@@ -66,7 +66,9 @@ type ProtoBroker interface {
 	// transaction). Operations see the writes of earlier operations of the
 	// same branch. Keys are relative to the broker's prefix. The result
 	// holds, per operation of the branch that ran, the pairs a get found
-	// (nil for puts and deletes). A get of an older revision that has been
+	// (nil for puts and deletes). Like etcd, implementations refuse (with an
+	// error, changing nothing) a branch that puts or deletes the same key
+	// twice. A get of an older revision that has been
 	// compacted fails the whole Txn with [ErrCompacted] (possibly wrapped).
 	// An error other than ErrCompacted leaves the outcome unknown: the
 	// transaction may or may not have been applied.

@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -784,6 +787,93 @@ func TestMgmtAddrs(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, tc.node.MgmtAddrs())
+		})
+	}
+}
+
+// TestReleasePendingNode: releasing a node that crashed while waiting for
+// its ID gives its ticket back as a free ID, so no hole stays behind.
+func TestReleasePendingNode(t *testing.T) {
+	db := nodesynctest.NewMemDB()
+	// node-x takes ticket 1, and its claim fails: it is stopped while
+	// pending, as if it had crashed.
+	claimTried := make(chan struct{})
+	var once sync.Once
+	db.SetHooks(nodesynctest.Hooks{Txn: func(key string) error {
+		if key == testPrefix+"id/1" {
+			once.Do(func() { close(claimTried) })
+			return nodesynctest.ErrInjected
+		}
+		return nil
+	}})
+	ns, err := nodesync.New("node-x", db, &controllertest.EventRecorder{}, nodesync.Config{RetryBackoff: time.Hour})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ns.Run(ctx) }()
+	<-claimTried
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	db.SetHooks(nodesynctest.Hooks{})
+	require.Equal(t, []string{testPrefix + "alloc/ticket", testPrefix + "node/node-x"}, db.Keys())
+
+	ids, err := nodesync.ReleaseNode(context.Background(), db, "", "node-x")
+	require.NoError(t, err)
+	require.Empty(t, ids, "a pending node owned no ID")
+	require.Equal(t, []string{testPrefix + "alloc/free/0000000001", testPrefix + "alloc/ticket"}, db.Keys())
+	h := startHarness(t, db, "node-c", nodesync.Config{})
+	require.Equal(t, uint32(1), h.ns.GetNodeID(), "the pending node's ticket is free again")
+}
+
+// TestConcurrentJoinWithRandomFaults: while 60 nodes join at once, a fifth
+// of all transactions fail, half of them before and half after being
+// applied (outcome unknown to the node). Every node still gets an ID, the
+// IDs are exactly 1..60 (no ticket is lost), and each claim names the node
+// whose record carries its ID.
+func TestConcurrentJoinWithRandomFaults(t *testing.T) {
+	const n = 60
+	for seed := range uint64(5) {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			db := nodesynctest.NewMemDB()
+			var mu sync.Mutex
+			r := rand.New(rand.NewPCG(seed, 42))
+			fault := func(string) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if r.IntN(10) == 0 {
+					return nodesynctest.ErrInjected
+				}
+				return nil
+			}
+			db.SetHooks(nodesynctest.Hooks{Txn: fault, TxnApplied: fault})
+			hs := make([]*harness, n)
+			for i := range n {
+				hs[i] = launchHarness(t, db, fmt.Sprintf("node-%02d", i), nodesync.Config{RetryBackoff: time.Microsecond, Logger: debugLogger()}, &controllertest.EventRecorder{})
+			}
+			ids := make([]uint32, n)
+			for i, h := range hs {
+				h.waitReady()
+				ids[i] = h.ns.GetNodeID()
+			}
+			db.SetHooks(nodesynctest.Hooks{})
+			sorted := slices.Sorted(slices.Values(ids))
+			for i, id := range sorted {
+				require.Equal(t, uint32(i+1), id, "IDs are exactly 1..%d: %v", n, sorted)
+			}
+			for i, h := range hs {
+				v, ok := db.Value(fmt.Sprintf("%sid/%d", testPrefix, ids[i]))
+				require.True(t, ok)
+				var c model.NodeIDClaim
+				require.NoError(t, proto.Unmarshal(v, &c))
+				require.Equal(t, h.name, c.GetName())
+			}
+			claims := 0
+			for _, k := range db.Keys() {
+				if strings.HasPrefix(k, testPrefix+"id/") {
+					claims++
+				}
+			}
+			require.Equal(t, n, claims, "no stray claims")
 		})
 	}
 }

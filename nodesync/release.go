@@ -75,6 +75,7 @@ func releaseOnce(ctx context.Context, broker ProtoBroker, name string) ([]uint32
 		ops = append(ops, Op{Type: OpPut, Key: freeKey(id)})
 	}
 	var released []uint32
+	var ticket uint32 // the unclaimed ticket of a pending record
 	rec, perr := parseRecord(own.Key, own.Value, own.ModRevision)
 	switch {
 	case perr == nil && rec.ID > 0:
@@ -99,8 +100,16 @@ func releaseOnce(ctx context.Context, broker ProtoBroker, name string) ([]uint32
 		}
 		if err == nil && len(res.Results[0]) == 1 && res.Results[0][0].ModRevision == own.ModRevision {
 			if t := res.Results[0][0].Version; t > 0 && t <= math.MaxUint32 {
-				cond = append(cond, Cmp{Key: idKey(uint32(t)), Target: CreateRevision, Revision: 0})
-				free(uint32(t))
+				ticket = uint32(t)
+			}
+		}
+		if ticket != 0 {
+			res, err := broker.Txn(ctx, Txn{Then: []Op{{Type: OpGet, Key: idKey(ticket)}}})
+			if err != nil {
+				return nil, false, err
+			}
+			if len(res.Results[0]) > 0 {
+				ticket = 0 // claimed by another node meanwhile: not ours to free
 			}
 		}
 	}
@@ -121,6 +130,10 @@ func releaseOnce(ctx context.Context, broker ProtoBroker, name string) ([]uint32
 			free(id)
 			released = append(released, id)
 		}
+	}
+	if ticket != 0 && !slices.Contains(released, ticket) {
+		cond = append(cond, Cmp{Key: idKey(ticket), Target: CreateRevision, Revision: 0})
+		free(ticket)
 	}
 	res, err = broker.Txn(ctx, Txn{If: cond, Then: ops})
 	if err != nil {

@@ -415,8 +415,15 @@ func (b *broker) Txn(ctx context.Context, txn nodesync.Txn) (nodesync.TxnResult,
 	if ok {
 		ops = txn.Then
 	}
-	// Validate the historical reads first: a failed Txn changes nothing.
+	// Validate first: a failed Txn changes nothing.
+	written := make(map[string]bool)
 	for _, op := range ops {
+		if op.Type == nodesync.OpPut || op.Type == nodesync.OpDelete {
+			if written[op.Key] {
+				return nodesync.TxnResult{}, fmt.Errorf("nodesynctest: duplicate key %q given in txn request", op.Key)
+			}
+			written[op.Key] = true
+		}
 		if op.Type == nodesync.OpGet && op.Revision > 0 {
 			if op.Revision <= db.compacted {
 				return nodesync.TxnResult{}, fmt.Errorf("%w: revision %d (compacted up to %d)", nodesync.ErrCompacted, op.Revision, db.compacted)
