@@ -147,3 +147,29 @@ func Memory(pid int) (hwm, rss int64, err error) {
 	}
 	return hwm, rss, nil
 }
+
+// CPUTime returns the user plus system CPU time that process pid has used,
+// from /proc/<pid>/stat (resolution: one clock tick, 10ms on Linux).
+func CPUTime(pid int) (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("etcdtest: malformed /proc/%d/stat", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("etcdtest: malformed /proc/%d/stat", pid)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14 of the whole line
+	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("etcdtest: malformed /proc/%d/stat", pid)
+	}
+	const ticksPerSecond = 100 // USER_HZ, fixed at 100 on Linux
+	return time.Duration(utime+stime) * time.Second / ticksPerSecond, nil
+}
