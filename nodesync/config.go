@@ -43,7 +43,24 @@ type Config struct {
 	// ID allocation or of the watch is retried; it doubles up to 2s (with
 	// jitter). Lost allocation races are retried without delay. Default: 50ms.
 	RetryBackoff time.Duration
+
+	// LocalState keeps this node's ID and the last snapshot of the node
+	// records on the node, so that Run can start without the DB: when the
+	// DB has not confirmed the ID within LocalFallbackDelay, Run starts with
+	// the saved ID and records, and confirms the ID once the DB is back.
+	// Default: nil (no local state: Run waits for the DB). [StateFile] keeps
+	// it in a file.
+	LocalState LocalState
+
+	// LocalFallbackDelay is how long Run tries to confirm or allocate the ID
+	// in the DB before it starts with the ID from LocalState. Default:
+	// DefaultLocalFallbackDelay.
+	LocalFallbackDelay time.Duration
 }
+
+// DefaultLocalFallbackDelay is the default of Config.LocalFallbackDelay, the
+// same as the watcher's default delay before it falls back to its mirror.
+const DefaultLocalFallbackDelay = 5 * time.Second
 
 func (c Config) withDefaults() (Config, error) {
 	var errs []error
@@ -73,6 +90,11 @@ func (c Config) withDefaults() (Config, error) {
 		errs = append(errs, fmt.Errorf("RetryBackoff %v is negative", c.RetryBackoff))
 	} else if c.RetryBackoff == 0 {
 		c.RetryBackoff = 50 * time.Millisecond
+	}
+	if c.LocalFallbackDelay < 0 {
+		errs = append(errs, fmt.Errorf("LocalFallbackDelay %v is negative", c.LocalFallbackDelay))
+	} else if c.LocalFallbackDelay == 0 {
+		c.LocalFallbackDelay = DefaultLocalFallbackDelay
 	}
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("nodesync: invalid config: %w", err)

@@ -60,6 +60,97 @@ type ProtoBroker interface {
 	// connection is lost. fn runs on the calling goroutine and must not
 	// call Watch.
 	Watch(ctx context.Context, keyPrefix string, fromRevision int64, fn func(WatchEvent)) error
+
+	// Txn applies txn atomically: if every condition of txn.If holds, it
+	// runs txn.Then, otherwise txn.Else, all at one revision (an etcd
+	// transaction). Operations see the writes of earlier operations of the
+	// same branch. Keys are relative to the broker's prefix. The result
+	// holds, per operation of the branch that ran, the pairs a get found
+	// (nil for puts and deletes). Like etcd, implementations refuse (with an
+	// error, changing nothing) a branch that puts or deletes the same key
+	// twice. A get of an older revision that has been
+	// compacted fails the whole Txn with [ErrCompacted] (possibly wrapped).
+	// An error other than ErrCompacted leaves the outcome unknown: the
+	// transaction may or may not have been applied.
+	Txn(ctx context.Context, txn Txn) (TxnResult, error)
+}
+
+// CmpTarget selects the revision that a [Cmp] compares.
+type CmpTarget int
+
+const (
+	// CreateRevision is the revision that created the key; 0 when the key
+	// does not exist.
+	CreateRevision CmpTarget = iota + 1
+	// ModRevision is the revision of the key's last change; 0 when the key
+	// does not exist.
+	ModRevision
+)
+
+// Cmp is one condition of a [Txn]: the Target revision of Key equals
+// Revision. With Prefix set it holds when every key starting with Key
+// satisfies it, and also when there is no such key; {Prefix: true,
+// Target: CreateRevision, Revision: 0} thus means "no key starts with
+// Key". Cmp is a plain value, safe for concurrent use as long as nobody
+// modifies it.
+type Cmp struct {
+	Key      string
+	Prefix   bool
+	Target   CmpTarget
+	Revision int64
+}
+
+// OpType is the kind of an [Op].
+type OpType int
+
+const (
+	// OpGet reads a key or, with Op.Prefix, every key starting with Op.Key.
+	OpGet OpType = iota + 1
+	// OpPut stores Op.Value under Op.Key.
+	OpPut
+	// OpDelete removes Op.Key (no error if it does not exist).
+	OpDelete
+)
+
+// Op is one operation of a [Txn]. Op is a plain value, safe for
+// concurrent use as long as nobody modifies it.
+type Op struct {
+	Type OpType
+	Key  string
+	// Value is stored by OpPut (nil stores an empty value).
+	Value []byte
+	// Prefix makes OpGet read every key starting with Key, sorted by key.
+	Prefix bool
+	// Limit caps the pairs an OpGet with Prefix returns (the first Limit
+	// keys in key order); 0 means no limit.
+	Limit int64
+	// Revision makes OpGet read the state at that revision instead of the
+	// current one; 0 means current.
+	Revision int64
+}
+
+// Txn is a transaction for [ProtoBroker.Txn]: the operations in Then run
+// when every condition in If holds, the ones in Else otherwise. Etcd
+// limits a transaction to 128 operations by default. Txn is a plain value,
+// safe for concurrent use as long as nobody modifies it.
+type Txn struct {
+	If   []Cmp
+	Then []Op
+	Else []Op
+}
+
+// TxnResult is the outcome of a [ProtoBroker.Txn]. It is a plain value:
+// safe for concurrent use as long as nobody modifies it.
+type TxnResult struct {
+	// Succeeded tells whether the conditions held (Then ran) or not (Else
+	// ran).
+	Succeeded bool
+	// Revision is the DB revision after the transaction.
+	Revision int64
+	// Results has one entry per operation of the branch that ran: the
+	// pairs found by an OpGet (sorted by key, empty if none), nil for OpPut
+	// and OpDelete.
+	Results [][]KV
 }
 
 // KV is one stored key-value pair returned by [ProtoBroker.List]. It is a
@@ -73,6 +164,9 @@ type KV struct {
 	CreateRevision int64
 	// ModRevision is the revision of the last change of the key.
 	ModRevision int64
+	// Version counts the changes of the key since its creation (1 after
+	// the put that created it).
+	Version int64
 }
 
 // Unmarshal decodes kv.Value into msg.

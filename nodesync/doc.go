@@ -4,12 +4,11 @@
 // [github.com/vswitchkit/vswitchkit/nodesync/etcddb]).
 //
 // A [NodeSync] claims the smallest free positive integer, starting with 1,
-// as this node's ID (a compare-create of the key id/<n>); a restarting node
-// finds the ID it owns by its name and reuses it. Many nodes joining at once
-// are ordered by the creation of their records and claim distinct IDs
-// without fighting over the same key, so hundreds of simultaneous joins all
-// succeed (see alloc.go for the scheme); attempts are bounded only by the
-// context given to [NodeSync.Run].
+// as this node's ID; a restarting node finds the ID it owns by its name and
+// reuses it. Joining costs a constant number of small requests, whatever
+// the size of the cluster (see # Allocation), so thousands of simultaneous
+// joins all succeed; attempts are bounded only by the context given to
+// [NodeSync.Run].
 //
 // As an event handler of the controller loop, NodeSync merges the vswitch
 // records of all nodes (ID and VPP IPs, watched by Run) with the Kubernetes
@@ -27,21 +26,50 @@
 //	g.Go(func() error { return ns.Run(ctx) })
 //	// after the start-up resync: ns.GetNodeID(), ns.PublishNodeIPs(...)
 //
+// # Allocation
+//
+// The claim id/<n> (a compare-create: the key must not exist) is the only
+// truth about who owns ID n; the node record node/<name> carries n and is
+// written in the same transaction. A first join takes two transactions: the
+// first takes a ticket - the version of the counter alloc/ticket after an
+// unconditional put, so tickets never conflict - unless a free-ID hint
+// exists; the second claims id/<ticket>. A restart reads the node's record
+// and the claim it names (two single-key reads) and writes nothing. Free IDs
+// below the counter are listed as hints alloc/free/<n> by [ReleaseNode], and
+// joiners claim them, smallest first, before they take tickets, so the IDs
+// in use stay the smallest possible (1..N on a cluster without releases).
+// Requests whose outcome is unknown (an etcd timeout after the write) are
+// repeated safely: every write compares against the revisions read, and a
+// ticket taken unseen is recovered by reading the counter at the pending
+// record's revision. The argument is written out in alloc.go.
+//
 // # Freeing IDs
 //
 // Nodes never free their own ID: a node that restarts must get it back.
 // The cluster-level component that watches Kubernetes nodes - the reflector
 // or an operator - calls [ReleaseNode] when a Kubernetes node object is
-// deleted; that frees the node's ID for the next joining node. A node whose
-// record is released while its agent runs gets [ErrNodeReleased] from Run.
+// deleted; in one transaction it deletes the node's record and claim and
+// adds a free-ID hint for the next joining node. A node whose record is
+// released while its agent runs gets [ErrNodeReleased] from Run.
 //
-// # Records
+// # Starting without the database
 //
-// The records live under Config.Prefix: node/<name> holds a
-// [github.com/vswitchkit/vswitchkit/nodesync/model.VswitchNode] (ID 0 while
-// the node waits for its ID), id/<n> a NodeIDClaim naming the owner. A
-// malformed record of another node is logged and skipped; it never stops
-// this node. A malformed claim still counts its ID as taken.
+// With Config.LocalState (e.g. [NewStateFile]), Run saves the node ID and
+// the latest snapshot of the node records on the node. When the database
+// has not confirmed or allocated the ID within Config.LocalFallbackDelay
+// (default 5s, like the watcher's fallback to its mirror), Run starts with
+// the saved ID and records: [NodeSync.Ready] closes, the start-up Resync
+// succeeds and other handlers (IPAM) work. Once the database is reachable,
+// Run checks that the claim id/<n> still names this node and replaces the
+// saved records with current ones (a record resync into the loop). If the
+// claim is gone meanwhile, Run returns [ErrNodeReleased]; if another node
+// owns the ID, [ErrNodeIDLost]: the node must stop using the ID either way,
+// and the saved ID is forgotten. A node whose saved ID turns out not to be
+// its own before it used it (the database answered in time) simply
+// allocates a new one. Without a saved ID, the start-up Resync waits for the
+// database and, when Config.StartupTimeout passes, returns [ErrNotReady]
+// with what is missing, e.g. "database not connected since 12:03:04;
+// nothing saved in local state /var/lib/vswitchkit/nodesync.json".
 //
 // # Concurrency
 //
@@ -52,7 +80,8 @@
 // # Lifecycle
 //
 // [New] does no I/O and starts no goroutine. [NodeSync.Run] waits for the
-// DB connection, allocates the ID (closing [NodeSync.Ready]), then watches
+// DB connection, allocates the ID, reads the node records (closing
+// [NodeSync.Ready]; or starts from local state, see above), then watches
 // the records until its context ends, and returns after every goroutine it
 // started has exited. The start-up Resync of the loop waits (at most
 // Config.StartupTimeout) for the ID. Record changes reach the handler as
@@ -62,7 +91,10 @@
 // # Not done here
 //
 // NodeSync does not compute subnets from IDs (that is ipam), does not use
-// leases (a crashed joiner that never comes back leaves a gap in the ID
-// sequence until ReleaseNode is called for it), and does not decide when a
-// node is gone: it trusts the Kubernetes node objects and ReleaseNode.
+// leases (a joiner that crashes between its two transactions and never
+// comes back holds its ticket, a gap in the ID sequence, until ReleaseNode
+// is called for it), and does not decide when a node is gone: it trusts the
+// Kubernetes node objects and ReleaseNode. Every node still reads all node
+// records once at start (and after a broken watch), which is O(N) per node
+// by nature; the etcd adapter reads them in pages.
 package nodesync

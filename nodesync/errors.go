@@ -30,6 +30,12 @@ var (
 	// was deleted while it was running, e.g. by [ReleaseNode]: its ID may be
 	// handed to another node, so it must stop using it.
 	ErrNodeReleased = errors.New("nodesync: this node's record was released")
+
+	// ErrNodeIDLost is returned (wrapped) by Run when this node started
+	// with its ID from Config.LocalState while the DB was unreachable, and
+	// the DB, once reachable, says that another node owns that ID now: this
+	// node must stop using it.
+	ErrNodeIDLost = errors.New("nodesync: this node's ID is owned by another node")
 )
 
 // RecordError reports a malformed record found in the database. Records of

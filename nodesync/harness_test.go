@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -133,32 +132,6 @@ func (h *harness) process(stop func(controller.Event) bool) (n int, stopped bool
 		}
 	}
 	return len(evs), false
-}
-
-// drainOwnRecord processes recorded events until the watch has delivered
-// the write of this node's own record made by the ID allocation. That write
-// comes after the allocation's snapshot revision, so the watch always
-// delivers it, and with etcd it may arrive after Ready; tests that count
-// record events drain it first. Only for a node whose record did not exist
-// before Run (a restarting node with its ID writes nothing). NodeUpdates seen
-// meanwhile are kept for the next pump.
-func (h *harness) drainOwnRecord() {
-	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	own := "node/" + h.name + " "
-	isOwn := func(ev controller.Event) bool {
-		s, ok := ev.(fmt.Stringer)
-		return ok && strings.Contains(s.String(), own)
-	}
-	for {
-		n, done := h.process(isOwn)
-		if done {
-			return
-		}
-		_, err := h.rec.WaitFor(ctx, n+1)
-		require.NoError(h.t, err, "waiting for the watch to deliver this node's own record")
-	}
 }
 
 // pump processes recorded events until wantRecordEvents record changes

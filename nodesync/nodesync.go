@@ -12,8 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"google.golang.org/protobuf/proto"
 )
 
 // API defines the methods provided by NodeSync for use by other components.
@@ -61,8 +63,14 @@ type NodeSync struct {
 	done    chan struct{} // closed when Run returns
 	runErr  error         // set before done is closed
 
-	snapMu sync.Mutex
-	snap   ListResult // latest record snapshot from Run; guarded by snapMu
+	snapMu  sync.Mutex
+	snap    ListResult // latest record snapshot from Run; guarded by snapMu
+	startMu sync.Mutex // guards the two fields below: who installs the ID
+	offline bool       // started with the ID from LocalState
+	online  bool       // the DB decided the ID before the fallback
+
+	statusMu sync.Mutex
+	status   startStatus // why the ID is not there yet; guarded by statusMu
 
 	mu        sync.Mutex // guards everything below and serializes the handler methods
 	started   bool       // start-up resync done
@@ -130,21 +138,52 @@ func (ns *NodeSync) GetNodeID() uint32 { return ns.nodeID.Load() }
 func (ns *NodeSync) Ready() <-chan struct{} { return ns.ready }
 
 // Run waits for the DB connection, allocates this node's ID (or finds the
-// one it owns already), and then watches the vswitch node records of all
-// nodes, pushing their changes into the event loop, until ctx is done. It
-// returns ctx.Err() after ctx is done and every goroutine it started has
-// exited; [ErrNoFreeID] (wrapped) when no ID can be allocated;
+// one it owns already), reads the vswitch node records of all nodes and
+// then watches them, pushing their changes into the event loop, until ctx
+// is done.
+//
+// With Config.LocalState, a node that had an ID starts with it when the DB
+// has not confirmed it within Config.LocalFallbackDelay (the start-up
+// Resync then succeeds with the saved records); once the DB is reachable,
+// Run confirms that the claim id/<n> still names this node and continues.
+//
+// Run returns ctx.Err() after ctx is done and every goroutine it started
+// has exited; [ErrNoFreeID] (wrapped) when no ID can be allocated;
 // [ErrNodeReleased] (wrapped) when this node's record is deleted while it
-// runs; [ErrAlreadyRunning] when called again. DB failures are retried with
-// backoff and do not end Run.
+// runs or, after a start from local state, its claim is gone;
+// [ErrNodeIDLost] (wrapped) when, after a start from local state, another
+// node owns the ID; [ErrAlreadyRunning] when called again. DB failures are
+// retried with backoff and do not end Run.
 func (ns *NodeSync) Run(ctx context.Context) (err error) {
 	if !ns.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
+	start := time.Now()
+	ns.setPhase("waiting for the database connection", start)
+	var wg sync.WaitGroup
+	fctx, stopFallback := context.WithCancel(ctx)
 	defer func() {
+		stopFallback()
+		wg.Wait()
+		if err != nil && ctx.Err() != nil && ns.GetNodeID() != 0 {
+			ns.saveView() // a clean stop: keep the latest view
+		}
 		ns.runErr = err
 		close(ns.done)
 	}()
+
+	local, hasLocal := ns.loadLocal()
+	if hasLocal {
+		wg.Go(func() {
+			t := time.NewTimer(ns.cfg.LocalFallbackDelay)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				ns.startOffline(local)
+			case <-fctx.Done():
+			}
+		})
+	}
 
 	connected := make(chan struct{})
 	var once sync.Once
@@ -157,18 +196,242 @@ func (ns *NodeSync) Run(ctx context.Context) (err error) {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	ns.setPhase("allocating the node ID", time.Now())
 
-	start := time.Now()
-	id, snap, err := ns.allocate(ctx)
+	var id uint32
+	if hasLocal {
+		ok, err := ns.confirm(ctx, local.NodeID)
+		if err != nil {
+			ns.forget(err)
+			return err
+		}
+		if ok {
+			id = local.NodeID
+		}
+	}
+	if id == 0 {
+		id, _, err = ns.allocate(ctx)
+		if err != nil {
+			return err
+		}
+	}
+	list, err := ns.listRecords(ctx)
 	if err != nil {
+		ns.forget(err)
 		return err
 	}
+	ns.saveLocal(id, list)
+	if ns.installOnline(id, list, start) {
+		return ns.watchRecords(ctx, list.Revision)
+	}
+	// Started from local state: the loop has the saved records; replace
+	// them with the ones just read.
+	ns.log.Info("node ID confirmed by the database", slog.Uint64("id", uint64(id)))
+	if err := ns.pushResync(ctx, list); err != nil {
+		return err
+	}
+	return ns.watchRecords(ctx, list.Revision)
+}
+
+// loadLocal loads the saved state that belongs to this node and has an ID.
+func (ns *NodeSync) loadLocal() (SavedState, bool) {
+	ls := ns.cfg.LocalState
+	if ls == nil {
+		ns.setLocalStatus("no local state (Config.LocalState is nil)")
+		return SavedState{}, false
+	}
+	st, ok, err := ls.Load()
+	switch {
+	case err != nil:
+		ns.log.Warn("cannot load local state", slog.Any("error", err))
+		ns.setLocalStatus(fmt.Sprintf("local state %s unreadable: %v", describe(ls), err))
+		return SavedState{}, false
+	case !ok:
+		ns.setLocalStatus(fmt.Sprintf("nothing saved in local state %s", describe(ls)))
+		return SavedState{}, false
+	case st.Prefix != ns.cfg.Prefix || st.NodeName != ns.name:
+		ns.setLocalStatus(fmt.Sprintf("local state %s belongs to node %q under prefix %q", describe(ls), st.NodeName, st.Prefix))
+		return SavedState{}, false
+	case st.NodeID == 0:
+		ns.setLocalStatus(fmt.Sprintf("local state %s holds no node ID", describe(ls)))
+		return SavedState{}, false
+	}
+	ns.setLocalStatus(fmt.Sprintf("local state %s holds node ID %d", describe(ls), st.NodeID))
+	return st, true
+}
+
+func describe(ls LocalState) string {
+	if s, ok := ls.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return fmt.Sprintf("%T", ls)
+}
+
+// startOffline installs the ID and records from local state, unless the DB
+// has decided the ID already.
+func (ns *NodeSync) startOffline(local SavedState) {
+	ns.startMu.Lock()
+	defer ns.startMu.Unlock()
+	if ns.online {
+		return
+	}
+	ns.offline = true
+	recs := local.Records
+	recs.Revision = 0 // any snapshot read from the DB replaces it
+	recs.KVs = slices.DeleteFunc(slices.Clone(recs.KVs), func(kv KV) bool { return !strings.HasPrefix(kv.Key, nodeKeyPrefix) })
+	ns.nodeID.Store(local.NodeID)
+	ns.setSnapshot(recs)
+	close(ns.ready)
+	st := ns.statusText()
+	ns.log.Warn("started with the node ID from local state; the database has not confirmed it yet",
+		slog.Uint64("id", uint64(local.NodeID)), slog.Int("records", len(recs.KVs)), slog.String("database", st))
+}
+
+// installOnline installs the ID and records read from the DB and reports
+// true, unless Run started from local state already (then false).
+func (ns *NodeSync) installOnline(id uint32, list ListResult, start time.Time) bool {
+	ns.startMu.Lock()
+	defer ns.startMu.Unlock()
+	if ns.offline {
+		return false
+	}
+	ns.online = true
 	ns.nodeID.Store(id)
-	ns.setSnapshot(snap)
+	ns.setSnapshot(list)
 	close(ns.ready)
 	ns.log.Info("node ID allocated", slog.Uint64("id", uint64(id)), slog.Duration("took", time.Since(start)))
+	return true
+}
 
-	return ns.watch(ctx, snap.Revision)
+// confirm checks in the DB that this node owns id, the ID from local state,
+// and makes its record name it. It reports false if the node does not own
+// id and has not used it yet (Run then allocates anew); after a start from
+// local state it returns ErrNodeReleased or ErrNodeIDLost instead.
+func (ns *NodeSync) confirm(ctx context.Context, id uint32) (bool, error) {
+	me := nodeKey(ns.name)
+	owned, err := backoff.Retry(ctx, func() (bool, error) {
+		res, err := ns.txn(ctx, Txn{Then: []Op{{Type: OpGet, Key: me}, {Type: OpGet, Key: idKey(id)}}})
+		if err != nil {
+			ns.setDBError(err)
+			return false, fmt.Errorf("read claim of ID %d: %w", id, err)
+		}
+		var owner string
+		if kvs := res.Results[1]; len(kvs) == 1 {
+			_, owner, _ = parseClaim(kvs[0].Key, kvs[0].Value)
+			if owner == "" {
+				owner = "?"
+			}
+		}
+		if owner != ns.name {
+			return false, backoff.Permanent(ns.lost(id, owner))
+		}
+		var expect int64
+		if kvs := res.Results[0]; len(kvs) == 1 {
+			expect = kvs[0].ModRevision
+			if rec, err := parseRecord(kvs[0].Key, kvs[0].Value, expect); err == nil && rec.ID == id {
+				return true, nil
+			}
+		}
+		// The claim names this node but its record does not say so (a
+		// record lost or left pending by an older version): rewrite it.
+		a := &allocation{ns: ns, expect: expect}
+		if err := a.writeRecord(ctx, id); err != nil {
+			ns.setDBError(err)
+			return false, err
+		}
+		return true, nil
+	}, ns.retryOptions("confirming the node ID")...)
+	if errors.Is(err, errNotOwned) {
+		return false, nil
+	}
+	return owned, err
+}
+
+// errNotOwned tells confirm's caller that the ID from local state is not
+// this node's and was never used.
+var errNotOwned = errors.New("not owned")
+
+// lost returns the error for an ID from local state that this node does
+// not own (owner "" means unclaimed): errNotOwned if the ID has not been
+// used yet, ErrNodeReleased or ErrNodeIDLost otherwise.
+func (ns *NodeSync) lost(id uint32, owner string) error {
+	ns.startMu.Lock()
+	defer ns.startMu.Unlock()
+	if !ns.offline {
+		ns.online = true // the fallback must not start with this ID now
+		ns.log.Info("the node ID in local state is not this node's any more; allocating anew",
+			slog.Uint64("id", uint64(id)), slog.String("owner", owner))
+		return errNotOwned
+	}
+	if owner == "" {
+		return fmt.Errorf("%w: ID %d from local state is not claimed any more", ErrNodeReleased, id)
+	}
+	return fmt.Errorf("%w: ID %d from local state is claimed by node %q", ErrNodeIDLost, id, owner)
+}
+
+// listRecords reads the node records, retrying DB errors.
+func (ns *NodeSync) listRecords(ctx context.Context) (ListResult, error) {
+	ns.setPhase("reading the node records", time.Now())
+	return backoff.Retry(ctx, func() (ListResult, error) {
+		list, err := ns.relist(ctx)
+		if errors.Is(err, ErrNodeReleased) {
+			return ListResult{}, backoff.Permanent(err)
+		}
+		if err != nil {
+			ns.setDBError(err)
+		}
+		return list, err
+	}, ns.retryOptions("reading node records")...)
+}
+
+// pushResync pushes a record snapshot into the loop, retrying while the
+// loop refuses it.
+func (ns *NodeSync) pushResync(ctx context.Context, list ListResult) error {
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
+		return struct{}{}, ns.loop.PushEvent(&recordResync{owner: ns, list: list})
+	}, ns.retryOptions("pushing the node records")...)
+	return err
+}
+
+// saveLocal saves the ID and a record snapshot to Config.LocalState.
+func (ns *NodeSync) saveLocal(id uint32, list ListResult) {
+	if ns.cfg.LocalState == nil {
+		return
+	}
+	err := ns.cfg.LocalState.Save(SavedState{Prefix: ns.cfg.Prefix, NodeName: ns.name, NodeID: id, Records: list})
+	if err != nil {
+		ns.log.Warn("cannot save local state", slog.Any("error", err))
+	}
+}
+
+// saveView saves the records as the handler sees them now.
+func (ns *NodeSync) saveView() {
+	if ns.cfg.LocalState == nil {
+		return
+	}
+	ns.mu.Lock()
+	if !ns.started {
+		ns.mu.Unlock()
+		return
+	}
+	list := ListResult{Revision: ns.recRev}
+	for _, name := range slices.Sorted(maps.Keys(ns.records)) {
+		rec := ns.records[name]
+		value, err := proto.Marshal(recordToModel(rec))
+		if err != nil {
+			continue
+		}
+		list.KVs = append(list.KVs, KV{Key: nodeKey(name), Value: value, ModRevision: rec.ModRev})
+	}
+	ns.mu.Unlock()
+	ns.saveLocal(ns.GetNodeID(), list)
+}
+
+// forget clears the saved ID after it was released or lost.
+func (ns *NodeSync) forget(err error) {
+	if errors.Is(err, ErrNodeReleased) || errors.Is(err, ErrNodeIDLost) {
+		ns.saveLocal(0, ListResult{})
+	}
 }
 
 func (ns *NodeSync) setSnapshot(s ListResult) {
@@ -177,10 +440,17 @@ func (ns *NodeSync) setSnapshot(s ListResult) {
 	ns.snapMu.Unlock()
 }
 
+// watchRecords runs watch and clears the saved ID if the node is released.
+func (ns *NodeSync) watchRecords(ctx context.Context, rev int64) error {
+	err := ns.watch(ctx, rev)
+	ns.forget(err)
+	return err
+}
+
 // watch follows the node records from revision rev+1, re-listing them after
 // the watch breaks (compaction, connection loss, a full event queue).
 func (ns *NodeSync) watch(ctx context.Context, rev int64) error {
-	bo := backoff{base: ns.cfg.RetryBackoff}
+	brk := ns.newBackoff() // delay between breaks; reset by every event
 	for {
 		wctx, cancel := context.WithCancel(ctx)
 		var failure error
@@ -199,7 +469,7 @@ func (ns *NodeSync) watch(ctx context.Context, rev int64) error {
 				return
 			}
 			rev = ev.Revision
-			bo = backoff{base: ns.cfg.RetryBackoff}
+			brk.Reset()
 		})
 		cancel()
 		if ctx.Err() != nil {
@@ -211,27 +481,35 @@ func (ns *NodeSync) watch(ctx context.Context, rev int64) error {
 		if failure != nil {
 			err = failure
 		}
-		ns.log.Warn("watch of node records broke, re-listing", slog.Any("error", err))
-		for {
-			if err := bo.wait(ctx); err != nil {
-				return err
-			}
+		d := brk.NextBackOff()
+		ns.log.Warn("watch of node records broke, re-listing", slog.Any("error", err), slog.Duration("in", d))
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		list, err := backoff.Retry(ctx, func() (ListResult, error) {
 			list, err := ns.relist(ctx)
+			if errors.Is(err, ErrNodeReleased) {
+				return ListResult{}, backoff.Permanent(err)
+			}
 			if err == nil {
 				err = ns.loop.PushEvent(&recordResync{owner: ns, list: list})
 			}
-			if err == nil {
-				rev = list.Revision
-				break
-			}
-			if errors.Is(err, ErrNodeReleased) {
-				return err
-			}
-			ns.log.Warn("re-listing node records failed, retrying", slog.Any("error", err))
+			return list, err
+		}, ns.retryOptions("re-listing node records")...)
+		if err != nil {
+			return err
 		}
+		ns.saveLocal(ns.GetNodeID(), list)
+		rev = list.Revision
 	}
 }
 
+// relist reads the node records; it fails with ErrNodeReleased when this
+// node's record is missing.
 func (ns *NodeSync) relist(ctx context.Context) (ListResult, error) {
 	lctx, cancel := context.WithTimeout(ctx, ns.cfg.RequestTimeout)
 	defer cancel()
@@ -326,8 +604,66 @@ func (ns *NodeSync) waitReady() error {
 		}
 		return fmt.Errorf("%w: Run ended: %v", ErrNotReady, ns.runErr)
 	case <-t.C:
-		return fmt.Errorf("%w after %v: is Run running?", ErrNotReady, ns.cfg.StartupTimeout)
+		return fmt.Errorf("%w after waiting %v: %s", ErrNotReady, ns.cfg.StartupTimeout, ns.statusText())
 	}
+}
+
+// startStatus says what Run is waiting for while the ID is not there, for
+// the error of a start-up Resync that times out.
+type startStatus struct {
+	phase   string    // e.g. "waiting for the database connection"
+	since   time.Time // start of the phase
+	failing time.Time // first DB error in the phase; zero if none
+	lastErr error     // last DB error in the phase
+	local   string    // what the local state offers
+}
+
+func (ns *NodeSync) setPhase(phase string, since time.Time) {
+	ns.statusMu.Lock()
+	defer ns.statusMu.Unlock()
+	ns.status.phase, ns.status.since = phase, since
+	ns.status.failing, ns.status.lastErr = time.Time{}, nil
+}
+
+func (ns *NodeSync) setDBError(err error) {
+	ns.statusMu.Lock()
+	defer ns.statusMu.Unlock()
+	if ns.status.failing.IsZero() {
+		ns.status.failing = time.Now()
+	}
+	ns.status.lastErr = err
+}
+
+func (ns *NodeSync) setLocalStatus(s string) {
+	ns.statusMu.Lock()
+	defer ns.statusMu.Unlock()
+	ns.status.local = s
+}
+
+// statusText describes why the ID is not there yet, e.g. "database not
+// connected since 12:03:04 (Run waiting for the connection); no local
+// state (Config.LocalState is nil)".
+func (ns *NodeSync) statusText() string {
+	if !ns.running.Load() {
+		return "Run has not been called"
+	}
+	ns.statusMu.Lock()
+	defer ns.statusMu.Unlock()
+	st := ns.status
+	const clock = "15:04:05"
+	var b strings.Builder
+	switch {
+	case st.phase == "waiting for the database connection":
+		fmt.Fprintf(&b, "database not connected since %s", st.since.Format(clock))
+	case st.lastErr != nil:
+		fmt.Fprintf(&b, "database requests failing since %s while %s (last error: %v)", st.failing.Format(clock), st.phase, st.lastErr)
+	default:
+		fmt.Fprintf(&b, "%s since %s", st.phase, st.since.Format(clock))
+	}
+	if st.local != "" {
+		b.WriteString("; " + st.local)
+	}
+	return b.String()
 }
 
 // replaceRecords installs a record snapshot; ns.mu is held.

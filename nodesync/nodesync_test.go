@@ -4,10 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
+	"net"
+	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -181,7 +188,6 @@ func TestNodeUpdates(t *testing.T) {
 				h := startHarness(t, db, "node-a", nodesync.Config{})
 				require.Equal(t, uint32(1), h.ns.GetNodeID())
 				h.resync(1, kubeA, kubeB)
-				h.drainOwnRecord()
 				h.pump(0)
 				require.Equal(t, nodesync.Nodes{"node-a": nodeA, "node-b": nodeB}, h.ns.GetAllNodes())
 
@@ -371,32 +377,60 @@ func TestWaitsForConnection(t *testing.T) {
 }
 
 func TestAllocationRetriesDBFaults(t *testing.T) {
-	db := nodesynctest.NewMemDB()
-	var fails = map[string]int{"list": 3, "claim": 2, "put": 2}
-	var mu = make(chan struct{}, 1)
-	fail := func(kind string) error {
-		mu <- struct{}{}
-		defer func() { <-mu }()
-		if fails[kind] > 0 {
-			fails[kind]--
-			return nodesynctest.ErrInjected
-		}
-		return nil
+	ticket := testPrefix + "alloc/ticket"
+	claim1 := testPrefix + "id/1"
+	tests := []struct {
+		name string
+		// faults maps a fault kind to how many times it strikes.
+		faults map[string]int
+	}{
+		{"requests fail before they are applied", map[string]int{"ticket": 3, "claim": 2, "list": 3}},
+		{"ticket taken but the answer lost", map[string]int{"ticket-applied": 2}},
+		{"claim made but the answer lost", map[string]int{"claim-applied": 2}},
+		{"everything lost once", map[string]int{"ticket": 1, "ticket-applied": 1, "claim": 1, "claim-applied": 1, "list": 1}},
 	}
-	db.SetHooks(nodesynctest.Hooks{
-		List: func(string) error { return fail("list") },
-		PutIfNotExists: func(key string) error {
-			if key == testPrefix+"id/1" {
-				return fail("claim")
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			db := nodesynctest.NewMemDB()
+			seedNode(t, db, 2, "node-b")
+			var mu sync.Mutex
+			fails := maps.Clone(tc.faults)
+			fail := func(kind string) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if fails[kind] > 0 {
+					fails[kind]--
+					return nodesynctest.ErrInjected
+				}
+				return nil
 			}
-			return nil
-		},
-		Put: func(string) error { return fail("put") },
-	})
-	h := startHarness(t, db, "node-a", nodesync.Config{RetryBackoff: 1})
-	require.Equal(t, uint32(1), h.ns.GetNodeID())
-	for kind, n := range fails {
-		require.Zero(t, n, "all %s faults were hit", kind)
+			kind := func(key string) string {
+				switch key {
+				case ticket:
+					return "ticket"
+				case claim1:
+					return "claim"
+				}
+				return ""
+			}
+			db.SetHooks(nodesynctest.Hooks{
+				List:       func(string) error { return fail("list") },
+				Txn:        func(key string) error { return fail(kind(key)) },
+				TxnApplied: func(key string) error { return fail(kind(key) + "-applied") },
+			})
+			h := startHarness(t, db, "node-a", nodesync.Config{RetryBackoff: 1})
+			require.Equal(t, uint32(1), h.ns.GetNodeID(), "no ticket is lost to a failed request")
+			mu.Lock()
+			for kind, n := range fails {
+				require.Zero(t, n, "all %s faults were hit", kind)
+			}
+			mu.Unlock()
+			// Exactly one claim names node-a, and the next node gets 3.
+			require.Equal(t, []string{testPrefix + "alloc/ticket", testPrefix + "id/1", testPrefix + "id/2", testPrefix + "node/node-a", testPrefix + "node/node-b"}, db.Keys())
+			db.SetHooks(nodesynctest.Hooks{})
+			c := startHarness(t, db, "node-c", nodesync.Config{})
+			require.Equal(t, uint32(3), c.ns.GetNodeID())
+		})
 	}
 }
 
@@ -592,13 +626,14 @@ func TestReleaser(t *testing.T) {
 	desc, err := r.Update(del, controllertest.NewTxn())
 	require.NoError(t, err)
 	require.Contains(t, desc, "node-b")
-	require.Equal(t, []string{testPrefix + "id/1", testPrefix + "node/node-a"}, db.Keys())
+	require.Equal(t, []string{testPrefix + "alloc/free/0000000002", testPrefix + "id/1", testPrefix + "node/node-a"}, db.Keys(),
+		"the record and the claim are gone, the ID is hinted as free")
 
 	// A joining node gets the freed ID.
 	h := startHarness(t, db, "node-c", nodesync.Config{})
 	require.Equal(t, uint32(2), h.ns.GetNodeID())
 
-	db.SetHooks(nodesynctest.Hooks{List: func(string) error { return nodesynctest.ErrInjected }})
+	db.SetHooks(nodesynctest.Hooks{Txn: func(string) error { return nodesynctest.ErrInjected }})
 	del.Key = kubemodel.NodeKey("node-a")
 	_, err = r.Update(del, controllertest.NewTxn())
 	require.ErrorIs(t, err, nodesynctest.ErrInjected, "a failed release is reported")
@@ -731,5 +766,114 @@ func TestPublishAfterRunEnded(t *testing.T) {
 	require.ErrorIs(t, runErr, nodesync.ErrNodeReleased)
 	err = h.ns.PublishNodeIPs(nodesync.IPsWithNetworks{ipNet("192.168.16.1", "192.168.16.0/24")}, nodesync.IPv4)
 	require.ErrorIs(t, err, nodesync.ErrNotReady)
-	require.Empty(t, db.Keys(), "the released record is not written again")
+	require.Equal(t, []string{testPrefix + "alloc/free/0000000001", testPrefix + "alloc/ticket"}, db.Keys(),
+		"the released record is not written again")
+}
+
+func TestMgmtAddrs(t *testing.T) {
+	tests := []struct {
+		name string
+		node *nodesync.Node
+		want []netip.Addr
+	}{
+		{"nil node", nil, nil},
+		{"no addresses", &nodesync.Node{}, nil},
+		{"IPv4 in 16-byte form is unmapped", &nodesync.Node{MgmtIPAddresses: []net.IP{net.ParseIP("10.0.0.1"), net.ParseIP("fd00::1")}},
+			[]netip.Addr{netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("fd00::1")}},
+		{"IPv4 in 4-byte form", &nodesync.Node{MgmtIPAddresses: mgmt("10.0.0.2")}, []netip.Addr{netip.MustParseAddr("10.0.0.2")}},
+		{"invalid entries are skipped", &nodesync.Node{MgmtIPAddresses: []net.IP{{1, 2, 3}, nil, net.ParseIP("10.0.0.3")}},
+			[]netip.Addr{netip.MustParseAddr("10.0.0.3")}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, tc.node.MgmtAddrs())
+		})
+	}
+}
+
+// TestReleasePendingNode: releasing a node that crashed while waiting for
+// its ID gives its ticket back as a free ID, so no hole stays behind.
+func TestReleasePendingNode(t *testing.T) {
+	db := nodesynctest.NewMemDB()
+	// node-x takes ticket 1, and its claim fails: it is stopped while
+	// pending, as if it had crashed.
+	claimTried := make(chan struct{})
+	var once sync.Once
+	db.SetHooks(nodesynctest.Hooks{Txn: func(key string) error {
+		if key == testPrefix+"id/1" {
+			once.Do(func() { close(claimTried) })
+			return nodesynctest.ErrInjected
+		}
+		return nil
+	}})
+	ns, err := nodesync.New("node-x", db, &controllertest.EventRecorder{}, nodesync.Config{RetryBackoff: time.Hour})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ns.Run(ctx) }()
+	<-claimTried
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	db.SetHooks(nodesynctest.Hooks{})
+	require.Equal(t, []string{testPrefix + "alloc/ticket", testPrefix + "node/node-x"}, db.Keys())
+
+	ids, err := nodesync.ReleaseNode(context.Background(), db, "", "node-x")
+	require.NoError(t, err)
+	require.Empty(t, ids, "a pending node owned no ID")
+	require.Equal(t, []string{testPrefix + "alloc/free/0000000001", testPrefix + "alloc/ticket"}, db.Keys())
+	h := startHarness(t, db, "node-c", nodesync.Config{})
+	require.Equal(t, uint32(1), h.ns.GetNodeID(), "the pending node's ticket is free again")
+}
+
+// TestConcurrentJoinWithRandomFaults: while 60 nodes join at once, a fifth
+// of all transactions fail, half of them before and half after being
+// applied (outcome unknown to the node). Every node still gets an ID, the
+// IDs are exactly 1..60 (no ticket is lost), and each claim names the node
+// whose record carries its ID.
+func TestConcurrentJoinWithRandomFaults(t *testing.T) {
+	const n = 60
+	for seed := range uint64(5) {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			db := nodesynctest.NewMemDB()
+			var mu sync.Mutex
+			r := rand.New(rand.NewPCG(seed, 42))
+			fault := func(string) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if r.IntN(10) == 0 {
+					return nodesynctest.ErrInjected
+				}
+				return nil
+			}
+			db.SetHooks(nodesynctest.Hooks{Txn: fault, TxnApplied: fault})
+			hs := make([]*harness, n)
+			for i := range n {
+				hs[i] = launchHarness(t, db, fmt.Sprintf("node-%02d", i), nodesync.Config{RetryBackoff: time.Microsecond, Logger: debugLogger()}, &controllertest.EventRecorder{})
+			}
+			ids := make([]uint32, n)
+			for i, h := range hs {
+				h.waitReady()
+				ids[i] = h.ns.GetNodeID()
+			}
+			db.SetHooks(nodesynctest.Hooks{})
+			sorted := slices.Sorted(slices.Values(ids))
+			for i, id := range sorted {
+				require.Equal(t, uint32(i+1), id, "IDs are exactly 1..%d: %v", n, sorted)
+			}
+			for i, h := range hs {
+				v, ok := db.Value(fmt.Sprintf("%sid/%d", testPrefix, ids[i]))
+				require.True(t, ok)
+				var c model.NodeIDClaim
+				require.NoError(t, proto.Unmarshal(v, &c))
+				require.Equal(t, h.name, c.GetName())
+			}
+			claims := 0
+			for _, k := range db.Keys() {
+				if strings.HasPrefix(k, testPrefix+"id/") {
+					claims++
+				}
+			}
+			require.Equal(t, n, claims, "no stray claims")
+		})
+	}
 }

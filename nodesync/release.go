@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 
@@ -12,8 +13,8 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 )
 
-// ReleaseNode frees the node ID(s) and deletes the vswitch record of the
-// node named nodeName, so that its ID can be allocated to a joining node. It
+// ReleaseNode frees the node ID and deletes the vswitch record of the node
+// named nodeName, so that its ID can be allocated to a joining node. It
 // returns the IDs that were released (none if the node had none).
 //
 // Who frees IDs: nodes never free their own ID (a restarting node must get
@@ -24,9 +25,12 @@ import (
 // still runs makes its Run return [ErrNodeReleased].
 //
 // prefix is the nodesync key prefix (Config.Prefix, "" for DefaultPrefix).
-// Each claim is removed with a compare-delete against the revision it was
-// read at, so a concurrent release can never remove a claim that another
-// node has made meanwhile. The call is bounded by ctx; it is safe to repeat
+// The record, the claim and a free-ID hint for the next joiner are changed
+// in one transaction, compared against the revisions read, so a concurrent
+// join or release can never lose or duplicate an ID. It reads O(1) keys,
+// except for records left inconsistent (by a crash of an older version):
+// then it reads all claims once. A node still waiting for its ID gives back
+// the ticket it holds. The call is bounded by ctx; it is safe to repeat
 // after a failure.
 func ReleaseNode(ctx context.Context, db ClusterWideDB, prefix, nodeName string) ([]uint32, error) {
 	if prefix == "" {
@@ -39,32 +43,107 @@ func ReleaseNode(ctx context.Context, db ClusterWideDB, prefix, nodeName string)
 		return nil, fmt.Errorf("nodesync: release node: %w", err)
 	}
 	broker := db.NewBroker(prefix)
-	list, err := broker.List(ctx, idKeyPrefix)
-	if err != nil {
-		return nil, fmt.Errorf("nodesync: release node %s: %w", nodeName, err)
+	for {
+		ids, done, err := releaseOnce(ctx, broker, nodeName)
+		if err != nil {
+			return nil, fmt.Errorf("nodesync: release node %s: %w", nodeName, err)
+		}
+		if done {
+			return ids, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("nodesync: release node %s: %w", nodeName, err)
+		}
 	}
-	// The record goes first: a still running agent notices and stops.
-	if _, err := broker.Delete(ctx, nodeKey(nodeName), 0); err != nil {
-		return nil, fmt.Errorf("nodesync: release node %s: %w", nodeName, err)
+}
+
+// releaseOnce makes one attempt; done is false when something changed
+// meanwhile.
+func releaseOnce(ctx context.Context, broker ProtoBroker, name string) ([]uint32, bool, error) {
+	me := nodeKey(name)
+	res, err := broker.Txn(ctx, Txn{Then: []Op{{Type: OpGet, Key: me}}})
+	if err != nil {
+		return nil, false, err
+	}
+	if len(res.Results[0]) == 0 {
+		return nil, true, nil // nothing to release
+	}
+	own := res.Results[0][0]
+	cond := []Cmp{{Key: me, Target: ModRevision, Revision: own.ModRevision}}
+	ops := []Op{{Type: OpDelete, Key: me}}
+	free := func(id uint32) {
+		ops = append(ops, Op{Type: OpPut, Key: freeKey(id)})
 	}
 	var released []uint32
-	var errs []error
-	for _, kv := range list.KVs {
-		id, name, err := parseClaim(kv.Key, kv.Value)
-		if err != nil || name != nodeName {
-			continue
-		}
-		existed, err := broker.Delete(ctx, kv.Key, kv.ModRevision)
+	var ticket uint32 // the unclaimed ticket of a pending record
+	rec, perr := parseRecord(own.Key, own.Value, own.ModRevision)
+	switch {
+	case perr == nil && rec.ID > 0:
+		res, err := broker.Txn(ctx, Txn{Then: []Op{{Type: OpGet, Key: idKey(rec.ID)}}})
 		if err != nil {
-			errs = append(errs, fmt.Errorf("nodesync: release node %s: ID %d: %w", nodeName, id, err))
-			continue
+			return nil, false, err
 		}
-		if existed {
+		if kvs := res.Results[0]; len(kvs) == 1 {
+			if _, owner, err := parseClaim(kvs[0].Key, kvs[0].Value); err == nil && owner == name {
+				cond = append(cond, Cmp{Key: idKey(rec.ID), Target: ModRevision, Revision: kvs[0].ModRevision})
+				ops = append(ops, Op{Type: OpDelete, Key: idKey(rec.ID)})
+				free(rec.ID)
+				released = append(released, rec.ID)
+			}
+		}
+	case perr == nil:
+		// Pending: give back the ticket taken with the record, if the ID is
+		// still unclaimed.
+		res, err := broker.Txn(ctx, Txn{Then: []Op{{Type: OpGet, Key: ticketKey, Revision: own.ModRevision}}})
+		if err != nil && !errors.Is(err, ErrCompacted) {
+			return nil, false, err
+		}
+		if err == nil && len(res.Results[0]) == 1 && res.Results[0][0].ModRevision == own.ModRevision {
+			if t := res.Results[0][0].Version; t > 0 && t <= math.MaxUint32 {
+				ticket = uint32(t)
+			}
+		}
+		if ticket != 0 {
+			res, err := broker.Txn(ctx, Txn{Then: []Op{{Type: OpGet, Key: idKey(ticket)}}})
+			if err != nil {
+				return nil, false, err
+			}
+			if len(res.Results[0]) > 0 {
+				ticket = 0 // claimed by another node meanwhile: not ours to free
+			}
+		}
+	}
+	if len(released) == 0 {
+		// A claim may name this node without the record saying so (left by
+		// an older version): read all claims.
+		res, err := broker.Txn(ctx, Txn{Then: []Op{{Type: OpGet, Key: idKeyPrefix, Prefix: true}}})
+		if err != nil {
+			return nil, false, err
+		}
+		for _, kv := range res.Results[0] {
+			id, owner, err := parseClaim(kv.Key, kv.Value)
+			if err != nil || owner != name {
+				continue
+			}
+			cond = append(cond, Cmp{Key: kv.Key, Target: ModRevision, Revision: kv.ModRevision})
+			ops = append(ops, Op{Type: OpDelete, Key: kv.Key})
+			free(id)
 			released = append(released, id)
 		}
 	}
+	if ticket != 0 && !slices.Contains(released, ticket) {
+		cond = append(cond, Cmp{Key: idKey(ticket), Target: CreateRevision, Revision: 0})
+		free(ticket)
+	}
+	res, err = broker.Txn(ctx, Txn{If: cond, Then: ops})
+	if err != nil {
+		return nil, false, err
+	}
+	if !res.Succeeded {
+		return nil, false, nil
+	}
 	slices.Sort(released)
-	return released, errors.Join(errs...)
+	return released, true, nil
 }
 
 // Releaser is a [controller.EventHandler] for the cluster-level event loop

@@ -164,6 +164,22 @@ func (n *Node) Clone() *Node {
 	return &c
 }
 
+// MgmtAddrs returns MgmtIPAddresses in the [netip.Addr] form (IPv4
+// addresses unmapped), in the same order, skipping entries that are not
+// valid addresses; nil when there are none. It never modifies n.
+func (n *Node) MgmtAddrs() []netip.Addr {
+	if n == nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, ip := range n.MgmtIPAddresses {
+		if a, ok := netip.AddrFromSlice(ip); ok {
+			out = append(out, a.Unmap())
+		}
+	}
+	return out
+}
+
 // Equal reports whether n and o describe the same node state. Two nil nodes
 // are equal; nil and empty slices are equal.
 func (n *Node) Equal(o *Node) bool {

@@ -12,7 +12,10 @@
 // instead; the DB is then connected at once and does not own the client.
 //
 // PutIfNotExists is a compare-create transaction (the key's create revision
-// must be 0). Watches are created with clientv3.WithRequireLeader, so a
+// must be 0); Txn maps one to one onto an etcd transaction. List reads large
+// ranges in pages (Config.ListPageSize) at the revision of the first page,
+// so one snapshot of thousands of node records never has to be held whole
+// by the server. Watches are created with clientv3.WithRequireLeader, so a
 // member that loses its leader ends the watch with an error and nodesync
 // re-lists.
 //

@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/vswitchkit/vswitchkit/nodesync"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -44,8 +45,15 @@ type Config struct {
 	Logger *slog.Logger
 
 	// RetryBackoff is the initial delay between connection attempts of Run;
-	// it doubles up to 5s. Default: 100ms.
+	// it grows exponentially (with jitter) up to 5s. Default: 100ms.
 	RetryBackoff time.Duration
+
+	// ListPageSize is the number of keys one request of
+	// [nodesync.ProtoBroker.List] reads: a large range is read in pages of
+	// this size, all at the revision of the first page, so that neither the
+	// server nor the client holds a whole large response at once.
+	// Default: 1000.
+	ListPageSize int64
 }
 
 func (c Config) withDefaults(needEndpoints bool) (Config, error) {
@@ -55,6 +63,11 @@ func (c Config) withDefaults(needEndpoints bool) (Config, error) {
 	}
 	if c.DialTimeout < 0 || c.RequestTimeout < 0 || c.RetryBackoff < 0 {
 		errs = append(errs, errors.New("durations must not be negative"))
+	}
+	if c.ListPageSize < 0 {
+		errs = append(errs, fmt.Errorf("ListPageSize %d is negative", c.ListPageSize))
+	} else if c.ListPageSize == 0 {
+		c.ListPageSize = 1000
 	}
 	if c.DialTimeout == 0 {
 		c.DialTimeout = 5 * time.Second
@@ -130,27 +143,26 @@ func (db *DB) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	delay := db.cfg.RetryBackoff
-	for {
+	bo := &backoff.ExponentialBackOff{
+		InitialInterval:     db.cfg.RetryBackoff,
+		RandomizationFactor: 0.5,
+		Multiplier:          2,
+		MaxInterval:         5 * time.Second,
+	}
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
 		err := db.connect(ctx)
-		if err == nil {
-			break
+		if errors.Is(err, errClosed) {
+			return struct{}{}, backoff.Permanent(err)
 		}
+		return struct{}{}, err
+	}, backoff.WithBackOff(bo), backoff.WithMaxElapsedTime(0), backoff.WithNotify(func(err error, d time.Duration) {
+		db.log.Warn("connecting to etcd failed, retrying", slog.Any("error", err), slog.Duration("in", d))
+	}))
+	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if errors.Is(err, errClosed) {
-			return err
-		}
-		db.log.Warn("connecting to etcd failed, retrying", slog.Any("error", err), slog.Duration("in", delay))
-		t := time.NewTimer(delay/2 + time.Duration(rand.Int64N(int64(delay/2)+1)))
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		}
-		delay = min(2*delay, 5*time.Second)
+		return err
 	}
 	<-ctx.Done()
 	if err := db.Close(); err != nil {
@@ -297,25 +309,132 @@ func (b *broker) Put(ctx context.Context, key string, value proto.Message) (int6
 	return resp.Header.GetRevision(), nil
 }
 
+// List reads the range in pages of Config.ListPageSize keys, every page at
+// the revision of the first one, so the result is one consistent snapshot.
 func (b *broker) List(ctx context.Context, keyPrefix string) (nodesync.ListResult, error) {
 	cli, err := b.db.client()
 	if err != nil {
 		return nodesync.ListResult{}, err
 	}
-	resp, err := cli.Get(ctx, b.prefix+keyPrefix, clientv3.WithPrefix())
-	if err != nil {
-		return nodesync.ListResult{}, fmt.Errorf("etcddb: list %s: %w", b.prefix+keyPrefix, err)
+	full := b.prefix + keyPrefix
+	end := clientv3.GetPrefixRangeEnd(full)
+	var res nodesync.ListResult
+	start := full
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(b.db.cfg.ListPageSize)}
+		if res.Revision != 0 {
+			opts = append(opts, clientv3.WithRev(res.Revision))
+		}
+		resp, err := cli.Get(ctx, start, opts...)
+		if err != nil {
+			if errors.Is(err, rpctypes.ErrCompacted) {
+				return nodesync.ListResult{}, fmt.Errorf("%w: list %s at revision %d: %v", nodesync.ErrCompacted, full, res.Revision, err)
+			}
+			return nodesync.ListResult{}, fmt.Errorf("etcddb: list %s: %w", full, err)
+		}
+		if res.Revision == 0 {
+			res.Revision = resp.Header.GetRevision()
+			res.KVs = make([]nodesync.KV, 0, resp.Count)
+		}
+		for _, kv := range resp.Kvs {
+			res.KVs = append(res.KVs, b.kv(kv))
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return res, nil
+		}
+		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
-	res := nodesync.ListResult{Revision: resp.Header.GetRevision(), KVs: make([]nodesync.KV, 0, len(resp.Kvs))}
-	for _, kv := range resp.Kvs {
-		res.KVs = append(res.KVs, nodesync.KV{
-			Key:            string(kv.Key[len(b.prefix):]),
-			Value:          nonNil(kv.Value),
-			CreateRevision: kv.CreateRevision,
-			ModRevision:    kv.ModRevision,
-		})
+}
+
+func (b *broker) kv(kv *mvccpb.KeyValue) nodesync.KV {
+	return nodesync.KV{
+		Key:            string(kv.Key[len(b.prefix):]),
+		Value:          nonNil(kv.Value),
+		CreateRevision: kv.CreateRevision,
+		ModRevision:    kv.ModRevision,
+		Version:        kv.Version,
+	}
+}
+
+// Txn runs txn as one etcd transaction.
+func (b *broker) Txn(ctx context.Context, txn nodesync.Txn) (nodesync.TxnResult, error) {
+	cli, err := b.db.client()
+	if err != nil {
+		return nodesync.TxnResult{}, err
+	}
+	cmps := make([]clientv3.Cmp, 0, len(txn.If))
+	for _, c := range txn.If {
+		full := b.prefix + c.Key
+		var cmp clientv3.Cmp
+		switch c.Target {
+		case nodesync.CreateRevision:
+			cmp = clientv3.Compare(clientv3.CreateRevision(full), "=", c.Revision)
+		case nodesync.ModRevision:
+			cmp = clientv3.Compare(clientv3.ModRevision(full), "=", c.Revision)
+		default:
+			return nodesync.TxnResult{}, fmt.Errorf("etcddb: txn: unknown compare target %d", c.Target)
+		}
+		if c.Prefix {
+			cmp = cmp.WithPrefix()
+		}
+		cmps = append(cmps, cmp)
+	}
+	then, err := b.ops(txn.Then)
+	if err != nil {
+		return nodesync.TxnResult{}, err
+	}
+	els, err := b.ops(txn.Else)
+	if err != nil {
+		return nodesync.TxnResult{}, err
+	}
+	resp, err := cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
+	if err != nil {
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			return nodesync.TxnResult{}, fmt.Errorf("%w: txn under %s: %v", nodesync.ErrCompacted, b.prefix, err)
+		}
+		return nodesync.TxnResult{}, fmt.Errorf("etcddb: txn under %s: %w", b.prefix, err)
+	}
+	res := nodesync.TxnResult{Succeeded: resp.Succeeded, Revision: resp.Header.GetRevision(), Results: make([][]nodesync.KV, len(resp.Responses))}
+	for i, r := range resp.Responses {
+		rr := r.GetResponseRange()
+		if rr == nil {
+			continue
+		}
+		kvs := make([]nodesync.KV, 0, len(rr.Kvs))
+		for _, kv := range rr.Kvs {
+			kvs = append(kvs, b.kv(kv))
+		}
+		res.Results[i] = kvs
 	}
 	return res, nil
+}
+
+func (b *broker) ops(in []nodesync.Op) ([]clientv3.Op, error) {
+	out := make([]clientv3.Op, 0, len(in))
+	for _, op := range in {
+		full := b.prefix + op.Key
+		switch op.Type {
+		case nodesync.OpGet:
+			var opts []clientv3.OpOption
+			if op.Prefix {
+				opts = append(opts, clientv3.WithPrefix())
+				if op.Limit > 0 {
+					opts = append(opts, clientv3.WithLimit(op.Limit))
+				}
+			}
+			if op.Revision > 0 {
+				opts = append(opts, clientv3.WithRev(op.Revision))
+			}
+			out = append(out, clientv3.OpGet(full, opts...))
+		case nodesync.OpPut:
+			out = append(out, clientv3.OpPut(full, string(op.Value)))
+		case nodesync.OpDelete:
+			out = append(out, clientv3.OpDelete(full))
+		default:
+			return nil, fmt.Errorf("etcddb: txn: unknown op type %d", op.Type)
+		}
+	}
+	return out, nil
 }
 
 func (b *broker) Delete(ctx context.Context, key string, modRevision int64) (bool, error) {

@@ -2,6 +2,7 @@ package etcddb_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vswitchkit/vswitchkit/nodesync"
 	"github.com/vswitchkit/vswitchkit/nodesync/etcddb"
+	"github.com/vswitchkit/vswitchkit/nodesync/internal/dbtest"
 	"github.com/vswitchkit/vswitchkit/nodesync/internal/etcdtest"
 	"github.com/vswitchkit/vswitchkit/nodesync/model"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -270,4 +272,59 @@ func TestRunAfterClose(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
 	require.Error(t, db.Run(context.Background()), "Run of a closed DB ends at once")
+}
+
+func TestTxn(t *testing.T) {
+	endpoint := etcdtest.Start(t)
+	cli := rawClient(t, endpoint, clientv3.Config{})
+	db, err := etcddb.NewFromClient(cli, etcddb.Config{})
+	require.NoError(t, err)
+	dbtest.TestTxn(t, db, func(rev int64) {
+		_, err := cli.Compact(context.Background(), rev)
+		require.NoError(t, err)
+	})
+}
+
+// TestListPages: a range larger than a page is read in pages, at one
+// revision, so writes made between the pages are not seen.
+func TestListPages(t *testing.T) {
+	endpoint := etcdtest.Start(t)
+	cli := rawClient(t, endpoint, clientv3.Config{})
+	ctx := context.Background()
+	for i := range 10 {
+		_, err := cli.Put(ctx, fmt.Sprintf("/l/k%02d", i), "v")
+		require.NoError(t, err)
+	}
+	var pages int
+	cli.KV = pageCounter{KV: cli.KV, n: &pages, onPage: func() {
+		if pages == 1 { // between the first and the second page
+			_, err := cli.Put(ctx, "/l/k00a", "late")
+			require.NoError(t, err)
+		}
+	}}
+	db, err := etcddb.NewFromClient(cli, etcddb.Config{ListPageSize: 3})
+	require.NoError(t, err)
+	list, err := db.NewBroker("/l/").List(ctx, "")
+	require.NoError(t, err)
+	require.Equal(t, 4, pages, "10 keys in pages of 3")
+	require.Len(t, list.KVs, 10, "the key written between pages is not in the snapshot")
+	for i, kv := range list.KVs {
+		require.Equal(t, fmt.Sprintf("k%02d", i), kv.Key)
+	}
+	_, err = etcddb.New(etcddb.Config{Endpoints: []string{endpoint}, ListPageSize: -1})
+	require.Error(t, err)
+}
+
+// pageCounter counts the Get requests of a clientv3.KV.
+type pageCounter struct {
+	clientv3.KV
+	n      *int
+	onPage func()
+}
+
+func (p pageCounter) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	resp, err := p.KV.Get(ctx, key, opts...)
+	*p.n++
+	p.onPage()
+	return resp, err
 }

@@ -25,17 +25,28 @@ type Hooks struct {
 	List           func(prefix string) error
 	Delete         func(key string) error
 	Watch          func(prefix string) error
+	// Txn is called with the (absolute) key of the transaction's first
+	// operation of the Then branch ("" if none).
+	Txn func(key string) error
+	// TxnApplied is called like Txn, but after the transaction has been
+	// applied: an error it returns is reported although the transaction took
+	// effect, like an etcd request that times out after it was applied
+	// (outcome unknown to the caller).
+	TxnApplied func(key string) error
 }
 
 type entry struct {
 	value          []byte
 	create, modRev int64
+	version        int64
 }
 
 type change struct {
-	key   string
-	value []byte // nil = deleted
-	rev   int64
+	key     string
+	value   []byte // nil = deleted
+	rev     int64
+	create  int64
+	version int64
 }
 
 // MemDB is an in-memory [nodesync.ClusterWideDB]. The zero value is not
@@ -186,23 +197,33 @@ func (db *MemDB) checkLocked() error {
 
 func (db *MemDB) putLocked(key string, value []byte) int64 {
 	db.rev++
-	e, ok := db.data[key]
-	if !ok {
-		e.create = db.rev
-	}
-	e.value = value
-	e.modRev = db.rev
-	db.data[key] = e
-	db.history = append(db.history, change{key: key, value: value, rev: db.rev})
+	db.putAtLocked(key, value, db.rev)
 	db.wakeLocked()
 	return db.rev
 }
 
+// putAtLocked stores value at revision rev (already counted).
+func (db *MemDB) putAtLocked(key string, value []byte, rev int64) {
+	e, ok := db.data[key]
+	if !ok {
+		e = entry{create: rev}
+	}
+	e.value = value
+	e.modRev = rev
+	e.version++
+	db.data[key] = e
+	db.history = append(db.history, change{key: key, value: value, rev: rev, create: e.create, version: e.version})
+}
+
 func (db *MemDB) deleteLocked(key string) {
 	db.rev++
-	delete(db.data, key)
-	db.history = append(db.history, change{key: key, rev: db.rev})
+	db.deleteAtLocked(key, db.rev)
 	db.wakeLocked()
+}
+
+func (db *MemDB) deleteAtLocked(key string, rev int64) {
+	delete(db.data, key)
+	db.history = append(db.history, change{key: key, rev: rev})
 }
 
 // PutIfNotExists stores value under the absolute key if it does not exist.
@@ -283,7 +304,7 @@ func (b *broker) List(ctx context.Context, keyPrefix string) (nodesync.ListResul
 		if strings.HasPrefix(k, full) {
 			res.KVs = append(res.KVs, nodesync.KV{
 				Key: strings.TrimPrefix(k, b.prefix), Value: slices.Clone(e.value),
-				CreateRevision: e.create, ModRevision: e.modRev,
+				CreateRevision: e.create, ModRevision: e.modRev, Version: e.version,
 			})
 		}
 	}
@@ -358,6 +379,186 @@ func (b *broker) Watch(ctx context.Context, keyPrefix string, fromRevision int64
 			return ctx.Err()
 		}
 	}
+}
+
+// Txn applies txn atomically; see [nodesync.ProtoBroker]. A historical get
+// (Op.Revision > 0) needs the MemDB's change history: it fails with
+// nodesync.ErrCompacted for revisions up to the one given to
+// [MemDB.Compact] (etcd still serves the compaction revision itself).
+func (b *broker) Txn(ctx context.Context, txn nodesync.Txn) (nodesync.TxnResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nodesync.TxnResult{}, err
+	}
+	db := b.db
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if err := db.checkLocked(); err != nil {
+		return nodesync.TxnResult{}, err
+	}
+	first := ""
+	if len(txn.Then) > 0 {
+		first = b.prefix + txn.Then[0].Key
+	}
+	if h := db.hooks.Txn; h != nil {
+		if err := h(first); err != nil {
+			return nodesync.TxnResult{}, err
+		}
+	}
+	ok := true
+	for _, c := range txn.If {
+		if !db.cmpLocked(b.prefix, c) {
+			ok = false
+			break
+		}
+	}
+	ops := txn.Else
+	if ok {
+		ops = txn.Then
+	}
+	// Validate first: a failed Txn changes nothing.
+	written := make(map[string]bool)
+	for _, op := range ops {
+		if op.Type == nodesync.OpPut || op.Type == nodesync.OpDelete {
+			if written[op.Key] {
+				return nodesync.TxnResult{}, fmt.Errorf("nodesynctest: duplicate key %q given in txn request", op.Key)
+			}
+			written[op.Key] = true
+		}
+		if op.Type == nodesync.OpGet && op.Revision > 0 {
+			if op.Revision <= db.compacted {
+				return nodesync.TxnResult{}, fmt.Errorf("%w: revision %d (compacted up to %d)", nodesync.ErrCompacted, op.Revision, db.compacted)
+			}
+			if op.Revision > db.rev {
+				return nodesync.TxnResult{}, fmt.Errorf("nodesynctest: revision %d is in the future (current %d)", op.Revision, db.rev)
+			}
+		}
+	}
+	res := nodesync.TxnResult{Succeeded: ok, Results: make([][]nodesync.KV, len(ops))}
+	rev := db.rev + 1
+	wrote := false
+	for i, op := range ops {
+		full := b.prefix + op.Key
+		switch op.Type {
+		case nodesync.OpGet:
+			kvs, err := db.getLocked(b.prefix, op)
+			if err != nil {
+				return nodesync.TxnResult{}, err
+			}
+			res.Results[i] = kvs
+		case nodesync.OpPut:
+			v := slices.Clone(op.Value)
+			if v == nil {
+				v = []byte{}
+			}
+			db.putAtLocked(full, v, rev)
+			wrote = true
+		case nodesync.OpDelete:
+			if _, exists := db.data[full]; exists {
+				db.deleteAtLocked(full, rev)
+				wrote = true
+			}
+		default:
+			return nodesync.TxnResult{}, fmt.Errorf("nodesynctest: unknown op type %d", op.Type)
+		}
+	}
+	if wrote {
+		db.rev = rev
+		db.wakeLocked()
+	}
+	res.Revision = db.rev
+	if h := db.hooks.TxnApplied; h != nil {
+		if err := h(first); err != nil {
+			return nodesync.TxnResult{}, err
+		}
+	}
+	return res, nil
+}
+
+// cmpLocked evaluates one condition.
+func (db *MemDB) cmpLocked(prefix string, c nodesync.Cmp) bool {
+	full := prefix + c.Key
+	value := func(e entry) int64 {
+		if c.Target == nodesync.CreateRevision {
+			return e.create
+		}
+		return e.modRev
+	}
+	if !c.Prefix {
+		return value(db.data[full]) == c.Revision
+	}
+	for k, e := range db.data {
+		if strings.HasPrefix(k, full) && value(e) != c.Revision {
+			return false
+		}
+	}
+	return true
+}
+
+// getLocked runs one OpGet (a Revision > 0 is checked by the caller).
+func (db *MemDB) getLocked(prefix string, op nodesync.Op) ([]nodesync.KV, error) {
+	full := prefix + op.Key
+	match := func(k string) bool {
+		if op.Prefix {
+			return strings.HasPrefix(k, full)
+		}
+		return k == full
+	}
+	state := make(map[string]entry)
+	if op.Revision == 0 {
+		for k, e := range db.data {
+			if match(k) {
+				state[k] = e
+			}
+		}
+	} else {
+		// The state at op.Revision: the current entries not changed since,
+		// rolled back with the history (which covers every change after
+		// db.compacted < op.Revision).
+		for k, e := range db.data {
+			if match(k) && e.modRev <= op.Revision {
+				state[k] = e
+			}
+		}
+		for i := len(db.history) - 1; i >= 0; i-- {
+			c := db.history[i]
+			if c.rev <= op.Revision {
+				break
+			}
+			if !match(c.key) {
+				continue
+			}
+			delete(state, c.key)
+			// The change before c of the same key, if any, is the state.
+			found := false
+			for j := i - 1; j >= 0; j-- {
+				p := db.history[j]
+				if p.key != c.key {
+					continue
+				}
+				found = true
+				if p.rev <= op.Revision && p.value != nil {
+					state[c.key] = entry{value: p.value, create: p.create, modRev: p.rev, version: p.version}
+				}
+				break
+			}
+			if !found && (c.value == nil || c.version > 1) {
+				// The key existed before c, in the compacted history.
+				return nil, fmt.Errorf("%w: revision %d of %s (compacted up to %d)", nodesync.ErrCompacted, op.Revision, c.key, db.compacted)
+			}
+		}
+	}
+	kvs := make([]nodesync.KV, 0, len(state))
+	for k, e := range state {
+		kvs = append(kvs, nodesync.KV{
+			Key: strings.TrimPrefix(k, prefix), Value: slices.Clone(e.value),
+			CreateRevision: e.create, ModRevision: e.modRev, Version: e.version,
+		})
+	}
+	slices.SortFunc(kvs, func(a, b nodesync.KV) int { return strings.Compare(a.Key, b.Key) })
+	if op.Prefix && op.Limit > 0 && int64(len(kvs)) > op.Limit {
+		kvs = kvs[:op.Limit]
+	}
+	return kvs, nil
 }
 
 // ErrInjected is a ready-made error for [Hooks].

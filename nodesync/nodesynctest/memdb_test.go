@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/vswitchkit/vswitchkit/nodesync"
+	"github.com/vswitchkit/vswitchkit/nodesync/internal/dbtest"
 	"github.com/vswitchkit/vswitchkit/nodesync/model"
 	"github.com/vswitchkit/vswitchkit/nodesync/nodesynctest"
 	"go.uber.org/goleak"
@@ -82,4 +83,17 @@ func TestMemDBConnect(t *testing.T) {
 	go func() { done <- db.NewBroker("/").Watch(context.Background(), "", 1, func(nodesync.WatchEvent) {}) }()
 	db.SetConnected(false)
 	require.ErrorIs(t, <-done, nodesync.ErrNotConnected)
+}
+
+func TestMemDBTxn(t *testing.T) {
+	db := nodesynctest.NewMemDB()
+	dbtest.TestTxn(t, db, db.Compact)
+}
+
+func TestMemDBTxnApplied(t *testing.T) {
+	db := nodesynctest.NewMemDB()
+	db.SetHooks(nodesynctest.Hooks{TxnApplied: func(string) error { return nodesynctest.ErrInjected }})
+	_, err := db.NewBroker("/").Txn(context.Background(), nodesync.Txn{Then: []nodesync.Op{{Type: nodesync.OpPut, Key: "k"}}})
+	require.ErrorIs(t, err, nodesynctest.ErrInjected)
+	require.Equal(t, []string{"/k"}, db.Keys(), "applied although the call failed")
 }
