@@ -60,19 +60,25 @@
 //
 // # Persistence
 //
-// Allocations survive a restart: Resync recovers them from the records of
-// the optional [Store] (and the allocations in memory) first, then from the
-// pod IPs in the Kubernetes state, which may lag behind. With a Store,
-// every allocation is written to it before AllocatePodIP returns, so an
-// address allocated just before a crash, not yet reflected in the
-// Kubernetes state, is not handed out twice, and a pod whose address
-// changed just before a crash keeps its new address. Where the records live is the
-// application's choice (see [Store]: we recommend an etcd key per pod under
-// a per-node prefix, or a bbolt bucket in the agent's local state file).
+// Allocations survive a restart: Resync recovers them from the allocations
+// in memory, the records of the optional [Store], and the pod IPs of the
+// Kubernetes state, which lags behind, in that order of precedence (see
+// [IPAM.Resync]): an address a pod holds is never moved to another pod.
+// With a Store, every allocation is written to it before AllocatePodIP
+// returns, so an address allocated just before a crash, not yet reflected
+// in the Kubernetes state, is not handed out twice, and a pod whose
+// address changed just before a crash keeps its new address. A failed
+// Store call leaves the outcome unknown (the write may have been applied):
+// IPAM then keeps the address reserved for the pod until a later call
+// settles the record, and deletes the records of released pods. Missing
+// input (external IPAM before this node's pod CIDR is known) never
+// destroys records: allocation waits with [ErrNotReady].
+//
 // Without a Store the allocations are recovered from the Kubernetes state
 // only, which is enough for a restart but not for a crash between
-// allocation and reflection. After a restart the allocator continues after
-// the highest recovered address.
+// allocation and reflection: the addresses of such pods are handed out
+// again. After a restart the allocator continues after the highest
+// recovered address.
 //
 // # Concurrency
 //
