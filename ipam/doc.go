@@ -74,11 +74,29 @@
 // input (external IPAM before this node's pod CIDR is known) never
 // destroys records: allocation waits with [ErrNotReady].
 //
-// Without a Store the allocations are recovered from the Kubernetes state
+// Which Store to use:
+//
+//   - [github.com/vswitchkit/vswitchkit/ipam/etcdstore] keeps the records in
+//     etcd under /vswitchkit/ipam/<node>/<namespace>/<name>, one fenced
+//     transaction per allocation; two agents started with the same node
+//     name cannot both write. The records survive the loss of the node's
+//     disk. Use it when nodes may be re-imaged or their local disk is not
+//     durable. It costs an etcd round trip (and quorum write) per
+//     allocation and release, and allocation stops while etcd is
+//     unreachable.
+//   - [github.com/vswitchkit/vswitchkit/ipam/boltstore] keeps them in a
+//     local bbolt file (one fsync per allocation; the file lock keeps a
+//     second agent process off it). Use it when etcd latency or
+//     availability matter more and the state directory survives restarts
+//     and re-images; if the file is lost, so is the protection.
+//
+// Either way every allocation costs a durable write; without a Store
+// (the zero Config, for tests and experiments) allocation is a few hundred
+// nanoseconds but the allocations are recovered from the Kubernetes state
 // only, which is enough for a restart but not for a crash between
 // allocation and reflection: the addresses of such pods are handed out
-// again. After a restart the allocator continues after the highest
-// recovered address.
+// again (IPAM logs a warning at the first Resync). After a restart the
+// allocator continues after the highest recovered address.
 //
 // # Concurrency
 //
