@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"strings"
 
@@ -231,8 +232,9 @@ func (i *IPAM) nodePodCIDR(node *kubemodel.Node) (netip.Prefix, error) {
 	return netip.Prefix{}, fmt.Errorf("no usable pod CIDR for node %s: %s", i.nodeName, strings.Join(problems, "; "))
 }
 
-// addMemory feeds the current in-memory allocations to r (in its first
-// pass). Caller holds mu.
+// addMemory feeds the current in-memory allocations to r, which has
+// claimed nothing yet, in its first pass. In the same subnet they cannot
+// conflict with each other: r starts from a copy of them. Caller holds mu.
 func (i *IPAM) addMemory(r *rebuilder) {
 	if i.podNet != r.podNet {
 		for pod, off := range i.byPod {
@@ -240,9 +242,8 @@ func (i *IPAM) addMemory(r *rebuilder) {
 		}
 		return
 	}
-	for pod, off := range i.byPod {
-		r.claim(pod, off)
-	}
+	r.pool, r.byPod = i.pool.clone(), maps.Clone(i.byPod)
+	r.maxOff, r.hasMax = r.pool.max()
 }
 
 // syncStore makes the Store hold exactly the current allocations: it
@@ -316,14 +317,20 @@ type rebuilder struct {
 	base4, mask4 uint32
 }
 
+// newRebuilder returns a rebuilder for podNet and the pods of the
+// Kubernetes state. Caller holds mu.
 func (i *IPAM) newRebuilder(podNet netip.Prefix, pods controller.KeyValuePairs) *rebuilder {
 	lo, hi := podPoolRange(podNet)
+	hint := len(pods)
+	if i.pool != nil && i.podNet == podNet {
+		hint = 0 // addMemory replaces the map with a copy of byPod
+	}
 	r := &rebuilder{
 		log:    i.log,
 		podNet: podNet,
 		pods:   pods,
 		pool:   newPool(lo, hi),
-		byPod:  make(map[kubemodel.PodID]uint64, len(pods)),
+		byPod:  make(map[kubemodel.PodID]uint64, hint),
 		inPass: newPool(lo, hi),
 		is4:    podNet.Addr().Is4(),
 	}
