@@ -49,8 +49,8 @@ func (f Fault) String() string {
 // store is used concurrently; they are called with no lock held and must
 // be safe for concurrent use if the store is used concurrently.
 //
-// Example: fail the first write of pod a after it was applied, as an etcd
-// request that times out after the write would:
+// Example: the first write is applied but reported failed, as with an etcd
+// request that times out after the server applied it:
 //
 //	fs := &ipamtest.FaultStore{Store: &ipamtest.MemStore{}, Put: func(n int, a ipam.Allocation) ipamtest.Fault {
 //		if n == 1 {
@@ -64,9 +64,12 @@ type FaultStore struct {
 	// Store receives the calls that are not failed before; required.
 	Store ipam.Store
 
-	Put    func(n int, a ipam.Allocation) Fault
+	// Put chooses the fault of the n-th PutAllocation call.
+	Put func(n int, a ipam.Allocation) Fault
+	// Delete chooses the fault of the n-th DeleteAllocation call.
 	Delete func(n int, pod kubemodel.PodID) Fault
-	List   func(n int) Fault
+	// List chooses the fault of the n-th ListAllocations call.
+	List func(n int) Fault
 
 	mu                   sync.Mutex
 	puts, deletes, lists int // calls so far; guarded by mu
