@@ -52,9 +52,12 @@ type Config struct {
 	// NodeInterconnectDHCP means the interconnect addresses come from DHCP:
 	// IPAM computes none and NodeInterconnectCIDR must be unset.
 	NodeInterconnectDHCP bool `json:"nodeInterconnectDHCP,omitempty"`
-	// DefaultGateway, if set and inside NodeInterconnectCIDR, is never
-	// handed out as a node IP: node IDs from the gateway's offset upward are
-	// shifted up by one address. Optional.
+	// DefaultGateway is the gateway of the node interconnect network; it is
+	// never handed out as a node IP: node IDs from the gateway's offset
+	// upward are shifted up by one address. Optional; when set it must be
+	// a host address of NodeInterconnectCIDR (same family, not the network
+	// or broadcast address), and it must be unset with
+	// NodeInterconnectDHCP.
 	DefaultGateway netip.Addr `json:"defaultGateway,omitzero"`
 
 	// VXLANCIDR is the subnet of the VXLAN BVI interfaces; node ID n gets
@@ -87,9 +90,12 @@ type Config struct {
 	// ExternalIPAM, unused otherwise.
 	EventLoop controller.EventLoop `json:"-"`
 
-	// Store persists pod IP allocations so that they survive a restart (see
-	// the package documentation). Nil: allocations live in memory only and
-	// are recovered from the Kubernetes pod state alone.
+	// Store persists pod IP allocations so that they survive a crash (see
+	// "Persistence" in the package documentation; ipam/etcdstore and
+	// ipam/boltstore implement it). Nil: allocations live in memory only
+	// and are recovered from the Kubernetes pod state alone, so an address
+	// allocated just before a crash and not yet reflected in Kubernetes can
+	// be handed out twice. Set a Store in production.
 	Store Store `json:"-"`
 	// StoreTimeout bounds every Store call. Default 5s.
 	StoreTimeout time.Duration `json:"storeTimeout,omitempty"`
@@ -117,7 +123,7 @@ type layout struct {
 	hostAll  netip.Prefix
 	hostLen  int
 	nodeNet  netip.Prefix // invalid with DHCP
-	gateway  netip.Addr   // valid only if inside nodeNet
+	gateway  netip.Addr   // a host address of nodeNet, or invalid
 	vxlan    netip.Prefix
 	service  netip.Prefix
 	external bool
@@ -258,13 +264,18 @@ func resolveConfig(cfg Config) (layout, error) {
 		if hostBits(l.nodeNet) < 2 {
 			ce.add("NodeInterconnectCIDR", l.nodeNet.String(), "too small: needs at least one node address besides network and broadcast")
 		}
-		if g := cfg.DefaultGateway; g.IsValid() && l.nodeNet.Contains(g) {
-			if g == l.nodeNet.Addr() || g == lastAddr(l.nodeNet) {
-				ce.add("DefaultGateway", g.String(), "is the network or broadcast address of NodeInterconnectCIDR %s", l.nodeNet)
-			} else {
-				l.gateway = g
-			}
+		switch g := cfg.DefaultGateway; {
+		case !g.IsValid() || g.Zone() != "":
+			// unset, or reported above
+		case !l.nodeNet.Contains(g):
+			ce.add("DefaultGateway", g.String(), "not in NodeInterconnectCIDR %s", l.nodeNet)
+		case g == l.nodeNet.Addr() || g == lastAddr(l.nodeNet):
+			ce.add("DefaultGateway", g.String(), "is the network or broadcast address of NodeInterconnectCIDR %s", l.nodeNet)
+		default:
+			l.gateway = g
 		}
+	} else if cfg.DefaultGateway.IsValid() {
+		ce.add("DefaultGateway", cfg.DefaultGateway.String(), "must be unset when NodeInterconnectDHCP is on (IPAM computes no node interconnect address)")
 	}
 	if hostBits(l.vxlan) < 2 {
 		ce.add("VXLANCIDR", l.vxlan.String(), "too small: needs at least one node address besides network and broadcast")

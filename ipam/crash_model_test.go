@@ -2,6 +2,7 @@ package ipam_test
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -21,13 +22,16 @@ import (
 // events, a Kubernetes state that reflects them late, run-time resyncs and
 // crashes (a new IPAM on the same Store), and checks that a running pod
 // always keeps its address and that no address is ever handed to two
-// running pods. At the end, with everything reflected, exactly the running
-// pods hold addresses (nothing leaked).
+// running pods. With faults, every Store call may fail before it is
+// applied or after (applied, error returned); failed CNI ADDs and DELs are
+// retried or abandoned as kubelet does. At the end, with everything
+// reflected and retried, exactly the running pods hold addresses and the
+// Store holds exactly their records (nothing leaked).
 func TestCrashRecoveryModel(t *testing.T) {
-	for _, withStore := range []bool{true, false} {
+	for _, mode := range []string{"store", "store+faults", "no-store"} {
 		for seed := range uint64(4) {
-			t.Run(fmt.Sprintf("store=%v/seed%d", withStore, seed), func(t *testing.T) {
-				crashModel(t, seed, withStore)
+			t.Run(fmt.Sprintf("%s/seed%d", mode, seed), func(t *testing.T) {
+				crashModel(t, seed, mode)
 			})
 		}
 	}
@@ -35,13 +39,34 @@ func TestCrashRecoveryModel(t *testing.T) {
 
 // crashModel runs one model sequence. Without a Store crashes are not
 // survivable by design (see the package doc), so only run-time resyncs run.
-func crashModel(t *testing.T, seed uint64, withStore bool) {
+func crashModel(t *testing.T, seed uint64, mode string) {
 	rng := rand.New(rand.NewPCG(seed, 42))
+	frng := rand.New(rand.NewPCG(seed, 7))
+	faulty := false // inject faults into the current step
+	fault := func() ipamtest.Fault {
+		if !faulty || mode != "store+faults" {
+			return ipamtest.NoFault
+		}
+		switch r := frng.IntN(100); {
+		case r < 8:
+			return ipamtest.FailBefore
+		case r < 16:
+			return ipamtest.FailAfter
+		}
+		return ipamtest.NoFault
+	}
 	store := &ipamtest.MemStore{}
+	fs := &ipamtest.FaultStore{
+		Store:  store,
+		Put:    func(int, ipam.Allocation) ipamtest.Fault { return fault() },
+		Delete: func(int, podID) ipamtest.Fault { return fault() },
+		List:   func(int) ipamtest.Fault { return fault() },
+	}
 	// A /27 per node: 29 addresses, so wrap-around happens often.
 	cfg := ipam.Config{PodSubnetCIDR: pfx("10.1.0.0/16"), PodSubnetOneNodePrefixLen: 27}
+	withStore := mode != "no-store"
 	if withStore {
-		cfg.Store = store
+		cfg.Store = fs
 	}
 	newIPAM := func() *ipam.IPAM { return must(ipam.New(ipamtest.NewNodeID(3), cfg)) }
 	i := newIPAM()
@@ -50,82 +75,127 @@ func crashModel(t *testing.T, seed uint64, withStore bool) {
 	kube := map[podID]*kubemodel.Pod{} // the (lagging) Kubernetes state
 	unreflected := map[podID]bool{}    // running, not yet in kube with its address
 	deleting := map[podID]bool{}       // deleted, kube object not yet removed
+	failedAdd := map[podID]bool{}      // CNI ADD failed; kubelet retries it or deletes the pod
+	failedDel := map[podID]bool{}      // CNI DEL failed; kubelet retries it
 	state := func() controller.KubeStateData { return kubeState(slices.Collect(maps.Values(kube))) }
-	resyncWith := func(x *ipam.IPAM) {
-		require.NoError(t, x.Resync(controller.NewDBResync(), state(), 1, controllertest.NewTxn()))
+	sorted := func(m map[podID]bool) []podID {
+		return slices.SortedFunc(maps.Keys(m), func(a, b podID) int { return cmp.Compare(a.String(), b.String()) })
 	}
+	injected := func(err error) bool { return errors.Is(err, ipamtest.ErrInjected) }
+	// resyncWith resyncs; a failed resync is retried as the loop's
+	// healing resync would do.
+	resyncWith := func(x *ipam.IPAM) {
+		for {
+			err := x.Resync(controller.NewDBResync(), state(), 1, controllertest.NewTxn())
+			if err == nil || !injected(err) {
+				require.NoError(t, err)
+				return
+			}
+		}
+	}
+	started := func(step int, p podID, addr netip.Addr) {
+		for q, b := range live {
+			require.NotEqual(t, b, addr, "step %d: %s handed out to %s while %s runs with it", step, addr, p, q)
+		}
+		live[p] = addr
+		unreflected[p] = true
+	}
+	// deleted: CNI DEL of p succeeded; its kube object turns terminating.
+	deleted := func(p podID) {
+		if k, ok := kube[p]; ok {
+			kube[p] = &kubemodel.Pod{Namespace: k.Namespace, Name: k.Name, IpAddress: k.IpAddress, Terminating: true}
+			deleting[p] = true
+		}
+	}
+	del := func(p podID) {
+		delete(live, p)
+		delete(unreflected, p)
+		delete(failedAdd, p)
+		_, err := i.Update(controller.NewDeletePodEvent(p, "c"), controllertest.NewTxn())
+		if err != nil {
+			require.True(t, injected(err), "%v", err)
+			failedDel[p] = true
+			return
+		}
+		delete(failedDel, p)
+		deleted(p)
+	}
+	add := func(step int, p podID, container string) {
+		_, err := i.Update(controller.NewAddPodEvent(p, container, "ns"), controllertest.NewTxn())
+		switch {
+		case errors.Is(err, ipam.ErrPoolExhausted):
+			delete(failedAdd, p)
+			deleted(p)
+		case err != nil:
+			require.True(t, injected(err), "step %d: %v", step, err)
+			failedAdd[p] = true
+		default:
+			delete(failedAdd, p)
+			addr, ok := i.PodAddr(p)
+			require.True(t, ok)
+			started(step, p, addr)
+		}
+	}
+
 	resyncWith(i)
 	next := 0
-
 	adds := 0
 	for step := range 3000 {
+		faulty = true
 		switch op := rng.IntN(100); {
 		case op < 35: // AddPod of a new pod (names are reused)
 			p := pod(fmt.Sprint("p", next%40))
 			next++
-			if _, running := live[p]; running || deleting[p] {
+			if _, running := live[p]; running || deleting[p] || failedAdd[p] || failedDel[p] {
 				continue
 			}
-			a, err := i.Update(controller.NewAddPodEvent(p, "c", "ns"), controllertest.NewTxn())
-			if err != nil {
-				require.ErrorIs(t, err, ipam.ErrPoolExhausted, "step %d: %s", step, a)
-				continue
+			add(step, p, "c")
+			if _, ok := live[p]; ok {
+				adds++
 			}
-			addr, ok := i.PodAddr(p)
-			require.True(t, ok)
-			for q, b := range live {
-				require.NotEqual(t, b, addr, "step %d: %s handed out to %s while %s runs with it", step, addr, p, q)
+		case op < 40: // kubelet retries a failed ADD, or gives up and deletes the pod
+			if ps := sorted(failedAdd); len(ps) > 0 {
+				p := ps[rng.IntN(len(ps))]
+				if rng.IntN(2) == 0 {
+					add(step, p, "c")
+				} else {
+					del(p)
+				}
 			}
-			live[p] = addr
-			unreflected[p] = true
-			adds++
+		case op < 43: // kubelet retries a failed DEL
+			if ps := sorted(failedDel); len(ps) > 0 {
+				del(ps[rng.IntN(len(ps))])
+			}
 		case op < 60: // DeletePod (CNI DEL); the pod turns terminating
 			if len(live) == 0 {
 				continue
 			}
 			pods := slices.SortedFunc(maps.Keys(live), func(a, b podID) int { return cmp.Compare(a.String(), b.String()) })
-			p := pods[rng.IntN(len(pods))]
-			_, err := i.Update(controller.NewDeletePodEvent(p, "c"), controllertest.NewTxn())
-			require.NoError(t, err)
-			delete(live, p)
-			delete(unreflected, p)
-			if k, ok := kube[p]; ok {
-				term := &kubemodel.Pod{Namespace: k.Namespace, Name: k.Name, IpAddress: k.IpAddress, Terminating: true}
-				kube[p] = term
-				deleting[p] = true
-			}
+			del(pods[rng.IntN(len(pods))])
 		case op < 65: // sandbox re-created: DEL + ADD of a running pod, its kube object stays
 			if len(live) == 0 {
 				continue
 			}
 			pods := slices.SortedFunc(maps.Keys(live), func(a, b podID) int { return cmp.Compare(a.String(), b.String()) })
 			p := pods[rng.IntN(len(pods))]
-			_, err := i.Update(controller.NewDeletePodEvent(p, "c"), controllertest.NewTxn())
-			require.NoError(t, err)
 			delete(live, p)
-			if _, err := i.Update(controller.NewAddPodEvent(p, "c2", "ns"), controllertest.NewTxn()); err != nil {
-				require.ErrorIs(t, err, ipam.ErrPoolExhausted)
-				delete(unreflected, p)
-				if k, ok := kube[p]; ok {
-					kube[p] = &kubemodel.Pod{Namespace: k.Namespace, Name: k.Name, IpAddress: k.IpAddress, Terminating: true}
-					deleting[p] = true
-				}
+			delete(unreflected, p)
+			if _, err := i.Update(controller.NewDeletePodEvent(p, "c"), controllertest.NewTxn()); err != nil {
+				require.True(t, injected(err), "%v", err)
+				failedDel[p] = true
 				continue
 			}
-			addr, _ := i.PodAddr(p)
-			for q, b := range live {
-				require.NotEqual(t, b, addr, "step %d: %s handed out to %s while %s runs with it", step, addr, p, q)
-			}
-			live[p] = addr
-			unreflected[p] = true
+			add(step, p, "c2")
 		case op < 75: // the reflector catches up with one running pod
-			for p := range unreflected {
+			if ps := sorted(unreflected); len(ps) > 0 {
+				p := ps[rng.IntN(len(ps))]
 				kube[p] = kpod(p.Name, live[p].String())
 				delete(unreflected, p)
-				break
 			}
 		case op < 85: // the reflector removes one deleted pod
-			for p := range deleting {
+			faulty = false // a failed release here would only leak (see the report), never duplicate
+			if ps := sorted(deleting); len(ps) > 0 {
+				p := ps[rng.IntN(len(ps))]
 				prev := kube[p]
 				delete(kube, p)
 				delete(deleting, p)
@@ -133,7 +203,6 @@ func crashModel(t *testing.T, seed uint64, withStore bool) {
 				require.True(t, i.HandlesEvent(ev))
 				_, err := i.Update(ev, controllertest.NewTxn())
 				require.NoError(t, err)
-				break
 			}
 		case op < 92: // run-time (healing) resync
 			resyncWith(i)
@@ -149,8 +218,22 @@ func crashModel(t *testing.T, seed uint64, withStore bool) {
 			require.Equal(t, a, got, "step %d: running pod %s changed address", step, p)
 		}
 	}
-	require.Greater(t, adds, 500)
-	// Let the reflector catch up completely; nothing may be left over.
+	if mode == "store+faults" {
+		require.Greater(t, adds, 250)
+		require.Greater(t, fs.Injected(), 100)
+	} else {
+		require.Greater(t, adds, 400)
+	}
+	// kubelet finally deletes the pods whose ADD failed and retries every
+	// failed DEL; the reflector catches up completely; nothing may be left
+	// over.
+	faulty = false
+	for _, p := range sorted(failedAdd) {
+		del(p)
+	}
+	for _, p := range sorted(failedDel) {
+		del(p)
+	}
 	for p := range deleting {
 		prev := kube[p]
 		delete(kube, p)
@@ -164,6 +247,8 @@ func crashModel(t *testing.T, seed uint64, withStore bool) {
 	slices.SortFunc(want, func(x, y ipam.Allocation) int { return x.Addr.Compare(y.Addr) })
 	require.Equal(t, want, i.Allocations())
 	if withStore {
+		resyncWith(i) // settles the records of failed writes
+		require.Equal(t, want, i.Allocations())
 		require.Equal(t, want, append([]ipam.Allocation{}, store.Records()...))
 	}
 }

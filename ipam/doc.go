@@ -60,19 +60,43 @@
 //
 // # Persistence
 //
-// Allocations survive a restart: Resync recovers them from the records of
-// the optional [Store] (and the allocations in memory) first, then from the
-// pod IPs in the Kubernetes state, which may lag behind. With a Store,
-// every allocation is written to it before AllocatePodIP returns, so an
-// address allocated just before a crash, not yet reflected in the
-// Kubernetes state, is not handed out twice, and a pod whose address
-// changed just before a crash keeps its new address. Where the records live is the
-// application's choice (see [Store]: we recommend an etcd key per pod under
-// a per-node prefix, or a bbolt bucket in the agent's local state file).
-// Without a Store the allocations are recovered from the Kubernetes state
+// Allocations survive a restart: Resync recovers them from the allocations
+// in memory, the records of the optional [Store], and the pod IPs of the
+// Kubernetes state, which lags behind, in that order of precedence (see
+// [IPAM.Resync]): an address a pod holds is never moved to another pod.
+// With a Store, every allocation is written to it before AllocatePodIP
+// returns, so an address allocated just before a crash, not yet reflected
+// in the Kubernetes state, is not handed out twice, and a pod whose
+// address changed just before a crash keeps its new address. A failed
+// Store call leaves the outcome unknown (the write may have been applied):
+// IPAM then keeps the address reserved for the pod until a later call
+// settles the record, and deletes the records of released pods. Missing
+// input (external IPAM before this node's pod CIDR is known) never
+// destroys records: allocation waits with [ErrNotReady].
+//
+// Which Store to use:
+//
+//   - [github.com/vswitchkit/vswitchkit/ipam/etcdstore] keeps the records in
+//     etcd under /vswitchkit/ipam/<node>/<namespace>/<name>, one fenced
+//     transaction per allocation; two agents started with the same node
+//     name cannot both write. The records survive the loss of the node's
+//     disk. Use it when nodes may be re-imaged or their local disk is not
+//     durable. It costs an etcd round trip (and quorum write) per
+//     allocation and release, and allocation stops while etcd is
+//     unreachable.
+//   - [github.com/vswitchkit/vswitchkit/ipam/boltstore] keeps them in a
+//     local bbolt file (one fsync per allocation; the file lock keeps a
+//     second agent process off it). Use it when etcd latency or
+//     availability matter more and the state directory survives restarts
+//     and re-images; if the file is lost, so is the protection.
+//
+// Either way every allocation costs a durable write; without a Store
+// (the zero Config, for tests and experiments) allocation is a few hundred
+// nanoseconds but the allocations are recovered from the Kubernetes state
 // only, which is enough for a restart but not for a crash between
-// allocation and reflection. After a restart the allocator continues after
-// the highest recovered address.
+// allocation and reflection: the addresses of such pods are handed out
+// again (IPAM logs a warning at the first Resync). After a restart the
+// allocator continues after the highest recovered address.
 //
 // # Concurrency
 //

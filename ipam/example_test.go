@@ -13,6 +13,8 @@ import (
 // Node 5 with the default configuration: resync (as the event loop does at
 // start-up), then allocate three pod IPs, persisting them to a store.
 func Example() {
+	// An agent uses a durable store: ipam/etcdstore or ipam/boltstore
+	// (see their examples).
 	store := &ipamtest.MemStore{}
 	i, err := ipam.New(ipamtest.NewNodeID(5), ipam.Config{Store: store})
 	if err != nil {

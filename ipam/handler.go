@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"strings"
 
@@ -41,28 +42,52 @@ func (i *IPAM) HandlesEvent(event controller.Event) bool {
 // Resync reads this node's ID from the NodeIDSource, validates it against
 // every range, (in external IPAM mode) takes this node's pod CIDR from its
 // Kubernetes node object — keeping the current one if the object has none
-// usable — and rebuilds the pod IP allocations from, in this order of
-// precedence:
+// usable — and rebuilds the pod IP allocations.
 //
-//  1. our own records: the allocations IPAM holds in memory and the
-//     Store's records. They are newer than the Kubernetes state, which
-//     lags behind (an address allocated just before a crash, a pod whose
-//     sandbox was re-created with a new address);
-//  2. pods of the Kubernetes state whose IP (ip_address, else the first
+// # Precedence
+//
+// A pod holds an address if IPAM handed it out (and has not released it),
+// if a record of the Store says so, or if the Kubernetes state shows the
+// pod running with it. These sources can disagree: the Kubernetes state
+// lags behind CNI ADD and DEL, and a record can be stale. Resync claims
+// the addresses in this order; an address already claimed by an earlier
+// class is never taken away by a later one, and a pod keeps its first
+// claim:
+//
+//  1. the allocations IPAM holds in memory: they are what this process
+//     handed out, every other source lags behind them, so a Resync never
+//     moves an address away from a pod that got it from this process;
+//  2. the Store's records: written before an address is handed out and
+//     deleted only after a successful release, they are the only source
+//     that knows an address allocated just before a crash (not yet in
+//     the Kubernetes state) or a pod's new address after its sandbox was
+//     re-created just before a crash. Two records of one address (only a
+//     faulty store or an older agent can leave them): the one the
+//     Kubernetes state confirms (the same pod with that address) wins,
+//     else the smaller namespace/name;
+//  3. pods of the Kubernetes state whose IP (ip_address, else the first
 //     of ip_addresses in the subnet) lies in this node's pod subnet,
 //     except host-network and terminating pods; a pod is identified by its
 //     key. This recovers allocations when there is no Store (or it lost
-//     records);
-//  3. terminating pods of the Kubernetes state.
+//     records). Two pods with one address: the smaller namespace/name;
+//  4. terminating pods of the Kubernetes state.
 //
-// Within one class, two pods claiming one address: the smaller
-// namespace/name wins. A claim that loses, or whose address is not in the
-// pod subnet, is dropped (and deleted from the Store). Records of pods
-// missing from the state are kept until DeletePod releases them (kubelet
-// repeats CNI DEL until it succeeds) or the pod's deletion from the
-// Kubernetes state is seen (see Update). The Store is then brought in line
-// with the result. Readers never see a half-built state. Resync puts
-// nothing into txn.
+// A claim that loses, or whose address is not in the pod subnet, is
+// dropped (and its record deleted from the Store). Records of pods missing
+// from the state are kept until DeletePod releases them (kubelet repeats
+// CNI DEL until it succeeds) or the pod's deletion from the Kubernetes
+// state is seen (see Update). The Store is then brought in line with the
+// result: missing or different records are written (which settles the
+// records of allocations whose last write failed), the others deleted.
+//
+// # Missing input
+//
+// Missing input never destroys an allocation or a record: when the pod
+// subnet is not known (external IPAM and a state without this node's pod
+// CIDR), Resync leaves the allocations and the Store untouched and
+// AllocatePodIP fails with [ErrNotReady] until a Resync or a change of
+// the node object provides the CIDR. Readers never see a half-built
+// state. Resync puts nothing into txn.
 func (i *IPAM) Resync(_ controller.Event, kubeStateData controller.KubeStateData, _ int, _ controller.ResyncOperations) error {
 	i.ioMu.Lock()
 	defer i.ioMu.Unlock()
@@ -74,6 +99,10 @@ func (i *IPAM) Resync(_ controller.Event, kubeStateData controller.KubeStateData
 	hostNet, err := i.checkNodeID(id)
 	if err != nil {
 		return fmt.Errorf("ipam resync: %w", err)
+	}
+	if i.store == nil && !i.warnedNoStore {
+		i.warnedNoStore = true
+		i.log.Warn("no Store configured: an address allocated just before a crash, not yet in the Kubernetes state, can be handed out twice after the restart")
 	}
 	var podNet netip.Prefix
 	if i.lay.external {
@@ -98,6 +127,16 @@ func (i *IPAM) Resync(_ controller.Event, kubeStateData controller.KubeStateData
 			return fmt.Errorf("ipam resync: %w", err)
 		}
 	}
+	if !podNet.IsValid() {
+		// External IPAM and this node's pod CIDR was never known: nothing
+		// to rebuild, and the records must wait for the CIDR (they cannot
+		// be checked against a subnet).
+		i.mu.Lock()
+		i.nodeID, i.hostNet = id, hostNet
+		i.mu.Unlock()
+		i.log.Info("waiting for the pod CIDR of this node", slog.String("node", i.nodeName), slog.Uint64("nodeID", uint64(id)))
+		return nil
+	}
 
 	var stored []Allocation
 	if i.store != nil {
@@ -112,32 +151,35 @@ func (i *IPAM) Resync(_ controller.Event, kubeStateData controller.KubeStateData
 	// Rebuild under mu: without a Store, allocations may run concurrently
 	// and their results must not be lost.
 	i.mu.Lock()
-	var p *pool
-	var byPod map[kubemodel.PodID]uint64
-	if podNet.IsValid() {
-		r := i.newRebuilder(podNet, kubeStateData[kubemodel.PodResource])
+	r := i.newRebuilder(podNet, kubeStateData[kubemodel.PodResource])
+	if i.pool != nil {
 		i.addMemory(r)
-		for _, a := range stored {
-			r.record(a.Pod, a.Addr)
-		}
-		r.nextPass()
-		r.fromKube()
-		r.nextPass()
-		r.claimTerminating()
-		p, byPod = r.pool, r.byPod
-		if i.pool != nil && i.podNet == podNet && i.pool.cursor >= p.lo && i.pool.cursor <= p.hi {
-			p.cursor = i.pool.cursor
-		} else {
-			p.cursor = r.cursor()
-		}
-	} else {
-		byPod = make(map[kubemodel.PodID]uint64)
 	}
-
+	r.nextPass()
+	for _, a := range stored {
+		r.record(a.Pod, a.Addr)
+	}
+	r.nextPass()
+	r.fromKube()
+	r.nextPass()
+	r.claimTerminating()
+	p, byPod := r.pool, r.byPod
+	if i.pool != nil && i.podNet == podNet && i.pool.cursor >= p.lo && i.pool.cursor <= p.hi {
+		p.cursor = i.pool.cursor
+	} else {
+		p.cursor = r.cursor()
+	}
 	i.nodeID, i.hostNet, i.pool, i.byPod = id, hostNet, p, byPod
 	i.setPodNet(podNet)
+	i.waitResync = false
+	for pod := range i.unsure {
+		if _, ok := byPod[pod]; !ok {
+			delete(i.unsure, pod)
+		}
+	}
+	n := len(byPod)
 	i.mu.Unlock()
-	i.log.Debug("resynced", slog.Uint64("nodeID", uint64(id)), slog.Any("podSubnet", podNet), slog.Int("pods", len(byPod)))
+	i.log.Debug("resynced", slog.Uint64("nodeID", uint64(id)), slog.Any("podSubnet", podNet), slog.Int("pods", n))
 
 	if i.store != nil {
 		return i.syncStore(stored)
@@ -190,8 +232,9 @@ func (i *IPAM) nodePodCIDR(node *kubemodel.Node) (netip.Prefix, error) {
 	return netip.Prefix{}, fmt.Errorf("no usable pod CIDR for node %s: %s", i.nodeName, strings.Join(problems, "; "))
 }
 
-// addMemory feeds the current in-memory allocations to r as records.
-// Caller holds mu.
+// addMemory feeds the current in-memory allocations to r, which has
+// claimed nothing yet, in its first pass. In the same subnet they cannot
+// conflict with each other: r starts from a copy of them. Caller holds mu.
 func (i *IPAM) addMemory(r *rebuilder) {
 	if i.podNet != r.podNet {
 		for pod, off := range i.byPod {
@@ -199,19 +242,22 @@ func (i *IPAM) addMemory(r *rebuilder) {
 		}
 		return
 	}
-	for pod, off := range i.byPod {
-		r.claim(pod, off)
-	}
+	r.pool, r.byPod = i.pool.clone(), maps.Clone(i.byPod)
+	r.maxOff, r.hasMax = r.pool.max()
 }
 
-// syncStore makes the Store hold exactly the current allocations. Caller
-// holds ioMu (and a Store is set, so the state cannot change).
+// syncStore makes the Store hold exactly the current allocations: it
+// writes every allocation whose record is missing or differs (settling
+// the unsure ones) and deletes the other records. An allocation whose
+// write fails stays unsure. Caller holds ioMu (and a Store is set, so the
+// state cannot change).
 func (i *IPAM) syncStore(stored []Allocation) error {
 	have := make(map[kubemodel.PodID]netip.Addr, len(stored))
 	for _, a := range stored {
 		have[a.Pod] = a.Addr
 	}
 	var errs []error
+	var failed []kubemodel.PodID
 	ctx, cancel := context.WithTimeout(context.Background(), i.storeTimeout)
 	defer cancel()
 	for pod, off := range i.byPod {
@@ -219,10 +265,17 @@ func (i *IPAM) syncStore(stored []Allocation) error {
 		if have[pod] != a {
 			if err := i.store.PutAllocation(ctx, Allocation{Pod: pod, Addr: a}); err != nil {
 				errs = append(errs, err)
+				failed = append(failed, pod)
 			}
 		}
 		delete(have, pod)
 	}
+	i.mu.Lock()
+	clear(i.unsure)
+	for _, pod := range failed {
+		i.markUnsure(pod)
+	}
+	i.mu.Unlock()
 	for pod := range have {
 		if err := i.store.DeleteAllocation(ctx, pod); err != nil {
 			errs = append(errs, err)
@@ -234,6 +287,14 @@ func (i *IPAM) syncStore(stored []Allocation) error {
 	return nil
 }
 
+// The precedence classes of a rebuild (see Resync), one pass each.
+const (
+	passMemory = iota
+	passRecords
+	passKube
+	passTerminating
+)
+
 // rebuilder recovers allocations into a new pool.
 type rebuilder struct {
 	log    *slog.Logger
@@ -243,7 +304,7 @@ type rebuilder struct {
 	byPod  map[kubemodel.PodID]uint64
 	maxOff uint64 // highest claimed offset, if hasMax
 	hasMax bool
-	pass   int                        // 0: records, 1: live pods, 2: terminating pods
+	pass   int                        // passMemory, passRecords, passKube or passTerminating
 	inPass *pool                      // offsets claimed in the current pass
 	owner  map[uint64]kubemodel.PodID // built on the first conflict
 	// noDup: no pod can have been claimed before (the first Kubernetes
@@ -256,14 +317,20 @@ type rebuilder struct {
 	base4, mask4 uint32
 }
 
+// newRebuilder returns a rebuilder for podNet and the pods of the
+// Kubernetes state. Caller holds mu.
 func (i *IPAM) newRebuilder(podNet netip.Prefix, pods controller.KeyValuePairs) *rebuilder {
 	lo, hi := podPoolRange(podNet)
+	hint := len(pods)
+	if i.pool != nil && i.podNet == podNet {
+		hint = 0 // addMemory replaces the map with a copy of byPod
+	}
 	r := &rebuilder{
 		log:    i.log,
 		podNet: podNet,
 		pods:   pods,
 		pool:   newPool(lo, hi),
-		byPod:  make(map[kubemodel.PodID]uint64, len(pods)),
+		byPod:  make(map[kubemodel.PodID]uint64, hint),
 		inPass: newPool(lo, hi),
 		is4:    podNet.Addr().Is4(),
 	}
@@ -450,15 +517,47 @@ func (r *rebuilder) record(pod kubemodel.PodID, a netip.Addr) {
 // nextPass starts the next precedence class.
 func (r *rebuilder) nextPass() {
 	r.pass++
-	r.inPass = newPool(r.pool.lo, r.pool.hi)
+	if r.inPass.n > 0 {
+		r.inPass = newPool(r.pool.lo, r.pool.hi)
+	}
 	// Kubernetes keys are unique: in the live-pod pass a pod can only
-	// have been claimed before by a record.
-	r.noDup = r.pass == 1 && len(r.byPod) == 0
+	// have been claimed before by a record or from memory.
+	r.noDup = r.pass == passKube && len(r.byPod) == 0
+}
+
+// confirmed reports whether the Kubernetes state shows pod id with the
+// address at offset off (slow path, for conflicts only).
+func (r *rebuilder) confirmed(id kubemodel.PodID, off uint64) bool {
+	p, ok := r.pods[kubemodel.PodKey(id.Namespace, id.Name)].(*kubemodel.Pod)
+	if !ok || p == nil || p.HostNetwork {
+		return false
+	}
+	if o, ok := r.podOffset(p.IpAddress); ok && o == off {
+		return true
+	}
+	for _, s := range p.GetIpAddresses() {
+		if o, ok := r.podOffset(s); ok && o == off {
+			return true
+		}
+	}
+	return false
+}
+
+// wins reports whether id beats cur, the pod that claimed off earlier in
+// the same pass: among records the one the Kubernetes state confirms,
+// else (and in the other passes) the smaller namespace/name.
+func (r *rebuilder) wins(id, cur kubemodel.PodID, off uint64) bool {
+	if r.pass == passRecords {
+		if ci, cc := r.confirmed(id, off), r.confirmed(cur, off); ci != cc {
+			return ci
+		}
+	}
+	return comparePodID(id, cur) < 0
 }
 
 // claim gives off to pod id unless id already has an address or off is
 // taken by a claim of higher precedence (an earlier pass) or, in the same
-// pass, by a pod with a smaller namespace/name.
+// pass, by a pod that wins over id (see wins).
 func (r *rebuilder) claim(id kubemodel.PodID, off uint64) {
 	if !r.noDup {
 		if _, dup := r.byPod[id]; dup {
@@ -476,7 +575,7 @@ func (r *rebuilder) claim(id kubemodel.PodID, off uint64) {
 		}
 	}
 	cur := r.owner[off]
-	if !r.inPass.used(off) || comparePodID(cur, id) < 0 {
+	if !r.inPass.used(off) || !r.wins(id, cur, off) {
 		r.log.Warn("two pods claim one address; keeping the first",
 			slog.String("kept", cur.String()), slog.String("dropped", id.String()), slog.Uint64("offset", off))
 		return
@@ -596,7 +695,15 @@ func (i *IPAM) nodeChanged(ev *controller.KubeStateChange) (string, error) {
 	}
 	r.pool.cursor = r.cursor()
 	i.pool, i.byPod = r.pool, r.byPod
+	for pod := range i.unsure {
+		if _, ok := r.byPod[pod]; !ok {
+			delete(i.unsure, pod)
+		}
+	}
 	i.setPodNet(podNet)
+	// The records and the running pods of the new subnet are not known
+	// here: allocate only after the Resync that PodCIDRChange triggers.
+	i.waitResync = true
 	i.mu.Unlock()
 	if err := i.loop.PushEvent(&PodCIDRChange{PrevPodCIDR: prev, LocalPodCIDR: podNet}); err != nil {
 		return "", fmt.Errorf("ipam: push PodCIDRChange: %w", err)

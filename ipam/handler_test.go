@@ -200,11 +200,12 @@ func TestStoreFaults(t *testing.T) {
 	store.PutHook = func(ipam.Allocation) error { return boom }
 	_, err := i.AllocatePodIP(pod("a"), "", "")
 	require.ErrorIs(t, err, boom)
-	assert.Nil(t, i.GetPodIP(pod("a")))
+	assert.Equal(t, "10.1.5.2", podIP(i, "a"), "reserved: the failed write may have been applied")
 	store.PutHook = nil
 	ip, err := i.AllocatePodIP(pod("a"), "", "")
 	require.NoError(t, err)
-	assert.Equal(t, "10.1.5.2", ip.String(), "a failed allocation consumes nothing")
+	assert.Equal(t, "10.1.5.2", ip.String(), "the retry persists the reserved address")
+	assert.Equal(t, []ipam.Allocation{{Pod: pod("a"), Addr: netip.MustParseAddr("10.1.5.2")}}, store.Records())
 
 	store.DeleteHook = func(kubemodel.PodID) error { return boom }
 	require.ErrorIs(t, i.ReleasePodIP(pod("a")), boom)
@@ -370,6 +371,11 @@ func TestExternalIPAM(t *testing.T) {
 	assert.Equal(t, "Pod CIDR Change: 10.244.3.0/24 -> 10.244.4.0/24", pc.String())
 	assert.Equal(t, "10.244.4.0/24", i.PodSubnetThisNode().String())
 	assert.Empty(t, podIP(i, "a"))
+	// Allocation waits for the resync that PodCIDRChange triggers.
+	_, err = i.AllocatePodIP(pod("b"), "", "")
+	require.ErrorIs(t, err, ipam.ErrNotReady)
+	require.ErrorContains(t, err, "pod CIDR of node worker-1 changed to 10.244.4.0/24")
+	resync(t, i, kubeState(nil, moved))
 	ip, err = i.AllocatePodIP(pod("b"), "", "")
 	require.NoError(t, err)
 	assert.Equal(t, "10.244.4.2", ip.String())

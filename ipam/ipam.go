@@ -49,6 +49,19 @@ type IPAM struct {
 	byPod   map[kubemodel.PodID]uint64 // guarded by mu
 	podBase u128                       // guarded by mu; network address of podNet
 	podIs4  bool                       // guarded by mu; podNet is IPv4
+	// unsure holds the pods of byPod whose record in the Store may differ
+	// from the allocation: a Put or Delete of theirs failed, so it may or
+	// may not have been applied. Their addresses stay allocated until a
+	// later Store call settles the record (see allocate, release and
+	// syncStore). Guarded by mu; written with ioMu held too. Nil until
+	// needed.
+	unsure map[kubemodel.PodID]struct{}
+	// waitResync: the pod subnet was switched by a change of the node
+	// object (nodeChanged); allocation waits until a Resync has recovered
+	// the records and the pods of the new subnet. Guarded by mu.
+	waitResync bool
+	// warnedNoStore: the missing Store was logged. Guarded by ioMu.
+	warnedNoStore bool
 
 	// Revert support for the AddPod event being processed; guarded by mu.
 	revertEv  controller.Event
@@ -238,7 +251,18 @@ func (i *IPAM) PodGatewayIP() net.IP {
 }
 
 // GetPodIP returns the address allocated to the pod, with the mask of this
-// node's pod subnet, or nil if the pod has none.
+// node's pod subnet (10.1.5.2/24 with the defaults), or nil if the pod has
+// none.
+//
+// This deliberately differs from the reference implementation, which
+// returns the address with a host mask (/32, /128): the subnet mask is
+// what the pod's interface is configured with and tells the caller the
+// on-link pod subnet and, with PodGatewayIP, the whole CNI result. A
+// caller that needs the host prefix (for a /32 route) uses PodAddr or
+// sets the mask to the address length itself.
+//
+// A pod whose allocation failed to persist (see AllocatePodIP) keeps its
+// reserved address and is reported here until the reservation is settled.
 func (i *IPAM) GetPodIP(podID kubemodel.PodID) *net.IPNet {
 	i.mu.Lock()
 	defer i.mu.Unlock()
@@ -290,8 +314,13 @@ func (i *IPAM) Allocations() []Allocation {
 // It must be a pod address of this node's pod subnet that no other pod has
 // ([ConflictError]); it is then recorded like any other allocation.
 //
-// With a Store the allocation is persisted before it is returned; a Store
-// error fails the allocation.
+// With a Store the allocation is persisted before it is returned. A Store
+// error fails the allocation, but the Store may have written the record
+// anyway (an etcd request that times out after the write): the address
+// therefore stays reserved for the pod and is not handed to another pod
+// until the outcome is settled — a retried AllocatePodIP of the pod
+// persists the same address again and returns it, ReleasePodIP deletes
+// the record and frees the address, and a Resync rewrites the record.
 func (i *IPAM) AllocatePodIP(podID kubemodel.PodID, ipamType string, ipamData string) (net.IP, error) {
 	a, _, err := i.allocate(podID, ipamType, ipamData)
 	if err != nil {
@@ -325,16 +354,24 @@ func (i *IPAM) allocate(pod kubemodel.PodID, ipamType, ipamData string) (netip.A
 		defer i.ioMu.Unlock()
 	}
 	i.mu.Lock()
-	if i.pool == nil {
+	if i.pool == nil || i.waitResync {
+		err := i.notReadyLocked()
 		i.mu.Unlock()
-		return netip.Addr{}, false, fmt.Errorf("allocate pod IP for %s: %w", pod, ErrNotReady)
+		return netip.Addr{}, false, fmt.Errorf("allocate pod IP for %s: %w", pod, err)
 	}
 	if off, ok := i.byPod[pod]; ok {
 		a := i.podAddr(off)
+		_, unsure := i.unsure[pod]
 		i.mu.Unlock()
-		return a, false, nil
+		if !unsure {
+			return a, false, nil
+		}
+		// An earlier write of this allocation failed: write it again.
+		if err := i.put(pod, a); err != nil {
+			return netip.Addr{}, false, err
+		}
+		return a, true, nil
 	}
-	prevCursor := i.pool.cursor
 	var off uint64
 	if !want.IsValid() {
 		o, ok := i.pool.alloc()
@@ -364,19 +401,54 @@ func (i *IPAM) allocate(pod kubemodel.PodID, ipamType, ipamData string) (netip.A
 	i.mu.Unlock()
 
 	if i.store != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), i.storeTimeout)
-		err := i.store.PutAllocation(ctx, Allocation{Pod: pod, Addr: addr})
-		cancel()
-		if err != nil {
-			i.mu.Lock()
-			i.pool.release(off)
-			i.pool.cursor = prevCursor
-			delete(i.byPod, pod)
-			i.mu.Unlock()
-			return netip.Addr{}, false, fmt.Errorf("allocate pod IP for %s: persist: %w", pod, err)
+		if err := i.put(pod, addr); err != nil {
+			return netip.Addr{}, false, err
 		}
 	}
 	return addr, true, nil
+}
+
+// put persists the allocation of pod (which holds addr) and records the
+// outcome in unsure. On error the allocation is kept: the write may have
+// been applied. Caller holds ioMu (not mu).
+func (i *IPAM) put(pod kubemodel.PodID, addr netip.Addr) error {
+	ctx, cancel := context.WithTimeout(context.Background(), i.storeTimeout)
+	err := i.store.PutAllocation(ctx, Allocation{Pod: pod, Addr: addr})
+	cancel()
+	i.mu.Lock()
+	if err != nil {
+		i.markUnsure(pod)
+	} else {
+		delete(i.unsure, pod)
+	}
+	i.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("allocate pod IP for %s: persist %s (reserved for the pod until a retried allocation persists it or its release deletes it): %w",
+			pod, addr, err)
+	}
+	return nil
+}
+
+// markUnsure records that the Store record of pod may differ from its
+// allocation. Caller holds mu and ioMu.
+func (i *IPAM) markUnsure(pod kubemodel.PodID) {
+	if i.unsure == nil {
+		i.unsure = make(map[kubemodel.PodID]struct{})
+	}
+	i.unsure[pod] = struct{}{}
+}
+
+// notReadyLocked explains why no address can be allocated. Caller holds
+// mu.
+func (i *IPAM) notReadyLocked() error {
+	switch {
+	case i.nodeID == 0:
+		return fmt.Errorf("%w: no successful resync yet (this node's ID is not known)", ErrNotReady)
+	case i.waitResync:
+		return fmt.Errorf("%w: the pod CIDR of node %s changed to %s; waiting for the resync that follows", ErrNotReady, i.nodeName, i.podNet)
+	default:
+		return fmt.Errorf("%w: the pod CIDR of node %s is not known yet", ErrNotReady, i.nodeName)
+	}
 }
 
 // setPodNet sets podNet and its derived fields. Caller holds mu (and ioMu).
@@ -435,8 +507,10 @@ func parseIPAMData(data string) (netip.Addr, error) {
 
 // ReleasePodIP releases the pod's address, making it available for new pods
 // (after the allocator wraps around). Releasing a pod without an address is
-// not an error. With a Store the record is deleted first; if that fails the
-// address stays allocated and the error is returned.
+// not an error. With a Store the record is deleted first (also when IPAM
+// knows no address of the pod, so that no record of a released pod
+// survives); if that fails the address stays allocated and the error is
+// returned, and a retried release deletes it again.
 func (i *IPAM) ReleasePodIP(podID kubemodel.PodID) error {
 	_, err := i.release(podID, netip.Addr{})
 	return err
@@ -464,18 +538,31 @@ func (i *IPAM) release(pod kubemodel.PodID, only netip.Addr) (netip.Addr, error)
 	// With a Store every mutation holds ioMu: the state cannot change
 	// under us, and reading it without mu is safe.
 	off, ok := i.byPod[pod]
-	if !ok || (only.IsValid() && i.podAddr(off) != only) {
+	if only.IsValid() && (!ok || i.podAddr(off) != only) {
 		return netip.Addr{}, nil
 	}
+	// A pod IPAM knows no address of may still have a record: one that
+	// was not loaded yet (no pod subnet yet) or one whose deletion failed
+	// in a Resync. CNI DEL of such a pod deletes it.
 	ctx, cancel := context.WithTimeout(context.Background(), i.storeTimeout)
 	err := i.store.DeleteAllocation(ctx, pod)
 	cancel()
 	if err != nil {
+		if ok {
+			// The delete may have been applied: settle it later.
+			i.mu.Lock()
+			i.markUnsure(pod)
+			i.mu.Unlock()
+		}
 		return netip.Addr{}, fmt.Errorf("release pod IP of %s: persist: %w", pod, err)
+	}
+	if !ok {
+		return netip.Addr{}, nil
 	}
 	a := i.podAddr(off)
 	i.mu.Lock()
 	delete(i.byPod, pod)
+	delete(i.unsure, pod)
 	i.pool.release(off)
 	i.mu.Unlock()
 	return a, nil

@@ -144,11 +144,6 @@ func TestAddressTable(t *testing.T) {
 			nodeIP: "192.168.16.5",
 		},
 		{
-			name: "default gateway outside interconnect is ignored", id: 5,
-			cfg:    ipam.Config{DefaultGateway: netip.MustParseAddr("10.0.0.1")},
-			nodeIP: "192.168.16.5",
-		},
-		{
 			name: "single CIDR /14 node 5", id: 5,
 			cfg:         ipam.Config{SingleCIDR: pfx("10.128.0.0/14")},
 			podThisNode: "10.128.2.128/25", hostThisNode: "10.129.2.128/25",

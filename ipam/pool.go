@@ -174,3 +174,32 @@ func (p *pool) release(off uint64) bool {
 	}
 	return true
 }
+
+// clone returns a deep copy of p.
+func (p *pool) clone() *pool {
+	q := &pool{lo: p.lo, hi: p.hi, cursor: p.cursor, n: p.n, chunks: make(map[uint64]*chunk, len(p.chunks))}
+	for idx, c := range p.chunks {
+		cc := *c
+		q.chunks[idx] = &cc
+	}
+	return q
+}
+
+// max returns the highest used offset; ok is false if none is used.
+func (p *pool) max() (off uint64, ok bool) {
+	for idx, c := range p.chunks {
+		if c.used == 0 {
+			continue
+		}
+		for w := chunkWords - 1; w >= 0; w-- {
+			if word := c.words[w]; word != 0 {
+				o := idx<<chunkShift | uint64(w)<<6 | uint64(63-bits.LeadingZeros64(word))
+				if !ok || o > off {
+					off, ok = o, true
+				}
+				break
+			}
+		}
+	}
+	return off, ok
+}

@@ -160,3 +160,26 @@ func FuzzParseIPv4(f *testing.F) {
 		}
 	})
 }
+
+func TestPoolCloneAndMax(t *testing.T) {
+	p := newPool(2, 3*chunkSize+100)
+	_, ok := p.max()
+	require.False(t, ok)
+	for _, off := range []uint64{2, 70, chunkSize + 5, 2*chunkSize + 63, 2*chunkSize + 64} {
+		require.True(t, p.claim(off))
+	}
+	require.True(t, p.release(2*chunkSize+64))
+	m, ok := p.max()
+	require.True(t, ok)
+	require.Equal(t, uint64(2*chunkSize+63), m)
+
+	q := p.clone()
+	require.True(t, q.claim(3*chunkSize+1))
+	require.True(t, q.release(70))
+	require.True(t, p.used(70), "the clone is deep")
+	require.False(t, p.used(3*chunkSize+1))
+	require.Equal(t, uint64(4), p.n)
+	require.Equal(t, uint64(4), q.n)
+	m, _ = q.max()
+	require.Equal(t, uint64(3*chunkSize+1), m)
+}

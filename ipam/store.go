@@ -35,23 +35,38 @@ type Allocation struct {
 
 // Store persists pod IP allocations so that an address allocated just before
 // a crash (not yet visible in the Kubernetes pod state) is not handed out
-// again after the restart. The application chooses where the records live;
-// we recommend one etcd key per pod under a per-node prefix (for example
-// /vswitchkit/ipam/<node>/<namespace>/<name> → address) or a bbolt bucket in
-// the agent's local state file. ipamtest.MemStore is an in-memory
-// implementation.
+// again after the restart. Two implementations ship with vswitchkit:
+// ipam/etcdstore (records in etcd under /vswitchkit/ipam/<node>/, fenced
+// so that two agents with the same node name cannot both write) and
+// ipam/boltstore (a local bbolt file); the package documentation says
+// which to use. ipamtest.MemStore is an in-memory implementation for
+// tests, and ipamtest.TestStore checks an implementation.
 //
 // # Contract
 //
 // IPAM calls the methods with a context bounded by Config.StoreTimeout,
 // never concurrently with each other for one IPAM, and only from
-// AllocatePodIP, ReleasePodIP, Resync and Update. Put must be durable when
-// it returns nil: IPAM hands out the address only after that. Put replaces
-// an existing record of the pod; Delete of a missing record is not an
-// error. An error from Put fails the allocation (nothing is handed out); an
-// error from Delete fails the release (the address stays allocated, so a
-// retried DeletePod retries the Delete); an error from List fails the
-// Resync. List's result is owned by the caller.
+// AllocatePodIP, ReleasePodIP, Resync and Update. Arguments are values;
+// List's result is owned by the caller.
+//
+//   - PutAllocation writes the pod's record, replacing an existing one. It
+//     must be durable when it returns nil: IPAM hands out the address only
+//     after that.
+//   - DeleteAllocation deletes the pod's record; a missing record is not
+//     an error.
+//   - ListAllocations returns every record. Records it cannot decode are
+//     left alone (and best reported through the store's own logger).
+//
+// An error return means the outcome is unknown: the write may have been
+// applied (an etcd request that timed out after the server applied it).
+// IPAM keeps the address of a failed Put or Delete allocated to the pod
+// and settles the record with a later call — a retried allocation writes
+// it again, a release deletes it, a Resync writes or deletes it. For that
+// to be sound, a write whose outcome was unknown must never be applied
+// after a later write of the same store has returned: a store either
+// applies writes synchronously (bbolt) or fences each write against the
+// store's previous one (etcdstore compares and bumps a revision in every
+// transaction). An error from List fails the Resync.
 type Store interface {
 	PutAllocation(ctx context.Context, a Allocation) error
 	DeleteAllocation(ctx context.Context, pod kubemodel.PodID) error

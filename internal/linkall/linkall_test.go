@@ -28,6 +28,8 @@ import (
 	_ "github.com/vswitchkit/vswitchkit/controller/watcher/watchertest"
 	_ "github.com/vswitchkit/vswitchkit/embedetcd"
 	_ "github.com/vswitchkit/vswitchkit/ipam"
+	_ "github.com/vswitchkit/vswitchkit/ipam/boltstore"
+	_ "github.com/vswitchkit/vswitchkit/ipam/etcdstore"
 	_ "github.com/vswitchkit/vswitchkit/ipam/ipamtest"
 	_ "github.com/vswitchkit/vswitchkit/nodesync"
 	_ "github.com/vswitchkit/vswitchkit/nodesync/etcddb"

@@ -1,8 +1,14 @@
 // Package ipamtest provides working in-memory fakes for code that uses the
-// ipam package:
+// ipam package, and a test for ipam.Store implementations:
 //
-//   - [MemStore], an in-memory ipam.Store with fault injection;
-//   - [NodeID], an ipam.NodeIDSource whose ID tests can change.
+//   - [MemStore], an in-memory ipam.Store with simple error hooks;
+//   - [FaultStore], a wrapper around any ipam.Store that injects faults
+//     per call: a call that fails before it reaches the store, or one that
+//     is applied and still reports an error (the ambiguous outcome of an
+//     etcd request that times out after the write);
+//   - [NodeID], an ipam.NodeIDSource whose ID tests can change;
+//   - [TestStore], the contract and crash test for an ipam.Store
+//     implementation (ipam/etcdstore and ipam/boltstore run it).
 //
 // All fakes are safe for concurrent use.
 //
@@ -11,6 +17,8 @@
 // MemStore is not durable: it models a store that survives an agent restart
 // only as long as the test keeps the value. Contexts are honoured only in
 // that a cancelled context makes every call fail with the context's error.
+// MemStore's hooks fail a call before it changes anything; use FaultStore
+// for failures after the change.
 package ipamtest
 
 import (

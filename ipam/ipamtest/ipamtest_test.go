@@ -61,3 +61,64 @@ func TestNodeID(t *testing.T) {
 	assert.Equal(t, uint32(9), n.GetNodeID())
 	assert.Equal(t, uint32(4), ipam.NodeIDFunc(func() uint32 { return 4 }).GetNodeID())
 }
+
+func TestFaultStore(t *testing.T) {
+	ctx := t.Context()
+	mem := &ipamtest.MemStore{}
+	var seen []int
+	fs := &ipamtest.FaultStore{Store: mem}
+	a := ipam.Allocation{Pod: kubemodel.PodID{Namespace: "n", Name: "a"}, Addr: netip.MustParseAddr("10.0.0.3")}
+	b := ipam.Allocation{Pod: kubemodel.PodID{Namespace: "n", Name: "b"}, Addr: netip.MustParseAddr("10.0.0.4")}
+
+	fs.Put = func(n int, x ipam.Allocation) ipamtest.Fault {
+		seen = append(seen, n)
+		if x == a {
+			return ipamtest.FailBefore
+		}
+		return ipamtest.FailAfter
+	}
+	require.ErrorIs(t, fs.PutAllocation(ctx, a), ipamtest.ErrInjected)
+	assert.Empty(t, mem.Records(), "FailBefore: not applied")
+	require.ErrorIs(t, fs.PutAllocation(ctx, b), ipamtest.ErrInjected)
+	assert.Equal(t, []ipam.Allocation{b}, mem.Records(), "FailAfter: applied")
+	fs.Put = nil
+	require.NoError(t, fs.PutAllocation(ctx, a))
+	assert.Equal(t, []int{1, 2}, seen)
+
+	fs.Delete = func(n int, p kubemodel.PodID) ipamtest.Fault {
+		if n == 1 {
+			return ipamtest.FailBefore
+		}
+		return ipamtest.FailAfter
+	}
+	require.ErrorIs(t, fs.DeleteAllocation(ctx, a.Pod), ipamtest.ErrInjected)
+	assert.Len(t, mem.Records(), 2)
+	require.ErrorIs(t, fs.DeleteAllocation(ctx, a.Pod), ipamtest.ErrInjected)
+	assert.Equal(t, []ipam.Allocation{b}, mem.Records())
+
+	fs.List = func(n int) ipamtest.Fault { return ipamtest.Fault(n - 1) }
+	got, err := fs.ListAllocations(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []ipam.Allocation{b}, got)
+	_, err = fs.ListAllocations(ctx)
+	require.ErrorIs(t, err, ipamtest.ErrInjected)
+	_, err = fs.ListAllocations(ctx)
+	require.ErrorIs(t, err, ipamtest.ErrInjected)
+	assert.Equal(t, 6, fs.Injected())
+
+	// Errors of the inner store pass through and are not counted.
+	boom := errors.New("boom")
+	mem.PutHook = func(ipam.Allocation) error { return boom }
+	fs.Put = func(int, ipam.Allocation) ipamtest.Fault { return ipamtest.FailAfter }
+	require.ErrorIs(t, fs.PutAllocation(ctx, a), boom)
+	assert.Equal(t, 6, fs.Injected())
+	assert.Equal(t, "FailAfter", ipamtest.FailAfter.String())
+	assert.Equal(t, "Fault(9)", ipamtest.Fault(9).String())
+}
+
+func TestMemStoreConformance(t *testing.T) {
+	ipamtest.TestStore(t, ipamtest.StoreHarness{
+		Open:  func(*testing.T) ipam.Store { return &ipamtest.MemStore{} },
+		Crash: func(_ *testing.T, s ipam.Store) ipam.Store { return s },
+	})
+}

@@ -1,0 +1,456 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/ipam"
+	"github.com/vswitchkit/vswitchkit/ipam/internal/record"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Defaults of [Config].
+const (
+	// DefaultPrefix is the default Config.Prefix.
+	DefaultPrefix = "/vswitchkit/ipam/"
+	// DefaultLeaseTTL is the default Config.LeaseTTL.
+	DefaultLeaseTTL = 15 * time.Second
+)
+
+// Sentinel errors, wrapped with details by the returned errors.
+var (
+	// ErrNotOwner is returned by the Store methods when their context ends
+	// before Run has acquired the node's records (another agent with the
+	// same node name holds them, etcd is unreachable, or Run is not
+	// running).
+	ErrNotOwner = errors.New("etcdstore: this store does not own the node's IPAM records")
+
+	// ErrOwnershipLost is returned by the Store methods and by Run once the
+	// store no longer owns the node's records: its lease expired (an etcd
+	// outage longer than the lease TTL), the owner key was deleted or taken
+	// over, or Run returned. It is final: the application restarts the
+	// agent (or creates a new Store and IPAM) to take the records again.
+	ErrOwnershipLost = errors.New("etcdstore: ownership of the node's IPAM records lost")
+)
+
+// errStopped is wrapped into the lost error when Run returns normally.
+var errStopped = errors.New("the store's Run returned")
+
+// Config configures a [Store]. The zero value is valid. A Config is a plain
+// value, copied by New.
+type Config struct {
+	// Prefix is the root of all nodes' records; it must end with "/".
+	// Default [DefaultPrefix].
+	Prefix string
+	// LeaseTTL is the TTL of the lease that holds the node's owner key,
+	// rounded up to whole seconds (etcd's unit). A crashed agent's
+	// successor waits at most this long; an etcd outage longer than this
+	// loses ownership. Default [DefaultLeaseTTL]; at least 2s.
+	LeaseTTL time.Duration
+	// Identity is stored in the owner key, so that a waiting agent can log
+	// who holds the records. Default "<hostname>/<pid>".
+	Identity string
+	// Logger receives the store's logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// listPage is the number of records ListAllocations reads per request.
+const listPage = 1000
+
+// Store is an [ipam.Store] that keeps one node's pod IP allocations in
+// etcd. See the package documentation for the layout and the fencing.
+//
+// Store is safe for concurrent use.
+type Store struct {
+	cli       *clientv3.Client
+	node      string
+	ownerKey  string // Prefix + node
+	recPrefix string // Prefix + node + "/"
+	ttl       int64  // seconds
+	identity  string // set by New or, if empty, by Run before it acquires the records
+	log       *slog.Logger
+	pageSize  int64
+
+	running atomic.Bool
+	owned   chan struct{} // closed when Run acquired the records
+	lost    chan struct{} // closed when the store stops owning them (or Run returned)
+
+	mu        sync.Mutex
+	createRev int64 // guarded by mu; create revision of our owner key, set before owned is closed
+	modRev    int64 // guarded by mu; mod revision of the owner key after this store's last write
+	lostErr   error // guarded by mu; set when lost is closed
+}
+
+var _ ipam.Store = (*Store)(nil)
+
+// New returns a Store for the records of node nodeName on cli. It does no
+// I/O; call [Store.Run] to acquire the records. cli stays the caller's.
+func New(cli *clientv3.Client, nodeName string, cfg Config) (*Store, error) {
+	var errs []error
+	if cli == nil {
+		errs = append(errs, errors.New("nil etcd client"))
+	}
+	if nodeName == "" || strings.Contains(nodeName, "/") {
+		errs = append(errs, fmt.Errorf("node name %q: must be non-empty and contain no '/'", nodeName))
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	} else if !strings.HasSuffix(cfg.Prefix, "/") {
+		errs = append(errs, fmt.Errorf("field Prefix %q: must end with '/'", cfg.Prefix))
+	}
+	switch {
+	case cfg.LeaseTTL == 0:
+		cfg.LeaseTTL = DefaultLeaseTTL
+	case cfg.LeaseTTL < 2*time.Second:
+		errs = append(errs, fmt.Errorf("field LeaseTTL %s: must be at least 2s", cfg.LeaseTTL))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("etcdstore: invalid config: %w", err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Store{
+		cli:       cli,
+		node:      nodeName,
+		ownerKey:  cfg.Prefix + nodeName,
+		recPrefix: cfg.Prefix + nodeName + "/",
+		ttl:       int64((cfg.LeaseTTL + time.Second - 1) / time.Second),
+		identity:  cfg.Identity,
+		log:       cfg.Logger.With(slog.String("component", "ipam-etcdstore"), slog.String("node", nodeName)),
+		pageSize:  listPage,
+		owned:     make(chan struct{}),
+		lost:      make(chan struct{}),
+	}, nil
+}
+
+// Owned returns a channel that is closed once Run has acquired the node's
+// records.
+func (s *Store) Owned() <-chan struct{} { return s.owned }
+
+// Lost returns a channel that is closed when the store stops owning the
+// node's records: ownership was lost (see [ErrOwnershipLost]) or Run
+// returned. From then on every call fails; [Store.Err] tells why.
+func (s *Store) Lost() <-chan struct{} { return s.lost }
+
+// Err returns why the store stopped owning the records (wrapping
+// [ErrOwnershipLost]), or nil while it has not.
+func (s *Store) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lostErr
+}
+
+// lose marks the store as no longer owning the records (once).
+func (s *Store) lose(err error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lostErr == nil {
+		s.lostErr = err
+		close(s.lost)
+		level := slog.LevelWarn
+		if errors.Is(err, errStopped) {
+			level = slog.LevelInfo
+		}
+		s.log.Log(context.Background(), level, "ownership of the node's IPAM records ended", slog.Any("reason", err))
+	}
+	return s.lostErr
+}
+
+// Run acquires the node's records and keeps them until ctx is done or
+// ownership is lost. While another agent owns them it waits (logging who
+// does); etcd errors are retried with backoff. On return it revokes its
+// lease, which deletes the owner key so that the next agent can take the
+// records at once. Run returns ctx.Err() when ctx ends, an error wrapping
+// [ErrOwnershipLost] when ownership is lost, and an error if called more
+// than once.
+func (s *Store) Run(ctx context.Context) error {
+	if !s.running.CompareAndSwap(false, true) {
+		return errors.New("etcdstore: Run called more than once")
+	}
+	if s.identity == "" {
+		host, _ := os.Hostname()
+		s.identity = host + "/" + strconv.Itoa(os.Getpid())
+	}
+	lease, err := s.acquire(ctx)
+	if err != nil {
+		s.lose(fmt.Errorf("%w: %w before acquiring them: %w", ErrOwnershipLost, errStopped, err))
+		return err
+	}
+	defer s.revoke(lease)
+	kctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ka, err := s.cli.KeepAlive(kctx, lease)
+	if err != nil {
+		return s.lose(fmt.Errorf("%w: keep the lease alive: %w", ErrOwnershipLost, err))
+	}
+	close(s.owned)
+	s.log.Info("acquired the node's IPAM records", slog.String("ownerKey", s.ownerKey))
+	for {
+		select {
+		case _, ok := <-ka:
+			if ok {
+				continue
+			}
+			if ctx.Err() != nil {
+				s.lose(fmt.Errorf("%w: %w", ErrOwnershipLost, errStopped))
+				return ctx.Err()
+			}
+			return s.lose(fmt.Errorf("%w: lease %x expired", ErrOwnershipLost, int64(lease)))
+		case <-s.lost:
+			return s.Err()
+		case <-ctx.Done():
+			s.lose(fmt.Errorf("%w: %w", ErrOwnershipLost, errStopped))
+			return ctx.Err()
+		}
+	}
+}
+
+// revoke revokes the lease (deleting the owner key if it is still ours),
+// with a fresh context: Run's may be done.
+func (s *Store) revoke(lease clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := s.cli.Revoke(ctx, lease); err != nil {
+		s.log.Debug("revoking the lease failed; the owner key expires with it", slog.Any("error", err))
+	}
+}
+
+// acquire waits until the owner key is free and creates it with a new
+// lease. It returns only when it owns the key or ctx is done.
+func (s *Store) acquire(ctx context.Context) (clientv3.LeaseID, error) {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 100 * time.Millisecond
+	bo.MaxInterval = 5 * time.Second
+	retry := func(what string, err error) error {
+		d := bo.NextBackOff()
+		s.log.Warn("acquiring the node's IPAM records: "+what+" failed, retrying", slog.Any("error", err), slog.Duration("in", d))
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		free, err := s.waitFree(ctx)
+		if err != nil {
+			if rerr := retry("waiting for the owner key", err); rerr != nil {
+				return 0, rerr
+			}
+			continue
+		}
+		if !free {
+			continue
+		}
+		g, err := s.cli.Grant(ctx, s.ttl)
+		if err != nil {
+			if rerr := retry("granting a lease", err); rerr != nil {
+				return 0, rerr
+			}
+			continue
+		}
+		resp, err := s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(s.ownerKey), "=", 0)).
+			Then(clientv3.OpPut(s.ownerKey, s.identity, clientv3.WithLease(g.ID))).
+			Commit()
+		if err != nil || !resp.Succeeded {
+			// Revoking also removes our owner key if the failed request
+			// was applied after all.
+			s.revoke(g.ID)
+			if err != nil {
+				if rerr := retry("creating the owner key", err); rerr != nil {
+					return 0, rerr
+				}
+			}
+			continue
+		}
+		s.mu.Lock()
+		s.createRev, s.modRev = resp.Header.Revision, resp.Header.Revision
+		s.mu.Unlock()
+		return g.ID, nil
+	}
+}
+
+// waitFree returns true at once if the owner key does not exist; otherwise
+// it waits until the key is deleted and returns false (the caller checks
+// again).
+func (s *Store) waitFree(ctx context.Context) (bool, error) {
+	resp, err := s.cli.Get(ctx, s.ownerKey)
+	if err != nil {
+		return false, err
+	}
+	if len(resp.Kvs) == 0 {
+		return true, nil
+	}
+	s.log.Warn("the node's IPAM records are owned by another agent; waiting until it releases them or its lease expires",
+		slog.String("owner", string(resp.Kvs[0].Value)), slog.String("ownerKey", s.ownerKey))
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for wr := range s.cli.Watch(wctx, s.ownerKey, clientv3.WithRev(resp.Header.Revision+1)) {
+		if err := wr.Err(); err != nil {
+			return false, err
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == mvccpb.DELETE {
+				return false, nil
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	return false, errors.New("watch of the owner key ended")
+}
+
+// wait blocks until the store owns the records or ctx is done.
+func (s *Store) wait(ctx context.Context) error {
+	select {
+	case <-s.lost:
+		return s.Err()
+	default:
+	}
+	select {
+	case <-s.owned:
+	case <-s.lost:
+		return s.Err()
+	case <-ctx.Done():
+		return fmt.Errorf("%w (node %s): %w", ErrNotOwner, s.node, ctx.Err())
+	}
+	select {
+	case <-s.lost:
+		return s.Err()
+	default:
+		return nil
+	}
+}
+
+// write applies op in a transaction fenced by the owner key (see the
+// package documentation) and bumps the owner key's mod revision.
+func (s *Store) write(ctx context.Context, op clientv3.Op) error {
+	if err := s.wait(ctx); err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		s.mu.Lock()
+		create, mod := s.createRev, s.modRev
+		s.mu.Unlock()
+		resp, err := s.cli.Txn(ctx).
+			If(
+				clientv3.Compare(clientv3.CreateRevision(s.ownerKey), "=", create),
+				clientv3.Compare(clientv3.ModRevision(s.ownerKey), "=", mod),
+			).
+			Then(op, clientv3.OpPut(s.ownerKey, s.identity, clientv3.WithIgnoreLease())).
+			Else(clientv3.OpGet(s.ownerKey)).
+			Commit()
+		if err != nil {
+			return err // outcome unknown; the next write settles the order
+		}
+		if resp.Succeeded {
+			s.advance(resp.Header.Revision)
+			return nil
+		}
+		kvs := resp.Responses[0].GetResponseRange().GetKvs()
+		if len(kvs) == 0 || kvs[0].CreateRevision != create {
+			return s.lose(fmt.Errorf("%w: the owner key %s was deleted or taken over", ErrOwnershipLost, s.ownerKey))
+		}
+		// Still ours, but written since our last write we know of: an
+		// earlier write of ours whose outcome we did not learn, or a
+		// concurrent call. Retry from the current revision.
+		s.advance(kvs[0].ModRevision)
+		if attempt == 100 {
+			return fmt.Errorf("etcdstore: write of %s conflicts with concurrent writes, giving up", s.ownerKey)
+		}
+	}
+}
+
+// advance records rev as the owner key's mod revision, if newer.
+func (s *Store) advance(rev int64) {
+	s.mu.Lock()
+	s.modRev = max(s.modRev, rev)
+	s.mu.Unlock()
+}
+
+// PutAllocation writes the record of a.Pod in one fenced transaction.
+func (s *Store) PutAllocation(ctx context.Context, a ipam.Allocation) error {
+	k, err := record.Key(a.Pod)
+	if err != nil {
+		return fmt.Errorf("etcdstore: put: %w", err)
+	}
+	if !a.Addr.IsValid() {
+		return fmt.Errorf("etcdstore: put %s: invalid address", a.Pod)
+	}
+	if err := s.write(ctx, clientv3.OpPut(s.recPrefix+k, string(record.AppendValue(nil, a.Addr)))); err != nil {
+		return fmt.Errorf("etcdstore: put %s: %w", a.Pod, err)
+	}
+	return nil
+}
+
+// DeleteAllocation deletes the record of pod in one fenced transaction; a
+// missing record is not an error.
+func (s *Store) DeleteAllocation(ctx context.Context, pod kubemodel.PodID) error {
+	k, err := record.Key(pod)
+	if err != nil {
+		return fmt.Errorf("etcdstore: delete: %w", err)
+	}
+	if err := s.write(ctx, clientv3.OpDelete(s.recPrefix+k)); err != nil {
+		return fmt.Errorf("etcdstore: delete %s: %w", pod, err)
+	}
+	return nil
+}
+
+// ListAllocations returns the node's records, read in pages while the
+// store owns them. Records it cannot decode are logged and skipped (and
+// left in etcd).
+func (s *Store) ListAllocations(ctx context.Context) ([]ipam.Allocation, error) {
+	if err := s.wait(ctx); err != nil {
+		return nil, fmt.Errorf("etcdstore: list: %w", err)
+	}
+	s.mu.Lock()
+	create := s.createRev
+	s.mu.Unlock()
+	end := clientv3.GetPrefixRangeEnd(s.recPrefix)
+	from := s.recPrefix
+	var out []ipam.Allocation
+	for {
+		resp, err := s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(s.ownerKey), "=", create)).
+			Then(clientv3.OpGet(from, clientv3.WithRange(end), clientv3.WithLimit(s.pageSize))).
+			Commit()
+		if err != nil {
+			return nil, fmt.Errorf("etcdstore: list: %w", err)
+		}
+		if !resp.Succeeded {
+			return nil, fmt.Errorf("etcdstore: list: %w", s.lose(fmt.Errorf("%w: the owner key %s was deleted or taken over", ErrOwnershipLost, s.ownerKey)))
+		}
+		r := resp.Responses[0].GetResponseRange()
+		for _, kv := range r.GetKvs() {
+			a, err := record.Parse(strings.TrimPrefix(string(kv.Key), s.recPrefix), kv.Value)
+			if err != nil {
+				s.log.Warn("skipping an undecodable IPAM record", slog.String("key", string(kv.Key)), slog.Any("error", err))
+				continue
+			}
+			out = append(out, a)
+		}
+		if !r.GetMore() || len(r.GetKvs()) == 0 {
+			return out, nil
+		}
+		from = string(r.Kvs[len(r.Kvs)-1].Key) + "\x00"
+	}
+}

@@ -1,0 +1,459 @@
+package etcdstore_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/controller/watcher/watchertest"
+	"github.com/vswitchkit/vswitchkit/ipam"
+	"github.com/vswitchkit/vswitchkit/ipam/etcdstore"
+	"github.com/vswitchkit/vswitchkit/ipam/ipamtest"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testTimeout bounds waits; generous because -race on a busy 2-core
+// machine is slow. It is a safety net, never an assertion on speed.
+const testTimeout = 2 * time.Minute
+
+func startEtcd(t *testing.T) *watchertest.Server {
+	t.Helper()
+	srv, err := watchertest.Start(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// newClient returns a client of srv, closed at the end of the test (or
+// earlier by the caller; Close twice is harmless).
+func newClient(t *testing.T, srv *watchertest.Server, opts ...grpc.DialOption) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{srv.Endpoint()},
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+		DialOptions: opts,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// running is a Store whose Run runs in a goroutine.
+type running struct {
+	*etcdstore.Store
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Run returned
+	err    error         // Run's result, set before done is closed
+}
+
+// stop cancels Run and returns its result.
+func (r *running) stop() error {
+	r.cancel()
+	<-r.done
+	return r.err
+}
+
+func run(t *testing.T, cli *clientv3.Client, node string, cfg etcdstore.Config) *running {
+	t.Helper()
+	s, err := etcdstore.New(cli, node, cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{Store: s, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		r.err = s.Run(ctx)
+		close(r.done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.done:
+		case <-time.After(testTimeout):
+			t.Error("Run did not return")
+		}
+	})
+	return r
+}
+
+func waitOwned(t *testing.T, s *etcdstore.Store) {
+	t.Helper()
+	select {
+	case <-s.Owned():
+	case <-time.After(testTimeout):
+		t.Fatal("the store did not acquire the records")
+	}
+}
+
+func waitLost(t *testing.T, s *etcdstore.Store) {
+	t.Helper()
+	select {
+	case <-s.Lost():
+	case <-time.After(testTimeout):
+		t.Fatal("the store did not report lost ownership")
+	}
+}
+
+func alloc(ns, name, addr string) ipam.Allocation {
+	return ipam.Allocation{Pod: kubemodel.PodID{Namespace: ns, Name: name}, Addr: netip.MustParseAddr(addr)}
+}
+
+// The Store contract and the crash test of ipamtest. A crash closes the
+// agent's etcd client without revoking its lease: the restarted agent's
+// store waits until the lease expires.
+func TestStoreConformance(t *testing.T) {
+	srv := startEtcd(t)
+	var n atomic.Int32
+	nodeOf := map[ipam.Store]string{}
+	clientOf := map[ipam.Store]*clientv3.Client{}
+	cfg := etcdstore.Config{LeaseTTL: 2 * time.Second}
+	open := func(t *testing.T, node string) ipam.Store {
+		cli := newClient(t, srv)
+		r := run(t, cli, node, cfg)
+		waitOwned(t, r.Store)
+		nodeOf[r.Store], clientOf[r.Store] = node, cli
+		return r.Store
+	}
+	ipamtest.TestStore(t, ipamtest.StoreHarness{
+		Open: func(t *testing.T) ipam.Store { return open(t, fmt.Sprint("node-", n.Add(1))) },
+		Crash: func(t *testing.T, s ipam.Store) ipam.Store {
+			old := s.(*etcdstore.Store)
+			require.NoError(t, clientOf[s].Close()) // the agent dies; its lease is not revoked
+			waitLost(t, old)
+			return open(t, nodeOf[s])
+		},
+	})
+}
+
+func TestLayout(t *testing.T) {
+	srv := startEtcd(t)
+	cli := newClient(t, srv)
+	ctx := t.Context()
+	s := run(t, cli, "n1", etcdstore.Config{Identity: "agent-a"})
+	waitOwned(t, s.Store)
+	require.NoError(t, s.PutAllocation(ctx, alloc("default", "web-0", "10.1.5.2")))
+	require.NoError(t, s.PutAllocation(ctx, alloc("kube-system", "dns", "fd00::5")))
+
+	get := func(key string) string {
+		resp, err := cli.Get(ctx, key)
+		require.NoError(t, err)
+		if len(resp.Kvs) == 0 {
+			return ""
+		}
+		return string(resp.Kvs[0].Value)
+	}
+	assert.Equal(t, "10.1.5.2", get("/vswitchkit/ipam/n1/default/web-0"))
+	assert.Equal(t, "fd00::5", get("/vswitchkit/ipam/n1/kube-system/dns"))
+	assert.Equal(t, "agent-a", get("/vswitchkit/ipam/n1"), "the owner key")
+
+	// Records of other nodes and undecodable records are not listed; the
+	// undecodable ones stay.
+	for k, v := range map[string]string{
+		"/vswitchkit/ipam/n10/default/x": "10.1.9.9",
+		"/vswitchkit/ipam/n1x":           "other",
+		"/vswitchkit/ipam/n1/garbage":    "10.1.5.9",
+		"/vswitchkit/ipam/n1/ns/bad":     "not-an-ip",
+	} {
+		_, err := cli.Put(ctx, k, v)
+		require.NoError(t, err)
+	}
+	got, err := s.ListAllocations(ctx)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []ipam.Allocation{alloc("default", "web-0", "10.1.5.2"), alloc("kube-system", "dns", "fd00::5")}, got)
+	assert.Equal(t, "not-an-ip", get("/vswitchkit/ipam/n1/ns/bad"))
+
+	require.NoError(t, s.DeleteAllocation(ctx, kubemodel.PodID{Namespace: "default", Name: "web-0"}))
+	assert.Empty(t, get("/vswitchkit/ipam/n1/default/web-0"))
+	require.Error(t, s.PutAllocation(ctx, alloc("a/b", "c", "10.0.0.1")), "'/' in a namespace")
+	require.Error(t, s.PutAllocation(ctx, ipam.Allocation{Pod: kubemodel.PodID{Namespace: "a", Name: "b"}}), "invalid address")
+
+	// A custom prefix.
+	s2 := run(t, cli, "n1", etcdstore.Config{Prefix: "/other/"})
+	waitOwned(t, s2.Store)
+	require.NoError(t, s2.PutAllocation(ctx, alloc("default", "web-0", "10.1.5.3")))
+	assert.Equal(t, "10.1.5.3", get("/other/n1/default/web-0"))
+}
+
+// Listing reads in pages.
+func TestListPages(t *testing.T) {
+	srv := startEtcd(t)
+	cli := newClient(t, srv)
+	ctx := t.Context()
+	s := run(t, cli, "n1", etcdstore.Config{})
+	etcdstore.SetPageSize(s.Store, 7)
+	waitOwned(t, s.Store)
+	var want []ipam.Allocation
+	for k := range 30 {
+		a := alloc("ns", fmt.Sprint("p", k), fmt.Sprint("10.1.5.", k+2))
+		require.NoError(t, s.PutAllocation(ctx, a))
+		want = append(want, a)
+	}
+	got, err := s.ListAllocations(ctx)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, want, got)
+}
+
+// Two agents with the same node name: only the owner writes; the second
+// takes over when the first's lease ends; the first can no longer write.
+func TestFencing(t *testing.T) {
+	srv := startEtcd(t)
+	ctx := t.Context()
+	cliA, cliB := newClient(t, srv), newClient(t, srv)
+	a := run(t, cliA, "n1", etcdstore.Config{Identity: "a", LeaseTTL: time.Minute})
+	waitOwned(t, a.Store)
+	require.NoError(t, a.PutAllocation(ctx, alloc("ns", "x", "10.1.5.2")))
+
+	b := run(t, cliB, "n1", etcdstore.Config{Identity: "b", LeaseTTL: time.Minute})
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	err := b.PutAllocation(short, alloc("ns", "x", "10.1.5.99"))
+	cancel()
+	require.ErrorIs(t, err, etcdstore.ErrNotOwner)
+	select {
+	case <-b.Owned():
+		t.Fatal("two owners")
+	default:
+	}
+
+	// a's lease ends behind its back (as after an etcd outage longer than
+	// the TTL): a is a zombie that must not write any more.
+	resp, err := cliB.Get(ctx, "/vswitchkit/ipam/n1")
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1)
+	_, err = cliB.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
+	require.NoError(t, err)
+	waitOwned(t, b.Store)
+	err = a.PutAllocation(ctx, alloc("ns", "x", "10.1.5.66"))
+	require.ErrorIs(t, err, etcdstore.ErrOwnershipLost)
+	waitLost(t, a.Store)
+	require.ErrorIs(t, a.stop(), etcdstore.ErrOwnershipLost)
+	require.ErrorIs(t, a.Err(), etcdstore.ErrOwnershipLost)
+	_, err = a.ListAllocations(ctx)
+	require.ErrorIs(t, err, etcdstore.ErrOwnershipLost)
+
+	got, err := b.ListAllocations(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []ipam.Allocation{alloc("ns", "x", "10.1.5.2")}, got, "the zombie's write was not applied")
+	require.NoError(t, b.PutAllocation(ctx, alloc("ns", "y", "10.1.5.3")))
+
+	// A graceful stop revokes the lease: a third agent takes over at once
+	// (long before the one-minute TTL).
+	require.ErrorIs(t, b.stop(), context.Canceled)
+	require.ErrorIs(t, b.Err(), etcdstore.ErrOwnershipLost)
+	c := run(t, newClient(t, srv), "n1", etcdstore.Config{Identity: "c", LeaseTTL: time.Minute})
+	waitOwned(t, c.Store)
+	got, err = c.ListAllocations(ctx)
+	require.NoError(t, err)
+	assert.Len(t, got, 2)
+}
+
+// gate intercepts the first etcd transaction that writes key and reports
+// a timeout to the caller; with late set, the request reaches etcd only
+// when release is closed (after the caller moved on), otherwise at once
+// (applied, but the reply is lost).
+type gate struct {
+	key     string
+	late    bool
+	release chan struct{}
+	hit     atomic.Bool
+	wg      sync.WaitGroup
+	applied chan bool // the late request's Succeeded
+}
+
+func (g *gate) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	tr, ok := req.(*etcdserverpb.TxnRequest)
+	if !ok || !g.writes(tr) || !g.hit.CompareAndSwap(false, true) {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	// Unavailable, as for a connection reset after the request was sent:
+	// the client does not retry a write after it.
+	if !g.late {
+		if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
+			return err
+		}
+		return status.Error(codes.Unavailable, "gate: reply lost")
+	}
+	g.wg.Go(func() {
+		<-g.release
+		out := new(etcdserverpb.TxnResponse)
+		err := invoker(context.Background(), method, req, out, cc, opts...)
+		g.applied <- err == nil && out.Succeeded
+	})
+	return status.Error(codes.Unavailable, "gate: request delayed")
+}
+
+func (g *gate) writes(tr *etcdserverpb.TxnRequest) bool {
+	for _, op := range tr.Success {
+		if p := op.GetRequestPut(); p != nil && string(p.Key) == g.key {
+			return true
+		}
+	}
+	return false
+}
+
+// A write whose outcome is unknown: if etcd applied it, the next write
+// still succeeds; if it is applied late, after a later write returned, it
+// fails and cannot resurrect a deleted record.
+func TestUnknownOutcome(t *testing.T) {
+	srv := startEtcd(t)
+	ctx := t.Context()
+	for _, late := range []bool{false, true} {
+		t.Run(fmt.Sprintf("late=%v", late), func(t *testing.T) {
+			node := fmt.Sprint("late-", late)
+			g := &gate{key: "/vswitchkit/ipam/" + node + "/ns/a", late: late, release: make(chan struct{}), applied: make(chan bool, 1)}
+			cli := newClient(t, srv, grpc.WithChainUnaryInterceptor(g.intercept))
+			s := run(t, cli, node, etcdstore.Config{})
+			waitOwned(t, s.Store)
+
+			err := s.PutAllocation(ctx, alloc("ns", "a", "10.1.5.2"))
+			require.ErrorContains(t, err, "gate:")
+			// IPAM's reaction: the pod is released (CNI DEL): the record is
+			// deleted, and another pod is written.
+			require.NoError(t, s.DeleteAllocation(ctx, kubemodel.PodID{Namespace: "ns", Name: "a"}))
+			require.NoError(t, s.PutAllocation(ctx, alloc("ns", "b", "10.1.5.2")))
+			if late {
+				close(g.release)
+				assert.False(t, <-g.applied, "a write applied after later writes returned")
+				g.wg.Wait()
+			}
+			got, err := s.ListAllocations(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, []ipam.Allocation{alloc("ns", "b", "10.1.5.2")}, got)
+		})
+	}
+}
+
+// The scenario end to end: IPAM over etcdstore, the first write
+// of pod a times out after etcd applied it.
+func TestIPAMAmbiguousWrite(t *testing.T) {
+	srv := startEtcd(t)
+	g := &gate{key: "/vswitchkit/ipam/n1/default/a", release: make(chan struct{})}
+	cli := newClient(t, srv, grpc.WithChainUnaryInterceptor(g.intercept))
+	s := run(t, cli, "n1", etcdstore.Config{})
+	waitOwned(t, s.Store)
+	i, err := ipam.New(ipamtest.NewNodeID(5), ipam.Config{Store: s})
+	require.NoError(t, err)
+	require.NoError(t, i.Resync(controller.NewDBResync(), controller.NewKubeStateData(), 1, nil))
+
+	_, err = i.AllocatePodIP(kubemodel.PodID{Namespace: "default", Name: "a"}, "", "")
+	require.ErrorContains(t, err, "gate: reply lost")
+	ip, err := i.AllocatePodIP(kubemodel.PodID{Namespace: "default", Name: "b"}, "", "")
+	require.NoError(t, err)
+	assert.Equal(t, "10.1.5.3", ip.String(), "a's address stays reserved")
+	require.NoError(t, i.ReleasePodIP(kubemodel.PodID{Namespace: "default", Name: "a"}))
+	got, err := s.ListAllocations(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, []ipam.Allocation{alloc("default", "b", "10.1.5.3")}, got)
+}
+
+// An etcd outage shorter than the lease TTL: calls fail meanwhile and work
+// again afterwards, with the same ownership.
+func TestOutage(t *testing.T) {
+	srv := startEtcd(t)
+	ctx := t.Context()
+	s := run(t, newClient(t, srv), "n1", etcdstore.Config{LeaseTTL: 30 * time.Second})
+	waitOwned(t, s.Store)
+	require.NoError(t, s.PutAllocation(ctx, alloc("ns", "a", "10.1.5.2")))
+	srv.Stop()
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	require.Error(t, s.PutAllocation(short, alloc("ns", "b", "10.1.5.3")))
+	cancel()
+	require.NoError(t, srv.Restart())
+	deadline := time.Now().Add(testTimeout)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := s.PutAllocation(cctx, alloc("ns", "b", "10.1.5.3"))
+		cancel()
+		if err == nil {
+			break
+		}
+		require.NotErrorIs(t, err, etcdstore.ErrOwnershipLost)
+		require.True(t, time.Now().Before(deadline), "etcd did not come back: %v", err)
+		time.Sleep(100 * time.Millisecond)
+	}
+	select {
+	case <-s.Lost():
+		t.Fatal("ownership lost during a short outage")
+	default:
+	}
+	got, err := s.ListAllocations(ctx)
+	require.NoError(t, err)
+	assert.Len(t, got, 2)
+}
+
+func TestConfig(t *testing.T) {
+	srv := startEtcd(t)
+	cli := newClient(t, srv)
+	for name, tc := range map[string]struct {
+		cli  *clientv3.Client
+		node string
+		cfg  etcdstore.Config
+		msg  string
+	}{
+		"nil client":       {nil, "n", etcdstore.Config{}, "nil etcd client"},
+		"empty node":       {cli, "", etcdstore.Config{}, "node name"},
+		"slash in node":    {cli, "a/b", etcdstore.Config{}, "node name"},
+		"prefix no slash":  {cli, "n", etcdstore.Config{Prefix: "/x"}, "Prefix"},
+		"short lease TTL":  {cli, "n", etcdstore.Config{LeaseTTL: time.Second}, "LeaseTTL"},
+		"several problems": {nil, "", etcdstore.Config{}, "node name"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := etcdstore.New(tc.cli, tc.node, tc.cfg)
+			require.ErrorContains(t, err, tc.msg)
+		})
+	}
+
+	s := run(t, cli, "n", etcdstore.Config{})
+	waitOwned(t, s.Store)
+	require.Error(t, s.Run(t.Context()), "Run twice")
+	require.NoError(t, s.Err())
+
+	// Calls on a store whose Run never ran wait for their context.
+	idle, err := etcdstore.New(cli, "idle", etcdstore.Config{})
+	require.NoError(t, err)
+	short, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	_, err = idle.ListAllocations(short)
+	require.ErrorIs(t, err, etcdstore.ErrNotOwner)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
+	// Run cancelled before it acquired the records.
+	cancelled, cancel2 := context.WithCancel(t.Context())
+	cancel2()
+	require.ErrorIs(t, idle.Run(cancelled), context.Canceled)
+	require.ErrorIs(t, idle.DeleteAllocation(t.Context(), kubemodel.PodID{Namespace: "a", Name: "b"}), etcdstore.ErrOwnershipLost)
+}
+
+func startBenchEtcd(b *testing.B) (*watchertest.Server, error) {
+	srv, err := watchertest.Start(b.TempDir())
+	if err != nil {
+		return nil, err
+	}
+	b.Cleanup(srv.Close)
+	return srv, nil
+}
+
+// runBench runs s.Run until the returned stop is called.
+func runBench(s *etcdstore.Store) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		_ = s.Run(ctx)
+		close(done)
+	}()
+	return func() { cancel(); <-done }
+}

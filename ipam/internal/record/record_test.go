@@ -1,0 +1,97 @@
+package record
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/ipam"
+)
+
+func TestParse(t *testing.T) {
+	cases := []struct {
+		key, value string
+		want       ipam.Allocation // zero: error expected
+	}{
+		{"default/web-0", "10.1.5.2", ipam.Allocation{Pod: kubemodel.PodID{Namespace: "default", Name: "web-0"}, Addr: netip.MustParseAddr("10.1.5.2")}},
+		{"ns/a.b.c", "fd00::2", ipam.Allocation{Pod: kubemodel.PodID{Namespace: "ns", Name: "a.b.c"}, Addr: netip.MustParseAddr("fd00::2")}},
+		{"/no-namespace", "10.0.0.1", ipam.Allocation{Pod: kubemodel.PodID{Name: "no-namespace"}, Addr: netip.MustParseAddr("10.0.0.1")}},
+		{"ns/mapped", "::ffff:10.0.0.1", ipam.Allocation{Pod: kubemodel.PodID{Namespace: "ns", Name: "mapped"}, Addr: netip.MustParseAddr("10.0.0.1")}},
+		{"no-slash", "10.0.0.1", ipam.Allocation{}},
+		{"ns/", "10.0.0.1", ipam.Allocation{}},
+		{"ns/a/b", "10.0.0.1", ipam.Allocation{}},
+		{"ns/a", "", ipam.Allocation{}},
+		{"ns/a", "10.0.0.1/24", ipam.Allocation{}},
+		{"ns/a", " 10.0.0.1", ipam.Allocation{}},
+		{"ns/a", "fe80::1%eth0", ipam.Allocation{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
+			got, err := Parse(tc.key, []byte(tc.value))
+			if tc.want == (ipam.Allocation{}) {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestKey(t *testing.T) {
+	k, err := Key(kubemodel.PodID{Namespace: "default", Name: "web-0"})
+	require.NoError(t, err)
+	assert.Equal(t, "default/web-0", k)
+	for _, bad := range []kubemodel.PodID{{Namespace: "x"}, {Namespace: "a/b", Name: "c"}, {Namespace: "a", Name: "b/c"}} {
+		_, err := Key(bad)
+		require.Error(t, err, "%+v", bad)
+	}
+	assert.Equal(t, "x=fd00::1", string(AppendValue([]byte("x="), netip.MustParseAddr("fd00::1"))))
+}
+
+// FuzzParse checks that Parse and Key are inverse and that a parsed record
+// re-encodes to one that parses to the same allocation.
+func FuzzParse(f *testing.F) {
+	f.Add("default/web-0", []byte("10.1.5.2"))
+	f.Add("/x", []byte("fd00::1"))
+	f.Add("a/b/c", []byte("1.2.3.4"))
+	f.Add("ns/n", []byte("::ffff:1.2.3.4"))
+	f.Add("ns/n", []byte("fe80::1%eth0"))
+	f.Fuzz(func(t *testing.T, key string, value []byte) {
+		a, err := Parse(key, value)
+		if err != nil {
+			return
+		}
+		k, err := Key(a.Pod)
+		if err != nil {
+			t.Fatalf("Parse(%q) gave pod %+v, which Key rejects: %v", key, a.Pod, err)
+		}
+		if k != key {
+			t.Fatalf("Key(Parse(%q)) = %q", key, k)
+		}
+		again, err := Parse(k, AppendValue(nil, a.Addr))
+		if err != nil || again != a {
+			t.Fatalf("round trip of %+v: %+v, %v", a, again, err)
+		}
+	})
+}
+
+// FuzzKey checks that every key Key returns parses back to its pod.
+func FuzzKey(f *testing.F) {
+	f.Add("default", "web-0")
+	f.Add("", "x")
+	f.Add("a/b", "c")
+	f.Fuzz(func(t *testing.T, ns, name string) {
+		pod := kubemodel.PodID{Namespace: ns, Name: name}
+		k, err := Key(pod)
+		if err != nil {
+			return
+		}
+		a, err := Parse(k, []byte("10.0.0.1"))
+		if err != nil || a.Pod != pod {
+			t.Fatalf("Parse(Key(%+v)) = %+v, %v", pod, a, err)
+		}
+	})
+}

@@ -1,0 +1,189 @@
+package ipamtest
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/ipam"
+)
+
+// StoreHarness tells [TestStore] how to open and crash the store under
+// test.
+type StoreHarness struct {
+	// Open returns a ready store with no records. Required.
+	Open func(t *testing.T) ipam.Store
+	// Crash simulates a crash of the agent that uses s: s is abandoned
+	// without any clean-up (no record is deleted, no lock or lease is
+	// released on purpose), and Crash returns the store the restarted
+	// agent uses, over the same durable records. Required.
+	Crash func(t *testing.T, s ipam.Store) ipam.Store
+}
+
+// TestStore checks an [ipam.Store] implementation: the Store contract
+// (Put replaces, Delete of a missing record succeeds, List returns every
+// record, IPv4 and IPv6) and the crash test: an agent allocates addresses
+// for pods that are not reflected in the Kubernetes state yet (and one
+// whose write is applied but reported failed), crashes, and the restarted
+// agent — a new IPAM over the store Crash returns, with the same stale
+// Kubernetes state — allocates more: no address may be handed out twice,
+// and the records must equal the restarted IPAM's allocations.
+//
+// Use it from a test of a Store implementation:
+//
+//	func TestMyStore(t *testing.T) {
+//		ipamtest.TestStore(t, ipamtest.StoreHarness{Open: ..., Crash: ...})
+//	}
+func TestStore(t *testing.T, h StoreHarness) {
+	t.Helper()
+	t.Run("contract", func(t *testing.T) { storeContract(t, h.Open(t)) })
+	t.Run("crash", func(t *testing.T) { storeCrash(t, h) })
+}
+
+func storeContract(t *testing.T, s ipam.Store) {
+	ctx := t.Context()
+	list := func() map[kubemodel.PodID]netip.Addr {
+		t.Helper()
+		recs, err := s.ListAllocations(ctx)
+		if err != nil {
+			t.Fatalf("ListAllocations: %v", err)
+		}
+		m := make(map[kubemodel.PodID]netip.Addr, len(recs))
+		for _, r := range recs {
+			if _, dup := m[r.Pod]; dup {
+				t.Fatalf("ListAllocations returned pod %s twice", r.Pod)
+			}
+			m[r.Pod] = r.Addr
+		}
+		return m
+	}
+	want := map[kubemodel.PodID]netip.Addr{}
+	check := func(what string) {
+		t.Helper()
+		if got := list(); !maps.Equal(got, want) {
+			t.Fatalf("%s: ListAllocations = %v, want %v", what, got, want)
+		}
+	}
+	put := func(ns, name, addr string) {
+		t.Helper()
+		a := ipam.Allocation{Pod: kubemodel.PodID{Namespace: ns, Name: name}, Addr: netip.MustParseAddr(addr)}
+		if err := s.PutAllocation(ctx, a); err != nil {
+			t.Fatalf("PutAllocation(%v): %v", a, err)
+		}
+		want[a.Pod] = a.Addr
+	}
+	del := func(ns, name string) {
+		t.Helper()
+		p := kubemodel.PodID{Namespace: ns, Name: name}
+		if err := s.DeleteAllocation(ctx, p); err != nil {
+			t.Fatalf("DeleteAllocation(%s): %v", p, err)
+		}
+		delete(want, p)
+	}
+	check("new store")
+	put("default", "web-0", "10.1.5.2")
+	put("default", "web-1", "10.1.5.3")
+	put("kube-system", "web-0", "10.1.5.4") // same name, other namespace
+	put("v6", "pod.with.dots", "fd00:1::5:0:0:2")
+	check("after puts")
+	put("default", "web-0", "10.1.5.9") // replaces
+	check("after a replacing put")
+	del("default", "web-1")
+	del("default", "web-1") // missing: not an error
+	del("nowhere", "never")
+	check("after deletes")
+	for n := range 300 {
+		put("bulk", fmt.Sprint("p", n), netip.AddrFrom4([4]byte{10, 1, byte(6 + n/250), byte(2 + n%250)}).String())
+	}
+	check("after 300 more puts")
+}
+
+func storeCrash(t *testing.T, h StoreHarness) {
+	node := NewNodeID(5)
+	podKey := func(name string) kubemodel.PodID { return kubemodel.PodID{Namespace: "default", Name: name} }
+	// The Kubernetes state as the restarted agent sees it: it lags behind
+	// and shows only the pod from before the first start.
+	ks := controller.NewKubeStateData()
+	ks[kubemodel.PodResource] = controller.KeyValuePairs{
+		kubemodel.PodKey("default", "reflected"): &kubemodel.Pod{Namespace: "default", Name: "reflected", IpAddress: "10.1.5.2"},
+	}
+	resync := func(i *ipam.IPAM) {
+		t.Helper()
+		if err := i.Resync(controller.NewDBResync(), ks, 1, nil); err != nil {
+			t.Fatalf("Resync: %v", err)
+		}
+	}
+
+	s := h.Open(t)
+	fs := &FaultStore{Store: s, Put: func(_ int, a ipam.Allocation) Fault {
+		if a.Pod.Name == "ambiguous" {
+			return FailAfter // applied, reported failed
+		}
+		return NoFault
+	}}
+	before, err := ipam.New(node, ipam.Config{Store: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resync(before)
+	held := map[netip.Addr]kubemodel.PodID{netip.MustParseAddr("10.1.5.2"): podKey("reflected")}
+	if _, err := before.AllocatePodAddr(podKey("ambiguous")); err == nil {
+		t.Fatal("AllocatePodAddr with a failing store succeeded")
+	}
+	for n := range 5 {
+		p := podKey(fmt.Sprint("unreflected-", n))
+		a, err := before.AllocatePodAddr(p)
+		if err != nil {
+			t.Fatalf("AllocatePodAddr(%s): %v", p, err)
+		}
+		if q, dup := held[a]; dup {
+			t.Fatalf("%s handed to %s and %s", a, q, p)
+		}
+		held[a] = p
+	}
+
+	// Crash: before is dropped without releasing anything.
+	s = h.Crash(t, s)
+	after, err := ipam.New(node, ipam.Config{Store: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resync(after)
+	for a, p := range held {
+		if got, ok := after.PodAddr(p); !ok || got != a {
+			t.Errorf("after the restart pod %s has %v (ok=%v), want %s", p, got, ok, a)
+		}
+	}
+	// The ambiguous write was applied: its address stays reserved.
+	amb, ok := after.PodAddr(podKey("ambiguous"))
+	if !ok {
+		t.Fatal("the applied record of pod ambiguous was not recovered")
+	}
+	held[amb] = podKey("ambiguous")
+	for n := range 5 {
+		p := podKey(fmt.Sprint("after-", n))
+		a, err := after.AllocatePodAddr(p)
+		if err != nil {
+			t.Fatalf("AllocatePodAddr(%s): %v", p, err)
+		}
+		if q, dup := held[a]; dup {
+			t.Errorf("duplicate: %s handed to %s after the restart, but %s holds it", a, p, q)
+		}
+		held[a] = p
+	}
+	if err := after.ReleasePodIP(podKey("ambiguous")); err != nil {
+		t.Fatalf("ReleasePodIP: %v", err)
+	}
+	recs, err := s.ListAllocations(t.Context())
+	if err != nil {
+		t.Fatalf("ListAllocations: %v", err)
+	}
+	slices.SortFunc(recs, func(a, b ipam.Allocation) int { return a.Addr.Compare(b.Addr) })
+	if got, want := recs, after.Allocations(); !slices.Equal(got, want) {
+		t.Errorf("records after the restart = %v, want the allocations %v", got, want)
+	}
+}
