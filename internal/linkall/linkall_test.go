@@ -27,6 +27,7 @@ import (
 	_ "github.com/vswitchkit/vswitchkit/controller/watcher"
 	_ "github.com/vswitchkit/vswitchkit/controller/watcher/watchertest"
 	_ "github.com/vswitchkit/vswitchkit/embedetcd"
+	_ "github.com/vswitchkit/vswitchkit/glue"
 	_ "github.com/vswitchkit/vswitchkit/ipam"
 	_ "github.com/vswitchkit/vswitchkit/ipam/boltstore"
 	_ "github.com/vswitchkit/vswitchkit/ipam/etcdstore"
