@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/controllertest"
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 )
 
 func TestIsPermanent(t *testing.T) {
@@ -155,4 +156,13 @@ func TestParsePodInterfaceType(t *testing.T) {
 		assert.NoError(t, err, tc.in)
 		assert.Equal(t, tc.want, got)
 	}
+}
+
+func TestAddPodAttachment(t *testing.T) {
+	ev := controller.NewAddPodEvent(kubemodel.PodID{Namespace: "ns", Name: "p"}, "c1", "/run/netns/p")
+	ev.IfName, ev.InterfaceType, ev.HostIfName = "eth0", controller.PodInterfaceAfPacket, "vskabc"
+	assert.Equal(t, controller.PodAttachment{
+		Pod: kubemodel.PodID{Namespace: "ns", Name: "p"}, ContainerID: "c1", NetworkNamespace: "/run/netns/p",
+		IfName: "eth0", InterfaceType: controller.PodInterfaceAfPacket, HostIfName: "vskabc",
+	}, ev.Attachment())
 }

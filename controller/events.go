@@ -382,6 +382,27 @@ type AddPod struct {
 	res result
 }
 
+// PodAttachment is what is known about one pod's attachment to the
+// vswitch: the request of the AddPod that connected it. The pod server keeps
+// these records durably; pod handlers rebuild the pods' configuration from
+// them on a resync after a restart. It is a comparable value.
+type PodAttachment struct {
+	Pod              kubemodel.PodID
+	ContainerID      string
+	NetworkNamespace string
+	IfName           string
+	InterfaceType    PodInterfaceType
+	HostIfName       string
+}
+
+// Attachment returns the request part of ev.
+func (ev *AddPod) Attachment() PodAttachment {
+	return PodAttachment{
+		Pod: ev.Pod, ContainerID: ev.ContainerID, NetworkNamespace: ev.NetworkNamespace,
+		IfName: ev.IfName, InterfaceType: ev.InterfaceType, HostIfName: ev.HostIfName,
+	}
+}
+
 // NewAddPodEvent is a constructor for AddPod.
 func NewAddPodEvent(pod kubemodel.PodID, containerID, netns string) *AddPod {
 	return &AddPod{Pod: pod, ContainerID: containerID, NetworkNamespace: netns, res: newResult(true)}
