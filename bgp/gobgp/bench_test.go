@@ -23,7 +23,7 @@ func BenchmarkAdvertise10kPaths(b *testing.B) {
 		a[2], a[3] = byte(i>>8), byte(i)
 		vips[i] = netip.AddrFrom4(a)
 	}
-	svc := []bgp.Service{{Namespace: "bench", Name: "vips", Labels: map[string]string{"bgp": "yes"}, VIPs: vips}}
+	svc := []bgp.Service{{Namespace: "bench", Name: "vips", Labels: map[string]string{"bgp": "yes"}, LoadBalancerIPs: vips}}
 	peer := startTestPeer(b, "127.0.0.12", 65012, peerOpts{neighbor: netip.MustParseAddr("127.0.0.11"), asn: 65011})
 	m := runManager(b, Config{Services: bgp.ServiceListerFunc(func() []bgp.Service { return svc })})
 	ctx := context.Background()

@@ -81,7 +81,7 @@ protocol bgp gobgp {
 	n := bgp.Neighbor{
 		PeerAddress: netip.MustParseAddr(birdAddr), PeerPort: uint16(port), PeerASN: 65100,
 		LocalAddress: netip.MustParseAddr(localAddr), EBGPMultihopTTL: 2,
-		ConnectRetryTime: time.Second, HoldTime: 9 * time.Second, KeepaliveTime: 3 * time.Second,
+		ConnectRetryTime: MinConnectRetryTime, HoldTime: 9 * time.Second, KeepaliveTime: 3 * time.Second,
 	}
 	state := testState(testNode("10.244.9.0/24", "fd00:10:244:9::/64"))
 	state.IPv4 = net.ParseIP(localAddr)

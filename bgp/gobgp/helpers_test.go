@@ -58,17 +58,38 @@ type peerOpts struct {
 	neighbor netip.Addr // the manager's address
 	asn      uint32     // the manager's ASN
 	password string
-	active   bool // connect to the neighbor instead of waiting
-	port     int  // the neighbor's port when active
+	active   bool     // connect to the neighbor instead of waiting
+	port     int      // the neighbor's port when active
+	families []string // "v4" and/or "v6"; default both
+	// restartTime > 0 enables graceful restart (helper, with the
+	// notification flag) with this restart time in seconds.
+	restartTime int
 }
 
 const peerEnv = "VSWITCHKIT_GOBGP_TEST_PEER"
 
+// startTestPeer starts a peer speaker listening on addr (router ID addr, or
+// 10.255.255.254 for an IPv6 addr).
 func startTestPeer(t testing.TB, addr string, asn uint32, opts ...peerOpts) *testPeer {
 	t.Helper()
 	p := &testPeer{addr: netip.MustParseAddr(addr), port: freePort(t, addr), asn: asn}
+	rid := addr
+	if p.addr.Is6() {
+		rid = "10.255.255.254"
+	}
+	p.start(t, fmt.Sprintf("%s=%s,%d,%d,%s", peerEnv, addr, asn, p.port, rid), nil)
+	for _, o := range opts {
+		p.addNeighbor(t, o)
+	}
+	return p
+}
+
+// start re-executes the test binary with env set (see TestMain), talks to
+// it over stdin/stdout and stops it at cleanup.
+func (p *testPeer) start(t testing.TB, env string, extra []string) {
+	t.Helper()
 	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	p.cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%d", peerEnv, addr, asn, p.port))
+	p.cmd.Env = append(append(os.Environ(), env), extra...)
 	p.cmd.Stderr = os.Stderr
 	var err error
 	p.in, err = p.cmd.StdinPipe()
@@ -77,16 +98,13 @@ func startTestPeer(t testing.TB, addr string, asn uint32, opts ...peerOpts) *tes
 	require.NoError(t, err)
 	p.out = bufio.NewReader(stdout)
 	require.NoError(t, p.cmd.Start())
+	cmd, in := p.cmd, p.in
 	t.Cleanup(func() {
-		p.in.Close() // the child stops its server and exits on EOF
-		_ = p.cmd.Wait()
+		in.Close() // the child stops its server and exits on EOF
+		_ = cmd.Wait()
 	})
 	_, err = p.do("ping")
-	require.NoError(t, err, "test peer did not start")
-	for _, o := range opts {
-		p.addNeighbor(t, o)
-	}
-	return p
+	require.NoError(t, err, "child process did not start")
 }
 
 // do sends one command line and returns the reply after "ok".
@@ -109,11 +127,15 @@ func (p *testPeer) do(args ...string) (string, error) {
 
 func (p *testPeer) addNeighbor(t testing.TB, o peerOpts) {
 	t.Helper()
-	pw := o.password
-	if pw == "" {
-		pw = "-"
+	args := []string{"neighbor", o.neighbor.String(), itoa(int(o.asn)),
+		"active=" + strconv.FormatBool(o.active), "port=" + itoa(o.port), "gr=" + itoa(o.restartTime)}
+	if o.password != "" {
+		args = append(args, "password="+o.password)
 	}
-	_, err := p.do("neighbor", o.neighbor.String(), itoa(int(o.asn)), pw, strconv.FormatBool(o.active), itoa(o.port))
+	if len(o.families) > 0 {
+		args = append(args, "families="+strings.Join(o.families, ","))
+	}
+	_, err := p.do(args...)
 	require.NoError(t, err)
 }
 
@@ -123,16 +145,34 @@ func (p *testPeer) addPath(t testing.TB, prefix, nh string) {
 	require.NoError(t, err)
 }
 
+// peerRoute is a route in the peer's RIB.
+type peerRoute struct {
+	NextHop netip.Addr
+	Stale   bool // kept by graceful restart, not refreshed yet
+}
+
+// routes returns the routes the peer holds in its RIB for a family ("v4" or
+// "v6").
+func (p *testPeer) routes(t testing.TB, fam string) map[netip.Prefix]peerRoute {
+	t.Helper()
+	rep, err := p.do("rib", fam)
+	require.NoError(t, err)
+	out := make(map[netip.Prefix]peerRoute)
+	for f := range strings.FieldsSeq(rep) {
+		pfx, rest, _ := strings.Cut(f, "=")
+		nh, stale := strings.CutSuffix(rest, "*")
+		out[netip.MustParsePrefix(pfx)] = peerRoute{NextHop: netip.MustParseAddr(nh), Stale: stale}
+	}
+	return out
+}
+
 // received returns the prefixes (and next hops) the peer holds in its RIB
 // for a family ("v4" or "v6").
 func (p *testPeer) received(t testing.TB, fam string) map[netip.Prefix]netip.Addr {
 	t.Helper()
-	rep, err := p.do("rib", fam)
-	require.NoError(t, err)
 	out := make(map[netip.Prefix]netip.Addr)
-	for f := range strings.FieldsSeq(rep) {
-		pfx, nh, _ := strings.Cut(f, "=")
-		out[netip.MustParsePrefix(pfx)] = netip.MustParseAddr(nh)
+	for pfx, r := range p.routes(t, fam) {
+		out[pfx] = r.NextHop
 	}
 	return out
 }
@@ -151,12 +191,25 @@ func (p *testPeer) count(fam string) int {
 	return n
 }
 
+// grFlags returns the restart (R) and notification (N) flags of the graceful
+// restart capability the neighbor sent in its last OPEN; ok is false when
+// the capability is missing.
+func (p *testPeer) grFlags(t testing.TB, neighbor netip.Addr) (r, n, ok bool) {
+	t.Helper()
+	rep, err := p.do("grcap", neighbor.String())
+	require.NoError(t, err)
+	if rep == "none" {
+		return false, false, false
+	}
+	return strings.Contains(rep, "R"), strings.Contains(rep, "N"), true
+}
+
 // runPeerProcess is the child side of testPeer: a GoBGP server configured
 // by commands on stdin, answering one line per command on stdout. It stops
 // the server and returns when stdin is closed.
 func runPeerProcess(spec string) int {
 	parts := strings.Split(spec, ",")
-	if len(parts) != 3 {
+	if len(parts) != 4 {
 		fmt.Fprintln(os.Stderr, "bad", peerEnv, spec)
 		return 2
 	}
@@ -175,7 +228,7 @@ func runPeerProcess(spec string) int {
 	}()
 	ctx := context.Background()
 	if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
-		Asn: uint32(asn), RouterId: addr, ListenPort: int32(port), ListenAddresses: []string{addr},
+		Asn: uint32(asn), RouterId: parts[3], ListenPort: int32(port), ListenAddresses: []string{addr},
 	}}); err != nil {
 		fmt.Fprintln(os.Stderr, "start:", err)
 		return 1
@@ -205,22 +258,38 @@ func peerCommand(ctx context.Context, srv *server.BgpServer, local string, args 
 	switch {
 	case args[0] == "ping":
 		return "pong", nil
-	case args[0] == "neighbor" && len(args) == 6:
+	case args[0] == "neighbor" && len(args) >= 3:
 		asn, _ := strconv.ParseUint(args[2], 10, 32)
-		pw := args[3]
-		if pw == "-" {
-			pw = ""
+		opts := make(map[string]string)
+		for _, kv := range args[3:] {
+			k, v, _ := strings.Cut(kv, "=")
+			opts[k] = v
 		}
-		active := args[4] == "true"
-		port, _ := strconv.Atoi(args[5])
+		active := opts["active"] == "true"
+		port, _ := strconv.Atoi(opts["port"])
+		restart, _ := strconv.Atoi(opts["gr"])
+		families := []string{"v4", "v6"}
+		if f := opts["families"]; f != "" {
+			families = strings.Split(f, ",")
+		}
 		peer := &api.Peer{
-			Conf:      &api.PeerConf{NeighborAddress: args[1], PeerAsn: uint32(asn), AuthPassword: pw},
+			Conf:      &api.PeerConf{NeighborAddress: args[1], PeerAsn: uint32(asn), AuthPassword: opts["password"]},
 			Transport: &api.Transport{PassiveMode: !active, LocalAddress: local},
 			Timers:    &api.Timers{Config: &api.TimersConfig{ConnectRetry: 1, HoldTime: 9, KeepaliveInterval: 3}},
-			AfiSafis: []*api.AfiSafi{
-				{Config: &api.AfiSafiConfig{Family: &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}, Enabled: true}},
-				{Config: &api.AfiSafiConfig{Family: &api.Family{Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_UNICAST}, Enabled: true}},
-			},
+		}
+		if restart > 0 {
+			peer.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: uint32(restart), NotificationEnabled: true}
+		}
+		for _, f := range families {
+			afi := api.Family_AFI_IP
+			if f == "v6" {
+				afi = api.Family_AFI_IP6
+			}
+			as := &api.AfiSafi{Config: &api.AfiSafiConfig{Family: &api.Family{Afi: afi, Safi: api.Family_SAFI_UNICAST}, Enabled: true}}
+			if restart > 0 {
+				as.MpGracefulRestart = &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}}
+			}
+			peer.AfiSafis = append(peer.AfiSafis, as)
 		}
 		if active {
 			peer.Transport.RemotePort = uint32(port)
@@ -235,7 +304,7 @@ func peerCommand(ctx context.Context, srv *server.BgpServer, local string, args 
 		if err != nil {
 			return "", err
 		}
-		p, err := newPath(pfx, nh)
+		p, err := newPathTable(srv).path(pfx, nh, false)
 		if err != nil {
 			return "", err
 		}
@@ -246,9 +315,40 @@ func peerCommand(ctx context.Context, srv *server.BgpServer, local string, args 
 		err := srv.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: fam(args[1])},
 			func(nlri gobgppkt.NLRI, paths []*apiutil.Path) {
 				pfx := nlri.(*gobgppkt.IPAddrPrefix).Prefix
-				fmt.Fprintf(&b, "%s=%s ", pfx, routeFromPath(pfx, paths[0]).NextHop)
+				stale := ""
+				if paths[0].Stale {
+					stale = "*"
+				}
+				fmt.Fprintf(&b, "%s=%s%s ", pfx, routeFromPath(pfx, paths[0]).NextHop, stale)
 			})
 		return b.String(), err
+	case args[0] == "adjin" && len(args) == 3:
+		var b strings.Builder
+		err := srv.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_ADJ_IN, Name: args[2], Family: fam(args[1]), EnableFiltered: true},
+			func(nlri gobgppkt.NLRI, paths []*apiutil.Path) {
+				fmt.Fprintf(&b, "%s:%+v ", nlri, *paths[0])
+			})
+		return b.String(), err
+	case args[0] == "grcap" && len(args) == 2:
+		flags := "none"
+		err := srv.ListPeer(ctx, &api.ListPeerRequest{Address: args[1]}, func(p *api.Peer) {
+			caps, err := apiutil.UnmarshalCapabilities(p.GetState().GetRemoteCap())
+			if err != nil {
+				return
+			}
+			for _, c := range caps {
+				if gr, ok := c.(*gobgppkt.CapGracefulRestart); ok {
+					flags = "-"
+					if gr.Flags&0x08 != 0 {
+						flags += "R"
+					}
+					if gr.Flags&0x04 != 0 {
+						flags += "N"
+					}
+				}
+			}
+		})
+		return flags, err
 	case args[0] == "count" && len(args) == 2:
 		n, err := peerCount(ctx, srv, fam(args[1]))
 		return strconv.FormatUint(n, 10), err
@@ -319,7 +419,7 @@ func neighborOf(p *testPeer, local string) bgp.Neighbor {
 		PeerPort:         uint16(p.port),
 		PeerASN:          p.asn,
 		LocalAddress:     netip.MustParseAddr(local),
-		ConnectRetryTime: time.Second,
+		ConnectRetryTime: MinConnectRetryTime,
 		HoldTime:         9 * time.Second,
 		KeepaliveTime:    3 * time.Second,
 	}

@@ -11,5 +11,8 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(peerEnv); spec != "" {
 		os.Exit(runPeerProcess(spec))
 	}
+	if os.Getenv(speakerEnv) != "" {
+		os.Exit(runSpeakerProcess())
+	}
 	goleak.VerifyTestMain(m)
 }
