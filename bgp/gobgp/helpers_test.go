@@ -349,6 +349,24 @@ func peerCommand(ctx context.Context, srv *server.BgpServer, local string, args 
 			}
 		})
 		return flags, err
+	case args[0] == "waitprefix" && len(args) == 4:
+		// waitprefix <fam> <prefix> <1|0>: until the prefix is (not) in
+		// the RIB.
+		want := args[3] == "1"
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			found := false
+			err := srv.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: fam(args[1]),
+				Prefixes: []*apiutil.LookupPrefix{{Prefix: args[2], LookupOption: apiutil.LOOKUP_EXACT}}},
+				func(gobgppkt.NLRI, []*apiutil.Path) { found = true })
+			if err != nil || found == want {
+				return "", err
+			}
+			if time.Now().After(deadline) {
+				return "", fmt.Errorf("prefix %s present=%v, want %v", args[2], found, want)
+			}
+			time.Sleep(time.Millisecond)
+		}
 	case args[0] == "count" && len(args) == 2:
 		n, err := peerCount(ctx, srv, fam(args[1]))
 		return strconv.FormatUint(n, 10), err
@@ -458,6 +476,17 @@ func peerCount(ctx context.Context, srv *server.BgpServer, f gobgppkt.Family) (u
 		return 0, err
 	}
 	return rsp.NumDestination, nil
+}
+
+// waitPrefix blocks until the peer has (or no longer has) a prefix.
+func (p *testPeer) waitPrefix(t testing.TB, fam, prefix string, present bool) {
+	t.Helper()
+	want := "0"
+	if present {
+		want = "1"
+	}
+	_, err := p.do("waitprefix", fam, prefix, want)
+	require.NoError(t, err)
 }
 
 // waitCount blocks until the peer has exactly n routes of a family.

@@ -269,12 +269,16 @@ func desiredRouter(vr bgp.VirtualRouter, state *bgp.ControlPlaneState, nh nextHo
 	if err != nil {
 		return routerSpec{}, err
 	}
+	svcPrefixes, err := vr.ServicePrefixes(services)
+	if err != nil {
+		return routerSpec{}, err
+	}
 	spec := routerSpec{
 		asn:        vr.LocalASN,
 		routerID:   rid,
 		listenPort: -1,
 		neighbors:  make(map[netip.Addr]neighborSpec, len(vr.Neighbors)),
-		paths:      make(map[netip.Prefix]netip.Addr),
+		paths:      make(map[netip.Prefix]netip.Addr, len(podCIDRs)+len(svcPrefixes)),
 	}
 	if a, ok := state.Annotations[vr.LocalASN]; ok && a.LocalPort != 0 {
 		spec.listenPort = int32(a.LocalPort)
@@ -314,10 +318,6 @@ func desiredRouter(vr bgp.VirtualRouter, state *bgp.ControlPlaneState, nh nextHo
 		for _, p := range podCIDRs {
 			add(p)
 		}
-	}
-	svcPrefixes, err := vr.ServicePrefixes(services)
-	if err != nil {
-		return routerSpec{}, err
 	}
 	for _, p := range svcPrefixes {
 		add(p)
