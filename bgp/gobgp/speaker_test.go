@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
+	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,13 +36,50 @@ type speakerSpec struct {
 }
 
 // speakerProcess is a Manager in a child process.
-type speakerProcess struct{ testPeer }
+type speakerProcess struct {
+	mu  sync.Mutex // serializes commands
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Reader
+}
 
 func startSpeaker(t testing.TB) *speakerProcess {
 	t.Helper()
-	s := &speakerProcess{}
-	s.start(t, speakerEnv+"=1", nil)
+	s := &speakerProcess{cmd: exec.Command(os.Args[0], "-test.run=^$")}
+	s.cmd.Env = append(os.Environ(), speakerEnv+"=1")
+	s.cmd.Stderr = os.Stderr
+	var err error
+	s.in, err = s.cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := s.cmd.StdoutPipe()
+	require.NoError(t, err)
+	s.out = bufio.NewReader(stdout)
+	require.NoError(t, s.cmd.Start())
+	t.Cleanup(func() {
+		s.in.Close() // the child stops its manager and exits on EOF
+		_ = s.cmd.Wait()
+	})
+	_, err = s.do("ping")
+	require.NoError(t, err, "speaker process did not start")
 	return s
+}
+
+// do sends one command line and returns the reply after "ok".
+func (s *speakerProcess) do(args ...string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := fmt.Fprintln(s.in, strings.Join(args, " ")); err != nil {
+		return "", err
+	}
+	line, err := s.out.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimSpace(line)
+	if rest, ok := strings.CutPrefix(line, "ok"); ok {
+		return strings.TrimSpace(rest), nil
+	}
+	return "", errors.New(line)
 }
 
 // apply calls ConfigurePeers in the child.
