@@ -91,7 +91,9 @@ func (b *bird) c(args ...string) string {
 
 func (b *bird) routes() string { return b.c("show", "route", "protocol", "gobgp") }
 
-func (b *bird) established() bool { return strings.Contains(b.c("show", "protocols", "gobgp"), "Established") }
+func (b *bird) established() bool {
+	return strings.Contains(b.c("show", "protocols", "gobgp"), "Established")
+}
 
 func (b *bird) neighbor(local string) bgp.Neighbor {
 	return bgp.Neighbor{
