@@ -156,7 +156,7 @@ func (m *Manager) ConfigurePeers(ctx context.Context, policy *bgp.PeeringPolicy,
 		return err
 	}
 	var services []bgp.Service
-	if m.cfg.Services != nil {
+	if m.cfg.Services != nil && slices.ContainsFunc(policy.VirtualRouters, func(vr bgp.VirtualRouter) bool { return vr.ServiceSelector != nil }) {
 		services = m.cfg.Services.ListServices()
 	}
 
