@@ -42,13 +42,16 @@ func BenchmarkAdvertise10kPaths(b *testing.B) {
 	waitEstablished(b, m, peer.addr)
 
 	b.ResetTimer()
-	var total, configure time.Duration
+	var total, configure, cpu time.Duration
 	for range b.N {
 		start := time.Now()
+		cpu0, _ := processCPU()
 		require.NoError(b, m.ConfigurePeers(ctx, on, state))
 		configure += time.Since(start)
 		peer.waitCount(b, "v4", n)
 		total += time.Since(start)
+		cpu1, _ := processCPU()
+		cpu += cpu1 - cpu0
 		b.StopTimer()
 		require.NoError(b, m.ConfigurePeers(ctx, off, state))
 		peer.waitCount(b, "v4", 0)
@@ -56,6 +59,9 @@ func BenchmarkAdvertise10kPaths(b *testing.B) {
 	}
 	b.ReportMetric(float64(n*b.N)/total.Seconds(), "routes/s")
 	b.ReportMetric(float64(configure.Microseconds())/1e3/float64(b.N), "configure-ms/op")
+	if _, ok := processCPU(); ok {
+		b.ReportMetric(float64(cpu.Microseconds())/1e3/float64(b.N), "speaker-cpu-ms/op")
+	}
 }
 
 // BenchmarkOneServiceChange10k has 10000 LoadBalancer services advertised to
@@ -86,7 +92,7 @@ func BenchmarkOneServiceChange10k(b *testing.B) {
 	peer.waitCount(b, "v4", n)
 
 	b.ResetTimer()
-	var configure time.Duration
+	var configure, cpu time.Duration
 	for i := range b.N {
 		// Service 0 moves between the spare address and its own.
 		next := make([]bgp.Service, n)
@@ -98,9 +104,15 @@ func BenchmarkOneServiceChange10k(b *testing.B) {
 		next[0].LoadBalancerIPs = []netip.Addr{want}
 		cur = next
 		start := time.Now()
+		cpu0, _ := processCPU()
 		require.NoError(b, m.ConfigurePeers(ctx, policy, state))
 		configure += time.Since(start)
+		cpu1, _ := processCPU()
+		cpu += cpu1 - cpu0
 		peer.waitPrefix(b, "v4", netip.PrefixFrom(want, 32).String(), true)
 	}
 	b.ReportMetric(float64(configure.Microseconds())/1e3/float64(b.N), "configure-ms/op")
+	if _, ok := processCPU(); ok {
+		b.ReportMetric(float64(cpu.Microseconds())/1e3/float64(b.N), "configure-cpu-ms/op")
+	}
 }
