@@ -54,9 +54,10 @@ type Controller struct {
 
 	// mgrMu serializes calls into mgr, as its contract requires, and guards
 	// the fields below.
-	mgrMu   sync.Mutex
-	applied bool // a non-nil policy may be applied
-	status  ControllerStatus
+	mgrMu    sync.Mutex
+	applied  bool // a non-nil policy may be applied
+	graceful bool // the applied policy enables graceful restart for a neighbor
+	status   ControllerStatus
 }
 
 // ControllerStatus is a snapshot of the controller's last reconcile.
@@ -131,8 +132,14 @@ func (c *Controller) Status() ControllerStatus {
 // they do not stop the loop.
 //
 // When ctx is cancelled, Run calls [Controller.FullWithdrawal] with its own
-// context bounded by WithdrawalTimeout, then returns ctx.Err(). Run may be
-// called only once; later calls return [ErrAlreadyRunning].
+// context bounded by WithdrawalTimeout, then returns ctx.Err(); unless the
+// applied policy enables graceful restart for at least one neighbor: then
+// the routes are left in place for the manager's own shutdown, which ends
+// the sessions without a withdrawal so that graceful-restart peers keep the
+// routes for the restart time while the agent restarts (the GoBGP manager
+// does so when its Run ends; neighbors without graceful restart get a
+// Cease and flush). Run may be called only once; later calls return
+// [ErrAlreadyRunning].
 func (c *Controller) Run(ctx context.Context) error {
 	if c.started.Swap(true) {
 		return ErrAlreadyRunning
@@ -153,6 +160,13 @@ func (c *Controller) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			c.mgrMu.Lock()
+			graceful := c.applied && c.graceful
+			c.mgrMu.Unlock()
+			if graceful {
+				c.log.Info("stopped; routes left to graceful restart")
+				return ctx.Err()
+			}
 			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.WithdrawalTimeout)
 			c.FullWithdrawal(wctx)
 			cancel()
@@ -184,7 +198,8 @@ func (c *Controller) Run(ctx context.Context) error {
 // [ErrMultiplePolicies] is returned and the current configuration is kept.
 // With none, or when the node is unknown, everything is withdrawn. A policy
 // that fails validation, or node annotations that fail [ParseAnnotations],
-// are errors and keep the current configuration. Reconcile may be called
+// are errors and keep the current configuration, and so is a policy that
+// does not fit the node ([PeeringPolicy.ValidateState]). Reconcile may be called
 // directly (for example from tests); calls are serialized.
 func (c *Controller) Reconcile(ctx context.Context) error {
 	c.mgrMu.Lock()
@@ -234,8 +249,12 @@ func (c *Controller) reconcileLocked(ctx context.Context) (string, error) {
 	if v6.IsValid() {
 		state.IPv6 = net.IP(v6.AsSlice())
 	}
+	if err := policy.ValidateState(state); err != nil {
+		return "", fmt.Errorf("bgp: policy %q on node %s: %w", policy.Name, node.GetName(), err)
+	}
 	c.log.Debug("configuring peers", slog.String("policy", policy.Name), slog.String("node", node.GetName()))
 	c.applied = true
+	c.graceful = policy.gracefulRestart()
 	if err := c.mgr.ConfigurePeers(ctx, policy, state); err != nil {
 		return "", fmt.Errorf("bgp: apply policy %q: %w", policy.Name, err)
 	}
@@ -286,4 +305,16 @@ func nodeAddress(n *kubemodel.Node, v4 bool) netip.Addr {
 		}
 	}
 	return netip.Addr{}
+}
+
+// gracefulRestart reports whether any neighbor enables graceful restart.
+func (p *PeeringPolicy) gracefulRestart() bool {
+	for _, vr := range p.VirtualRouters {
+		for _, n := range vr.Neighbors {
+			if n.GracefulRestart.Enabled {
+				return true
+			}
+		}
+	}
+	return false
 }

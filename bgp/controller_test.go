@@ -217,6 +217,30 @@ func TestControllerWithdrawsOnShutdown(t *testing.T) {
 	})
 }
 
+// TestControllerLeavesGracefulRestartToTheManager: with graceful restart on,
+// shutting the controller down must not withdraw (the peers keep the
+// routes while the agent restarts); an explicit withdrawal still does.
+func TestControllerLeavesGracefulRestartToTheManager(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mgr := &bgptest.FakeManager{}
+		h := startController(t, mgr, bgp.ControllerConfig{})
+		h.store.SetNode(node(nil))
+		p := policyFor("gr", nil)
+		p.VirtualRouters[0].Neighbors[0].GracefulRestart.Enabled = true
+		h.store.SetPolicy(p)
+		synctest.Wait()
+		require.NotNil(t, mgr.Applied())
+		n := len(mgr.Calls())
+
+		h.stop(t)
+		assert.Len(t, mgr.Calls(), n, "no withdrawal at shutdown")
+		assert.NotNil(t, mgr.Applied())
+
+		h.ctrl.FullWithdrawal(context.Background())
+		assert.Nil(t, mgr.Applied(), "an explicit withdrawal still withdraws")
+	})
+}
+
 func TestControllerWithdrawalIsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var deadline time.Time
@@ -298,6 +322,11 @@ func TestControllerRejectsBadInput(t *testing.T) {
 			return n
 		}, policy: validPolicy(), wantErr: bgp.ErrInvalidAnnotation},
 		{name: "invalid policy", node: func() *kubemodel.Node { return node(nil) }, policy: &bgp.PeeringPolicy{Name: "empty"}, wantErr: bgp.ErrInvalidPolicy},
+		{name: "passive neighbor, no local port", node: func() *kubemodel.Node { return node(nil) }, policy: func() *bgp.PeeringPolicy {
+			p := validPolicy()
+			p.VirtualRouters[0].Neighbors[0].Passive = true
+			return p
+		}(), wantErr: bgp.ErrInvalidPolicy},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -23,7 +23,9 @@ func modelPolicy(name string, rack string) *bgpmodel.PeeringPolicy {
 		NodeSelector: &bgpmodel.LabelSelector{MatchLabels: map[string]string{"rack": rack}},
 		VirtualRouters: []*bgpmodel.VirtualRouter{{
 			LocalAsn: 65001, ExportPodCidr: true,
-			ServiceSelector: &bgpmodel.LabelSelector{MatchExpressions: []*bgpmodel.LabelSelectorRequirement{{Key: "lb", Operator: "Exists"}}},
+			ServiceSelector:       &bgpmodel.LabelSelector{MatchExpressions: []*bgpmodel.LabelSelectorRequirement{{Key: "lb", Operator: "Exists"}}},
+			ServiceAdvertisements: []string{"ClusterIP", "ExternalIP"},
+			LoadBalancerClasses:   []string{"example.com/lb"},
 			Neighbors: []*bgpmodel.Neighbor{{
 				PeerAddress: "10.0.0.254", PeerAsn: 65000, PeerPort: 1790, LocalAddress: "10.0.0.1", EbgpMultihopTtl: 3,
 				ConnectRetryTimeSeconds: 5, HoldTimeSeconds: 9, KeepaliveTimeSeconds: 3, Password: "pw",
@@ -41,7 +43,9 @@ func TestPolicyFromModel(t *testing.T) {
 		NodeSelector: &bgp.LabelSelector{MatchLabels: map[string]string{"rack": "r1"}},
 		VirtualRouters: []bgp.VirtualRouter{{
 			LocalASN: 65001, ExportPodCIDR: true,
-			ServiceSelector: &bgp.LabelSelector{MatchExpressions: []bgp.LabelSelectorRequirement{{Key: "lb", Operator: bgp.SelectorOpExists}}},
+			ServiceSelector:       &bgp.LabelSelector{MatchExpressions: []bgp.LabelSelectorRequirement{{Key: "lb", Operator: bgp.SelectorOpExists}}},
+			ServiceAdvertisements: []bgp.ServiceAddressType{bgp.ClusterIPAddresses, bgp.ExternalIPAddresses},
+			LoadBalancerClasses:   []string{"example.com/lb"},
 			Neighbors: []bgp.Neighbor{{
 				PeerAddress: netip.MustParseAddr("10.0.0.254"), PeerASN: 65000, PeerPort: 1790, LocalAddress: netip.MustParseAddr("10.0.0.1"),
 				EBGPMultihopTTL: 3, ConnectRetryTime: 5 * time.Second, HoldTime: 9 * time.Second, KeepaliveTime: 3 * time.Second,

@@ -102,19 +102,50 @@ func (s *ControlPlaneState) RouterID(asn uint32) (netip.Addr, error) {
 	return netip.Addr{}, fmt.Errorf("virtual router %d: no router ID: neither a router-id annotation nor an IPv4 address of the node", asn)
 }
 
-// Service is a service whose VIPs may be advertised when a virtual router's
-// ServiceSelector matches its labels. It is a plain value.
+// Service is a service whose addresses a virtual router may advertise (see
+// [VirtualRouter.ServicePrefixes]). It is a plain value; the zero value is a
+// service without addresses.
 type Service struct {
 	Namespace string
 	Name      string
-	Labels    map[string]string
-	// VIPs are the addresses to advertise as /32 or /128 routes.
-	VIPs []netip.Addr
+	// Labels are the service's labels, matched by
+	// [VirtualRouter.ServiceSelector] together with [ServiceNamespaceLabel]
+	// and [ServiceNameLabel].
+	Labels map[string]string
+	// ClusterIPs are spec.clusterIPs; none for a headless service.
+	ClusterIPs []netip.Addr
+	// ExternalIPs are spec.externalIPs.
+	ExternalIPs []netip.Addr
+	// LoadBalancerIPs are the ingress IPs of a LoadBalancer service
+	// (status.loadBalancer.ingress[].ip).
+	LoadBalancerIPs []netip.Addr
+	// LoadBalancerClass is spec.loadBalancerClass; empty if unset.
+	LoadBalancerClass string
+	// ExternalTrafficPolicyLocal is set for externalTrafficPolicy: Local:
+	// external and load-balancer IPs are advertised only by nodes with a
+	// local backend.
+	ExternalTrafficPolicyLocal bool
+	// InternalTrafficPolicyLocal is set for internalTrafficPolicy: Local:
+	// cluster IPs are advertised only by nodes with a local backend.
+	InternalTrafficPolicyLocal bool
+	// HasLocalBackend is set when at least one ready backend of the service
+	// runs on this node.
+	HasLocalBackend bool
 }
 
-// ServiceLister lists the services whose VIPs may be advertised. Managers
-// call it from ConfigurePeers; it must be safe for concurrent use and must
-// not call back into the manager. The returned slice is owned by the caller.
+// Synthetic labels of every service, matched by service selectors in
+// addition to the service's own labels (they win over service labels of the
+// same key), as in Cilium.
+const (
+	ServiceNamespaceLabel = "io.kubernetes.service.namespace"
+	ServiceNameLabel      = "io.kubernetes.service.name"
+)
+
+// ServiceLister lists the services whose addresses may be advertised.
+// Managers call it from ConfigurePeers; it must be safe for concurrent use
+// and must not call back into the manager. The returned slice is owned by
+// the caller; the maps and slices inside its services are read-only (they
+// may be shared with the lister).
 type ServiceLister interface {
 	ListServices() []Service
 }
@@ -127,17 +158,35 @@ var _ ServiceLister = ServiceListerFunc(nil)
 // ListServices calls f.
 func (f ServiceListerFunc) ListServices() []Service { return f() }
 
-// ServiceFromModel converts a Kubernetes service model into a [Service]
-// whose VIPs are the load-balancer ingress IPs of a LoadBalancer service
-// (none for other types). Unparsable addresses are skipped.
+// ServiceFromModel converts a Kubernetes service model into a [Service]:
+// labels, cluster IPs (none for "None"), external IPs, the ingress IPs of a
+// LoadBalancer service, its load-balancer class and traffic policies.
+// Unparsable addresses are skipped. The model knows nothing about
+// backends: HasLocalBackend is false, so services with a Local traffic
+// policy are not advertised until the caller sets it (package bgpglue
+// does, from the service processor).
 func ServiceFromModel(s *kubemodel.Service) Service {
-	out := Service{Namespace: s.GetNamespace(), Name: s.GetName(), Labels: s.GetLabels()}
-	if s.GetType() != kubemodel.Service_LOAD_BALANCER {
-		return out
+	out := Service{
+		Namespace:                  s.GetNamespace(),
+		Name:                       s.GetName(),
+		Labels:                     s.GetLabels(),
+		ClusterIPs:                 parseAddrs(s.GetClusterIps()),
+		ExternalIPs:                parseAddrs(s.GetExternalIps()),
+		LoadBalancerClass:          s.GetLoadBalancerClass(),
+		ExternalTrafficPolicyLocal: s.GetExternalTrafficPolicy() == kubemodel.Service_LOCAL,
+		InternalTrafficPolicyLocal: s.GetInternalTrafficPolicy() == kubemodel.Service_LOCAL,
 	}
-	for _, ip := range s.GetLbIngressIps() {
-		if a, err := netip.ParseAddr(ip); err == nil {
-			out.VIPs = append(out.VIPs, a.Unmap())
+	if s.GetType() == kubemodel.Service_LOAD_BALANCER {
+		out.LoadBalancerIPs = parseAddrs(s.GetLbIngressIps())
+	}
+	return out
+}
+
+func parseAddrs(ss []string) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range ss {
+		if a, err := netip.ParseAddr(s); err == nil {
+			out = append(out, a.Unmap())
 		}
 	}
 	return out
@@ -165,8 +214,17 @@ type PeerStatus struct {
 	State       SessionState
 	// Uptime is how long the session has been Established; 0 otherwise.
 	Uptime time.Duration
-	// Received and Advertised count the unicast routes per family.
-	Received   map[Family]int
+	// Negotiated are the address families both sides enabled in their OPEN
+	// messages; empty until the session is Established.
+	Negotiated []Family
+	// Disabled maps each address family of the policy that is not offered
+	// to the neighbor to the reason, for example that the node has no
+	// address of that family to use as the next hop.
+	Disabled map[Family]string
+	// Received counts the routes received per negotiated family.
+	Received map[Family]int
+	// Advertised counts the routes sent per negotiated family (routes of a
+	// family the peer did not negotiate are not sent and not counted).
 	Advertised map[Family]int
 }
 

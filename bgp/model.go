@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/vswitchkit/vswitchkit/bgp/bgpmodel"
@@ -22,9 +23,13 @@ func PolicyFromModel(m *bgpmodel.PeeringPolicy) (*PeeringPolicy, error) {
 	p := &PeeringPolicy{Name: m.GetName(), NodeSelector: selectorFromModel(m.GetNodeSelector())}
 	for i, vr := range m.GetVirtualRouters() {
 		out := VirtualRouter{
-			LocalASN:        vr.GetLocalAsn(),
-			ExportPodCIDR:   vr.GetExportPodCidr(),
-			ServiceSelector: selectorFromModel(vr.GetServiceSelector()),
+			LocalASN:            vr.GetLocalAsn(),
+			ExportPodCIDR:       vr.GetExportPodCidr(),
+			ServiceSelector:     selectorFromModel(vr.GetServiceSelector()),
+			LoadBalancerClasses: slices.Clone(vr.GetLoadBalancerClasses()),
+		}
+		for _, t := range vr.GetServiceAdvertisements() {
+			out.ServiceAdvertisements = append(out.ServiceAdvertisements, ServiceAddressType(t))
 		}
 		for j, n := range vr.GetNeighbors() {
 			f := fmt.Sprintf("virtualRouters[%d].neighbors[%d]", i, j)

@@ -35,14 +35,47 @@ type VirtualRouter struct {
 	LocalASN uint32
 	// ExportPodCIDR advertises the node's pod CIDR(s) to every neighbor.
 	ExportPodCIDR bool
-	// ServiceSelector selects the services whose VIPs are advertised, with
-	// Kubernetes label-selector semantics over the service labels. Nil
-	// advertises no service; an empty selector selects every service.
+	// ServiceSelector selects the services whose addresses are advertised,
+	// with Kubernetes label-selector semantics over the service labels plus
+	// [ServiceNamespaceLabel] and [ServiceNameLabel]. Nil advertises no
+	// service; an empty selector selects every service.
 	ServiceSelector *LabelSelector
+	// ServiceAdvertisements are the kinds of addresses of the selected
+	// services to advertise, as host routes (/32, /128). Default
+	// [LoadBalancerIPAddresses] only. See [VirtualRouter.ServicePrefixes]
+	// for the rules (traffic policies, load-balancer classes).
+	ServiceAdvertisements []ServiceAddressType
+	// LoadBalancerClasses are the spec.loadBalancerClass values of the
+	// LoadBalancer services whose ingress IPs this router advertises;
+	// services without a class are always eligible. Default
+	// [DefaultLoadBalancerClass] only. Each must be a Kubernetes qualified
+	// name, like the field it matches.
+	LoadBalancerClasses []string
 	// Neighbors are the BGP peers of this router; PeerAddress must be
 	// unique within the router.
 	Neighbors []Neighbor
 }
+
+// ServiceAddressType is a kind of service address that a virtual router may
+// advertise (Cilium's BGPServiceAddressType).
+type ServiceAddressType string
+
+// The service address types.
+const (
+	// LoadBalancerIPAddresses are the ingress IPs of LoadBalancer services
+	// (status.loadBalancer.ingress[].ip) whose load-balancer class is
+	// unset or listed in [VirtualRouter.LoadBalancerClasses].
+	LoadBalancerIPAddresses ServiceAddressType = "LoadBalancerIP"
+	// ClusterIPAddresses are the cluster IPs (spec.clusterIPs).
+	ClusterIPAddresses ServiceAddressType = "ClusterIP"
+	// ExternalIPAddresses are the external IPs (spec.externalIPs).
+	ExternalIPAddresses ServiceAddressType = "ExternalIP"
+)
+
+// DefaultLoadBalancerClass is the load-balancer class of services whose
+// ingress IPs a virtual router advertises by default, besides services
+// without a class.
+const DefaultLoadBalancerClass = "vswitchkit.io/bgp"
 
 // Neighbor is a BGP peer of a [VirtualRouter]. Zero durations and ports mean
 // the defaults applied by [PeeringPolicy.WithDefaults].
@@ -222,6 +255,8 @@ func (p *PeeringPolicy) Clone() *PeeringPolicy {
 // Clone returns a deep copy of vr.
 func (vr VirtualRouter) Clone() VirtualRouter {
 	vr.ServiceSelector = vr.ServiceSelector.Clone()
+	vr.ServiceAdvertisements = slices.Clone(vr.ServiceAdvertisements)
+	vr.LoadBalancerClasses = slices.Clone(vr.LoadBalancerClasses)
 	if vr.Neighbors != nil {
 		ns := make([]Neighbor, len(vr.Neighbors))
 		for i, n := range vr.Neighbors {

@@ -137,8 +137,7 @@ func (s *Store) Policies() []*PeeringPolicy {
 
 // SetService adds or replaces a service.
 func (s *Store) SetService(svc Service) {
-	svc.Labels = maps.Clone(svc.Labels)
-	svc.VIPs = slices.Clone(svc.VIPs)
+	svc = cloneService(svc)
 	s.mu.Lock()
 	s.services[svc.Namespace+"/"+svc.Name] = svc
 	s.mu.Unlock()
@@ -163,10 +162,15 @@ func (s *Store) ListServices() []Service {
 	keys := slices.Sorted(maps.Keys(s.services))
 	out := make([]Service, len(keys))
 	for i, k := range keys {
-		svc := s.services[k]
-		svc.Labels = maps.Clone(svc.Labels)
-		svc.VIPs = slices.Clone(svc.VIPs)
-		out[i] = svc
+		out[i] = cloneService(s.services[k])
 	}
 	return out
+}
+
+func cloneService(svc Service) Service {
+	svc.Labels = maps.Clone(svc.Labels)
+	svc.ClusterIPs = slices.Clone(svc.ClusterIPs)
+	svc.ExternalIPs = slices.Clone(svc.ExternalIPs)
+	svc.LoadBalancerIPs = slices.Clone(svc.LoadBalancerIPs)
+	return svc
 }

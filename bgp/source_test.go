@@ -46,17 +46,36 @@ func TestStore(t *testing.T) {
 	assert.Equal(t, "c", s.Policies()[0].Name)
 	<-sig.Sig
 
-	s.SetService(bgp.Service{Namespace: "ns", Name: "web", VIPs: []netip.Addr{netip.MustParseAddr("192.0.2.1")}})
-	assert.Len(t, s.ListServices(), 1)
+	svc := bgp.Service{Namespace: "ns", Name: "web", Labels: map[string]string{"a": "b"}, LoadBalancerIPs: []netip.Addr{netip.MustParseAddr("192.0.2.1")}}
+	s.SetService(svc)
+	svc.Labels["a"] = "changed"
+	svc.LoadBalancerIPs[0] = netip.MustParseAddr("192.0.2.2")
+	svcs := s.ListServices()
+	require.Len(t, svcs, 1)
+	assert.Equal(t, "b", svcs[0].Labels["a"], "SetService copies")
+	assert.Equal(t, netip.MustParseAddr("192.0.2.1"), svcs[0].LoadBalancerIPs[0], "SetService copies")
 	s.DeleteService("ns", "web")
 	assert.Empty(t, s.ListServices())
 }
 
 func TestServiceFromModel(t *testing.T) {
 	svc := bgp.ServiceFromModel(&kubemodel.Service{Namespace: "ns", Name: "lb", Type: kubemodel.Service_LOAD_BALANCER,
-		Labels: map[string]string{"x": "y"}, LbIngressIps: []string{"192.0.2.7", "bad", "2001:db8::7"}})
-	assert.Equal(t, []netip.Addr{netip.MustParseAddr("192.0.2.7"), netip.MustParseAddr("2001:db8::7")}, svc.VIPs)
-	assert.Empty(t, bgp.ServiceFromModel(&kubemodel.Service{Type: kubemodel.Service_CLUSTER_IP, ClusterIps: []string{"10.96.0.1"}}).VIPs)
+		Labels: map[string]string{"x": "y"}, LbIngressIps: []string{"192.0.2.7", "bad", "2001:db8::7"},
+		ClusterIps: []string{"10.96.0.7", "fd00:96::7"}, ExternalIps: []string{"198.51.100.7", "::ffff:198.51.100.8"},
+		LoadBalancerClass: "example.com/lb", ExternalTrafficPolicy: kubemodel.Service_LOCAL})
+	want := bgp.Service{Namespace: "ns", Name: "lb", Labels: map[string]string{"x": "y"},
+		ClusterIPs:                 []netip.Addr{netip.MustParseAddr("10.96.0.7"), netip.MustParseAddr("fd00:96::7")},
+		ExternalIPs:                []netip.Addr{netip.MustParseAddr("198.51.100.7"), netip.MustParseAddr("198.51.100.8")},
+		LoadBalancerIPs:            []netip.Addr{netip.MustParseAddr("192.0.2.7"), netip.MustParseAddr("2001:db8::7")},
+		LoadBalancerClass:          "example.com/lb",
+		ExternalTrafficPolicyLocal: true,
+	}
+	assert.Equal(t, want, svc)
+	headless := bgp.ServiceFromModel(&kubemodel.Service{Type: kubemodel.Service_CLUSTER_IP, ClusterIps: []string{"None"},
+		LbIngressIps: []string{"192.0.2.9"}, InternalTrafficPolicy: kubemodel.Service_LOCAL})
+	assert.Empty(t, headless.ClusterIPs, "headless: no cluster IP")
+	assert.Empty(t, headless.LoadBalancerIPs, "ingress IPs count only for LoadBalancer services")
+	assert.True(t, headless.InternalTrafficPolicyLocal)
 }
 
 func TestFakeManagerDetectsConcurrentCalls(t *testing.T) {

@@ -3,18 +3,28 @@ package bgp
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // WithDefaults returns a deep copy of p with every zero-valued optional field
-// of every neighbor set to its default (see [Neighbor]); p is not modified.
-// It returns nil for nil.
+// of every virtual router and neighbor set to its default (see
+// [VirtualRouter] and [Neighbor]); p is not modified. It returns nil for nil.
 func (p *PeeringPolicy) WithDefaults() *PeeringPolicy {
 	c := p.Clone()
 	if c == nil {
 		return nil
 	}
 	for i := range c.VirtualRouters {
+		vr := &c.VirtualRouters[i]
+		if len(vr.ServiceAdvertisements) == 0 {
+			vr.ServiceAdvertisements = []ServiceAddressType{LoadBalancerIPAddresses}
+		}
+		if len(vr.LoadBalancerClasses) == 0 {
+			vr.LoadBalancerClasses = []string{DefaultLoadBalancerClass}
+		}
 		for j := range c.VirtualRouters[i].Neighbors {
 			c.VirtualRouters[i].Neighbors[j].setDefaults()
 		}
@@ -85,6 +95,27 @@ func (p *PeeringPolicy) Validate() error {
 			if _, err := vr.ServiceSelector.selector(); err != nil {
 				add(f+".serviceSelector", nil, "%v", err)
 			}
+		}
+		seenTypes := make(map[ServiceAddressType]bool)
+		for k, typ := range vr.ServiceAdvertisements {
+			af := fmt.Sprintf("%s.serviceAdvertisements[%d]", f, k)
+			switch {
+			case typ != LoadBalancerIPAddresses && typ != ClusterIPAddresses && typ != ExternalIPAddresses:
+				add(af, typ, "unknown service address type, want %q, %q or %q", LoadBalancerIPAddresses, ClusterIPAddresses, ExternalIPAddresses)
+			case seenTypes[typ]:
+				add(af, typ, "duplicate service address type")
+			}
+			seenTypes[typ] = true
+		}
+		seenClasses := make(map[string]bool)
+		for k, class := range vr.LoadBalancerClasses {
+			cf := fmt.Sprintf("%s.loadBalancerClasses[%d]", f, k)
+			if msgs := validation.IsQualifiedName(class); len(msgs) > 0 {
+				add(cf, class, "not a Kubernetes load-balancer class: %s", strings.Join(msgs, "; "))
+			} else if seenClasses[class] {
+				add(cf, class, "duplicate load-balancer class")
+			}
+			seenClasses[class] = true
 		}
 		peers := make(map[string]int)
 		for j, n := range vr.Neighbors {
@@ -175,4 +206,38 @@ func validateTimers(nf string, n Neighbor) []error {
 		}
 	}
 	return errs
+}
+
+// ValidateState checks a policy (with its defaults applied) against the
+// node state it is applied with, for problems that no field of the policy
+// shows alone: a passive neighbor of a virtual router for which the node
+// annotates no local port (see [AnnotationPrefix]) can never come up, as
+// the speaker does not listen. It returns one error joining a *[FieldError]
+// per problem; each matches [ErrInvalidPolicy]. A nil state has no
+// annotations.
+func (p *PeeringPolicy) ValidateState(state *ControlPlaneState) error {
+	if p == nil {
+		return &FieldError{Field: "policy", Reason: "is nil"}
+	}
+	var annotations AnnotationMap
+	if state != nil {
+		annotations = state.Annotations
+	}
+	var errs []error
+	for i, vr := range p.VirtualRouters {
+		if annotations[vr.LocalASN].LocalPort != 0 {
+			continue
+		}
+		for j, n := range vr.Neighbors {
+			if n.Passive {
+				errs = append(errs, &FieldError{
+					Field: fmt.Sprintf("virtualRouters[%d].neighbors[%d].passive", i, j),
+					Reason: fmt.Sprintf("neighbor %s can never connect: the node does not listen for virtual router %d "+
+						"(annotate the node with %s%d: local-port=<port>, or make the neighbor active)",
+						n.PeerAddress, vr.LocalASN, AnnotationPrefix, vr.LocalASN),
+				})
+			}
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -67,6 +67,16 @@ func TestWithDefaults(t *testing.T) {
 		})
 	}
 	assert.Nil(t, (*bgp.PeeringPolicy)(nil).WithDefaults())
+
+	vr := validPolicy().WithDefaults().VirtualRouters[0]
+	assert.Equal(t, []bgp.ServiceAddressType{bgp.LoadBalancerIPAddresses}, vr.ServiceAdvertisements)
+	assert.Equal(t, []string{bgp.DefaultLoadBalancerClass}, vr.LoadBalancerClasses)
+	p := validPolicy()
+	p.VirtualRouters[0].ServiceAdvertisements = []bgp.ServiceAddressType{bgp.ClusterIPAddresses}
+	p.VirtualRouters[0].LoadBalancerClasses = []string{"example.com/lb"}
+	vr = p.WithDefaults().VirtualRouters[0]
+	assert.Equal(t, []bgp.ServiceAddressType{bgp.ClusterIPAddresses}, vr.ServiceAdvertisements, "explicit values kept")
+	assert.Equal(t, []string{"example.com/lb"}, vr.LoadBalancerClasses, "explicit values kept")
 }
 
 func TestValidate(t *testing.T) {
@@ -83,6 +93,15 @@ func TestValidate(t *testing.T) {
 		{name: "In without values", mutate: func(p *bgp.PeeringPolicy) {
 			p.VirtualRouters[0].ServiceSelector = &bgp.LabelSelector{MatchExpressions: []bgp.LabelSelectorRequirement{{Key: "a", Operator: bgp.SelectorOpIn}}}
 		}, fields: []string{"virtualRouters[0].serviceSelector"}},
+		{name: "service advertisement options", mutate: func(p *bgp.PeeringPolicy) {
+			p.VirtualRouters[0].ServiceAdvertisements = []bgp.ServiceAddressType{bgp.ClusterIPAddresses, "NodePort", bgp.ClusterIPAddresses}
+			p.VirtualRouters[0].LoadBalancerClasses = []string{"ok.example/lb", "not a class!", "ok.example/lb", ""}
+		}, fields: []string{"virtualRouters[0].serviceAdvertisements[1]", "virtualRouters[0].serviceAdvertisements[2]",
+			"virtualRouters[0].loadBalancerClasses[1]", "virtualRouters[0].loadBalancerClasses[2]", "virtualRouters[0].loadBalancerClasses[3]"}},
+		{name: "all service advertisement types", mutate: func(p *bgp.PeeringPolicy) {
+			p.VirtualRouters[0].ServiceAdvertisements = []bgp.ServiceAddressType{bgp.ClusterIPAddresses, bgp.ExternalIPAddresses, bgp.LoadBalancerIPAddresses}
+			p.VirtualRouters[0].LoadBalancerClasses = []string{"a", "example.com/b"}
+		}},
 		{name: "zero and duplicate ASN", mutate: func(p *bgp.PeeringPolicy) {
 			p.VirtualRouters = append(p.VirtualRouters, p.VirtualRouters[0].Clone(), bgp.VirtualRouter{})
 		}, fields: []string{"virtualRouters[1].localASN", "virtualRouters[2].localASN"}},
@@ -169,4 +188,39 @@ func TestPolicyCloneIsDeep(t *testing.T) {
 	assert.Equal(t, "b", p.NodeSelector.MatchLabels["a"])
 	assert.Equal(t, "v", p.NodeSelector.MatchExpressions[0].Values[0])
 	assert.Equal(t, uint32(65000), p.VirtualRouters[0].Neighbors[0].PeerASN)
+}
+
+func TestValidateState(t *testing.T) {
+	passive := func() *bgp.PeeringPolicy {
+		p := validPolicy().WithDefaults()
+		p.VirtualRouters[0].Neighbors[0].Passive = true
+		return p
+	}
+	withPort := &bgp.ControlPlaneState{Annotations: bgp.AnnotationMap{65001: {ASN: 65001, LocalPort: 1790}}}
+	otherASN := &bgp.ControlPlaneState{Annotations: bgp.AnnotationMap{65002: {ASN: 65002, LocalPort: 1790}}}
+	tests := []struct {
+		name    string
+		policy  *bgp.PeeringPolicy
+		state   *bgp.ControlPlaneState
+		wantErr string
+	}{
+		{name: "active neighbor needs no port", policy: validPolicy().WithDefaults(), state: nil},
+		{name: "passive with local port", policy: passive(), state: withPort},
+		{name: "passive without annotation", policy: passive(), state: &bgp.ControlPlaneState{},
+			wantErr: "virtualRouters[0].neighbors[0].passive: neighbor 10.0.0.1 can never connect: the node does not listen for virtual router 65001"},
+		{name: "passive, port annotated for another ASN", policy: passive(), state: otherASN, wantErr: "bgp.vswitchkit.io/virtual-router.65001: local-port=<port>"},
+		{name: "passive, nil state", policy: passive(), state: nil, wantErr: "can never connect"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.policy.ValidateState(tt.state)
+			if tt.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, bgp.ErrInvalidPolicy)
+			assert.ErrorContains(t, err, tt.wantErr)
+		})
+	}
+	require.ErrorIs(t, (*bgp.PeeringPolicy)(nil).ValidateState(nil), bgp.ErrInvalidPolicy)
 }

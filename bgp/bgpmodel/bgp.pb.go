@@ -206,11 +206,18 @@ type VirtualRouter struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	LocalAsn      uint32                 `protobuf:"varint,1,opt,name=local_asn,json=localAsn,proto3" json:"local_asn,omitempty"`
 	ExportPodCidr bool                   `protobuf:"varint,2,opt,name=export_pod_cidr,json=exportPodCidr,proto3" json:"export_pod_cidr,omitempty"`
-	// service_selector selects the services whose VIPs are advertised; unset selects none.
+	// service_selector selects the services whose addresses are advertised; unset selects none.
+	// Besides the service labels it matches io.kubernetes.service.namespace and io.kubernetes.service.name.
 	ServiceSelector *LabelSelector `protobuf:"bytes,3,opt,name=service_selector,json=serviceSelector,proto3" json:"service_selector,omitempty"`
 	Neighbors       []*Neighbor    `protobuf:"bytes,4,rep,name=neighbors,proto3" json:"neighbors,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// service_advertisements are the kinds of service addresses advertised: "LoadBalancerIP",
+	// "ClusterIP", "ExternalIP"; empty = LoadBalancerIP only.
+	ServiceAdvertisements []string `protobuf:"bytes,5,rep,name=service_advertisements,json=serviceAdvertisements,proto3" json:"service_advertisements,omitempty"`
+	// load_balancer_classes are the spec.loadBalancerClass values whose LoadBalancer services are
+	// advertised besides those without a class; empty = "vswitchkit.io/bgp" only.
+	LoadBalancerClasses []string `protobuf:"bytes,6,rep,name=load_balancer_classes,json=loadBalancerClasses,proto3" json:"load_balancer_classes,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *VirtualRouter) Reset() {
@@ -267,6 +274,20 @@ func (x *VirtualRouter) GetServiceSelector() *LabelSelector {
 func (x *VirtualRouter) GetNeighbors() []*Neighbor {
 	if x != nil {
 		return x.Neighbors
+	}
+	return nil
+}
+
+func (x *VirtualRouter) GetServiceAdvertisements() []string {
+	if x != nil {
+		return x.ServiceAdvertisements
+	}
+	return nil
+}
+
+func (x *VirtualRouter) GetLoadBalancerClasses() []string {
+	if x != nil {
+		return x.LoadBalancerClasses
 	}
 	return nil
 }
@@ -477,12 +498,14 @@ const file_vswitchkit_bgp_v1_bgp_proto_rawDesc = "" +
 	"\x18LabelSelectorRequirement\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n" +
 	"\boperator\x18\x02 \x01(\tR\boperator\x12\x16\n" +
-	"\x06values\x18\x03 \x03(\tR\x06values\"\xdc\x01\n" +
+	"\x06values\x18\x03 \x03(\tR\x06values\"\xc7\x02\n" +
 	"\rVirtualRouter\x12\x1b\n" +
 	"\tlocal_asn\x18\x01 \x01(\rR\blocalAsn\x12&\n" +
 	"\x0fexport_pod_cidr\x18\x02 \x01(\bR\rexportPodCidr\x12K\n" +
 	"\x10service_selector\x18\x03 \x01(\v2 .vswitchkit.bgp.v1.LabelSelectorR\x0fserviceSelector\x129\n" +
-	"\tneighbors\x18\x04 \x03(\v2\x1b.vswitchkit.bgp.v1.NeighborR\tneighbors\"\xf6\x03\n" +
+	"\tneighbors\x18\x04 \x03(\v2\x1b.vswitchkit.bgp.v1.NeighborR\tneighbors\x125\n" +
+	"\x16service_advertisements\x18\x05 \x03(\tR\x15serviceAdvertisements\x122\n" +
+	"\x15load_balancer_classes\x18\x06 \x03(\tR\x13loadBalancerClasses\"\xf6\x03\n" +
 	"\bNeighbor\x12!\n" +
 	"\fpeer_address\x18\x01 \x01(\tR\vpeerAddress\x12\x1b\n" +
 	"\tpeer_port\x18\x02 \x01(\rR\bpeerPort\x12\x19\n" +

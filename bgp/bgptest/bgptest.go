@@ -9,6 +9,7 @@ package bgptest
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"net"
 	"slices"
@@ -50,7 +51,9 @@ type FakeManager struct {
 var _ bgp.BGPRouterManager = (*FakeManager)(nil)
 
 // ConfigurePeers records the call. A non-nil policy is validated (after
-// defaults) and becomes the applied policy when valid; nil withdraws it.
+// defaults, [bgp.PeeringPolicy.Validate] and
+// [bgp.PeeringPolicy.ValidateState] with the state) and becomes the applied
+// policy when valid; nil withdraws it.
 func (f *FakeManager) ConfigurePeers(ctx context.Context, policy *bgp.PeeringPolicy, state *bgp.ControlPlaneState) error {
 	f.mu.Lock()
 	f.inFlight++
@@ -65,7 +68,8 @@ func (f *FakeManager) ConfigurePeers(ctx context.Context, policy *bgp.PeeringPol
 		err = fn(ctx, policy, state)
 	}
 	if err == nil && policy != nil {
-		err = policy.WithDefaults().Validate()
+		p := policy.WithDefaults()
+		err = errors.Join(p.Validate(), p.ValidateState(state))
 	}
 
 	f.mu.Lock()

@@ -13,15 +13,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/vswitchkit/vswitchkit/bgp"
 )
 
-// TestBIRDInterop runs BIRD 2 as a passive peer on loopback: it must receive
-// the node's pod CIDRs (IPv4, and IPv6 over the same IPv4 session) and see
-// them withdrawn.
-func TestBIRDInterop(t *testing.T) {
+// bird is a BIRD 2 daemon run by a test.
+type bird struct {
+	addr netip.Addr
+	port int
+	sock string
+	cli  string
+}
+
+// startBIRD runs BIRD 2 with one passive BGP protocol "gobgp" towards
+// neighbor (AS 65009) and the given extra protocol options; it skips the
+// test when BIRD is not installed.
+func startBIRD(t *testing.T, addr, neighbor string, options string) *bird {
+	t.Helper()
 	birdPath, err := exec.LookPath("bird")
 	if err != nil {
 		birdPath = "/usr/sbin/bird"
@@ -35,13 +45,11 @@ func TestBIRDInterop(t *testing.T) {
 			t.Skipf("BIRD 2 is not installed (%s missing): install the Debian package bird2 to run this test", p)
 		}
 	}
-
-	const birdAddr, localAddr = "127.0.0.10", "127.0.0.9"
-	port := freePort(t, birdAddr)
+	b := &bird{addr: netip.MustParseAddr(addr), port: freePort(t, addr), cli: birdcPath}
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "bird.conf")
-	sock := filepath.Join(dir, "bird.ctl")
-	cfg := fmt.Sprintf(`router id %s;
+	b.sock = filepath.Join(dir, "bird.ctl")
+	cfg := fmt.Sprintf(`router id 10.255.0.100;
 log "%s" all;
 protocol device {}
 protocol direct { ipv4; ipv6; interface "lo"; }
@@ -51,38 +59,59 @@ protocol bgp gobgp {
 	passive on;
 	multihop 2;
 	hold time 9;
+	%s
 	ipv4 { import all; export none; };
 	ipv6 { import all; export none; };
 }
-`, birdAddr, filepath.Join(dir, "bird.log"), birdAddr, port, localAddr)
+`, filepath.Join(dir, "bird.log"), addr, b.port, neighbor, options)
 	require.NoError(t, os.WriteFile(cfgPath, []byte(cfg), 0o600))
 
-	cmd := exec.Command(birdPath, "-f", "-c", cfgPath, "-s", sock, "-P", filepath.Join(dir, "bird.pid"))
+	cmd := exec.Command(birdPath, "-f", "-c", cfgPath, "-s", b.sock, "-P", filepath.Join(dir, "bird.pid"))
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
 		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
 		_ = cmd.Wait()
 		if t.Failed() {
-			if b, err := os.ReadFile(filepath.Join(dir, "bird.log")); err == nil {
-				t.Logf("bird.log:\n%s", b)
+			if out, err := os.ReadFile(filepath.Join(dir, "bird.log")); err == nil {
+				t.Logf("bird.log:\n%s", out)
 			}
 		}
 	})
-	birdc := func(args ...string) string {
-		out, _ := exec.Command(birdcPath, append([]string{"-s", sock}, args...)...).CombinedOutput()
-		return string(out)
-	}
-	require.Eventually(t, func() bool { return strings.Contains(birdc("show", "status"), "Daemon is up") },
+	require.Eventually(t, func() bool { return strings.Contains(b.c("show", "status"), "Daemon is up") },
 		waitFor, 50*time.Millisecond, "bird did not start")
+	return b
+}
 
+// c runs birdc.
+func (b *bird) c(args ...string) string {
+	out, _ := exec.Command(b.cli, append([]string{"-s", b.sock}, args...)...).CombinedOutput()
+	return string(out)
+}
+
+func (b *bird) routes() string { return b.c("show", "route", "protocol", "gobgp") }
+
+func (b *bird) established() bool {
+	return strings.Contains(b.c("show", "protocols", "gobgp"), "Established")
+}
+
+func (b *bird) neighbor(local string) bgp.Neighbor {
+	return bgp.Neighbor{
+		PeerAddress: b.addr, PeerPort: uint16(b.port), PeerASN: 65100,
+		LocalAddress: netip.MustParseAddr(local), EBGPMultihopTTL: 2,
+		ConnectRetryTime: MinConnectRetryTime, HoldTime: 9 * time.Second, KeepaliveTime: 3 * time.Second,
+	}
+}
+
+// TestBIRDInterop runs BIRD 2 as a passive peer on loopback: it must receive
+// the node's pod CIDRs (IPv4, and IPv6 over the same IPv4 session) and see
+// them withdrawn.
+func TestBIRDInterop(t *testing.T) {
+	const localAddr = "127.0.0.9"
+	b := startBIRD(t, "127.0.0.10", localAddr, "")
 	ctx := context.Background()
 	m := runManager(t, Config{})
-	n := bgp.Neighbor{
-		PeerAddress: netip.MustParseAddr(birdAddr), PeerPort: uint16(port), PeerASN: 65100,
-		LocalAddress: netip.MustParseAddr(localAddr), EBGPMultihopTTL: 2,
-		ConnectRetryTime: time.Second, HoldTime: 9 * time.Second, KeepaliveTime: 3 * time.Second,
-	}
+	n := b.neighbor(localAddr)
 	state := testState(testNode("10.244.9.0/24", "fd00:10:244:9::/64"))
 	state.IPv4 = net.ParseIP(localAddr)
 	state.IPv6 = net.ParseIP("::1")
@@ -90,26 +119,83 @@ protocol bgp gobgp {
 	waitEstablished(t, m, n.PeerAddress)
 
 	require.Eventually(t, func() bool {
-		out := birdc("show", "route", "protocol", "gobgp")
+		out := b.routes()
 		return strings.Contains(out, "10.244.9.0/24") && strings.Contains(out, "fd00:10:244:9::/64")
-	}, waitFor, 100*time.Millisecond, "bird routes: %s", birdc("show", "route", "all"))
+	}, waitFor, 100*time.Millisecond, "bird routes: %s", b.c("show", "route", "all"))
 
 	// Withdraw by policy change (no export), then by nil.
 	p := testPolicy(65009, n)
 	p.VirtualRouters[0].ExportPodCIDR = false
 	require.NoError(t, m.ConfigurePeers(ctx, p, state))
 	require.Eventually(t, func() bool {
-		out := birdc("show", "route", "protocol", "gobgp")
+		out := b.routes()
 		return !strings.Contains(out, "10.244.9.0/24") && !strings.Contains(out, "fd00:10:244:9::/64")
-	}, waitFor, 100*time.Millisecond, "bird routes: %s", birdc("show", "route"))
-	require.Contains(t, birdc("show", "protocols", "gobgp"), "Established", "withdrawal keeps the session")
+	}, waitFor, 100*time.Millisecond, "bird routes: %s", b.c("show", "route"))
+	require.True(t, b.established(), "withdrawal keeps the session")
 
 	require.NoError(t, m.ConfigurePeers(ctx, testPolicy(65009, n), state))
-	require.Eventually(t, func() bool { return strings.Contains(birdc("show", "route", "protocol", "gobgp"), "10.244.9.0/24") },
+	require.Eventually(t, func() bool { return strings.Contains(b.routes(), "10.244.9.0/24") },
 		waitFor, 100*time.Millisecond)
 	require.NoError(t, m.ConfigurePeers(ctx, nil, nil))
 	require.Eventually(t, func() bool {
-		out := birdc("show", "route", "protocol", "gobgp")
-		return !strings.Contains(out, "10.244.9.0/24") && !strings.Contains(birdc("show", "protocols", "gobgp"), "Established")
+		return !strings.Contains(b.routes(), "10.244.9.0/24") && !b.established()
 	}, waitFor, 100*time.Millisecond)
+}
+
+// TestBIRDDualStackIPv6Session peers with BIRD over IPv6 (both on ::1): the
+// IPv4 routes carry the node's IPv4 next hop, the IPv6 routes its IPv6 one.
+func TestBIRDDualStackIPv6Session(t *testing.T) {
+	b := startBIRD(t, "::1", "::1", "")
+	ctx := context.Background()
+	m := runManager(t, Config{})
+	n := b.neighbor("::1")
+	state := testState(testNode("10.244.19.0/24", "fd00:10:244:19::/64"))
+	state.IPv4 = net.ParseIP("127.0.0.19")
+	state.IPv6 = net.ParseIP("::1")
+	require.NoError(t, m.ConfigurePeers(ctx, testPolicy(65009, n), state))
+	waitEstablished(t, m, n.PeerAddress)
+	require.Eventually(t, func() bool {
+		out := b.c("show", "route", "all", "protocol", "gobgp")
+		return strings.Contains(out, "10.244.19.0/24") && strings.Contains(out, "BGP.next_hop: 127.0.0.19") &&
+			strings.Contains(out, "fd00:10:244:19::/64") && strings.Contains(out, "BGP.next_hop: ::1")
+	}, waitFor, 100*time.Millisecond, "bird routes: %s", b.c("show", "route", "all"))
+	ps, err := m.Peers(ctx)
+	require.NoError(t, err)
+	require.Len(t, ps, 1)
+	assert.Equal(t, []bgp.Family{bgp.IPv4Unicast, bgp.IPv6Unicast}, ps[0].Negotiated)
+	assert.Equal(t, map[bgp.Family]int{bgp.IPv4Unicast: 1, bgp.IPv6Unicast: 1}, ps[0].Advertised)
+}
+
+// TestBIRDGracefulRestart kills the speaker process: BIRD keeps the routes
+// while the speaker is away and takes the restarted speaker's routes, fresh;
+// an explicit withdrawal flushes at once.
+func TestBIRDGracefulRestart(t *testing.T) {
+	const localAddr = "127.0.0.17"
+	b := startBIRD(t, "127.0.0.18", localAddr, "graceful restart on;")
+	n := b.neighbor(localAddr)
+	n.GracefulRestart = bgp.GracefulRestart{Enabled: true, RestartTime: 10 * time.Minute}
+	spec := speakerSpec{Policy: testPolicy(65009, n), PodCIDRs: []string{"10.244.17.0/24"}, IPv4: netip.MustParseAddr(localAddr)}
+
+	s1 := startSpeaker(t)
+	s1.apply(t, spec)
+	require.Eventually(t, func() bool { return strings.Contains(b.routes(), "10.244.17.0/24") },
+		waitFor, 100*time.Millisecond, "bird routes: %s", b.c("show", "route", "all"))
+	s1.kill(t)
+	require.Eventually(t, func() bool { return !b.established() }, waitFor, 50*time.Millisecond)
+	assert.Contains(t, b.routes(), "10.244.17.0/24", "BIRD keeps the routes of the restarting speaker")
+	proto := b.c("show", "protocols", "all", "gobgp")
+	assert.Contains(t, proto, "Neighbor graceful restart active", "BIRD acts as graceful-restart helper")
+	assert.Contains(t, proto, "Restart timer:    59", "with our 10m restart time: %s", proto)
+
+	spec.PodCIDRs = []string{"10.244.117.0/24"}
+	s2 := startSpeaker(t)
+	s2.apply(t, spec)
+	require.Eventually(t, func() bool {
+		out := b.routes()
+		return strings.Contains(out, "10.244.117.0/24") && !strings.Contains(out, "10.244.17.0/24") && b.established()
+	}, waitFor, 100*time.Millisecond, "bird routes: %s", b.c("show", "route", "all"))
+
+	s2.apply(t, speakerSpec{}) // nil policy: explicit withdrawal
+	require.Eventually(t, func() bool { return !strings.Contains(b.routes(), "10.244.117.0/24") },
+		waitFor, 100*time.Millisecond, "an explicit withdrawal flushes at once, not after the 10m restart time")
 }

@@ -6,9 +6,39 @@
 // difference between the applied and the desired state: servers whose
 // identity (router ID, listening port) changed are restarted, neighbors are
 // added, removed or re-created when their configuration changed, and paths
-// (the node's pod CIDRs and the VIPs of the selected services, IPv4 and
-// IPv6) are added or withdrawn individually. Sessions to unreachable peers
-// are retried by GoBGP in the background; they are not errors.
+// (the node's pod CIDRs and the addresses of the selected services, see
+// bgp.VirtualRouter.ServicePrefixes, IPv4 and IPv6) are added or withdrawn
+// individually. Sessions to unreachable peers are retried by GoBGP in the
+// background; they are not errors.
+//
+// # Next hops and address families
+//
+// Routes of each family carry the node's address of that family as next
+// hop (ControlPlaneState.IPv4 for IPv4, .IPv6 for IPv6), whatever the
+// family of the session: an IPv6 session carries IPv4 routes with an IPv4
+// next hop. A family for which the node has no usable address is not
+// offered to the neighbors, its routes are not advertised, and
+// [Manager.Peers] says why (bgp.PeerStatus.Disabled); a neighbor left with
+// no family at all is not configured and ConfigurePeers reports it.
+// Advertised and received counts cover the families the peer negotiated.
+//
+// # Graceful restart
+//
+// With graceful restart on for a neighbor, the capability carries the
+// notification flag (N, RFC 8538) and, on the first OPEN of a newly
+// started server, the restart flag (R) with forwarding preserved for every
+// family: the data plane keeps forwarding while the agent restarts, so a
+// new agent process presents itself to its peers as restarted. When
+// [Manager.Run] ends (agent shutdown) or the process dies (even by
+// SIGKILL), sessions end without a withdrawal: graceful-restart peers keep
+// the routes, stale, for the restart time, and the restarted agent
+// re-advertises them, after which the peers drop what it no longer
+// advertises (End-of-RIB). The restarting speaker does not defer its
+// advertisements for End-of-RIB from its peers beyond GoBGP's minimum of a
+// second, as it never uses received routes. ConfigurePeers with a nil
+// policy is an explicit withdrawal: every peer gets a Cease, sent as a
+// Hard Reset to peers that negotiated RFC 8538, and flushes the routes at
+// once.
 //
 // Routes learned from peers are kept in their Adj-RIB-In (queryable with
 // [Manager.Routes]) but never imported or re-advertised: the speaker is a
@@ -21,8 +51,9 @@
 //
 // [New] does no I/O and starts no goroutine. [Manager.Run] makes the manager
 // usable; while it runs, ConfigurePeers starts and stops GoBGP servers. When
-// Run's context is cancelled every server is stopped (peers receive a
-// CEASE notification, which withdraws our routes) and Run returns after all
+// Run's context is cancelled every server is stopped without a withdrawal
+// (see above: graceful-restart peers keep the routes for the restart time,
+// the others receive a Cease and flush them) and Run returns after all
 // GoBGP goroutines have exited. ConfigurePeers outside Run returns
 // [ErrNotRunning].
 //

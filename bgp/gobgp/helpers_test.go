@@ -1,277 +1,118 @@
 package gobgp
 
 import (
-	"bufio"
 	"context"
-	"errors"
-	"fmt"
-	"io"
 	"net"
 	"net/netip"
-	"os"
-	"os/exec"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	api "github.com/osrg/gobgp/v4/api"
-	"github.com/osrg/gobgp/v4/pkg/apiutil"
-	gobgppkt "github.com/osrg/gobgp/v4/pkg/packet/bgp"
-	"github.com/osrg/gobgp/v4/pkg/server"
 	"github.com/stretchr/testify/require"
 
 	"github.com/vswitchkit/vswitchkit/bgp"
+	"github.com/vswitchkit/vswitchkit/bgp/gobgp/gobgptest"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 )
 
 const waitFor = 20 * time.Second
 
-// freePort returns a TCP port that was free on addr a moment ago.
-func freePort(t testing.TB, addr string) int {
-	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
-	return port
-}
-
-// testPeer is a plain GoBGP speaker playing the remote router. It runs in a
-// child process (the test binary re-executed, see runPeerProcess) because
-// GoBGP's StartBgp writes package-level variables that every server in a
-// process reads, which the race detector reports when a second server
-// starts next to a running one.
+// testPeer wraps a gobgptest.Peer (a GoBGP speaker in a child process)
+// with the shorthands of this package's tests.
 type testPeer struct {
+	*gobgptest.Peer
 	addr netip.Addr
 	port int
 	asn  uint32
-
-	mu  sync.Mutex
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out *bufio.Reader
 }
 
 type peerOpts struct {
 	neighbor netip.Addr // the manager's address
 	asn      uint32     // the manager's ASN
 	password string
-	active   bool // connect to the neighbor instead of waiting
-	port     int  // the neighbor's port when active
+	active   bool     // connect to the neighbor instead of waiting
+	port     int      // the neighbor's port when active
+	families []string // "v4" and/or "v6"; default both
+	// restartTime > 0 enables graceful restart (helper, with the
+	// notification flag) with this restart time in seconds.
+	restartTime int
 }
 
-const peerEnv = "VSWITCHKIT_GOBGP_TEST_PEER"
+func fam(s string) bgp.Family {
+	if s == "v6" {
+		return bgp.IPv6Unicast
+	}
+	return bgp.IPv4Unicast
+}
 
+// startTestPeer starts a peer speaker listening on addr.
 func startTestPeer(t testing.TB, addr string, asn uint32, opts ...peerOpts) *testPeer {
 	t.Helper()
-	p := &testPeer{addr: netip.MustParseAddr(addr), port: freePort(t, addr), asn: asn}
-	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	p.cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%d", peerEnv, addr, asn, p.port))
-	p.cmd.Stderr = os.Stderr
-	var err error
-	p.in, err = p.cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := p.cmd.StdoutPipe()
-	require.NoError(t, err)
-	p.out = bufio.NewReader(stdout)
-	require.NoError(t, p.cmd.Start())
-	t.Cleanup(func() {
-		p.in.Close() // the child stops its server and exits on EOF
-		_ = p.cmd.Wait()
-	})
-	_, err = p.do("ping")
-	require.NoError(t, err, "test peer did not start")
+	p := gobgptest.StartPeer(t, gobgptest.PeerConfig{Address: netip.MustParseAddr(addr), ASN: asn})
+	tp := &testPeer{Peer: p, addr: p.Address(), port: p.Port(), asn: asn}
 	for _, o := range opts {
-		p.addNeighbor(t, o)
+		tp.addNeighbor(t, o)
 	}
-	return p
-}
-
-// do sends one command line and returns the reply after "ok".
-func (p *testPeer) do(args ...string) (string, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, err := fmt.Fprintln(p.in, strings.Join(args, " ")); err != nil {
-		return "", err
-	}
-	line, err := p.out.ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	line = strings.TrimSpace(line)
-	if rest, ok := strings.CutPrefix(line, "ok"); ok {
-		return strings.TrimSpace(rest), nil
-	}
-	return "", errors.New(line)
+	return tp
 }
 
 func (p *testPeer) addNeighbor(t testing.TB, o peerOpts) {
 	t.Helper()
-	pw := o.password
-	if pw == "" {
-		pw = "-"
+	n := gobgptest.Neighbor{Address: o.neighbor, ASN: o.asn, Password: o.password, Active: o.active, Port: o.port,
+		RestartTime: time.Duration(o.restartTime) * time.Second}
+	for _, f := range o.families {
+		n.Families = append(n.Families, fam(f))
 	}
-	_, err := p.do("neighbor", o.neighbor.String(), itoa(int(o.asn)), pw, strconv.FormatBool(o.active), itoa(o.port))
-	require.NoError(t, err)
+	p.AddNeighbor(t, n)
 }
 
 func (p *testPeer) addPath(t testing.TB, prefix, nh string) {
 	t.Helper()
-	_, err := p.do("path", prefix, nh)
-	require.NoError(t, err)
+	p.AddPath(t, netip.MustParsePrefix(prefix), netip.MustParseAddr(nh))
+}
+
+// routes returns the routes the peer holds in its RIB for a family ("v4" or
+// "v6").
+func (p *testPeer) routes(t testing.TB, f string) map[netip.Prefix]gobgptest.Route {
+	t.Helper()
+	return p.Routes(t, fam(f))
 }
 
 // received returns the prefixes (and next hops) the peer holds in its RIB
 // for a family ("v4" or "v6").
-func (p *testPeer) received(t testing.TB, fam string) map[netip.Prefix]netip.Addr {
+func (p *testPeer) received(t testing.TB, f string) map[netip.Prefix]netip.Addr {
 	t.Helper()
-	rep, err := p.do("rib", fam)
-	require.NoError(t, err)
 	out := make(map[netip.Prefix]netip.Addr)
-	for f := range strings.FieldsSeq(rep) {
-		pfx, nh, _ := strings.Cut(f, "=")
-		out[netip.MustParsePrefix(pfx)] = netip.MustParseAddr(nh)
+	for pfx, r := range p.Routes(t, fam(f)) {
+		out[pfx] = r.NextHop
 	}
 	return out
 }
 
 // count returns the number of prefixes in the peer's RIB for a family, -1
 // on error.
-func (p *testPeer) count(fam string) int {
-	rep, err := p.do("count", fam)
-	if err != nil {
-		return -1
-	}
-	n, err := strconv.Atoi(rep)
-	if err != nil {
-		return -1
-	}
-	return n
+func (p *testPeer) count(f string) int { return p.Count(fam(f)) }
+
+func (p *testPeer) grFlags(t testing.TB, neighbor netip.Addr) (r, n, ok bool) {
+	t.Helper()
+	return p.GracefulRestartFlags(t, neighbor)
 }
 
-// runPeerProcess is the child side of testPeer: a GoBGP server configured
-// by commands on stdin, answering one line per command on stdout. It stops
-// the server and returns when stdin is closed.
-func runPeerProcess(spec string) int {
-	parts := strings.Split(spec, ",")
-	if len(parts) != 3 {
-		fmt.Fprintln(os.Stderr, "bad", peerEnv, spec)
-		return 2
-	}
-	addr := parts[0]
-	asn, _ := strconv.ParseUint(parts[1], 10, 32)
-	port, _ := strconv.Atoi(parts[2])
-	srv := server.NewBgpServer()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		srv.Serve()
-	}()
-	defer func() {
-		srv.Stop()
-		<-done
-	}()
-	ctx := context.Background()
-	if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
-		Asn: uint32(asn), RouterId: addr, ListenPort: int32(port), ListenAddresses: []string{addr},
-	}}); err != nil {
-		fmt.Fprintln(os.Stderr, "start:", err)
-		return 1
-	}
-	in := bufio.NewScanner(os.Stdin)
-	for in.Scan() {
-		reply, err := peerCommand(ctx, srv, addr, strings.Fields(in.Text()))
-		if err != nil {
-			fmt.Printf("err %v\n", err)
-			continue
-		}
-		fmt.Printf("ok %s\n", reply)
-	}
-	return 0
+// waitPrefix blocks until the peer has (or no longer has) a prefix.
+func (p *testPeer) waitPrefix(t testing.TB, _ string, prefix string, present bool) {
+	t.Helper()
+	p.WaitPrefix(t, netip.MustParsePrefix(prefix), present)
 }
 
-func peerCommand(ctx context.Context, srv *server.BgpServer, local string, args []string) (string, error) {
-	if len(args) == 0 {
-		return "", errors.New("empty command")
-	}
-	fam := func(s string) gobgppkt.Family {
-		if s == "v6" {
-			return gobgppkt.RF_IPv6_UC
-		}
-		return gobgppkt.RF_IPv4_UC
-	}
-	switch {
-	case args[0] == "ping":
-		return "pong", nil
-	case args[0] == "neighbor" && len(args) == 6:
-		asn, _ := strconv.ParseUint(args[2], 10, 32)
-		pw := args[3]
-		if pw == "-" {
-			pw = ""
-		}
-		active := args[4] == "true"
-		port, _ := strconv.Atoi(args[5])
-		peer := &api.Peer{
-			Conf:      &api.PeerConf{NeighborAddress: args[1], PeerAsn: uint32(asn), AuthPassword: pw},
-			Transport: &api.Transport{PassiveMode: !active, LocalAddress: local},
-			Timers:    &api.Timers{Config: &api.TimersConfig{ConnectRetry: 1, HoldTime: 9, KeepaliveInterval: 3}},
-			AfiSafis: []*api.AfiSafi{
-				{Config: &api.AfiSafiConfig{Family: &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}, Enabled: true}},
-				{Config: &api.AfiSafiConfig{Family: &api.Family{Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_UNICAST}, Enabled: true}},
-			},
-		}
-		if active {
-			peer.Transport.RemotePort = uint32(port)
-		}
-		return "", srv.AddPeer(ctx, &api.AddPeerRequest{Peer: peer})
-	case args[0] == "path" && len(args) == 3:
-		pfx, err := netip.ParsePrefix(args[1])
-		if err != nil {
-			return "", err
-		}
-		nh, err := netip.ParseAddr(args[2])
-		if err != nil {
-			return "", err
-		}
-		p, err := newPath(pfx, nh)
-		if err != nil {
-			return "", err
-		}
-		_, err = srv.AddPath(apiutil.AddPathRequest{Paths: []*apiutil.Path{p}})
-		return "", err
-	case args[0] == "rib" && len(args) == 2:
-		var b strings.Builder
-		err := srv.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: fam(args[1])},
-			func(nlri gobgppkt.NLRI, paths []*apiutil.Path) {
-				pfx := nlri.(*gobgppkt.IPAddrPrefix).Prefix
-				fmt.Fprintf(&b, "%s=%s ", pfx, routeFromPath(pfx, paths[0]).NextHop)
-			})
-		return b.String(), err
-	case args[0] == "count" && len(args) == 2:
-		n, err := peerCount(ctx, srv, fam(args[1]))
-		return strconv.FormatUint(n, 10), err
-	case args[0] == "wait" && len(args) == 3:
-		// Poll in the child, sparingly: every count takes the server's
-		// lock and competes with the UPDATE processing being measured.
-		want, err := strconv.ParseUint(args[2], 10, 64)
-		if err != nil {
-			return "", err
-		}
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
-			n, err := peerCount(ctx, srv, fam(args[1]))
-			if err != nil || n == want {
-				return strconv.FormatUint(n, 10), err
-			}
-			if time.Now().After(deadline) {
-				return "", fmt.Errorf("have %d routes, want %d", n, want)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	return "", fmt.Errorf("unknown command %q", args)
+// waitCount blocks until the peer has exactly n routes of a family.
+func (p *testPeer) waitCount(t testing.TB, f string, n int) {
+	t.Helper()
+	p.WaitCount(t, fam(f), n)
+}
+
+// freePort returns a TCP port that was free on addr a moment ago.
+func freePort(t testing.TB, addr string) int {
+	t.Helper()
+	return gobgptest.FreePort(t, netip.MustParseAddr(addr))
 }
 
 // runManager starts a manager's Run and stops it at cleanup.
@@ -314,15 +155,7 @@ func testPolicy(localASN uint32, peers ...bgp.Neighbor) *bgp.PeeringPolicy {
 }
 
 func neighborOf(p *testPeer, local string) bgp.Neighbor {
-	return bgp.Neighbor{
-		PeerAddress:      p.addr,
-		PeerPort:         uint16(p.port),
-		PeerASN:          p.asn,
-		LocalAddress:     netip.MustParseAddr(local),
-		ConnectRetryTime: time.Second,
-		HoldTime:         9 * time.Second,
-		KeepaliveTime:    3 * time.Second,
-	}
+	return p.NeighborFor(netip.MustParseAddr(local))
 }
 
 func waitEstablished(t testing.TB, m *Manager, peer netip.Addr) {
@@ -341,28 +174,8 @@ func waitEstablished(t testing.TB, m *Manager, peer netip.Addr) {
 	}, waitFor, 20*time.Millisecond, "session to %s not Established", peer)
 }
 
-func itoa(i int) string { return strconv.Itoa(i) }
-
 // md5Supported tries to set TCP_MD5SIG on a socket, as GoBGP does.
 func md5Supported(t testing.TB, p *testPeer) bool {
 	t.Helper()
 	return setMD5(p.addr.String()) == nil
-}
-
-func peerCount(ctx context.Context, srv *server.BgpServer, f gobgppkt.Family) (uint64, error) {
-	rsp, err := srv.GetTable(ctx, &api.GetTableRequest{
-		TableType: api.TableType_TABLE_TYPE_GLOBAL,
-		Family:    &api.Family{Afi: api.Family_Afi(f.Afi()), Safi: api.Family_Safi(f.Safi())},
-	})
-	if err != nil {
-		return 0, err
-	}
-	return rsp.NumDestination, nil
-}
-
-// waitCount blocks until the peer has exactly n routes of a family.
-func (p *testPeer) waitCount(t testing.TB, fam string, n int) {
-	t.Helper()
-	_, err := p.do("wait", fam, itoa(n))
-	require.NoError(t, err)
 }

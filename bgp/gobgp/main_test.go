@@ -5,11 +5,14 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/vswitchkit/vswitchkit/bgp/gobgp/gobgptest"
 )
 
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(peerEnv); spec != "" {
-		os.Exit(runPeerProcess(spec))
+	gobgptest.Main()
+	if os.Getenv(speakerEnv) != "" {
+		os.Exit(runSpeakerProcess())
 	}
 	goleak.VerifyTestMain(m)
 }

@@ -9,18 +9,28 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	api "github.com/osrg/gobgp/v4/api"
-	"github.com/osrg/gobgp/v4/pkg/apiutil"
-	gobgppkt "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 	"github.com/osrg/gobgp/v4/pkg/server"
 
 	"github.com/vswitchkit/vswitchkit/bgp"
 )
 
+// MinConnectRetryTime is the shortest ConnectRetryTime GoBGP honours: it
+// never retries a connection more often. ConfigurePeers rejects shorter
+// ones instead of letting GoBGP raise them silently.
+const MinConnectRetryTime = 2 * time.Second
+
+// selectionDeferralTime is how long a restarting speaker (restart flag set)
+// waits for the End-of-RIB of its graceful-restart peers before it sends
+// its routes. The manager is a leaf that never uses received routes, so it
+// does not wait for them: GoBGP's minimum.
+const selectionDeferralTime = 1
+
 // Config configures a [Manager]. The zero value is valid.
 type Config struct {
-	// Services lists the services whose VIPs virtual routers with a
+	// Services lists the services whose addresses virtual routers with a
 	// ServiceSelector advertise. Default nil: no service is advertised.
 	Services bgp.ServiceLister
 	// ListenAddresses are the addresses a server listens on when the node
@@ -80,9 +90,12 @@ func New(cfg Config) (*Manager, error) {
 }
 
 // Run makes the manager usable and blocks until ctx is cancelled. It then
-// stops every GoBGP server (disconnecting all peers, which withdraws the
-// routes) and returns ctx.Err() once every goroutine it started has exited.
-// A second call returns [ErrAlreadyRunning].
+// stops every GoBGP server without withdrawing the routes: sessions with
+// graceful restart negotiated are closed without a NOTIFICATION, so those
+// peers keep the routes for the restart time until the restarted agent
+// re-advertises them (RFC 4724); other peers get a Cease and flush them.
+// Run returns ctx.Err() once every goroutine it started has exited. A
+// second call returns [ErrAlreadyRunning].
 func (m *Manager) Run(ctx context.Context) error {
 	m.mu.Lock()
 	if m.state != stateNew {
@@ -97,7 +110,7 @@ func (m *Manager) Run(ctx context.Context) error {
 
 	m.mu.Lock()
 	m.state = stateStopped
-	m.stopAllLocked()
+	m.stopAllLocked(true)
 	m.mu.Unlock()
 	m.wg.Wait()
 	m.log.Info("stopped")
@@ -106,10 +119,21 @@ func (m *Manager) Run(ctx context.Context) error {
 
 // ConfigurePeers applies policy (see [bgp.BGPRouterManager]). It applies
 // [bgp.PeeringPolicy.WithDefaults] itself and returns the validation error
-// of a flawed policy without changing anything. Problems of a single virtual
-// router (no router ID, a listening port in use) are returned joined, after
-// the other virtual routers have been applied. A nil policy stops all
-// servers. It returns [ErrNotRunning] outside [Manager.Run].
+// of a flawed policy without changing anything: [bgp.PeeringPolicy.Validate],
+// [bgp.PeeringPolicy.ValidateState] and the limits of GoBGP
+// ([MinConnectRetryTime]). Problems of a single virtual router or neighbor
+// (no router ID, a listening port in use, no node address for any family of
+// a neighbor) are returned joined, after everything else has been applied.
+//
+// Each address family is advertised with the node's address of that family
+// as the next hop (state.IPv4, state.IPv6). A family the node has no usable
+// address for is not offered to the neighbors (reported in
+// [bgp.PeerStatus].Disabled), and its routes are not advertised.
+//
+// A nil policy withdraws everything at once: every server is stopped and
+// every peer gets a Cease (a Hard Reset when it negotiated RFC 8538), so
+// that even graceful-restart peers flush the routes. It returns
+// [ErrNotRunning] outside [Manager.Run].
 //
 // ctx is checked between steps; a cancelled call may leave a partially
 // applied state, which the next call completes.
@@ -120,11 +144,11 @@ func (m *Manager) ConfigurePeers(ctx context.Context, policy *bgp.PeeringPolicy,
 		return ErrNotRunning
 	}
 	if policy == nil {
-		m.stopAllLocked()
+		m.stopAllLocked(false)
 		return nil
 	}
 	policy = policy.WithDefaults()
-	if err := policy.Validate(); err != nil {
+	if err := errors.Join(policy.Validate(), policy.ValidateState(state), validateLimits(policy)); err != nil {
 		return fmt.Errorf("policy %q: %w", policy.Name, err)
 	}
 	podCIDRs, err := state.PodCIDRs()
@@ -132,7 +156,7 @@ func (m *Manager) ConfigurePeers(ctx context.Context, policy *bgp.PeeringPolicy,
 		return err
 	}
 	var services []bgp.Service
-	if m.cfg.Services != nil {
+	if m.cfg.Services != nil && slices.ContainsFunc(policy.VirtualRouters, func(vr bgp.VirtualRouter) bool { return vr.ServiceSelector != nil }) {
 		services = m.cfg.Services.ListServices()
 	}
 
@@ -142,16 +166,17 @@ func (m *Manager) ConfigurePeers(ctx context.Context, policy *bgp.PeeringPolicy,
 	}
 	for asn, r := range m.routers {
 		if !desired[asn] {
-			m.stopLocked(r)
+			m.stopLocked(r, false)
 		}
 	}
 
+	nh := nextHopsOf(state)
 	var errs []error
 	for _, vr := range policy.VirtualRouters {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		want, err := m.desiredRouter(vr, state, podCIDRs, services)
+		want, err := desiredRouter(vr, state, nh, podCIDRs, services)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -159,8 +184,65 @@ func (m *Manager) ConfigurePeers(ctx context.Context, policy *bgp.PeeringPolicy,
 		if err := m.applyRouter(ctx, want); err != nil {
 			errs = append(errs, fmt.Errorf("virtual router %d: %w", vr.LocalASN, err))
 		}
+		for _, addr := range slices.SortedFunc(maps.Keys(want.unusable), netip.Addr.Compare) {
+			errs = append(errs, fmt.Errorf("virtual router %d: neighbor %s: %w", vr.LocalASN, addr, want.unusable[addr]))
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateLimits checks what GoBGP cannot do although the policy allows it.
+func validateLimits(p *bgp.PeeringPolicy) error {
+	var errs []error
+	for i, vr := range p.VirtualRouters {
+		for j, n := range vr.Neighbors {
+			if n.ConnectRetryTime < MinConnectRetryTime {
+				errs = append(errs, &bgp.FieldError{
+					Field:  fmt.Sprintf("virtualRouters[%d].neighbors[%d].connectRetryTime", i, j),
+					Value:  n.ConnectRetryTime,
+					Reason: fmt.Sprintf("must be at least %s: GoBGP does not retry connections more often", MinConnectRetryTime),
+				})
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// nextHops are the node's next-hop addresses per family; an invalid address
+// means the family cannot be advertised, for the reason given.
+type nextHops struct {
+	v4, v6             netip.Addr
+	v4Reason, v6Reason string
+}
+
+func nextHopsOf(state *bgp.ControlPlaneState) nextHops {
+	var nh nextHops
+	var ip4, ip6 []byte
+	if state != nil {
+		ip4, ip6 = state.IPv4, state.IPv6
+	}
+	if a, ok := netip.AddrFromSlice(ip4); ok && a.Unmap().Is4() && !a.IsUnspecified() {
+		nh.v4 = a.Unmap()
+	} else {
+		nh.v4Reason = "the node has no IPv4 address for the next hop of IPv4 routes"
+	}
+	a, ok := netip.AddrFromSlice(ip6)
+	switch {
+	case !ok || len(ip6) != 16 || a.Is4In6() || a.IsUnspecified():
+		nh.v6Reason = "the node has no IPv6 address for the next hop of IPv6 routes"
+	case a.IsLinkLocalUnicast():
+		nh.v6Reason = fmt.Sprintf("the node's IPv6 address %s is link-local, not usable as the next hop of IPv6 routes", a)
+	default:
+		nh.v6 = a
+	}
+	return nh
+}
+
+func (nh nextHops) of(fam bgp.Family) (netip.Addr, string) {
+	if fam == bgp.IPv6Unicast {
+		return nh.v6, nh.v6Reason
+	}
+	return nh.v4, nh.v4Reason
 }
 
 // routerSpec is the desired state of one virtual router.
@@ -168,12 +250,26 @@ type routerSpec struct {
 	asn        uint32
 	routerID   netip.Addr
 	listenPort int32 // -1: do not listen
-	neighbors  map[netip.Addr]bgp.Neighbor
-	paths      map[netip.Prefix]netip.Addr // prefix -> next hop
+	// neighbors are the neighbors to configure, with the families that can
+	// be offered; unusable are those with none (not configured).
+	neighbors map[netip.Addr]neighborSpec
+	unusable  map[netip.Addr]error
+	paths     map[netip.Prefix]netip.Addr // prefix -> next hop
 }
 
-func (m *Manager) desiredRouter(vr bgp.VirtualRouter, state *bgp.ControlPlaneState, podCIDRs []netip.Prefix, services []bgp.Service) (routerSpec, error) {
+// neighborSpec is a neighbor as configured: Families holds only the offered
+// families; disabled maps the others to the reason.
+type neighborSpec struct {
+	bgp.Neighbor
+	disabled map[bgp.Family]string
+}
+
+func desiredRouter(vr bgp.VirtualRouter, state *bgp.ControlPlaneState, nh nextHops, podCIDRs []netip.Prefix, services []bgp.Service) (routerSpec, error) {
 	rid, err := state.RouterID(vr.LocalASN)
+	if err != nil {
+		return routerSpec{}, err
+	}
+	svcPrefixes, err := vr.ServicePrefixes(services)
 	if err != nil {
 		return routerSpec{}, err
 	}
@@ -181,25 +277,41 @@ func (m *Manager) desiredRouter(vr bgp.VirtualRouter, state *bgp.ControlPlaneSta
 		asn:        vr.LocalASN,
 		routerID:   rid,
 		listenPort: -1,
-		neighbors:  make(map[netip.Addr]bgp.Neighbor, len(vr.Neighbors)),
-		paths:      make(map[netip.Prefix]netip.Addr),
+		neighbors:  make(map[netip.Addr]neighborSpec, len(vr.Neighbors)),
+		paths:      make(map[netip.Prefix]netip.Addr, len(podCIDRs)+len(svcPrefixes)),
 	}
 	if a, ok := state.Annotations[vr.LocalASN]; ok && a.LocalPort != 0 {
 		spec.listenPort = int32(a.LocalPort)
 	}
 	for _, n := range vr.Neighbors {
 		n.PeerAddress = n.PeerAddress.Unmap()
-		spec.neighbors[n.PeerAddress] = n
-	}
-	nh4, nh6 := netip.IPv4Unspecified(), netip.IPv6Unspecified()
-	if a, ok := netip.AddrFromSlice(state.IPv6); ok && a.Is6() && !a.Is4In6() && !a.IsUnspecified() {
-		nh6 = a
+		ns := neighborSpec{Neighbor: n}
+		ns.Families = nil
+		for _, f := range n.Families {
+			if _, reason := nh.of(f); reason != "" {
+				if ns.disabled == nil {
+					ns.disabled = make(map[bgp.Family]string)
+				}
+				ns.disabled[f] = reason
+				continue
+			}
+			ns.Families = append(ns.Families, f)
+		}
+		if len(ns.Families) == 0 {
+			if spec.unusable == nil {
+				spec.unusable = make(map[netip.Addr]error)
+			}
+			spec.unusable[n.PeerAddress] = fmt.Errorf("no address family can be offered: %s", joinReasons(ns.disabled))
+		}
+		spec.neighbors[n.PeerAddress] = ns
 	}
 	add := func(p netip.Prefix) {
-		if p.Addr().Is4() {
-			spec.paths[p] = nh4
-		} else {
-			spec.paths[p] = nh6
+		fam := bgp.IPv4Unicast
+		if p.Addr().Is6() {
+			fam = bgp.IPv6Unicast
+		}
+		if hop, _ := nh.of(fam); hop.IsValid() {
+			spec.paths[p] = hop
 		}
 	}
 	if vr.ExportPodCIDR {
@@ -207,41 +319,46 @@ func (m *Manager) desiredRouter(vr bgp.VirtualRouter, state *bgp.ControlPlaneSta
 			add(p)
 		}
 	}
-	if vr.ServiceSelector != nil {
-		for _, svc := range services {
-			ok, err := vr.ServiceSelector.Matches(svc.Labels)
-			if err != nil {
-				return routerSpec{}, fmt.Errorf("virtual router %d: service selector: %w", vr.LocalASN, err)
-			}
-			if !ok {
-				continue
-			}
-			for _, vip := range svc.VIPs {
-				if !vip.IsValid() {
-					continue
-				}
-				vip = vip.Unmap()
-				add(netip.PrefixFrom(vip, vip.BitLen()))
-			}
-		}
+	for _, p := range svcPrefixes {
+		add(p)
 	}
 	return spec, nil
 }
 
+func joinReasons(m map[bgp.Family]string) string {
+	var out string
+	for _, f := range slices.Sorted(maps.Keys(m)) {
+		if out != "" {
+			out += "; "
+		}
+		out += string(f) + ": " + m[f]
+	}
+	return out
+}
+
 // router is a running GoBGP server and what has been applied to it.
 type router struct {
-	spec routerSpec // applied state; neighbors and paths as applied so far
-	srv  *server.BgpServer
-	// added keeps the GoBGP path of every advertised prefix, to withdraw it.
-	added map[netip.Prefix]*apiutil.Path
+	asn        uint32
+	routerID   netip.Addr
+	listenPort int32
+	srv        *server.BgpServer
+	logLevel   *slog.LevelVar // GoBGP's log level
+	// restarting is set while the server is new: neighbors added in the
+	// ConfigurePeers call that started it advertise the restart flag.
+	restarting bool
+	// neighbors are the neighbors configured in GoBGP; status holds every
+	// neighbor of the applied policy (for Peers), configured or not.
+	neighbors map[netip.Addr]neighborSpec
+	status    map[netip.Addr]neighborSpec
+	paths     *pathTable
 }
 
 func (m *Manager) applyRouter(ctx context.Context, want routerSpec) error {
 	r := m.routers[want.asn]
-	if r != nil && (r.spec.routerID != want.routerID || r.spec.listenPort != want.listenPort) {
+	if r != nil && (r.routerID != want.routerID || r.listenPort != want.listenPort) {
 		m.log.Info("restarting virtual router", slog.Uint64("asn", uint64(want.asn)),
 			slog.Any("routerID", want.routerID), slog.Int("listenPort", int(want.listenPort)))
-		m.stopLocked(r)
+		m.stopLocked(r, false)
 		r = nil
 	}
 	if r == nil {
@@ -250,10 +367,18 @@ func (m *Manager) applyRouter(ctx context.Context, want routerSpec) error {
 			return err
 		}
 	}
-	if err := m.reconcileNeighbors(ctx, r, want.neighbors); err != nil {
+	defer func() { r.restarting = false }()
+	r.status = want.neighbors
+	configured := make(map[netip.Addr]neighborSpec, len(want.neighbors))
+	for addr, n := range want.neighbors {
+		if _, bad := want.unusable[addr]; !bad {
+			configured[addr] = n
+		}
+	}
+	if err := m.reconcileNeighbors(ctx, r, configured); err != nil {
 		return err
 	}
-	return m.reconcilePaths(r, want.paths)
+	return r.paths.reconcile(want.paths)
 }
 
 func (m *Manager) startLocked(ctx context.Context, spec routerSpec) (*router, error) {
@@ -284,60 +409,76 @@ func (m *Manager) startLocked(ctx context.Context, spec routerSpec) (*router, er
 		return nil, err
 	}
 	r := &router{
-		spec: routerSpec{asn: spec.asn, routerID: spec.routerID, listenPort: spec.listenPort,
-			neighbors: make(map[netip.Addr]bgp.Neighbor), paths: make(map[netip.Prefix]netip.Addr)},
-		srv:   srv,
-		added: make(map[netip.Prefix]*apiutil.Path),
+		asn: spec.asn, routerID: spec.routerID, listenPort: spec.listenPort,
+		srv: srv, logLevel: lvl, restarting: true,
+		neighbors: make(map[netip.Addr]neighborSpec),
+		paths:     newPathTable(srv),
 	}
 	m.routers[spec.asn] = r
 	m.log.Info("virtual router started", slog.Uint64("asn", uint64(spec.asn)), slog.Any("routerID", spec.routerID))
 	return r, nil
 }
 
-func (m *Manager) stopAllLocked() {
+func (m *Manager) stopAllLocked(graceful bool) {
 	for _, r := range m.routers {
-		m.stopLocked(r)
+		m.stopLocked(r, graceful)
 	}
 }
 
-// stopLocked stops r's server: GoBGP sends CEASE to every peer, closes the
-// listeners and waits for its FSM goroutines; the Serve goroutine returns.
-func (m *Manager) stopLocked(r *router) {
+// stopLocked stops r's server: its listeners are closed, its FSM goroutines
+// end and the Serve goroutine returns. graceful=false sends every peer a
+// Cease (converted by GoBGP into a Hard Reset for peers that negotiated RFC
+// 8538), which withdraws the routes. graceful=true closes the sessions that
+// negotiated graceful restart without a NOTIFICATION, so that those peers
+// keep the routes for the restart time; the others get a Cease.
+func (m *Manager) stopLocked(r *router, graceful bool) {
+	if graceful {
+		if err := r.srv.StopBgp(context.Background(), &api.StopBgpRequest{AllowGracefulRestart: true}); err != nil {
+			m.log.Warn("graceful stop of GoBGP failed", slog.Uint64("asn", uint64(r.asn)), slog.Any("error", err))
+		}
+		// Stop also ends GoBGP's BFD goroutine; its second StopBgp fails
+		// with "not running", which is expected: keep it out of the logs.
+		r.logLevel.Set(slog.LevelError + 4)
+	}
 	r.srv.Stop()
-	delete(m.routers, r.spec.asn)
-	m.log.Info("virtual router stopped", slog.Uint64("asn", uint64(r.spec.asn)))
+	delete(m.routers, r.asn)
+	m.log.Info("virtual router stopped", slog.Uint64("asn", uint64(r.asn)), slog.Bool("graceful", graceful))
 }
 
-func (m *Manager) reconcileNeighbors(ctx context.Context, r *router, want map[netip.Addr]bgp.Neighbor) error {
+func (m *Manager) reconcileNeighbors(ctx context.Context, r *router, want map[netip.Addr]neighborSpec) error {
 	var errs []error
-	for _, addr := range slices.SortedFunc(maps.Keys(r.spec.neighbors), netip.Addr.Compare) {
-		cur := r.spec.neighbors[addr]
-		if n, ok := want[addr]; ok && n.Equal(cur) {
+	for _, addr := range slices.SortedFunc(maps.Keys(r.neighbors), netip.Addr.Compare) {
+		cur := r.neighbors[addr]
+		if n, ok := want[addr]; ok && n.Equal(cur.Neighbor) {
 			continue
 		}
 		if err := r.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: addr.String()}); err != nil {
 			errs = append(errs, fmt.Errorf("delete neighbor %s: %w", addr, err))
 			continue
 		}
-		delete(r.spec.neighbors, addr)
-		m.log.Debug("neighbor removed", slog.Uint64("asn", uint64(r.spec.asn)), slog.Any("peer", addr))
+		delete(r.neighbors, addr)
+		m.log.Debug("neighbor removed", slog.Uint64("asn", uint64(r.asn)), slog.Any("peer", addr))
 	}
 	for _, addr := range slices.SortedFunc(maps.Keys(want), netip.Addr.Compare) {
-		if _, ok := r.spec.neighbors[addr]; ok {
+		if _, ok := r.neighbors[addr]; ok {
 			continue
 		}
 		n := want[addr]
-		if err := r.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: peerToAPI(r.spec.asn, n)}); err != nil {
+		if err := r.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: peerToAPI(r.asn, n.Neighbor, r.restarting)}); err != nil {
 			errs = append(errs, fmt.Errorf("add neighbor %s: %w", addr, err))
 			continue
 		}
-		r.spec.neighbors[addr] = n
-		m.log.Debug("neighbor added", slog.Uint64("asn", uint64(r.spec.asn)), slog.Any("peer", addr))
+		r.neighbors[addr] = n
+		m.log.Debug("neighbor added", slog.Uint64("asn", uint64(r.asn)), slog.Any("peer", addr))
 	}
 	return errors.Join(errs...)
 }
 
-func peerToAPI(localASN uint32, n bgp.Neighbor) *api.Peer {
+// peerToAPI converts a neighbor; n.Families are the families to offer.
+// restarting sets the restart (R) flag of the graceful-restart capability
+// (and, as GoBGP does for a restarting speaker, the forwarding-state flag of
+// every family: the data plane keeps forwarding while the agent restarts).
+func peerToAPI(localASN uint32, n bgp.Neighbor, restarting bool) *api.Peer {
 	p := &api.Peer{
 		Conf: &api.PeerConf{
 			NeighborAddress: n.PeerAddress.String(),
@@ -363,7 +504,13 @@ func peerToAPI(localASN uint32, n bgp.Neighbor) *api.Peer {
 	}
 	gr := n.GracefulRestart
 	if gr.Enabled {
-		p.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: uint32(gr.RestartTime.Seconds())}
+		p.GracefulRestart = &api.GracefulRestart{
+			Enabled:             true,
+			RestartTime:         uint32(gr.RestartTime.Seconds()),
+			NotificationEnabled: true, // RFC 8538: the N flag
+			LocalRestarting:     restarting,
+			DeferralTime:        selectionDeferralTime,
+		}
 	}
 	for _, f := range n.Families {
 		afi := api.Family_AFI_IP
@@ -380,86 +527,6 @@ func peerToAPI(localASN uint32, n bgp.Neighbor) *api.Peer {
 		p.AfiSafis = append(p.AfiSafis, as)
 	}
 	return p
-}
-
-func (m *Manager) reconcilePaths(r *router, want map[netip.Prefix]netip.Addr) error {
-	var del []*apiutil.Path
-	var delPrefixes []netip.Prefix
-	for p, nh := range r.spec.paths {
-		if wnh, ok := want[p]; ok && wnh == nh {
-			continue
-		}
-		if _, ok := want[p]; ok {
-			continue // next hop changed: AddPath below replaces the path
-		}
-		del = append(del, r.added[p])
-		delPrefixes = append(delPrefixes, p)
-	}
-	if len(del) > 0 {
-		if err := r.srv.DeletePath(apiutil.DeletePathRequest{Paths: del}); err != nil {
-			return fmt.Errorf("withdraw %d paths: %w", len(del), err)
-		}
-		for _, p := range delPrefixes {
-			delete(r.spec.paths, p)
-			delete(r.added, p)
-		}
-		m.log.Debug("paths withdrawn", slog.Uint64("asn", uint64(r.spec.asn)), slog.Int("count", len(del)))
-	}
-
-	var add []*apiutil.Path
-	var addPrefixes []netip.Prefix
-	for p, nh := range want {
-		if cur, ok := r.spec.paths[p]; ok && cur == nh {
-			continue
-		}
-		path, err := newPath(p, nh)
-		if err != nil {
-			return err
-		}
-		add = append(add, path)
-		addPrefixes = append(addPrefixes, p)
-	}
-	if len(add) == 0 {
-		return nil
-	}
-	resps, err := r.srv.AddPath(apiutil.AddPathRequest{Paths: add})
-	for i, p := range addPrefixes {
-		if i < len(resps) && resps[i].Error != nil {
-			continue
-		}
-		if err != nil && len(resps) == 0 {
-			break
-		}
-		r.spec.paths[p] = want[p]
-		r.added[p] = add[i]
-	}
-	if err != nil {
-		return fmt.Errorf("advertise %d paths: %w", len(add), err)
-	}
-	m.log.Debug("paths advertised", slog.Uint64("asn", uint64(r.spec.asn)), slog.Int("count", len(add)))
-	return nil
-}
-
-func newPath(p netip.Prefix, nh netip.Addr) (*apiutil.Path, error) {
-	nlri, err := gobgppkt.NewIPAddrPrefix(p)
-	if err != nil {
-		return nil, fmt.Errorf("path %s: %w", p, err)
-	}
-	family := gobgppkt.RF_IPv4_UC
-	if p.Addr().Is6() {
-		family = gobgppkt.RF_IPv6_UC
-	}
-	origin := gobgppkt.NewPathAttributeOrigin(gobgppkt.BGP_ORIGIN_ATTR_TYPE_IGP)
-	var nhAttr gobgppkt.PathAttributeInterface
-	if family == gobgppkt.RF_IPv4_UC {
-		nhAttr, err = gobgppkt.NewPathAttributeNextHop(nh)
-	} else {
-		nhAttr, err = gobgppkt.NewPathAttributeMpReachNLRI(family, []gobgppkt.PathNLRI{{NLRI: nlri}}, nh)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("path %s: next hop %s: %w", p, nh, err)
-	}
-	return &apiutil.Path{Family: family, Nlri: nlri, Attrs: []gobgppkt.PathAttributeInterface{origin, nhAttr}}, nil
 }
 
 // leafPolicy is the name of the import policy that rejects learned routes.

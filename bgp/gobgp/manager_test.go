@@ -88,9 +88,9 @@ func TestSessionAndPodCIDR(t *testing.T) {
 
 	// Policy change: a new pod CIDR and a selected service VIP.
 	svcs.SetService(bgp.Service{Namespace: "default", Name: "web", Labels: map[string]string{"bgp": "announce"},
-		VIPs: []netip.Addr{netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")}})
+		LoadBalancerIPs: []netip.Addr{netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")}})
 	svcs.SetService(bgp.Service{Namespace: "default", Name: "other", Labels: map[string]string{"bgp": "no"},
-		VIPs: []netip.Addr{netip.MustParseAddr("192.0.2.11")}})
+		LoadBalancerIPs: []netip.Addr{netip.MustParseAddr("192.0.2.11")}})
 	policy2 := policy.Clone()
 	policy2.VirtualRouters[0].ServiceSelector = &bgp.LabelSelector{MatchLabels: map[string]string{"bgp": "announce"}}
 	node2 := testNode("10.244.2.0/24", "fd00:10:244:1::/64")
@@ -201,4 +201,36 @@ func TestRoutesErrors(t *testing.T) {
 	m := runManager(t, Config{})
 	_, err := m.Routes(context.Background(), RouteQuery{LocalASN: 1})
 	require.True(t, errors.Is(err, ErrUnknownRouter))
+}
+
+// TestConfigurePeersRejectsWhatCannotWork: limits of GoBGP and policies that
+// do not fit the node are validation errors naming the field, not silent
+// adjustments or sessions that never come up.
+func TestConfigurePeersRejectsWhatCannotWork(t *testing.T) {
+	m := runManager(t, Config{})
+	state := testState(testNode("10.244.1.0/24"))
+	tests := []struct {
+		name   string
+		mutate func(n *bgp.Neighbor)
+		want   []string
+	}{
+		{name: "connect retry below GoBGP's floor", mutate: func(n *bgp.Neighbor) { n.ConnectRetryTime = time.Second },
+			want: []string{"virtualRouters[0].neighbors[0].connectRetryTime", "must be at least 2s"}},
+		{name: "passive without a local port", mutate: func(n *bgp.Neighbor) { n.Passive = true },
+			want: []string{"virtualRouters[0].neighbors[0].passive", "can never connect", "local-port"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := bgp.Neighbor{PeerAddress: netip.MustParseAddr("127.0.0.2"), PeerASN: 65002, ConnectRetryTime: 5 * time.Second}
+			tt.mutate(&n)
+			err := m.ConfigurePeers(context.Background(), testPolicy(65001, n), state)
+			require.ErrorIs(t, err, bgp.ErrInvalidPolicy)
+			for _, w := range tt.want {
+				assert.ErrorContains(t, err, w)
+			}
+			ps, err := m.Peers(context.Background())
+			require.NoError(t, err)
+			assert.Empty(t, ps, "nothing is applied")
+		})
+	}
 }

@@ -16,35 +16,62 @@ import (
 	"github.com/vswitchkit/vswitchkit/bgp"
 )
 
-// servers returns the running servers by ASN, under the lock.
-func (m *Manager) servers() (map[uint32]*server.BgpServer, error) {
+// routerView is what Peers needs of a router, copied under the lock.
+type routerView struct {
+	asn    uint32
+	srv    *server.BgpServer
+	status map[netip.Addr]neighborSpec // read-only: replaced, never modified
+}
+
+// views returns the running routers, sorted by ASN, under the lock.
+func (m *Manager) views() ([]routerView, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.state != stateRunning {
 		return nil, ErrNotRunning
 	}
-	out := make(map[uint32]*server.BgpServer, len(m.routers))
-	for asn, r := range m.routers {
-		out[asn] = r.srv
+	out := make([]routerView, 0, len(m.routers))
+	for _, asn := range slices.Sorted(maps.Keys(m.routers)) {
+		r := m.routers[asn]
+		out = append(out, routerView{asn: asn, srv: r.srv, status: r.status})
 	}
 	return out, nil
 }
 
 // Peers returns the status of every neighbor of every virtual router,
-// sorted by local ASN and peer address. It does not wait for a
-// ConfigurePeers call in progress; a server stopped meanwhile is skipped.
+// sorted by local ASN and peer address. A neighbor that no address family
+// can be offered to is listed in state Idle with the reasons in Disabled.
+// It does not wait for a ConfigurePeers call in progress; a server stopped
+// meanwhile is skipped.
 func (m *Manager) Peers(ctx context.Context) ([]bgp.PeerStatus, error) {
-	srvs, err := m.servers()
+	views, err := m.views()
 	if err != nil {
 		return nil, err
 	}
 	var out []bgp.PeerStatus
-	for _, asn := range slices.Sorted(maps.Keys(srvs)) {
-		err := srvs[asn].ListPeer(ctx, &api.ListPeerRequest{EnableAdvertised: true}, func(p *api.Peer) {
-			out = append(out, peerStatus(asn, p))
+	for _, v := range views {
+		seen := make(map[netip.Addr]bool, len(v.status))
+		err := v.srv.ListPeer(ctx, &api.ListPeerRequest{EnableAdvertised: true}, func(p *api.Peer) {
+			st := peerStatus(v.asn, p)
+			seen[st.PeerAddress] = true
+			if ns, ok := v.status[st.PeerAddress]; ok && len(ns.disabled) > 0 {
+				st.Disabled = maps.Clone(ns.disabled)
+			}
+			out = append(out, st)
 		})
 		if err != nil && ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if err != nil {
+			continue // stopped meanwhile
+		}
+		for addr, ns := range v.status {
+			if seen[addr] {
+				continue
+			}
+			out = append(out, bgp.PeerStatus{LocalASN: v.asn, PeerAddress: addr, PeerASN: ns.PeerASN,
+				State: bgp.SessionIdle, Disabled: maps.Clone(ns.disabled),
+				Received: map[bgp.Family]int{}, Advertised: map[bgp.Family]int{}})
 		}
 	}
 	slices.SortFunc(out, func(a, b bgp.PeerStatus) int {
@@ -83,15 +110,51 @@ func peerStatus(asn uint32, p *api.Peer) bgp.PeerStatus {
 			st.Uptime = max(time.Since(up.AsTime()), 0)
 		}
 	}
+	if st.State != bgp.SessionEstablished {
+		return st
+	}
+	remote := remoteFamilies(p)
 	for _, as := range p.GetAfiSafis() {
 		fam, ok := familyFromAPI(as.GetConfig().GetFamily())
-		if !ok || as.GetState() == nil {
+		if !ok || !remote[fam] {
+			continue
+		}
+		st.Negotiated = append(st.Negotiated, fam)
+		if as.GetState() == nil {
 			continue
 		}
 		st.Received[fam] = int(as.GetState().GetReceived())
 		st.Advertised[fam] = int(as.GetState().GetAdvertised())
 	}
+	slices.Sort(st.Negotiated)
 	return st
+}
+
+// remoteFamilies returns the unicast families of the multiprotocol
+// capabilities in the peer's OPEN; a peer without any multiprotocol
+// capability speaks IPv4 unicast only (RFC 4760).
+func remoteFamilies(p *api.Peer) map[bgp.Family]bool {
+	out := make(map[bgp.Family]bool)
+	caps, err := apiutil.UnmarshalCapabilities(p.GetState().GetRemoteCap())
+	if err != nil {
+		return out
+	}
+	mp := false
+	for _, c := range caps {
+		if m, ok := c.(*gobgppkt.CapMultiProtocol); ok {
+			mp = true
+			switch m.CapValue {
+			case gobgppkt.RF_IPv4_UC:
+				out[bgp.IPv4Unicast] = true
+			case gobgppkt.RF_IPv6_UC:
+				out[bgp.IPv6Unicast] = true
+			}
+		}
+	}
+	if !mp {
+		out[bgp.IPv4Unicast] = true
+	}
+	return out
 }
 
 func familyFromAPI(f *api.Family) (bgp.Family, bool) {
@@ -123,14 +186,15 @@ type RouteQuery struct {
 // Routes returns the unicast routes advertised to or received from a peer,
 // sorted by prefix. An unknown local ASN is [ErrUnknownRouter].
 func (m *Manager) Routes(ctx context.Context, q RouteQuery) ([]bgp.Route, error) {
-	srvs, err := m.servers()
+	views, err := m.views()
 	if err != nil {
 		return nil, err
 	}
-	srv, ok := srvs[q.LocalASN]
-	if !ok {
+	i := slices.IndexFunc(views, func(v routerView) bool { return v.asn == q.LocalASN })
+	if i < 0 {
 		return nil, fmt.Errorf("routes of %d: %w", q.LocalASN, ErrUnknownRouter)
 	}
+	srv := views[i].srv
 	fam := gobgppkt.RF_IPv4_UC
 	switch q.Family {
 	case "", bgp.IPv4Unicast:

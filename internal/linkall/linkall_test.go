@@ -18,9 +18,11 @@ import (
 	// when a package is missing here, so a new package is linked as soon as
 	// it exists.
 	_ "github.com/vswitchkit/vswitchkit/bgp"
+	_ "github.com/vswitchkit/vswitchkit/bgp/bgpglue"
 	"github.com/vswitchkit/vswitchkit/bgp/bgpmodel"
 	_ "github.com/vswitchkit/vswitchkit/bgp/bgptest"
 	_ "github.com/vswitchkit/vswitchkit/bgp/gobgp"
+	_ "github.com/vswitchkit/vswitchkit/bgp/gobgp/gobgptest"
 	_ "github.com/vswitchkit/vswitchkit/controller"
 	_ "github.com/vswitchkit/vswitchkit/controller/controllertest"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"

@@ -1,0 +1,26 @@
+// Package gobgptest runs real BGP speakers on loopback for tests of code
+// that speaks BGP, such as package gobgp and its users.
+//
+// [StartPeer] starts a [Peer]: a plain GoBGP server playing the remote
+// router, in a child process (the test binary re-executed; its TestMain
+// must call [Main] first). Configure its neighbors with [Peer.AddNeighbor]
+// (passive or active, TCP-MD5, address families, graceful restart as
+// helper with RFC 8538), originate routes with [Peer.AddPath], and read
+// what it learned with [Peer.Routes] (next hops, graceful-restart stale
+// marks), [Peer.Count], [Peer.WaitCount], [Peer.WaitPrefix] and
+// [Peer.GracefulRestartFlags]. [Peer.NeighborFor] returns the bgp.Neighbor
+// that reaches the peer.
+//
+// Peers listen only on loopback addresses (127.0.0.0/8, ::1); StartPeer
+// refuses others. The peer is stopped when the test ends.
+//
+// # Concurrency
+//
+// [Peer] is safe for concurrent use; its commands are serialized over the
+// child's stdin and stdout.
+//
+// # Limitations
+//
+// Unicast IPv4 and IPv6 only; no policies, route reflection or add-path.
+// Polling waits give up after two minutes.
+package gobgptest
