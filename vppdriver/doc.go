@@ -98,7 +98,12 @@
 // checked separately: without them only those keys fail (and Commit
 // reports the missing feature the same way). Every (re)connect retries
 // what failed before. memif control sockets are registered once per
-// filename and left registered when their last memif goes.
+// filename and left registered when their last memif goes; the memifs of
+// one socket file must all be masters or all slaves (VPP refuses the
+// others with retval -68; the key fails and is retried). VPP reports
+// neither a memif's secret nor its configured ring and buffer sizes (only
+// the running ones): the driver takes them from its own record, so a
+// change made to them in VPP behind the driver's back is not noticed.
 //
 // A failed send, a reply missing its deadline or a failed control_ping
 // health probe drop the connection; Run reconnects and resyncs. From the

@@ -170,13 +170,17 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 			}
 		case "memif":
 			v.typ = model.Interface_MEMIF
-			v.link.memifSocket, v.link.memifRing, v.link.memifBuf = defaultMemifSocket, 1024, 2048
+			v.link.memifSocket = defaultMemifSocket
 			if r := memifs[uint32(r.SwIfIndex)]; r != nil {
 				v.link.memifMaster, v.link.memifID = r.Role == memif.MEMIF_ROLE_API_MASTER, r.ID
 				v.link.memifSocket = cmp.Or(sockets[r.SocketID], defaultMemifSocket)
-				v.link.memifRing, v.link.memifBuf = cmp.Or(r.RingSize, 1024), cmp.Or(uint32(r.BufferSize), 2048)
 			}
-			v.link.memifSecret = want.link.memifSecret // VPP does not report the secret
+			// VPP does not report the secret, and reports the running ring
+			// and buffer sizes (negotiated with the peer; 1 and 0 without
+			// one), not the configured ones: take them from the driver's
+			// record.
+			v.link.memifSecret = want.link.memifSecret
+			v.link.memifRing, v.link.memifBuf = cmp.Or(want.link.memifRing, 1024), cmp.Or(want.link.memifBuf, 2048)
 		case "VXLAN":
 			v.typ = model.Interface_VXLAN_TUNNEL
 			if t := tunnels[uint32(r.SwIfIndex)]; t != nil {
