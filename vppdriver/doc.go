@@ -20,9 +20,11 @@
 // southbound or to handlers' bookkeeping, and a resync never removes,
 // counts or reports it.
 //
-// Every value is validated and parsed once, when it is committed, into a
-// typed form (netip addresses, defaults filled in, lists sorted) that the
-// driver keeps and works from. A value that fails validation (say an
+// Every value is validated ([model.KeyOf]) and converted, when it is
+// committed, into a typed form (netip addresses, defaults filled in, lists
+// sorted) that the driver keeps and works from: no string of a value is
+// parsed after the commit, and a message committed again unchanged (the
+// same pointer: values are immutable) is not looked at again. A value that fails validation (say an
 // unparsable IP address in external configuration) is rejected for its
 // key alone: Commit applies every other key of the transaction and
 // returns a [*controller.KeyError] for it; the key's status is

@@ -69,7 +69,10 @@ func (s KeyStatus) String() string {
 // the last connect) no key is counted as Configured: those are Pending.
 // The other fields are counters since [New].
 type Stats struct {
-	// Connected: a VPP connection is up and its state was read back.
+	// Connected: a VPP connection is up and VPP's state was read back on
+	// it (false while reconnecting, and with an incompatible VPP, which
+	// cannot be read back; [Driver.Connected] only says whether a
+	// connection is up).
 	Connected bool
 
 	Keys       int // desired keys, invalid ones included
