@@ -10,9 +10,9 @@ type Config struct {
 	// Logger receives driver logs. Default: discard.
 	Logger *slog.Logger
 
-	// RequestTimeout bounds the wait for every reply to a request (a
-	// missing reply is a transport failure: the driver reconnects) and
-	// every window of dumps. Default: 5s.
+	// RequestTimeout bounds the wait for every window of Window replies to
+	// pipelined requests and every window of dumps (a late reply is a
+	// transport failure: the driver reconnects). Default: 5s.
 	RequestTimeout time.Duration
 
 	// Window is the number of requests sent on a stream before their replies

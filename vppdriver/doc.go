@@ -117,7 +117,7 @@
 //
 // Requests go out on one stream per connection, pipelined: the calls of
 // one stage of all items of one kind are sent in windows of Config.Window
-// requests, and their replies read in order, each within
+// requests, and their replies read in order, every window of them within
 // Config.RequestTimeout. Dumps are pipelined the same way (dump,
 // control_ping) and read as they arrive. When the caller's context ends
 // during a pass, no further request is sent but the replies to those

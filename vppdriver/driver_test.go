@@ -505,3 +505,40 @@ func TestVrfLabelChange(t *testing.T) {
 	waitConfigured(t, d, len(state))
 	assert.Equal(t, before, vpp.Stats().Writes, "read back as configured")
 }
+
+// TestReplyDeadline: a VPP that stops answering (the connection stays up)
+// is given RequestTimeout per window of replies; then the driver drops the
+// connection, reconnects and applies the state.
+func TestReplyDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		vpp := vppsim.New(vppsim.Config{})
+		var stalls atomic.Int32
+		vpp.SetInterceptor(func(req api.Message) (int32, bool) {
+			if _, ok := req.(*ip.IPRouteAddDel); ok && stalls.Add(1) == 1 {
+				time.Sleep(time.Minute) // VPP busy: the reply comes far too late
+			}
+			return 0, false
+		})
+		cfg := testCfg()
+		cfg.RequestTimeout, cfg.HealthInterval = 3*time.Second, time.Hour
+		d := startDriver(t, vpp, cfg)
+		synctest.Wait()
+		require.True(t, d.Connected())
+
+		start := time.Now()
+		state := kv(t, loop("a", true, 0, "10.0.0.1/24"), route(0, "10.5.0.0/16", via("a", "10.0.0.2")))
+		commit(t, d, controller.CommitUpdate, state) // the transport failure is healed by the driver
+		assert.Equal(t, 3*time.Second, time.Since(start), "the deadline of the stalled window")
+		s, _ := d.Status(model.RouteKey(0, netip.MustParsePrefix("10.5.0.0/16")))
+		assert.NotEqual(t, vppdriver.StateConfigured, s.State)
+
+		time.Sleep(2 * time.Minute) // the stalled reply, the reconnect, the resync
+		synctest.Wait()
+		st := d.Stats()
+		assert.Equal(t, uint64(2), st.Connects)
+		assert.True(t, st.Connected)
+		assert.Equal(t, 2, st.Configured)
+		_, ok := routeIn(vpp.Snapshot(), 0, "10.5.0.0/16")
+		assert.True(t, ok)
+	})
+}

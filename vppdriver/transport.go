@@ -2,10 +2,12 @@ package vppdriver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.fd.io/govpp/api"
 	"go.fd.io/govpp/binapi/memclnt"
@@ -24,7 +26,8 @@ type call struct {
 type client struct {
 	conn     *core.Connection
 	cfg      Config
-	st       api.Stream // request stream, reused by every pipeline; nil until first use
+	st       api.Stream         // request stream, reused by every pipeline; nil until first use
+	stop     context.CancelFunc // ends st's context: a reply missed its deadline
 	requests *atomic.Uint64
 }
 
@@ -35,6 +38,7 @@ func newClient(conn *core.Connection, cfg Config, requests *atomic.Uint64) *clie
 // close releases the request stream (the connection is the caller's).
 func (c *client) close() {
 	if c.st != nil {
+		c.stop()
 		_ = c.st.Close()
 		c.st = nil
 	}
@@ -72,12 +76,17 @@ func retvalOf(m api.Message) int32 {
 // be matched to a later request.
 func (c *client) stream() (api.Stream, error) {
 	if c.st == nil {
-		st, err := c.conn.NewStream(context.Background(), core.WithRequestSize(c.cfg.Window),
-			core.WithReplySize(c.cfg.Window+1), core.WithReplyTimeout(c.cfg.RequestTimeout))
+		// The stream's context is not a caller's: it ends only when a
+		// window of replies misses its deadline (see pipeline), which
+		// makes RecvMsg fail. No per-reply timer: GoVPP would start one
+		// for every RecvMsg.
+		ctx, stop := context.WithCancel(context.Background())
+		st, err := c.conn.NewStream(ctx, core.WithRequestSize(c.cfg.Window), core.WithReplySize(c.cfg.Window+1))
 		if err != nil {
+			stop()
 			return nil, fmt.Errorf("%w: new stream: %v", ErrTransport, err)
 		}
-		c.st = st
+		c.st, c.stop = st, stop
 	}
 	return c.st, nil
 }
@@ -85,7 +94,8 @@ func (c *client) stream() (api.Stream, error) {
 // pipeline sends the calls with up to cfg.Window requests in flight: a
 // window of requests is sent, then each reply read is followed by the next
 // request, so VPP never waits for the driver. Replies are matched to
-// requests in order; each must arrive within cfg.RequestTimeout. It
+// requests in order; every window of cfg.Window replies (and a shorter
+// last one) must arrive within cfg.RequestTimeout. It
 // returns a transport error (wrapping ErrTransport) if a send or receive
 // fails; VPP retvals are handed to the calls as *VPPError.
 //
@@ -104,6 +114,8 @@ func (c *client) pipeline(ctx context.Context, calls []call) error {
 	if err != nil {
 		return err
 	}
+	deadline := time.AfterFunc(c.cfg.RequestTimeout, c.stop)
+	defer deadline.Stop()
 	sent, limit := 0, len(calls)
 	send := func() error {
 		if ctx.Err() != nil {
@@ -130,7 +142,13 @@ func (c *client) pipeline(ctx context.Context, calls []call) error {
 		}
 		rep, err := st.RecvMsg()
 		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				err = fmt.Errorf("no reply within %v", c.cfg.RequestTimeout)
+			}
 			return fmt.Errorf("%w: reply to %s: %v", ErrTransport, cl.req.GetMessageName(), err)
+		}
+		if (i+1)%c.cfg.Window == 0 {
+			deadline.Reset(c.cfg.RequestTimeout) // the next window
 		}
 		if sent < limit {
 			if err := send(); err != nil {
