@@ -10,16 +10,20 @@ type Config struct {
 	// Logger receives driver logs. Default: discard.
 	Logger *slog.Logger
 
-	// RequestTimeout bounds every request, dump and window of pipelined
-	// requests (the context deadline of its stream). Default: 5s.
+	// RequestTimeout bounds the wait for every window of Window replies to
+	// pipelined requests and every window of dumps (a late reply is a
+	// transport failure: the driver reconnects). Default: 5s.
 	RequestTimeout time.Duration
 
 	// Window is the number of requests sent on a stream before their replies
 	// are read. Default: 256.
 	Window int
 
-	// RetryInitial and RetryMax bound the exponential backoff of retriable
-	// failures (doubling per attempt). Defaults: 100ms and 10s.
+	// RetryInitial and RetryMax bound the exponential backoff of a key's
+	// retriable failures: attempt n+1 follows attempt n after
+	// RetryInitial*2^(n-1), at most RetryMax, without jitter (the retries
+	// go to the local VPP, there is no herd to spread). Defaults: 100ms and
+	// 10s; a RetryMax below RetryInitial is raised to it.
 	RetryInitial time.Duration
 	RetryMax     time.Duration
 

@@ -4,35 +4,70 @@
 //
 // The desired state is a set of keyed protobuf values from package
 // [model]: interfaces (loopback, af_packet, tap v2, memif, routed VXLAN
-// tunnels)
-// with admin state, IP addresses and VRF binding; VRF tables; routes
-// (multipath, via interface and/or next hop); NAT44-ED (plugin, interface
-// features, address pools incl. twice-NAT, static, identity and
+// tunnels) with admin state, IP addresses and VRF binding; VRF tables;
+// routes (multipath, via interface and/or next hop); NAT44-ED (plugin,
+// interface features, address pools incl. twice-NAT, static, identity and
 // load-balanced mappings with backends and affinity). [Driver] implements
 // [controller.Southbound]: an update commit changes keys (nil deletes), a
 // resync commit replaces the desired state and is reconciled against what
 // VPP reports.
 //
+// # Keys and invalid values
+//
+// The driver owns exactly the keys under [model.KeyRoot] ("vpp/") and
+// says so with [Driver.OwnsKey] ([controller.KeyOwner]); every other key
+// of a commit is ignored, in every kind of commit: it belongs to another
+// southbound or to handlers' bookkeeping, and a resync never removes,
+// counts or reports it.
+//
+// Every value is validated ([model.KeyOf]) and converted, when it is
+// committed, into a typed form (netip addresses, defaults filled in, lists
+// sorted) that the driver keeps and works from: no string of a value is
+// parsed after the commit, and a message committed again unchanged (the
+// same pointer: values are immutable) is not looked at again. A value that fails validation (say an
+// unparsable IP address in external configuration) is rejected for its
+// key alone: Commit applies every other key of the transaction and
+// returns a [*controller.KeyError] for it; the key's status is
+// StateFailed with the error (wrapping [ErrInvalidValue]); it is not
+// retried and it is counted in [Stats]. An invalid value replaces the
+// key's previous desired value: the key no longer has a value VPP could
+// hold, so an object applied for an earlier, valid value is removed (and
+// what depends on it waits), exactly as after an agent restart, where the
+// driver has no memory of earlier values. A later valid value (or a
+// delete) clears the error.
+//
 // # Reconciliation
 //
-// Every pass deletes, in reverse dependency order, what the driver owns but
-// is no longer desired (or must be re-created because a creation-time field
-// changed, or was left half-configured), together with everything applied
-// on top of it; then it creates and updates, in dependency order (VRF
-// tables, NAT44 plugin, interfaces, routes, NAT44 features, pools and
+// A pass deletes, in reverse dependency order, what the driver owns but
+// is no longer desired (or must be re-created because a creation-time
+// field changed, or was left half-configured), together with everything
+// applied on top of it; then it creates and updates, in dependency order
+// (VRF tables, NAT44 plugin, interfaces, routes, NAT44 features, pools and
 // mappings), what is desired and not yet as desired. An item whose
 // dependencies (its VRF table, a route's outgoing interfaces and table, a
 // NAT44 object's plugin and interface) are not configured is parked
-// (StatePending, with the missing keys) and applied in the pass after they
-// are. Failures are recorded per key (StateFailed, with the error and the
+// (StatePending, with the missing keys) and applied in the same pass as
+// they are. An object already applied keeps being reported configured
+// while VPP holds what it depends on, even if their new values wait.
+// Failures are recorded per key (StateFailed, with the error and the
 // attempt count); retriable ones (any VPP retval except INVALID_VALUE and
-// NO_PATHS_IN_ROUTE) are retried with exponential backoff. Retvals meaning
-// "already so" are success: IF_ALREADY_EXISTS on af_packet create (the
-// existing sw_if_index is adopted), NAT44 "already enabled"/"already
-// disabled", and on deletes INVALID_SW_IF_INDEX, NO_SUCH_ENTRY,
-// NO_SUCH_FIB, ADDRESS_NOT_FOUND_FOR_INTERFACE and SYSCALL_ERROR_1
-// (af_packet gone). VPP itself treats repeated route adds, table adds and
-// route deletes as success.
+// NO_PATHS_IN_ROUTE) are retried with exponential backoff (see
+// Config.RetryInitial). Retvals meaning "already so" are success:
+// IF_ALREADY_EXISTS on af_packet create (the existing sw_if_index is
+// adopted), NAT44 "already enabled"/"already disabled", and on deletes
+// INVALID_SW_IF_INDEX, NO_SUCH_ENTRY, NO_SUCH_FIB,
+// ADDRESS_NOT_FOUND_FOR_INTERFACE and SYSCALL_ERROR_1 (af_packet gone).
+// VPP itself treats repeated route adds, table adds and route deletes as
+// success. VPP keeps the name a table was created with, so a new VRF
+// table label re-creates the table and what is in it.
+//
+// The cost of an update commit is proportional to the keys it changes and
+// their dependents, not to the node's total state: the driver keeps
+// reverse-dependency indexes (what is applied on top of a key; what waits
+// for it), a queue of keys that need work, a retry queue ordered by time,
+// and publishes the statuses of the keys a pass touched only. A resync
+// (CommitResync, CommitReapply, every reconnect) reads VPP back and looks
+// at every key, by nature.
 //
 // # Ownership
 //
@@ -54,29 +89,56 @@
 // # Connection
 //
 // Run connects with core.Connect on a fresh adapter, checks that VPP knows
-// exactly the messages the driver uses (reporting the missing or changed
-// ones in [ErrIncompatible]), reads the owned configuration back from VPP
-// (interface, table, route, address, af_packet and tap dumps) and
-// reconciles. The VXLAN, memif and NAT44-ED messages are checked
-// separately: without them only those keys fail. memif control sockets
-// are registered once per filename and left registered when their last
-// memif goes. A failed send, a reply missing its deadline or a failed
-// control_ping health probe drop the connection; Run reconnects and
-// resyncs. Bulk changes are pipelined: the calls of one stage of all items
-// of one kind go out on a stream in windows of Config.Window requests, then
-// their replies are read in order; every window and dump runs under a
-// context deadline of Config.RequestTimeout. Dumps are pipelined the same
-// way (dump, control_ping) and read as they arrive. When the caller's
-// context ends during a pass, no further request is sent but the replies
-// to those already sent are read (under their own deadline), so the driver
-// always knows what VPP did; the unfinished keys fail with the context's
-// error and are retried (a half-created interface is re-created).
+// exactly the messages the driver uses, reads the owned configuration back
+// from VPP (interface, table, route, address, af_packet and tap dumps) and
+// reconciles. A VPP that lacks core messages (or has them with another
+// CRC) fails every key with [ErrIncompatible], naming the messages, and
+// Commit returns that error marked with [controller.NewPermanentError]: the
+// controller reports it instead of healing in a loop, and the driver
+// recovers by itself when it reconnects to a compatible VPP (after VPP
+// restarts, e.g. upgraded). The VXLAN, memif and NAT44-ED messages are
+// checked separately: without them only those keys fail (and Commit
+// reports the missing feature the same way). Every (re)connect retries
+// what failed before. memif control sockets are registered once per
+// filename and left registered when their last memif goes; the memifs of
+// one socket file must all be masters or all slaves (VPP refuses the
+// others with retval -68; the key fails and is retried). VPP reports
+// neither a memif's secret nor its configured ring and buffer sizes (only
+// the running ones): the driver takes them from its own record, so a
+// change made to them in VPP behind the driver's back is not noticed.
+//
+// A failed send, a reply missing its deadline or a failed control_ping
+// health probe drop the connection; Run reconnects and resyncs. From the
+// moment the driver notices a lost connection until it has reconnected and
+// read VPP back, no key is reported StateConfigured (a restarted VPP holds
+// nothing): they are StatePending, and [Stats] says not connected. A dead
+// VPP is noticed at the latest HealthInterval + RequestTimeout after it
+// died.
+//
+// Requests go out on one stream per connection, pipelined: the calls of
+// one stage of all items of one kind are sent in windows of Config.Window
+// requests, and their replies read in order, every window of them within
+// Config.RequestTimeout. Dumps are pipelined the same way (dump,
+// control_ping) and read as they arrive. When the caller's context ends
+// during a pass, no further request is sent but the replies to those
+// already sent are read (under their own deadline), so the driver always
+// knows what VPP did; the unfinished keys fail with the context's error and
+// are retried (a half-created interface is re-created).
+//
+// # Status and metrics
+//
+// [Driver.Status] and [Driver.Statuses] report each desired key (invalid
+// ones included): pending (on which keys), configured, or failed (with the
+// error, attempts and the next retry). [Driver.Stats] is a snapshot for an
+// operator's metrics: connection state, keys by state, invalid values,
+// and counters of commits, passes, resyncs, connections, VPP requests and
+// failed attempts.
 //
 // # Concurrency
 //
 // Driver is safe for concurrent use. One mutex serializes Commit, retries
-// and resyncs (it is held during VPP I/O); Status and Statuses read a
-// separately locked snapshot and do not wait for a pass.
+// and resyncs (it is held during VPP I/O); Status, Statuses and Stats read
+// a separately locked snapshot and do not wait for a pass.
 //
 // # Lifecycle
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,19 +20,22 @@ import (
 )
 
 // Driver is the desired-state reconciler that programs VPP. It implements
-// [controller.Southbound]. It is safe for concurrent use.
+// [controller.Southbound] and [controller.KeyOwner]. It is safe for
+// concurrent use.
 type Driver struct {
 	cfg        Config
 	newAdapter func() adapter.VppAPI
 	running    atomic.Bool
 	seq        atomic.Uint64
+	stats      counters
 
 	broken chan struct{} // cap 1: a transport failure was seen
-	wake   chan struct{} // cap 1: retry schedule changed
+	wake   chan struct{} // cap 1: the retry schedule or the work queue changed
 
 	mu        sync.Mutex       // guards the fields below; held during a pass
-	items     map[string]*item // every key desired or applied
+	items     map[string]*item // every key desired or held by VPP
 	cl        *client          // nil when not connected
+	readBack  bool             // VPP's state was read back on the current connection
 	compatErr error            // result of the last compatibility check (core messages)
 	vxlanErr  error            // the same for the VXLAN messages
 	natErr    error            // the same for the NAT44-ED messages
@@ -44,27 +48,32 @@ type Driver struct {
 	// pass reads VPP back first.
 	needResync bool
 
-	stMu     sync.Mutex // guards statuses
+	// Indexes, so that a pass costs what changed and its dependents.
+	users   map[string]map[*item]struct{} // dependency key -> items whose applied value depends on it
+	waiters map[string]map[*item]struct{} // dependency key -> items parked until it is configured
+	dirty   []*item                       // items to look at in the next pass
+	retries retryHeap                     // items with a scheduled retry, earliest first
+	pubq    []*item                       // items whose status may have changed
+	gen     uint64                        // pass generation (item marks)
+	// incompatible collects the ErrIncompatible failures of keys (a VPP
+	// without an optional feature) seen since the current Commit began.
+	incompatible []error
+
+	stMu     sync.Mutex // guards the fields below
 	statuses map[string]KeyStatus
+	counts   stateCounts
+	online   bool // statuses may say configured: connected and read back
 }
 
-// item is the driver's record of one key. Guarded by Driver.mu.
-type item struct {
-	key     string
-	desired proto.Message // normalized; nil = not desired
-	applied proto.Message // what VPP holds (normalized); nil = absent
-	created bool          // the VPP object exists (interfaces: swIfIndex valid)
-	dirty   bool          // half-configured interface: re-create
-	inSync  bool          // applied equals desired (both non-nil)
-
-	swIfIndex uint32
-
-	failed    error
-	attempts  int
-	nextRetry time.Time
+// counters are the monotonic counters of Stats.
+type counters struct {
+	commits, invalid, passes, resyncs, connects, requests, failures atomic.Uint64
 }
 
-var _ controller.Southbound = (*Driver)(nil)
+var (
+	_ controller.Southbound = (*Driver)(nil)
+	_ controller.KeyOwner   = (*Driver)(nil)
+)
 
 // New returns a driver that connects to VPP through adapters made by
 // newAdapter (one per connection attempt; e.g. socketclient.NewVppClient
@@ -79,9 +88,15 @@ func New(newAdapter func() adapter.VppAPI, cfg Config) (*Driver, error) {
 		broken:     make(chan struct{}, 1),
 		wake:       make(chan struct{}, 1),
 		items:      map[string]*item{},
+		users:      map[string]map[*item]struct{}{},
+		waiters:    map[string]map[*item]struct{}{},
 		statuses:   map[string]KeyStatus{},
 	}, nil
 }
+
+// OwnsKey reports whether key belongs to the driver: exactly the keys under
+// [model.KeyRoot] ("vpp/"). Commit ignores every other key.
+func (d *Driver) OwnsKey(key string) bool { return strings.HasPrefix(key, model.KeyRoot) }
 
 // Run connects to VPP, reads its state back and reconciles, then keeps the
 // connection healthy: it probes VPP every HealthInterval, retries failed
@@ -119,33 +134,23 @@ func (d *Driver) serve(ctx context.Context, conn *core.Connection) {
 	default:
 	}
 	d.mu.Lock()
-	d.cl = &client{conn: conn, timeout: d.cfg}
-	d.compatErr = checkCompatibility(conn, coreMessages())
-	if d.compatErr != nil {
-		d.cfg.Logger.Error("vppdriver: incompatible VPP", "err", d.compatErr)
-	}
-	d.natErr = checkCompatibility(conn, natMessages())
-	if d.natErr != nil {
-		d.natErr = fmt.Errorf("NAT44-ED unavailable: %w", d.natErr)
-		d.cfg.Logger.Warn("vppdriver: VPP without NAT44-ED", "err", d.natErr)
-	}
-	d.memifErr = checkCompatibility(conn, memifMessages())
-	if d.memifErr != nil {
-		d.memifErr = fmt.Errorf("memif unavailable: %w", d.memifErr)
-		d.cfg.Logger.Warn("vppdriver: VPP without memif", "err", d.memifErr)
-	}
+	d.stats.connects.Add(1)
+	d.cl = newClient(conn, d.cfg, &d.stats.requests)
+	d.readBack = false
+	d.checkCompatibilityLocked(conn)
 	d.memifSockets, d.memifPending = map[string]uint32{}, map[string]bool{}
-	d.vxlanErr = checkCompatibility(conn, vxlanMessages())
-	if d.vxlanErr != nil {
-		d.vxlanErr = fmt.Errorf("VXLAN unavailable: %w", d.vxlanErr)
-		d.cfg.Logger.Warn("vppdriver: VPP without VXLAN", "err", d.vxlanErr)
+	// A new connection (maybe to a restarted or another VPP): what failed
+	// before is tried again.
+	for _, it := range d.items {
+		d.resetFailureLocked(it)
 	}
 	d.cfg.Logger.Info("vppdriver: connected to VPP; resyncing")
 	err := d.resyncLocked(ctx)
 	d.mu.Unlock()
 	defer func() {
 		d.mu.Lock()
-		d.cl = nil
+		d.cl.close()
+		d.cl, d.readBack = nil, false
 		d.publishLocked()
 		d.mu.Unlock()
 	}()
@@ -159,7 +164,7 @@ func (d *Driver) serve(ctx context.Context, conn *core.Connection) {
 	for {
 		d.mu.Lock()
 		next := d.nextRetryLocked()
-		if d.needResync {
+		if d.needResync || len(d.dirty) > 0 {
 			next = time.Now()
 		}
 		d.mu.Unlock()
@@ -198,6 +203,28 @@ func (d *Driver) serve(ctx context.Context, conn *core.Connection) {
 	}
 }
 
+func (d *Driver) checkCompatibilityLocked(conn *core.Connection) {
+	d.compatErr = checkCompatibility(conn, coreMessages())
+	if d.compatErr != nil {
+		d.cfg.Logger.Error("vppdriver: incompatible VPP", "err", d.compatErr)
+	}
+	d.natErr = checkCompatibility(conn, natMessages())
+	if d.natErr != nil {
+		d.natErr = fmt.Errorf("NAT44-ED unavailable: %w", d.natErr)
+		d.cfg.Logger.Warn("vppdriver: VPP without NAT44-ED", "err", d.natErr)
+	}
+	d.memifErr = checkCompatibility(conn, memifMessages())
+	if d.memifErr != nil {
+		d.memifErr = fmt.Errorf("memif unavailable: %w", d.memifErr)
+		d.cfg.Logger.Warn("vppdriver: VPP without memif", "err", d.memifErr)
+	}
+	d.vxlanErr = checkCompatibility(conn, vxlanMessages())
+	if d.vxlanErr != nil {
+		d.vxlanErr = fmt.Errorf("VXLAN unavailable: %w", d.vxlanErr)
+		d.cfg.Logger.Warn("vppdriver: VPP without VXLAN", "err", d.vxlanErr)
+	}
+}
+
 func (d *Driver) signal(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
@@ -208,53 +235,64 @@ func (d *Driver) signal(ch chan struct{}) {
 // Commit applies a transaction of the controller: CommitUpdate changes the
 // given keys (nil deletes), CommitResync replaces the whole desired state
 // and reconciles it against what VPP reports, CommitReapply re-reads VPP
-// and re-applies the last desired state. Keys outside this package's key
-// space are rejected (an invalid value leaves the key's previous desired
-// value in place, also in a resync). It returns an error only for invalid
-// values and an incompatible VPP: other failures are retried by the
-// driver itself (see Status); a transport failure makes Run reconnect and
-// resync.
+// and re-applies the last desired state.
+//
+// Only the keys the driver owns (see [Driver.OwnsKey]) are looked at; the
+// others are ignored in every kind of commit. A value that fails
+// validation is rejected for its key alone: the key is Failed with the
+// error (see [Driver.Status]), it is not retried, it has no desired value
+// VPP could hold (an object applied for an earlier value of the key is
+// removed, and what depends on it waits), and the error is returned as a
+// [*controller.KeyError]; every other key of the commit is applied.
+//
+// The returned error joins (errors.Join) the KeyErrors of the commit's
+// invalid values, sorted by key, and, marked with
+// [controller.NewPermanentError], an [ErrIncompatible] error if the
+// connected VPP lacks messages the driver needs (the driver recovers by
+// itself when it reconnects to a compatible VPP). All other failures are
+// retried by the driver itself (see Status); a transport failure makes
+// Run reconnect and resync. Commit works without a connection: the values
+// are recorded and applied once Run has connected.
 func (d *Driver) Commit(ctx context.Context, c *controller.Commit) (uint64, error) {
 	if c == nil {
 		return 0, fmt.Errorf("%w: nil commit", ErrInvalidValue)
 	}
 	seq := d.seq.Add(1)
-	var errs []error
-	values := make(map[string]proto.Message, len(c.Values))
-	invalid := map[string]bool{}
-	for k, v := range c.Values {
-		if v == nil {
-			if c.Kind == controller.CommitUpdate {
-				values[k] = nil
-			}
-			continue
-		}
-		if err := model.CheckKey(k, v); err != nil {
-			errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidValue, err))
-			invalid[k] = true // keeps its previous desired value
-			continue
-		}
-		values[k] = normalize(v)
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	switch c.Kind {
-	case controller.CommitUpdate:
-		for k, v := range values {
-			d.setDesiredLocked(k, v)
-		}
-	case controller.CommitResync:
-		for k, it := range d.items {
-			if _, ok := values[k]; !ok && it.desired != nil && !invalid[k] {
-				d.setDesiredLocked(k, nil)
-			}
-		}
-		for k, v := range values {
-			d.setDesiredLocked(k, v)
-		}
-	case controller.CommitReapply:
+	case controller.CommitUpdate, controller.CommitResync, controller.CommitReapply:
 	default:
 		return seq, fmt.Errorf("%w: unknown commit kind %v", ErrInvalidValue, c.Kind)
+	}
+	d.stats.commits.Add(1)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	before := d.nextRetryLocked()
+	d.incompatible = d.incompatible[:0]
+	var keyErrs []*controller.KeyError
+	switch c.Kind {
+	case controller.CommitUpdate:
+		for k, v := range c.Values {
+			if d.OwnsKey(k) {
+				if ke := d.desireLocked(k, v); ke != nil {
+					keyErrs = append(keyErrs, ke)
+				}
+			}
+		}
+	case controller.CommitResync:
+		for _, it := range d.items {
+			if it.desired() {
+				if v, ok := c.Values[it.key]; !ok || v == nil {
+					d.clearWantLocked(it)
+				}
+			}
+		}
+		for k, v := range c.Values {
+			if v != nil && d.OwnsKey(k) {
+				if ke := d.desireLocked(k, v); ke != nil {
+					keyErrs = append(keyErrs, ke)
+				}
+			}
+		}
 	}
 	var err error
 	if c.Kind == controller.CommitUpdate && !d.needResync {
@@ -262,54 +300,141 @@ func (d *Driver) Commit(ctx context.Context, c *controller.Commit) (uint64, erro
 	} else {
 		err = d.resyncLocked(ctx)
 	}
-	if errors.Is(err, ErrTransport) || errors.Is(err, ErrNotConnected) {
-		err = nil // healed by reconnect + resync
+	if !d.nextRetryLocked().Equal(before) || len(d.dirty) > 0 || d.needResync {
+		d.signal(d.wake)
 	}
-	if err != nil {
+	slices.SortFunc(keyErrs, func(a, b *controller.KeyError) int { return strings.Compare(a.Key, b.Key) })
+	errs := make([]error, 0, len(keyErrs)+2)
+	for _, ke := range keyErrs {
+		errs = append(errs, ke)
+	}
+	switch {
+	case err == nil, errors.Is(err, ErrTransport), errors.Is(err, ErrNotConnected):
+		// healed by reconnect + resync
+	case isIncompatible(err):
+		errs = append(errs, controller.NewPermanentError(err))
+	default:
 		errs = append(errs, err)
 	}
-	d.signal(d.wake)
+	for _, e := range d.incompatible {
+		if err == nil || e.Error() != err.Error() {
+			errs = append(errs, controller.NewPermanentError(e))
+		}
+	}
 	return seq, errors.Join(errs...)
 }
 
-func (d *Driver) setDesiredLocked(k string, v proto.Message) {
-	it := d.items[k]
-	if it == nil {
-		if v == nil {
-			return
+// desireLocked records the committed value of an owned key (nil: not
+// desired). It returns the key's rejection if the value is invalid.
+func (d *Driver) desireLocked(key string, msg proto.Message) *controller.KeyError {
+	it := d.items[key]
+	if msg == nil {
+		if it != nil && it.desired() {
+			d.clearWantLocked(it)
 		}
-		it = &item{key: k}
-		d.items[k] = it
+		return nil
 	}
-	if (it.desired == nil) != (v == nil) || (v != nil && !proto.Equal(it.desired, v)) {
-		it.failed, it.attempts, it.nextRetry = nil, 0, time.Time{}
+	if it != nil && it.msg == msg && it.desired() {
+		// The same message again (values are immutable): nothing to parse.
+		if it.bad != nil {
+			d.stats.invalid.Add(1)
+			return &controller.KeyError{Key: key, Err: it.bad}
+		}
+		return nil
 	}
-	it.desired = v
-	it.inSync = it.applied != nil && v != nil && (it.applied == v || proto.Equal(it.applied, v))
+	v, err := parseChecked(key, msg)
+	if it == nil {
+		it = d.itemLocked(key)
+	}
+	if err != nil {
+		d.stats.invalid.Add(1)
+		d.setBadLocked(it, msg, err)
+		return &controller.KeyError{Key: key, Err: err}
+	}
+	d.setWantLocked(it, msg, v)
+	return nil
+}
+
+// parseChecked validates msg as the value of key (model validation) and
+// parses it into its value. Errors wrap ErrInvalidValue.
+func parseChecked(key string, msg proto.Message) (value, error) {
+	want, err := model.KeyOf(msg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidValue, err)
+	}
+	if want != key {
+		return nil, fmt.Errorf("%w: the value belongs under key %q", ErrInvalidValue, want)
+	}
+	v, err := parseValue(msg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidValue, err)
+	}
+	return v, nil
 }
 
 // Status returns the status of a desired key; ok is false for a key that is
-// not desired.
+// not desired. While VPP is not connected (or not read back since the last
+// connect), a key is never Configured: it is Pending.
 func (d *Driver) Status(key string) (KeyStatus, bool) {
 	d.stMu.Lock()
 	defer d.stMu.Unlock()
 	s, ok := d.statuses[key]
-	if ok {
-		s.PendingOn = slices.Clone(s.PendingOn)
+	if !ok {
+		return s, false
 	}
-	return s, ok
+	return d.offlineLocked(s), true
 }
 
-// Statuses returns the status of every desired key.
+// Statuses returns the status of every desired key (see [Driver.Status]).
 func (d *Driver) Statuses() map[string]KeyStatus {
 	d.stMu.Lock()
 	defer d.stMu.Unlock()
-	return maps.Clone(d.statuses)
+	out := maps.Clone(d.statuses)
+	if !d.online {
+		for k, s := range out {
+			if s.State == StateConfigured {
+				out[k] = d.offlineLocked(s)
+			}
+		}
+	}
+	return out
+}
+
+// offlineLocked returns s as it must be reported: nothing is Configured
+// while VPP's state is unknown. PendingOn is a copy.
+func (d *Driver) offlineLocked(s KeyStatus) KeyStatus {
+	if !d.online && s.State == StateConfigured {
+		s.State = StatePending
+	}
+	s.PendingOn = slices.Clone(s.PendingOn)
+	return s
+}
+
+// Stats returns a snapshot of the driver's state and counters. It does
+// not wait for a pass in progress.
+func (d *Driver) Stats() Stats {
+	d.stMu.Lock()
+	s := Stats{Connected: d.online, Keys: len(d.statuses), Configured: d.counts.configured,
+		Pending: d.counts.pending, Failed: d.counts.failed, Invalid: d.counts.invalid}
+	d.stMu.Unlock()
+	if !s.Connected {
+		s.Pending += s.Configured
+		s.Configured = 0
+	}
+	s.Commits = d.stats.commits.Load()
+	s.InvalidRejected = d.stats.invalid.Load()
+	s.Passes = d.stats.passes.Load()
+	s.Resyncs = d.stats.resyncs.Load()
+	s.Connects = d.stats.connects.Load()
+	s.Requests = d.stats.requests.Load()
+	s.FailedAttempts = d.stats.failures.Load()
+	return s
 }
 
 // Compatibility returns the result of the last compatibility check (nil
 // before the first connect or if VPP has every message the driver uses).
-// Missing VXLAN messages only disable VXLAN tunnels and are included.
+// Missing VXLAN, memif or NAT44-ED messages only disable those keys and
+// are included.
 func (d *Driver) Compatibility() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -317,77 +442,14 @@ func (d *Driver) Compatibility() error {
 }
 
 // Applied returns a copy of what the driver believes VPP holds for the keys
-// it owns.
+// it owns, as canonical model messages.
 func (d *Driver) Applied() map[string]proto.Message {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := map[string]proto.Message{}
 	for k, it := range d.items {
-		if it.applied != nil {
-			out[k] = proto.Clone(it.applied)
-		}
-	}
-	return out
-}
-
-func (d *Driver) nextRetryLocked() time.Time {
-	var next time.Time
-	for _, it := range d.items {
-		if !it.nextRetry.IsZero() && (next.IsZero() || it.nextRetry.Before(next)) {
-			next = it.nextRetry
-		}
-	}
-	return next
-}
-
-func (d *Driver) backoff(attempts int) time.Duration {
-	b := d.cfg.RetryInitial
-	for i := 1; i < attempts && b < d.cfg.RetryMax; i++ {
-		b *= 2
-	}
-	return min(b, d.cfg.RetryMax)
-}
-
-// publishLocked recomputes the statuses of all desired keys.
-func (d *Driver) publishLocked() {
-	d.stMu.Lock()
-	defer d.stMu.Unlock()
-	st := d.statuses
-	for k := range st {
-		if it := d.items[k]; it == nil || it.desired == nil {
-			delete(st, k)
-		}
-	}
-	for k, it := range d.items {
-		if it.desired == nil {
-			continue
-		}
-		s := KeyStatus{Key: k, Attempts: it.attempts, NextRetry: it.nextRetry}
-		switch {
-		case it.inSync:
-			s.State = StateConfigured
-		case it.failed != nil:
-			s.State, s.Err = StateFailed, it.failed
-		case d.cl == nil:
-			s.State = StatePending
-		default:
-			s.State, s.PendingOn = StatePending, d.missingDepsLocked(it)
-		}
-		st[k] = s
-	}
-}
-
-// ready tells whether dependency key is configured as desired.
-func (d *Driver) readyLocked(key string) bool {
-	it := d.items[key]
-	return it != nil && it.inSync
-}
-
-func (d *Driver) missingDepsLocked(it *item) []string {
-	var out []string
-	for _, dep := range dependencies(it.desired) {
-		if !d.readyLocked(dep) {
-			out = append(out, dep)
+		if it.have != nil {
+			out[k] = it.have.message()
 		}
 	}
 	return out
@@ -399,10 +461,4 @@ func (d *Driver) Connected() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.cl != nil
-}
-
-// setApplied records what VPP holds and whether it is the desired value.
-func (it *item) setApplied(v proto.Message) {
-	it.applied = v
-	it.inSync = v != nil && it.desired != nil && (v == it.desired || proto.Equal(v, it.desired))
 }

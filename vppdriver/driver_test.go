@@ -2,9 +2,11 @@ package vppdriver_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -158,76 +160,106 @@ func routeMsg(table uint32, dst string, sw uint32) ip.IPRoute {
 }
 
 // TestParking: a route whose interface and table are missing waits and is
-// applied when they appear; removing the interface parks it again.
+// applied when they appear; removing the interface removes the route from
+// VPP first (checked on the requests VPP receives: the stand-in itself
+// drops routes through a deleted interface) and parks it again.
 func TestParking(t *testing.T) {
 	vpp := vppsim.New(vppsim.Config{})
 	d := startDriver(t, vpp, testCfg())
+	require.Eventually(t, d.Connected, 10*time.Second, time.Millisecond)
 	rt := route(7, "10.5.0.0/16", via("later", "10.0.0.2"))
 	rkey, _ := model.KeyOf(rt)
 	commit(t, d, controller.CommitUpdate, kv(t, rt))
-	require.Eventually(t, func() bool {
-		s, ok := d.Status(rkey)
-		return ok && s.State == vppdriver.StatePending && len(s.PendingOn) == 2
-	}, 10*time.Second, 5*time.Millisecond)
-	s, _ := d.Status(rkey)
+	s, ok := d.Status(rkey)
+	require.True(t, ok)
+	assert.Equal(t, vppdriver.StatePending, s.State)
 	assert.ElementsMatch(t, []string{model.InterfaceKey("later"), model.VrfTableKey(model.VrfTable_IPV4, 7)}, s.PendingOn)
 
 	commit(t, d, controller.CommitUpdate, kv(t, &model.VrfTable{Id: 7}))
 	s, _ = d.Status(rkey)
 	assert.Equal(t, []string{model.InterfaceKey("later")}, s.PendingOn)
 	commit(t, d, controller.CommitUpdate, kv(t, loop("later", true, 0, "10.0.0.1/24")))
+	s, _ = d.Status(rkey)
+	assert.Equal(t, vppdriver.StateConfigured, s.State, "applied in the pass that created the interface")
 	waitConfigured(t, d, 3)
-	_, ok := routeIn(vpp.Snapshot(), 7, "10.5.0.0/16")
+	_, ok = routeIn(vpp.Snapshot(), 7, "10.5.0.0/16")
 	assert.True(t, ok)
+	later, _ := ifaceByTag(vpp.Snapshot(), "vsk:later")
 
+	rec := record(vpp)
 	commit(t, d, controller.CommitUpdate, controller.KeyValuePairs{model.InterfaceKey("later"): nil})
+	assert.Equal(t, []string{"del route 7 10.5.0.0/16", fmt.Sprintf("del loopback %d", later.SwIfIndex)}, writes(rec.take()),
+		"route removed before its interface")
 	s, _ = d.Status(rkey)
 	assert.Equal(t, vppdriver.StatePending, s.State)
+	assert.Equal(t, []string{model.InterfaceKey("later")}, s.PendingOn)
 	_, ok = routeIn(vpp.Snapshot(), 7, "10.5.0.0/16")
-	assert.False(t, ok, "route removed before its interface")
+	assert.False(t, ok)
 }
 
 // TestRetry: a create that fails with a retriable retval is retried with
-// backoff until it succeeds; a permanent failure is not retried.
+// exponential backoff (RetryInitial doubling up to RetryMax, exactly: fake
+// time) until it succeeds; a permanent failure is not retried.
 func TestRetry(t *testing.T) {
-	vpp := vppsim.New(vppsim.Config{})
-	var fails atomic.Int32
-	fails.Store(3)
-	vpp.SetInterceptor(func(req api.Message) (int32, bool) {
-		if _, ok := req.(*interfaces.CreateLoopback); ok && fails.Add(-1) >= 0 {
-			return -1, true // UNSPECIFIED
-		}
-		return 0, false
-	})
-	d := startDriver(t, vpp, testCfg())
-	commit(t, d, controller.CommitUpdate, kv(t, loop("flaky", true, 0)))
-	s, ok := d.Status(model.InterfaceKey("flaky"))
-	require.True(t, ok)
-	if s.State == vppdriver.StateFailed { // the first attempt ran in Commit
-		assert.Equal(t, 1, s.Attempts)
-		assert.False(t, s.NextRetry.IsZero())
-		var ve *vppdriver.VPPError
-		require.ErrorAs(t, s.Err, &ve)
-		assert.Equal(t, "create_loopback", ve.Request)
-	}
-	waitConfigured(t, d, 1)
-	assert.Equal(t, int32(-1), fails.Load())
+	synctest.Test(t, func(t *testing.T) {
+		vpp := vppsim.New(vppsim.Config{})
+		var fails atomic.Int32
+		fails.Store(4)
+		vpp.SetInterceptor(func(req api.Message) (int32, bool) {
+			if _, ok := req.(*interfaces.CreateLoopback); ok && fails.Add(-1) >= 0 {
+				return -1, true // UNSPECIFIED
+			}
+			return 0, false
+		})
+		cfg := testCfg()
+		cfg.RetryInitial, cfg.RetryMax = time.Second, 3*time.Second
+		cfg.HealthInterval = time.Hour
+		d := startDriver(t, vpp, cfg)
+		synctest.Wait()
+		require.True(t, d.Connected())
 
-	// Permanent: a route without a usable value from VPP's point of view.
-	vpp.SetInterceptor(func(req api.Message) (int32, bool) {
-		if _, ok := req.(*ip.IPRouteAddDel); ok {
-			return -7, true // INVALID_VALUE
+		key := model.InterfaceKey("flaky")
+		start := time.Now()
+		commit(t, d, controller.CommitUpdate, kv(t, loop("flaky", true, 0)))
+		// Attempt n fails and schedules attempt n+1 after 1s, 2s, 3s (max).
+		for n, wait := range []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 3 * time.Second} {
+			synctest.Wait()
+			s, ok := d.Status(key)
+			require.True(t, ok)
+			require.Equal(t, vppdriver.StateFailed, s.State, s.String())
+			assert.Equal(t, n+1, s.Attempts)
+			assert.Equal(t, wait, time.Until(s.NextRetry), "attempt %d", n+1)
+			var ve *vppdriver.VPPError
+			require.ErrorAs(t, s.Err, &ve)
+			assert.Equal(t, "create_loopback", ve.Request)
+			time.Sleep(wait)
 		}
-		return 0, false
+		synctest.Wait()
+		s, _ := d.Status(key)
+		require.Equal(t, vppdriver.StateConfigured, s.State, s.String())
+		assert.Equal(t, 9*time.Second, time.Since(start))
+		assert.Equal(t, int32(-1), fails.Load())
+
+		// Permanent: VPP rejects the value.
+		vpp.SetInterceptor(func(req api.Message) (int32, bool) {
+			if _, ok := req.(*ip.IPRouteAddDel); ok {
+				return -7, true // INVALID_VALUE
+			}
+			return 0, false
+		})
+		rt := route(0, "10.7.0.0/16", via("flaky", "10.0.0.9"))
+		rkey, _ := model.KeyOf(rt)
+		commit(t, d, controller.CommitUpdate, kv(t, rt))
+		s, _ = d.Status(rkey)
+		require.Equal(t, vppdriver.StateFailed, s.State, s.String())
+		assert.True(t, s.NextRetry.IsZero())
+		assert.False(t, vppdriver.IsRetriable(s.Err))
+		assert.ErrorIs(t, s.Err, api.INVALID_VALUE)
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		s, _ = d.Status(rkey)
+		assert.Equal(t, 1, s.Attempts, "not retried")
 	})
-	rt := route(0, "10.7.0.0/16", via("flaky", "10.0.0.9"))
-	rkey, _ := model.KeyOf(rt)
-	commit(t, d, controller.CommitUpdate, kv(t, rt))
-	s, _ = d.Status(rkey)
-	require.Equal(t, vppdriver.StateFailed, s.State, s.String())
-	assert.True(t, s.NextRetry.IsZero())
-	assert.False(t, vppdriver.IsRetriable(s.Err))
-	assert.ErrorIs(t, s.Err, api.INVALID_VALUE)
 }
 
 // TestRestartMidBulk: VPP restarts in the middle of a bulk apply; after the
@@ -293,7 +325,9 @@ func TestIncompatibleMessage(t *testing.T) {
 	assert.Len(t, vpp.Snapshot().Interfaces, 1, "only local0")
 }
 
-// TestCommitInvalid rejects bad keys and values with ErrInvalidValue.
+// TestCommitInvalid rejects bad keys and values, each as a
+// controller.KeyError wrapping ErrInvalidValue: the key is Failed with the
+// error, not retried, and counted (no VPP needed).
 func TestCommitInvalid(t *testing.T) {
 	d, err := vppdriver.New(func() adapter.VppAPI { return nil }, vppdriver.Config{})
 	require.NoError(t, err)
@@ -308,14 +342,44 @@ func TestCommitInvalid(t *testing.T) {
 		{"family mismatch", kv0(route(0, "10.0.0.0/8", via("a", "fd00::1")))},
 		{"af_packet without host", kv0(&model.Interface{Name: "p", Type: model.Interface_AF_PACKET})},
 		{"table 0", controller.KeyValuePairs{"vpp/vrf/ipv4/0": &model.VrfTable{}}},
+		{"unknown kind", controller.KeyValuePairs{"vpp/bridge/x": &model.VrfTable{Id: 3}}},
 	}
-	for _, tc := range tests {
+	keys := map[string]bool{}
+	for i, tc := range tests {
+		for k := range tc.values {
+			keys[k] = true
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := d.Commit(context.Background(), &controller.Commit{Kind: controller.CommitUpdate, Values: tc.values})
 			require.ErrorIs(t, err, vppdriver.ErrInvalidValue)
+			require.True(t, controller.IsPermanent(err))
+			kes := controller.KeyErrors(err)
+			require.Len(t, kes, 1)
+			for k := range tc.values {
+				assert.Equal(t, k, kes[0].Key)
+				s, ok := d.Status(k)
+				require.True(t, ok)
+				assert.Equal(t, vppdriver.StateFailed, s.State)
+				assert.ErrorIs(t, s.Err, vppdriver.ErrInvalidValue)
+				assert.Equal(t, 0, s.Attempts)
+				assert.True(t, s.NextRetry.IsZero())
+			}
+			st := d.Stats()
+			assert.Equal(t, uint64(i+1), st.InvalidRejected)
+			assert.Equal(t, len(keys), st.Invalid)
+			assert.Equal(t, len(keys), st.Failed)
+			assert.Equal(t, len(keys), st.Keys)
 		})
 	}
+	// Deleting the keys clears them.
+	del := controller.KeyValuePairs{}
+	for k := range d.Statuses() {
+		del[k] = nil
+	}
+	_, err = d.Commit(context.Background(), &controller.Commit{Kind: controller.CommitUpdate, Values: del})
+	require.NoError(t, err)
 	assert.Empty(t, d.Statuses())
+	assert.Zero(t, d.Stats().Keys)
 }
 
 // kv0 stores m under the key it would have if it were valid.
@@ -373,21 +437,30 @@ func TestCommitCancelled(t *testing.T) {
 	assert.Equal(t, uint64(0), vpp.Stats().Restarts)
 }
 
-// TestResyncWithInvalidValue: an invalid value in a resync is reported and
-// does not delete what the key had.
+// TestResyncWithInvalidValue: an invalid value in a resync is reported for
+// its key, and the key's old object does not stay as if desired.
 func TestResyncWithInvalidValue(t *testing.T) {
 	vpp := vppsim.New(vppsim.Config{})
 	d := startDriver(t, vpp, testCfg())
-	commit(t, d, controller.CommitResync, kv(t, loop("keep", true, 0, "10.0.0.1/24")))
-	waitConfigured(t, d, 1)
+	commit(t, d, controller.CommitResync, kv(t, loop("keep", true, 0, "10.0.0.1/24"), loop("bad", true, 0, "10.0.1.1/24")))
+	waitConfigured(t, d, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	bad := controller.KeyValuePairs{model.InterfaceKey("keep"): loop("keep", true, 0, "not-an-address")}
-	_, err := d.Commit(ctx, &controller.Commit{Kind: controller.CommitResync, Values: bad})
+	values := kv(t, loop("keep", true, 0, "10.0.0.1/24"))
+	values[model.InterfaceKey("bad")] = loop("bad", true, 0, "not-an-address")
+	_, err := d.Commit(ctx, &controller.Commit{Kind: controller.CommitResync, Values: values})
 	require.ErrorIs(t, err, vppdriver.ErrInvalidValue)
-	waitConfigured(t, d, 1)
-	_, ok := ifaceByTag(vpp.Snapshot(), "vsk:keep")
+	require.Len(t, controller.KeyErrors(err), 1)
+	assert.Equal(t, model.InterfaceKey("bad"), controller.KeyErrors(err)[0].Key)
+	s, _ := d.Status(model.InterfaceKey("keep"))
+	assert.Equal(t, vppdriver.StateConfigured, s.State)
+	s, _ = d.Status(model.InterfaceKey("bad"))
+	assert.Equal(t, vppdriver.StateFailed, s.State)
+	snap := vpp.Snapshot()
+	_, ok := ifaceByTag(snap, "vsk:keep")
 	assert.True(t, ok)
+	_, ok = ifaceByTag(snap, "vsk:bad")
+	assert.False(t, ok)
 }
 
 // TestRestartIdle: VPP restarts while the driver is idle; the health probe
@@ -406,4 +479,66 @@ func TestRestartIdle(t *testing.T) {
 		return ok && countTag(s, "vsk:a") == 1
 	}, 10*time.Second, 5*time.Millisecond)
 	assert.Equal(t, want, vpp.Snapshot())
+}
+
+// TestVrfLabelChange: VPP keeps the name a table was created with (a
+// second add with another name changes nothing, see the traces), so a new
+// label re-creates the table and what is in it.
+func TestVrfLabelChange(t *testing.T) {
+	vpp := vppsim.New(vppsim.Config{})
+	d := startDriver(t, vpp, testCfg())
+	state := kv(t, &model.VrfTable{Id: 7, Label: "old"}, loop("a", true, 7, "10.0.0.1/24"), route(7, "10.5.0.0/16", via("a", "10.0.0.2")))
+	commit(t, d, controller.CommitResync, state)
+	waitConfigured(t, d, len(state))
+	commit(t, d, controller.CommitUpdate, kv(t, &model.VrfTable{Id: 7, Label: "new"}))
+	waitConfigured(t, d, len(state))
+	s := vpp.Snapshot()
+	assert.Contains(t, s.Tables, vppsim.Table{ID: 7, Name: "vsk:new"})
+	_, ok := routeIn(s, 7, "10.5.0.0/16")
+	assert.True(t, ok)
+	a, _ := ifaceByTag(s, "vsk:a")
+	assert.Equal(t, uint32(7), a.Vrf)
+
+	before := vpp.Stats().Writes
+	commit(t, d, controller.CommitResync, kv(t, &model.VrfTable{Id: 7, Label: "new"}, loop("a", true, 7, "10.0.0.1/24"),
+		route(7, "10.5.0.0/16", via("a", "10.0.0.2"))))
+	waitConfigured(t, d, len(state))
+	assert.Equal(t, before, vpp.Stats().Writes, "read back as configured")
+}
+
+// TestReplyDeadline: a VPP that stops answering (the connection stays up)
+// is given RequestTimeout per window of replies; then the driver drops the
+// connection, reconnects and applies the state.
+func TestReplyDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		vpp := vppsim.New(vppsim.Config{})
+		var stalls atomic.Int32
+		vpp.SetInterceptor(func(req api.Message) (int32, bool) {
+			if _, ok := req.(*ip.IPRouteAddDel); ok && stalls.Add(1) == 1 {
+				time.Sleep(time.Minute) // VPP busy: the reply comes far too late
+			}
+			return 0, false
+		})
+		cfg := testCfg()
+		cfg.RequestTimeout, cfg.HealthInterval = 3*time.Second, time.Hour
+		d := startDriver(t, vpp, cfg)
+		synctest.Wait()
+		require.True(t, d.Connected())
+
+		start := time.Now()
+		state := kv(t, loop("a", true, 0, "10.0.0.1/24"), route(0, "10.5.0.0/16", via("a", "10.0.0.2")))
+		commit(t, d, controller.CommitUpdate, state) // the transport failure is healed by the driver
+		assert.Equal(t, 3*time.Second, time.Since(start), "the deadline of the stalled window")
+		s, _ := d.Status(model.RouteKey(0, netip.MustParsePrefix("10.5.0.0/16")))
+		assert.NotEqual(t, vppdriver.StateConfigured, s.State)
+
+		time.Sleep(2 * time.Minute) // the stalled reply, the reconnect, the resync
+		synctest.Wait()
+		st := d.Stats()
+		assert.Equal(t, uint64(2), st.Connects)
+		assert.True(t, st.Connected)
+		assert.Equal(t, 2, st.Configured)
+		_, ok := routeIn(vpp.Snapshot(), 0, "10.5.0.0/16")
+		assert.True(t, ok)
+	})
 }

@@ -1,19 +1,18 @@
 package vppdriver
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"time"
 
 	"go.fd.io/govpp/api"
-
-	"github.com/vswitchkit/vswitchkit/vppdriver/model"
 )
 
 // runOps runs the stages of ops: stage n of every op still without error,
 // pipelined together, then stage n+1. It returns only transport errors.
 func (d *Driver) runOps(ctx context.Context, ops []*op) error {
-	calls := make([]call, 0, len(ops))
+	var calls []call
 	for stage := 0; ; stage++ {
 		calls = calls[:0]
 		active := false
@@ -27,9 +26,12 @@ func (d *Driver) runOps(ctx context.Context, ops []*op) error {
 		if !active {
 			return nil
 		}
+		if len(calls) == 0 {
+			continue
+		}
 		for i := range calls {
 			if calls[i].done == nil {
-				calls[i].done = func(api.Message, error) {}
+				calls[i].done = ignoreReply
 			}
 		}
 		if err := d.cl.pipeline(ctx, calls); err != nil {
@@ -39,63 +41,92 @@ func (d *Driver) runOps(ctx context.Context, ops []*op) error {
 	}
 }
 
-// passLocked reconciles the desired state against what the driver knows
-// VPP holds: deletes in reverse dependency order, then creates and updates
-// in dependency order, parking items whose dependencies are not
-// configured. It returns transport errors and ErrIncompatible.
+func ignoreReply(api.Message, error) {}
+
+// passLocked reconciles the keys that need work: the ones changed since the
+// last pass (Driver.dirty: commits, readbacks, dependencies that became
+// configured) and the ones whose retry is due. It deletes, in reverse
+// dependency order, what VPP holds but must not (not desired, to be
+// re-created, half-configured) together with what is applied on top of it
+// (Driver.users), then creates and updates in dependency order what is
+// desired and not yet as desired, parking items whose dependencies are not
+// configured (Driver.waiters) until they are. Its cost is proportional to
+// the keys that changed and their dependents, not to the total state.
+//
+// Invariants:
+//   - a key is deleted only after every key applied on top of it, and
+//     applied only after every key it depends on is configured (kinds are
+//     processed in dependency order: a dependency always has a lower kind);
+//   - an item is either in sync, parked on its missing dependencies,
+//     waiting for a scheduled retry, permanently failed (until its value
+//     changes or VPP reconnects), or queued in Driver.dirty;
+//   - every item whose status may have changed is queued for publication.
+//
+// It returns transport errors, ErrNotConnected and ErrIncompatible.
 func (d *Driver) passLocked(ctx context.Context) error {
 	defer d.publishLocked()
 	if d.cl == nil {
 		return ErrNotConnected
 	}
+	d.stats.passes.Add(1)
 	if d.compatErr != nil {
-		for _, it := range d.items {
-			if it.desired != nil && !it.inSync {
-				it.failed, it.nextRetry = d.compatErr, time.Time{}
+		for _, it := range d.takeDirtyLocked() {
+			if it.want != nil {
+				it.failed = d.compatErr
+				d.markPubLocked(it)
 			}
 		}
 		return d.compatErr
 	}
 	now := time.Now()
+	for len(d.retries) > 0 && !d.retries[0].nextRetry.After(now) {
+		d.markDirtyLocked(heap.Pop(&d.retries).(*item))
+	}
+	d.gen++
+	gen := d.gen
+	var cand [numKinds][]*item
+	addCand := func(it *item) {
+		if it.candGen != gen && it.want != nil {
+			it.candGen = gen
+			cand[it.kind] = append(cand[it.kind], it)
+		}
+	}
 
-	// Removal set: owned objects not desired, needing re-creation, or left
-	// half-done; plus (transitively) whatever is applied on top of them.
-	var byKind [numKinds][]*item
-	remove := map[string]bool{}
-	hasDependents := false // only tables, the NAT plugin and interfaces have dependents
-	for k, it := range d.items {
-		kd := kindOf(k)
-		byKind[kd] = append(byKind[kd], it)
-		if it.applied != nil && (it.desired == nil || it.dirty || (!it.inSync && needsRecreate(it.applied, it.desired))) {
-			remove[k] = true
-			hasDependents = hasDependents || kd == kindVrf || kd == kindNatGlobal || kd == kindInterface
+	// The removal set: what VPP holds but must not, and transitively what
+	// is applied on top of it.
+	work := d.takeDirtyLocked()
+	var rm [numKinds][]*item
+	queue := make([]*item, 0, 4)
+	for _, it := range work {
+		d.markPubLocked(it)
+		addCand(it)
+		if it.have != nil && (it.want == nil || it.half || (!it.inSync && needsRecreate(it.have, it.want))) {
+			it.rmGen = gen
+			queue = append(queue, it)
 		}
 	}
-	for changed := hasDependents; changed; {
-		changed = false
-		for k, it := range d.items {
-			if it.applied == nil || remove[k] {
-				continue
-			}
-			for _, dep := range dependencies(it.applied) {
-				if remove[dep] {
-					remove[k] = true
-					changed = true
-					break
-				}
+	for i := 0; i < len(queue); i++ {
+		it := queue[i]
+		rm[it.kind] = append(rm[it.kind], it)
+		for u := range d.users[it.key] {
+			if u.rmGen != gen && u.have != nil {
+				u.rmGen = gen
+				queue = append(queue, u)
 			}
 		}
 	}
-	for kd := numKinds - 1; kd >= 0 && len(remove) > 0; kd-- {
-		var ops []*op
-		for _, it := range byKind[kd] {
-			if !remove[it.key] {
-				continue
-			}
-			if !it.nextRetry.IsZero() && it.nextRetry.After(now) && it.desired == nil {
+	var ops []*op
+	for kd := numKinds - 1; kd >= 0; kd-- {
+		ops = ops[:0]
+		for _, it := range rm[kd] {
+			d.markPubLocked(it)
+			if it.want == nil && !it.nextRetry.IsZero() && it.nextRetry.After(now) {
 				continue // a failed delete in backoff
 			}
 			ops = append(ops, d.deleteOp(it))
+		}
+		if len(ops) == 0 {
+			continue
 		}
 		if err := d.runOps(ctx, ops); err != nil {
 			return err
@@ -106,34 +137,49 @@ func (d *Driver) passLocked(ctx context.Context) error {
 				d.failLocked(it, o.err, now)
 				continue
 			}
-			it.setApplied(nil)
-			it.created, it.dirty, it.swIfIndex = false, false, 0
-			if it.desired == nil {
-				delete(d.items, it.key)
+			it.created, it.half, it.swIfIndex = false, false, 0
+			d.setHaveLocked(it, nil)
+			if it.want != nil {
+				addCand(it)
+			} else {
+				d.resetFailureLocked(it)
+				d.forgetLocked(it)
 			}
 		}
 	}
 
-	// Creates and updates in dependency order.
+	// Creates and updates in dependency order. Items that a configured
+	// dependency wakes (Driver.dirty) have a higher kind and join the
+	// candidates of this pass.
 	for kd := kind(0); kd < numKinds; kd++ {
-		var ops []*op
-		for _, it := range byKind[kd] {
-			if it.desired == nil || it.dirty {
-				continue
+		for _, it := range d.takeDirtyLocked() {
+			if it.kind >= kd {
+				d.markPubLocked(it)
+				addCand(it)
+			} else {
+				d.markDirtyLocked(it) // the next pass (not expected: dependencies have lower kinds)
 			}
-			if it.inSync {
+		}
+		ops = ops[:0]
+		for _, it := range cand[kd] {
+			if it.want == nil || it.half || it.inSync {
 				continue
 			}
 			if it.failed != nil && (it.nextRetry.IsZero() || it.nextRetry.After(now)) {
 				continue // permanent failure, or still in backoff
 			}
-			if len(d.missingDepsLocked(it)) > 0 {
-				continue // parked until the dependency is configured
+			if missing := d.missingDepsLocked(it); len(missing) > 0 {
+				d.parkLocked(it, missing)
+				continue
 			}
-			if it.applied != nil && needsRecreate(it.applied, it.desired) {
-				continue // delete failed above
+			d.unparkLocked(it)
+			if it.have != nil && needsRecreate(it.have, it.want) {
+				continue // its delete failed above
 			}
 			ops = append(ops, d.putOp(it))
+		}
+		if len(ops) == 0 {
+			continue
 		}
 		if err := d.runOps(ctx, ops); err != nil {
 			return err
@@ -141,63 +187,61 @@ func (d *Driver) passLocked(ctx context.Context) error {
 		for _, o := range ops {
 			it := o.it
 			if o.err != nil {
-				if kindOf(it.key) == kindInterface && it.created {
+				if it.kind == kindInterface && it.created {
 					// Half-configured: delete and create again on retry.
-					it.dirty = true
-					if it.applied == nil {
-						it.applied = it.desired
+					it.half = true
+					if it.have == nil {
+						d.setHaveLocked(it, it.want)
+					} else {
+						d.syncLocked(it)
 					}
-					it.inSync = false
 				}
 				d.failLocked(it, o.err, now)
 				continue
 			}
-			it.setApplied(it.desired)
-			it.failed, it.attempts, it.nextRetry = nil, 0, time.Time{}
+			d.setHaveLocked(it, it.want) // in sync: wakes what waits for it
 		}
 	}
 	return nil
 }
 
-func (d *Driver) failLocked(it *item, err error, now time.Time) {
-	it.attempts++
-	it.failed = err
-	it.nextRetry = time.Time{}
-	if IsRetriable(err) {
-		it.nextRetry = now.Add(d.backoff(it.attempts))
+// takeDirtyLocked returns the queued items and empties the queue.
+func (d *Driver) takeDirtyLocked() []*item {
+	out := d.dirty
+	d.dirty = nil
+	for _, it := range out {
+		it.queued = false
 	}
-	d.cfg.Logger.Debug("vppdriver: apply failed", "key", it.key, "attempt", it.attempts, "err", err)
+	return out
 }
 
 func (d *Driver) deleteOp(it *item) *op {
-	if isNatModel(it.applied) {
-		return d.natDelete(it)
-	}
-	switch v := it.applied.(type) {
-	case *model.Interface:
+	switch v := it.have.(type) {
+	case *ifaceVal:
 		return d.ifaceDelete(it, v)
-	case *model.VrfTable:
+	case *vrfVal:
 		return d.vrfDelete(it, v)
-	case *model.Route:
+	case *routeVal:
 		return d.routeDelete(it, v)
 	}
-	return &op{it: it, err: errors.New("unknown applied value")}
+	return d.natDelete(it)
 }
 
 func (d *Driver) putOp(it *item) *op {
-	if isNatModel(it.desired) {
-		return d.natPut(it)
-	}
-	switch v := it.desired.(type) {
-	case *model.Interface:
-		if old, ok := it.applied.(*model.Interface); ok && it.created {
+	switch v := it.want.(type) {
+	case *ifaceVal:
+		if old, ok := it.have.(*ifaceVal); ok && it.created {
 			return d.ifaceUpdate(it, old, v)
 		}
 		return d.ifaceCreate(it, v)
-	case *model.VrfTable:
+	case *vrfVal:
 		return d.vrfPut(it, v)
-	case *model.Route:
+	case *routeVal:
 		return d.routePut(it, v)
 	}
-	return &op{it: it, err: errors.New("unknown desired value")}
+	return d.natPut(it)
 }
+
+func isIncompatible(err error) bool { return errors.Is(err, ErrIncompatible) }
+
+func isInvalid(err error) bool { return errors.Is(err, ErrInvalidValue) }

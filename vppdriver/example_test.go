@@ -85,3 +85,51 @@ func allConfigured(d *vppdriver.Driver) bool {
 	}
 	return len(st) > 0
 }
+
+// ExampleDriver_Commit commits a valid value, an invalid one (an address
+// that does not parse, as external configuration may hold) and a key that
+// belongs to someone else: the valid key is applied, the invalid one is
+// rejected for itself alone (a permanent per-key error, not retried), the
+// foreign key is ignored.
+func ExampleDriver_Commit() {
+	vpp := vppsim.New(vppsim.Config{})
+	d, err := vppdriver.New(func() adapter.VppAPI { return vpp.NewAdapter() }, vppdriver.Config{})
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- d.Run(ctx) }()
+	for !d.Connected() {
+		time.Sleep(time.Millisecond)
+	}
+
+	values := controller.KeyValuePairs{
+		model.InterfaceKey("uplink"): &model.Interface{Name: "uplink", Type: model.Interface_LOOPBACK, Enabled: true,
+			IpAddresses: []string{"192.168.16.5/24"}},
+		model.InterfaceKey("pods"): &model.Interface{Name: "pods", Type: model.Interface_LOOPBACK,
+			IpAddresses: []string{"10.1.1.300/24"}},
+		"myhandler/bookkeeping": &model.VrfTable{Id: 1}, // not under "vpp/": not the driver's
+	}
+	_, err = d.Commit(ctx, &controller.Commit{Kind: controller.CommitUpdate, Values: values})
+	for _, ke := range controller.KeyErrors(err) {
+		fmt.Println("rejected:", ke.Key)
+	}
+	fmt.Println("permanent:", controller.IsPermanent(err))
+	for _, k := range []string{model.InterfaceKey("uplink"), model.InterfaceKey("pods")} {
+		s, _ := d.Status(k)
+		fmt.Println(k, s.State)
+	}
+	st := d.Stats()
+	fmt.Printf("keys=%d configured=%d failed=%d invalid=%d rejected=%d\n",
+		st.Keys, st.Configured, st.Failed, st.Invalid, st.InvalidRejected)
+	cancel()
+	fmt.Println("Run:", <-done)
+	// Output:
+	// rejected: vpp/interface/pods
+	// permanent: true
+	// vpp/interface/uplink configured
+	// vpp/interface/pods failed
+	// keys=2 configured=1 failed=1 invalid=1 rejected=1
+	// Run: <nil>
+}

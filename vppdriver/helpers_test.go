@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,4 +138,21 @@ func pfxs(ss ...string) []netip.Prefix {
 		out = append(out, netip.MustParsePrefix(s))
 	}
 	return out
+}
+
+type atomicBool = atomic.Bool
+
+// runDriver runs d until the test ends.
+func runDriver(t testing.TB, d *vppdriver.Driver) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := d.Run(ctx); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); wg.Wait() })
 }

@@ -2,8 +2,16 @@ package vppdriver_test
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
+	"net/netip"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,35 +19,134 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.fd.io/govpp/adapter"
 	"go.fd.io/govpp/adapter/socketclient"
+	"go.fd.io/govpp/api"
+	interfaces "go.fd.io/govpp/binapi/interface"
 	"go.fd.io/govpp/binapi/interface_types"
 	"go.fd.io/govpp/binapi/memclnt"
+	"go.fd.io/govpp/binapi/nat44_ed"
 	"go.fd.io/govpp/core"
-
-	interfaces "go.fd.io/govpp/binapi/interface"
 
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/vppdriver"
 	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppdrivertest"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
 
-// TestIntegrationRealVPP runs the apply / change / resync scenario against
-// a real VPP whose binary-API socket is named by VPP_API_SOCKET. It uses
-// its own tag prefix and removes what it created.
-func TestIntegrationRealVPP(t *testing.T) {
-	sock := os.Getenv("VPP_API_SOCKET")
-	if sock == "" {
-		t.Skip("VPP_API_SOCKET is not set: start VPP (e.g. `vpp unix { cli-listen /run/vpp/cli.sock } socksvr { socket-name /run/vpp/api.sock }`) and set VPP_API_SOCKET=/run/vpp/api.sock to run this test against it")
-	}
+// Tests against a real VPP: see package vppdrivertest for the environment
+// (VPP_SH, VPP_API_SOCKET); without it they skip.
+
+// realDriver runs a driver against the VPP at sock until the test ends. It
+// uses its own tag prefix, so that it owns nothing another user of a shared
+// VPP made. The returned recorder sees the requests the driver sends.
+func realDriver(t *testing.T, sock string) (*vppdriver.Driver, *sentRecorder) {
+	t.Helper()
 	cfg := testCfg()
 	cfg.TagPrefix = "vsk-it:"
-	d, err := vppdriver.New(func() adapter.VppAPI { return socketclient.NewVppClient(sock) }, cfg)
+	rec := &sentRecorder{}
+	d, err := vppdriver.New(func() adapter.VppAPI {
+		return &recordingAdapter{VppAPI: socketclient.NewVppClient(sock), rec: rec}
+	}, cfg)
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	defer func() { cancel(); require.NoError(t, <-done) }()
+	runDriver(t, d)
 	require.Eventually(t, d.Connected, 15*time.Second, 10*time.Millisecond)
 	require.NoError(t, d.Compatibility())
+	return d, rec
+}
+
+// sentRecorder records the names of the requests sent to VPP.
+type sentRecorder struct {
+	mu   sync.Mutex
+	sent []string
+}
+
+// take returns the requests recorded since the last call.
+func (r *sentRecorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.sent
+	r.sent = nil
+	return out
+}
+
+// recordingAdapter is a GoVPP adapter that records the name of every
+// request it sends (the messages the stand-in knows).
+type recordingAdapter struct {
+	adapter.VppAPI
+	rec   *sentRecorder
+	names map[uint16]string // message ID -> name; set on the first send
+}
+
+func (a *recordingAdapter) SendMsg(context uint32, data []byte) error {
+	if a.names == nil {
+		a.names = map[uint16]string{}
+		for _, m := range vppsim.SupportedMessages() {
+			if id, err := a.GetMsgID(m.GetMessageName(), m.GetCrcString()); err == nil {
+				a.names[id] = m.GetMessageName()
+			}
+		}
+	}
+	if len(data) >= 2 {
+		name, ok := a.names[binary.BigEndian.Uint16(data)]
+		if !ok {
+			name = fmt.Sprintf("message %d", binary.BigEndian.Uint16(data))
+		}
+		a.rec.mu.Lock()
+		a.rec.sent = append(a.rec.sent, name)
+		a.rec.mu.Unlock()
+	}
+	return a.VppAPI.SendMsg(context, data)
+}
+
+// realWrites filters request names down to the ones that change VPP.
+func realWrites(names []string) []string {
+	return slices.DeleteFunc(names, func(n string) bool {
+		return strings.HasSuffix(n, "_dump") || n == "control_ping" || n == "sw_interface_get_table" ||
+			n == "nat44_show_running_config"
+	})
+}
+
+// realDump runs one dump over a separate connection to the VPP at sock.
+func realDump(t *testing.T, sock string, req api.Message) []api.Message {
+	t.Helper()
+	conn, err := core.Connect(socketclient.NewVppClient(sock))
+	require.NoError(t, err)
+	defer conn.Disconnect()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := conn.NewStream(ctx, core.WithReplySize(1024))
+	require.NoError(t, err)
+	defer func() { _ = st.Close() }()
+	require.NoError(t, st.SendMsg(req))
+	require.NoError(t, st.SendMsg(&memclnt.ControlPing{}))
+	var out []api.Message
+	for {
+		m, err := st.RecvMsg()
+		require.NoError(t, err)
+		if _, ok := m.(*memclnt.ControlPingReply); ok {
+			return out
+		}
+		out = append(out, m)
+	}
+}
+
+// ownedTags lists the interface tags with the prefix.
+func ownedTags(t *testing.T, sock, prefix string) []string {
+	t.Helper()
+	var tags []string
+	for _, m := range realDump(t, sock, &interfaces.SwInterfaceDump{SwIfIndex: interface_types.InterfaceIndex(^uint32(0))}) {
+		if d := m.(*interfaces.SwInterfaceDetails); strings.HasPrefix(d.Tag, prefix) {
+			tags = append(tags, d.Tag)
+		}
+	}
+	return tags
+}
+
+// TestIntegrationRealVPP runs the apply / change / resync scenario against
+// a real VPP and removes what it created.
+func TestIntegrationRealVPP(t *testing.T) {
+	sock := vppdrivertest.RealVPPSocket(t)
+	d, _ := realDriver(t, sock)
 
 	state := kv(t,
 		&model.VrfTable{Id: 4242, Label: "it"},
@@ -50,7 +157,7 @@ func TestIntegrationRealVPP(t *testing.T) {
 	)
 	commit(t, d, controller.CommitResync, state)
 	waitConfigured(t, d, len(state))
-	assert.ElementsMatch(t, []string{"vsk-it:it-up", "vsk-it:it-vrf"}, ownedTags(t, sock, cfg.TagPrefix))
+	assert.ElementsMatch(t, []string{"vsk-it:it-up", "vsk-it:it-vrf"}, ownedTags(t, sock, "vsk-it:"))
 
 	// Change, then resync to a smaller state, then to nothing (cleanup).
 	commit(t, d, controller.CommitUpdate, kv(t, loop("it-up", false, 0, "192.0.2.9/24"),
@@ -59,33 +166,174 @@ func TestIntegrationRealVPP(t *testing.T) {
 	small := kv(t, loop("it-up", true, 0, "192.0.2.1/24"))
 	commit(t, d, controller.CommitResync, small)
 	waitConfigured(t, d, 1)
-	assert.Equal(t, []string{"vsk-it:it-up"}, ownedTags(t, sock, cfg.TagPrefix))
+	assert.Equal(t, []string{"vsk-it:it-up"}, ownedTags(t, sock, "vsk-it:"))
 	commit(t, d, controller.CommitResync, controller.KeyValuePairs{})
-	assert.Empty(t, ownedTags(t, sock, cfg.TagPrefix))
+	assert.Empty(t, ownedTags(t, sock, "vsk-it:"))
 }
 
-// ownedTags lists the tags with the prefix, read over a separate connection.
-func ownedTags(t *testing.T, sock, prefix string) []string {
-	t.Helper()
-	conn, err := core.Connect(socketclient.NewVppClient(sock))
-	require.NoError(t, err)
-	defer conn.Disconnect()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	st, err := conn.NewStream(ctx, core.WithReplySize(1024))
-	require.NoError(t, err)
-	defer func() { _ = st.Close() }()
-	require.NoError(t, st.SendMsg(&interfaces.SwInterfaceDump{SwIfIndex: interface_types.InterfaceIndex(^uint32(0))}))
-	require.NoError(t, st.SendMsg(&memclnt.ControlPing{}))
-	var tags []string
-	for {
-		m, err := st.RecvMsg()
-		require.NoError(t, err)
-		if _, ok := m.(*memclnt.ControlPingReply); ok {
-			return tags
-		}
-		if d, ok := m.(*interfaces.SwInterfaceDetails); ok && strings.HasPrefix(d.Tag, prefix) {
-			tags = append(tags, d.Tag)
-		}
+// TestRealVPPStatusWhileDown: while a real VPP is down (stopped, then
+// started again: a restart with a slow start), no key is reported
+// configured; after the restart the driver reconnects, reads the empty VPP
+// back and applies everything again.
+func TestRealVPPStatusWhileDown(t *testing.T) {
+	vpp := vppdrivertest.StartRealVPP(t)
+	d, _ := realDriver(t, vpp.APISocket())
+	state := kv(t,
+		&model.VrfTable{Id: 7},
+		loop("a", true, 7, "10.0.0.1/24"),
+		route(7, "10.8.0.0/16", via("a", "10.0.0.2")),
+	)
+	commit(t, d, controller.CommitResync, state)
+	waitConfigured(t, d, len(state))
+
+	vpp.Stop()
+	require.Eventually(t, func() bool { return !d.Connected() }, 15*time.Second, 10*time.Millisecond)
+	st := d.Statuses()
+	require.Len(t, st, len(state))
+	for k, s := range st {
+		assert.Equal(t, vppdriver.StatePending, s.State, "%s: %v", k, s)
+		s1, _ := d.Status(k)
+		assert.Equal(t, vppdriver.StatePending, s1.State, "%s: %v", k, s1)
 	}
+	stats := d.Stats()
+	assert.False(t, stats.Connected)
+	assert.Zero(t, stats.Configured)
+	assert.Equal(t, len(state), stats.Pending)
+
+	vpp.Start()
+	waitConfigured(t, d, len(state))
+	assert.Equal(t, []string{"vsk-it:a"}, ownedTags(t, vpp.APISocket(), "vsk-it:"))
+	assert.Contains(t, vpp.CLI("show", "ip", "fib", "table", "7"), "10.8.0.0/16")
+	assert.True(t, d.Stats().Connected)
+	assert.GreaterOrEqual(t, d.Stats().Connects, uint64(2))
+}
+
+// TestRealVPPNat44: NAT44-ED with a load-balanced mapping whose backends
+// change in place, an identity mapping on an interface, an invalid value
+// next to valid ones, and a VRF label change, against a real VPP.
+func TestRealVPPNat44(t *testing.T) {
+	vpp := vppdrivertest.StartRealVPP(t)
+	sock := vpp.APISocket()
+	d, sent := realDriver(t, sock)
+	lb := func(backends ...string) *model.Nat44LbStaticMapping {
+		m := &model.Nat44LbStaticMapping{Protocol: model.Nat44Protocol_TCP, ExternalIp: "192.0.2.30", ExternalPort: 80,
+			Out2InOnly: true, Affinity: 300}
+		for _, b := range backends {
+			m.Backends = append(m.Backends, &model.Nat44Backend{Ip: b, Port: 8080, Probability: 50})
+		}
+		return m
+	}
+	state := kv(t,
+		&model.VrfTable{Id: 5, Label: "old"},
+		loop("uplink", true, 0, "192.0.2.1/24"),
+		loop("pods", true, 5, "10.1.1.1/24"),
+		&model.Nat44Global{},
+		&model.Nat44Interface{Interface: "uplink", Outside: true},
+		&model.Nat44Interface{Interface: "pods", Inside: true},
+		&model.Nat44IdentityMapping{Protocol: model.Nat44Protocol_UDP, Interface: "uplink", Port: 4789},
+		lb("10.1.1.11", "10.1.1.12"),
+	)
+	values := controller.KeyValuePairs{}
+	for k, v := range state {
+		values[k] = v
+	}
+	values[model.RouteKey(0, netip.MustParsePrefix("10.9.0.0/16"))] = route(0, "10.9.0.0/16", via("uplink", "10.9.0.300"))
+	err := commitErr(t, d, controller.CommitResync, values)
+	require.Len(t, controller.KeyErrors(err), 1, "%v", err)
+	waitState(t, d, len(state), 1)
+
+	backends := func() []string {
+		var out []string
+		for _, m := range realDump(t, sock, &nat44_ed.Nat44LbStaticMappingDump{}) {
+			for _, l := range m.(*nat44_ed.Nat44LbStaticMappingDetails).Locals {
+				out = append(out, netip.AddrPortFrom(netip.AddrFrom4(l.Addr), l.Port).String())
+			}
+		}
+		return out
+	}
+	assert.ElementsMatch(t, []string{"10.1.1.11:8080", "10.1.1.12:8080"}, backends())
+	commit(t, d, controller.CommitUpdate, kv(t, lb("10.1.1.12", "10.1.1.13")))
+	waitState(t, d, len(state), 1)
+	assert.ElementsMatch(t, []string{"10.1.1.12:8080", "10.1.1.13:8080"}, backends())
+
+	// A resync of the same state reads everything back as it is: VPP's
+	// answers match the driver's view of every object, nothing is written.
+	values[model.Nat44LbStaticMappingKey(model.Nat44Protocol_TCP, netip.MustParseAddr("192.0.2.30"), 80)] = lb("10.1.1.12", "10.1.1.13")
+	sent.take()
+	_ = commitErr(t, d, controller.CommitResync, values)
+	waitState(t, d, len(state), 1)
+	assert.Empty(t, realWrites(sent.take()))
+
+	commit(t, d, controller.CommitUpdate, kv(t, &model.VrfTable{Id: 5, Label: "new"}))
+	waitState(t, d, len(state), 1)
+	assert.Contains(t, vpp.CLI("show", "ip", "table"), "vsk-it:new")
+
+	commit(t, d, controller.CommitResync, controller.KeyValuePairs{})
+	waitConfigured(t, d, 0)
+	assert.Empty(t, ownedTags(t, sock, "vsk-it:"))
+	assert.Empty(t, realDump(t, sock, &nat44_ed.Nat44LbStaticMappingDump{}))
+}
+
+// waitState waits until configured keys are configured and failed ones
+// failed (no key pending).
+func waitState(t *testing.T, d *vppdriver.Driver, configured, failed int) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		n := map[vppdriver.State]int{}
+		for _, s := range d.Statuses() {
+			n[s.State]++
+		}
+		require.Equal(c, configured, n[vppdriver.StateConfigured])
+		require.Equal(c, failed, n[vppdriver.StateFailed])
+		require.Zero(c, n[vppdriver.StatePending])
+	}, 20*time.Second, 5*time.Millisecond)
+}
+
+// TestRealVPPHostInterfaces: af_packet on a veth pair the test makes (the
+// peer in a network namespace of its own) and memif interfaces, against a
+// real VPP: applied, read back unchanged by a resync, re-created on a
+// change of a creation-time field, removed.
+func TestRealVPPHostInterfaces(t *testing.T) {
+	vpp := vppdrivertest.StartRealVPP(t)
+	sock := vpp.APISocket()
+	host, peer, ns := "vskit"+strconv.Itoa(os.Getpid()%100000), "vskip"+strconv.Itoa(os.Getpid()%100000), "vsk-it-"+strconv.Itoa(os.Getpid())
+	ipCmd(t, "netns", "add", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	ipCmd(t, "link", "add", host, "type", "veth", "peer", "name", peer, "netns", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", host).Run() })
+	ipCmd(t, "link", "set", host, "up")
+
+	d, sent := realDriver(t, sock)
+	memifSock := filepath.Join(vpp.Dir(), "memif-it.sock")
+	state := kv(t,
+		&model.Interface{Name: "pod1", Type: model.Interface_AF_PACKET, Enabled: true, MacAddress: "02:00:00:00:10:01",
+			AfPacket: &model.AfPacketLink{HostIfName: host}, IpAddresses: []string{"10.1.5.1/24"}},
+		memifIf("m1", true, 1, memifSock, 0),
+		memifIf("m2", true, 2, memifSock, 2048),
+		memifIf("m3", false, 1, filepath.Join(vpp.Dir(), "memif-it-slave.sock"), 0),
+		route(0, "10.2.0.0/16", via("pod1", "10.1.5.2")),
+	)
+	commit(t, d, controller.CommitResync, state)
+	waitConfigured(t, d, len(state))
+	assert.ElementsMatch(t, []string{"vsk-it:pod1", "vsk-it:m1", "vsk-it:m2", "vsk-it:m3"}, ownedTags(t, sock, "vsk-it:"))
+	assert.Contains(t, vpp.CLI("show", "interface", "addr"), "10.1.5.1/24")
+
+	sent.take()
+	commit(t, d, controller.CommitResync, state)
+	waitConfigured(t, d, len(state))
+	assert.Empty(t, realWrites(sent.take()), "read back unchanged")
+
+	commit(t, d, controller.CommitUpdate, kv(t, memifIf("m1", true, 1, memifSock, 4096)))
+	waitConfigured(t, d, len(state))
+	assert.Subset(t, realWrites(sent.take()), []string{"memif_delete", "memif_create_v2"})
+
+	commit(t, d, controller.CommitResync, controller.KeyValuePairs{})
+	waitConfigured(t, d, 0)
+	assert.Empty(t, ownedTags(t, sock, "vsk-it:"))
+}
+
+func ipCmd(t *testing.T, args ...string) {
+	t.Helper()
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	require.NoError(t, err, "ip %v: %s", args, out)
 }

@@ -1,16 +1,13 @@
 package vppdriver
 
 import (
-	"cmp"
-	"net/netip"
+	"fmt"
 	"slices"
-	"strings"
 
 	"go.fd.io/govpp/api"
 	"go.fd.io/govpp/binapi/interface_types"
 	"go.fd.io/govpp/binapi/nat44_ed"
 	"go.fd.io/govpp/binapi/nat_types"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/vswitchkit/vswitchkit/vppdriver/model"
 )
@@ -42,86 +39,27 @@ const (
 	natDefaultSessions = 64512
 )
 
-func isNatKey(key string) bool { return strings.HasPrefix(key, model.Nat44KeyPrefix) }
-
-func ip4(s string) [4]byte { return netip.MustParseAddr(s).As4() }
-
-func natFlags(out2in, twice, selfTwice bool) nat_types.NatConfigFlags {
-	var f nat_types.NatConfigFlags
-	if out2in {
-		f |= nat_types.NAT_IS_OUT2IN_ONLY
+func natFlags(f natFlagsVal) nat_types.NatConfigFlags {
+	var out nat_types.NatConfigFlags
+	if f.out2in {
+		out |= nat_types.NAT_IS_OUT2IN_ONLY
 	}
-	if twice {
-		f |= nat_types.NAT_IS_TWICE_NAT
+	if f.twice {
+		out |= nat_types.NAT_IS_TWICE_NAT
 	}
-	if selfTwice {
-		f |= nat_types.NAT_IS_SELF_TWICE_NAT
+	if f.selfTwice {
+		out |= nat_types.NAT_IS_SELF_TWICE_NAT
 	}
-	return f
+	return out
 }
 
-func normalizeNat(v proto.Message) proto.Message {
-	c := proto.Clone(v)
-	switch m := c.(type) {
-	case *model.Nat44Global:
-		if m.Sessions == 0 {
-			m.Sessions = natDefaultSessions
-		}
-	case *model.Nat44AddressPool:
-		if m.LastIp == "" {
-			m.LastIp = m.FirstIp
-		}
-		m.FirstIp = netip.MustParseAddr(m.FirstIp).String()
-		m.LastIp = netip.MustParseAddr(m.LastIp).String()
-	case *model.Nat44StaticMapping:
-		m.LocalIp = netip.MustParseAddr(m.LocalIp).String()
-		m.ExternalIp = netip.MustParseAddr(m.ExternalIp).String()
-	case *model.Nat44IdentityMapping:
-		if m.Ip != "" {
-			m.Ip = netip.MustParseAddr(m.Ip).String()
-		}
-	case *model.Nat44LbStaticMapping:
-		m.ExternalIp = netip.MustParseAddr(m.ExternalIp).String()
-		for _, b := range m.Backends {
-			b.Ip = netip.MustParseAddr(b.Ip).String()
-		}
-		slices.SortFunc(m.Backends, func(a, b *model.Nat44Backend) int {
-			return cmp.Or(netip.MustParseAddr(a.Ip).Compare(netip.MustParseAddr(b.Ip)), cmp.Compare(a.Port, b.Port))
-		})
+// swIfIndexOf returns the sw_if_index of the interface with key ifKey
+// (~0 if the driver does not know it).
+func (d *Driver) swIfIndexOf(ifKey string) interface_types.InterfaceIndex {
+	if dep := d.items[ifKey]; dep != nil && dep.created {
+		return interface_types.InterfaceIndex(dep.swIfIndex)
 	}
-	return c
-}
-
-func natDependencies(v proto.Message) []string {
-	deps := []string{model.Nat44GlobalKey}
-	switch m := v.(type) {
-	case *model.Nat44Global:
-		return nil
-	case *model.Nat44Interface:
-		deps = append(deps, model.InterfaceKey(m.Interface))
-	case *model.Nat44IdentityMapping:
-		if m.Interface != "" {
-			deps = append(deps, model.InterfaceKey(m.Interface))
-		}
-	}
-	return deps
-}
-
-// natNeedsRecreate: NAT objects other than interface features and LB
-// backends cannot be changed in place. A change of Nat44Global means
-// disable + enable, which wipes all NAT configuration (its dependents are
-// re-applied).
-func natNeedsRecreate(old, new proto.Message) bool {
-	switch o := old.(type) {
-	case *model.Nat44Interface:
-		return false
-	case *model.Nat44LbStaticMapping:
-		n := new.(*model.Nat44LbStaticMapping)
-		oc, nc := proto.Clone(o).(*model.Nat44LbStaticMapping), proto.Clone(n).(*model.Nat44LbStaticMapping)
-		oc.Backends, nc.Backends = nil, nil
-		return !proto.Equal(oc, nc)
-	}
-	return !proto.Equal(old, new)
+	return interface_types.InterfaceIndex(noIndex)
 }
 
 func (d *Driver) natPut(it *item) *op {
@@ -131,20 +69,23 @@ func (d *Driver) natPut(it *item) *op {
 		return o
 	}
 	tag := d.cfg.TagPrefix
-	switch m := it.desired.(type) {
-	case *model.Nat44Global:
+	switch m := it.want.(type) {
+	case *natGlobalVal:
 		o.stages = append(o.stages, func() []call {
-			return []call{{req: &nat44_ed.Nat44EdPluginEnableDisable{Enable: true, Sessions: m.Sessions}, done: o.expect(rvNatEnabled)}}
+			return []call{{req: &nat44_ed.Nat44EdPluginEnableDisable{Enable: true, Sessions: m.sessions}, done: o.expect(rvNatEnabled)}}
 		})
-	case *model.Nat44Interface:
-		old, _ := it.applied.(*model.Nat44Interface)
+	case *natIfaceVal:
+		old, _ := it.have.(*natIfaceVal)
+		if old == nil {
+			old = &natIfaceVal{}
+		}
 		o.stages = append(o.stages, func() []call {
-			sw := interface_types.InterfaceIndex(d.items[model.InterfaceKey(m.Interface)].swIfIndex)
+			sw := d.swIfIndexOf(m.ifKey())
 			var cs []call
-			if m.Inside && !old.GetInside() {
+			if m.inside && !old.inside {
 				cs = append(cs, call{req: &nat44_ed.Nat44InterfaceAddDelFeature{IsAdd: true, Flags: nat_types.NAT_IS_INSIDE, SwIfIndex: sw}, done: o.expect()})
 			}
-			if m.Outside && !old.GetOutside() {
+			if m.outside && !old.outside {
 				cs = append(cs, call{req: &nat44_ed.Nat44InterfaceAddDelFeature{IsAdd: true, Flags: nat_types.NAT_IS_OUTSIDE, SwIfIndex: sw}, done: o.expect()})
 			}
 			return cs
@@ -153,44 +94,34 @@ func (d *Driver) natPut(it *item) *op {
 		// deletes an interface entirely when asked to remove a feature it
 		// lacks, so only features that are set are removed.
 		o.stages = append(o.stages, func() []call {
-			sw := interface_types.InterfaceIndex(d.items[model.InterfaceKey(m.Interface)].swIfIndex)
+			sw := d.swIfIndexOf(m.ifKey())
 			var cs []call
-			if old.GetInside() && !m.Inside {
+			if old.inside && !m.inside {
 				cs = append(cs, call{req: &nat44_ed.Nat44InterfaceAddDelFeature{Flags: nat_types.NAT_IS_INSIDE, SwIfIndex: sw}, done: o.expect(rvNoSuchEntry)})
 			}
-			if old.GetOutside() && !m.Outside {
+			if old.outside && !m.outside {
 				cs = append(cs, call{req: &nat44_ed.Nat44InterfaceAddDelFeature{Flags: nat_types.NAT_IS_OUTSIDE, SwIfIndex: sw}, done: o.expect(rvNoSuchEntry)})
 			}
 			return cs
 		})
-	case *model.Nat44AddressPool:
+	case *poolVal:
 		o.stages = append(o.stages, func() []call { return []call{{req: poolMsg(m, true), done: o.expect()}} })
-	case *model.Nat44StaticMapping:
+	case *staticVal:
 		o.stages = append(o.stages, func() []call { return []call{{req: staticMsg(m, true, tag), done: o.expect()}} })
-	case *model.Nat44IdentityMapping:
+	case *identityVal:
 		o.stages = append(o.stages, func() []call { return []call{{req: d.identityMsg(m, true, tag), done: o.expect()}} })
-	case *model.Nat44LbStaticMapping:
-		old, _ := it.applied.(*model.Nat44LbStaticMapping)
+	case *lbVal:
+		old, _ := it.have.(*lbVal)
 		if old == nil {
 			o.stages = append(o.stages, func() []call { return []call{{req: lbMsg(m, true, tag), done: o.expect()}} })
 			break
 		}
 		// Backends only: add the new ones, then remove the old ones, then
 		// add back the changed ones (VPP needs >= 2 backends throughout).
-		key := func(b *model.Nat44Backend) netip.AddrPort {
-			return netip.AddrPortFrom(netip.MustParseAddr(b.Ip), uint16(b.Port))
-		}
-		oldBy := map[netip.AddrPort]*model.Nat44Backend{}
-		for _, b := range old.Backends {
-			oldBy[key(b)] = b
-		}
-		newBy := map[netip.AddrPort]*model.Nat44Backend{}
-		for _, b := range m.Backends {
-			newBy[key(b)] = b
-		}
-		local := func(b *model.Nat44Backend, add bool) call {
-			c := call{req: &nat44_ed.Nat44LbStaticMappingAddDelLocal{IsAdd: add, ExternalAddr: ip4(m.ExternalIp),
-				ExternalPort: uint16(m.ExternalPort), Protocol: uint8(m.Protocol), Local: lbLocal(b)}}
+		// Both lists are sorted by address and port.
+		local := func(b backendVal, add bool) call {
+			c := call{req: &nat44_ed.Nat44LbStaticMappingAddDelLocal{IsAdd: add, ExternalAddr: m.ext.As4(),
+				ExternalPort: m.port, Protocol: uint8(m.proto), Local: lbLocal(b)}}
 			if add {
 				c.done = o.expect()
 			} else {
@@ -198,31 +129,40 @@ func (d *Driver) natPut(it *item) *op {
 			}
 			return c
 		}
+		find := func(bs []backendVal, b backendVal) (backendVal, bool) {
+			i, ok := slices.BinarySearchFunc(bs, b, cmpBackend)
+			if !ok {
+				return backendVal{}, false
+			}
+			return bs[i], true
+		}
 		o.stages = append(o.stages, func() []call {
 			var cs []call
-			for _, b := range m.Backends {
-				if oldBy[key(b)] == nil {
+			for _, b := range m.backends {
+				if _, ok := find(old.backends, b); !ok {
 					cs = append(cs, local(b, true))
 				}
 			}
 			return cs
 		}, func() []call {
 			var cs []call
-			for _, b := range old.Backends {
-				if n := newBy[key(b)]; n == nil || !proto.Equal(n, b) {
+			for _, b := range old.backends {
+				if n, ok := find(m.backends, b); !ok || n != b {
 					cs = append(cs, local(b, false))
 				}
 			}
 			return cs
 		}, func() []call {
 			var cs []call
-			for _, b := range m.Backends {
-				if ob := oldBy[key(b)]; ob != nil && !proto.Equal(ob, b) {
+			for _, b := range m.backends {
+				if ob, ok := find(old.backends, b); ok && ob != b {
 					cs = append(cs, local(b, true))
 				}
 			}
 			return cs
 		})
+	default:
+		o.err = fmt.Errorf("unsupported value %T", it.want)
 	}
 	return o
 }
@@ -234,84 +174,81 @@ func (d *Driver) natDelete(it *item) *op {
 		return o
 	}
 	tag := d.cfg.TagPrefix
-	switch m := it.applied.(type) {
-	case *model.Nat44Global:
+	switch m := it.have.(type) {
+	case *natGlobalVal:
 		o.stages = append(o.stages, func() []call {
 			return []call{{req: &nat44_ed.Nat44EdPluginEnableDisable{}, done: o.expect(rvNatDisabled)}}
 		})
-	case *model.Nat44Interface:
-		sw := func() interface_types.InterfaceIndex {
-			return interface_types.InterfaceIndex(d.items[model.InterfaceKey(m.Interface)].swIfIndex)
-		}
-		if m.Inside {
+	case *natIfaceVal:
+		if m.inside {
 			o.stages = append(o.stages, func() []call {
-				return []call{{req: &nat44_ed.Nat44InterfaceAddDelFeature{Flags: nat_types.NAT_IS_INSIDE, SwIfIndex: sw()}, done: o.expect(rvNoSuchEntry, rvInvalidSwIfIndex)}}
+				return []call{{req: &nat44_ed.Nat44InterfaceAddDelFeature{Flags: nat_types.NAT_IS_INSIDE, SwIfIndex: d.swIfIndexOf(m.ifKey())}, done: o.expect(rvNoSuchEntry, rvInvalidSwIfIndex)}}
 			})
 		}
-		if m.Outside {
+		if m.outside {
 			o.stages = append(o.stages, func() []call {
-				return []call{{req: &nat44_ed.Nat44InterfaceAddDelFeature{Flags: nat_types.NAT_IS_OUTSIDE, SwIfIndex: sw()}, done: o.expect(rvNoSuchEntry, rvInvalidSwIfIndex)}}
+				return []call{{req: &nat44_ed.Nat44InterfaceAddDelFeature{Flags: nat_types.NAT_IS_OUTSIDE, SwIfIndex: d.swIfIndexOf(m.ifKey())}, done: o.expect(rvNoSuchEntry, rvInvalidSwIfIndex)}}
 			})
 		}
-	case *model.Nat44AddressPool:
+	case *poolVal:
 		o.stages = append(o.stages, func() []call { return []call{{req: poolMsg(m, false), done: o.expect(rvNoSuchEntry)}} })
-	case *model.Nat44StaticMapping:
+	case *staticVal:
 		o.stages = append(o.stages, func() []call { return []call{{req: staticMsg(m, false, tag), done: o.expect(rvNoSuchEntry)}} })
-	case *model.Nat44IdentityMapping:
+	case *identityVal:
 		o.stages = append(o.stages, func() []call { return []call{{req: d.identityMsg(m, false, tag), done: o.expect(rvNoSuchEntry)}} })
-	case *model.Nat44LbStaticMapping:
+	case *lbVal:
 		o.stages = append(o.stages, func() []call {
-			return []call{{req: &nat44_ed.Nat44AddDelLbStaticMapping{ExternalAddr: ip4(m.ExternalIp),
-				ExternalPort: uint16(m.ExternalPort), Protocol: uint8(m.Protocol)}, done: o.expect(rvNoSuchEntry)}}
+			return []call{{req: &nat44_ed.Nat44AddDelLbStaticMapping{ExternalAddr: m.ext.As4(),
+				ExternalPort: m.port, Protocol: uint8(m.proto)}, done: o.expect(rvNoSuchEntry)}}
 		})
+	default:
+		o.err = fmt.Errorf("unsupported value %T", it.have)
 	}
 	return o
 }
 
-func poolMsg(m *model.Nat44AddressPool, add bool) *nat44_ed.Nat44AddDelAddressRange {
-	r := &nat44_ed.Nat44AddDelAddressRange{FirstIPAddress: ip4(m.FirstIp), LastIPAddress: ip4(m.LastIp), VrfID: m.Vrf, IsAdd: add}
-	if m.TwiceNat {
+func poolMsg(m *poolVal, add bool) *nat44_ed.Nat44AddDelAddressRange {
+	r := &nat44_ed.Nat44AddDelAddressRange{FirstIPAddress: m.first.As4(), LastIPAddress: m.last.As4(), VrfID: m.vrf, IsAdd: add}
+	if m.twice {
 		r.Flags = nat_types.NAT_IS_TWICE_NAT
 	}
 	return r
 }
 
-func staticMsg(m *model.Nat44StaticMapping, add bool, tag string) *nat44_ed.Nat44AddDelStaticMappingV2 {
-	r := &nat44_ed.Nat44AddDelStaticMappingV2{IsAdd: add, Flags: natFlags(m.Out2InOnly, m.TwiceNat, m.SelfTwiceNat),
-		LocalIPAddress: ip4(m.LocalIp), ExternalIPAddress: ip4(m.ExternalIp), Protocol: uint8(m.Protocol),
-		LocalPort: uint16(m.LocalPort), ExternalPort: uint16(m.ExternalPort),
-		ExternalSwIfIndex: interface_types.InterfaceIndex(noIndex), VrfID: m.Vrf, Tag: tag}
-	if m.Protocol == model.Nat44Protocol_NAT44_PROTOCOL_UNSPECIFIED {
+func staticMsg(m *staticVal, add bool, tag string) *nat44_ed.Nat44AddDelStaticMappingV2 {
+	r := &nat44_ed.Nat44AddDelStaticMappingV2{IsAdd: add, Flags: natFlags(m.flags),
+		LocalIPAddress: m.local.As4(), ExternalIPAddress: m.ext.As4(), Protocol: uint8(m.proto),
+		LocalPort: m.lport, ExternalPort: m.eport,
+		ExternalSwIfIndex: interface_types.InterfaceIndex(noIndex), VrfID: m.vrf, Tag: tag}
+	if m.proto == model.Nat44Protocol_NAT44_PROTOCOL_UNSPECIFIED {
 		r.Flags |= nat_types.NAT_IS_ADDR_ONLY
 	}
 	return r
 }
 
-func (d *Driver) identityMsg(m *model.Nat44IdentityMapping, add bool, tag string) *nat44_ed.Nat44AddDelIdentityMapping {
-	r := &nat44_ed.Nat44AddDelIdentityMapping{IsAdd: add, Protocol: uint8(m.Protocol), Port: uint16(m.Port),
-		SwIfIndex: interface_types.InterfaceIndex(noIndex), VrfID: m.Vrf, Tag: tag}
-	if m.Interface != "" {
-		if dep := d.items[model.InterfaceKey(m.Interface)]; dep != nil {
-			r.SwIfIndex = interface_types.InterfaceIndex(dep.swIfIndex)
-		}
+func (d *Driver) identityMsg(m *identityVal, add bool, tag string) *nat44_ed.Nat44AddDelIdentityMapping {
+	r := &nat44_ed.Nat44AddDelIdentityMapping{IsAdd: add, Protocol: uint8(m.proto), Port: m.port,
+		SwIfIndex: interface_types.InterfaceIndex(noIndex), VrfID: m.vrf, Tag: tag}
+	if m.iface != "" {
+		r.SwIfIndex = d.swIfIndexOf(m.depKeys[1])
 	} else {
-		r.IPAddress = ip4(m.Ip)
+		r.IPAddress = m.ip.As4()
 	}
-	if m.Protocol == model.Nat44Protocol_NAT44_PROTOCOL_UNSPECIFIED {
+	if m.proto == model.Nat44Protocol_NAT44_PROTOCOL_UNSPECIFIED {
 		r.Flags = nat_types.NAT_IS_ADDR_ONLY
 	}
 	return r
 }
 
-func lbLocal(b *model.Nat44Backend) nat44_ed.Nat44LbAddrPort {
-	return nat44_ed.Nat44LbAddrPort{Addr: ip4(b.Ip), Port: uint16(b.Port), Probability: uint8(b.Probability), VrfID: b.Vrf}
+func lbLocal(b backendVal) nat44_ed.Nat44LbAddrPort {
+	return nat44_ed.Nat44LbAddrPort{Addr: b.ip.As4(), Port: b.port, Probability: b.prob, VrfID: b.vrf}
 }
 
-func lbMsg(m *model.Nat44LbStaticMapping, add bool, tag string) *nat44_ed.Nat44AddDelLbStaticMapping {
-	r := &nat44_ed.Nat44AddDelLbStaticMapping{IsAdd: add, Flags: natFlags(m.Out2InOnly, m.TwiceNat, m.SelfTwiceNat),
-		ExternalAddr: ip4(m.ExternalIp), ExternalPort: uint16(m.ExternalPort), Protocol: uint8(m.Protocol),
-		Affinity: m.Affinity, Tag: tag}
-	for _, b := range m.Backends {
+func lbMsg(m *lbVal, add bool, tag string) *nat44_ed.Nat44AddDelLbStaticMapping {
+	r := &nat44_ed.Nat44AddDelLbStaticMapping{IsAdd: add, Flags: natFlags(m.flags),
+		ExternalAddr: m.ext.As4(), ExternalPort: m.port, Protocol: uint8(m.proto),
+		Affinity: m.affinity, Tag: tag}
+	for _, b := range m.backends {
 		r.Locals = append(r.Locals, lbLocal(b))
 	}
 	r.LocalNum = uint32(len(r.Locals))

@@ -8,7 +8,6 @@ import (
 	"go.fd.io/govpp/api"
 	"go.fd.io/govpp/binapi/nat44_ed"
 	"go.fd.io/govpp/binapi/nat_types"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/vswitchkit/vswitchkit/vppdriver/model"
 )
@@ -29,12 +28,8 @@ func (d *Driver) readbackNat(ctx context.Context, out map[string]found, swName m
 	if sessions == 0 {
 		return nil // plugin disabled: no NAT configuration
 	}
-	known := func(key string) bool {
-		it := d.items[key]
-		return it != nil && (it.desired != nil || it.applied != nil)
-	}
-	if known(model.Nat44GlobalKey) {
-		out[model.Nat44GlobalKey] = found{value: normalize(&model.Nat44Global{Sessions: sessions})}
+	if it := d.items[model.Nat44GlobalKey]; it != nil && (it.want != nil || it.have != nil) {
+		out[model.Nat44GlobalKey] = found{value: &natGlobalVal{sessions: sessions}}
 	}
 	res, err := d.cl.dumps(ctx, []api.Message{
 		&nat44_ed.Nat44InterfaceDump{}, &nat44_ed.Nat44AddressDump{}, &nat44_ed.Nat44StaticMappingDump{},
@@ -49,9 +44,8 @@ func (d *Driver) readbackNat(ctx context.Context, out map[string]found, swName m
 		if !ok {
 			continue
 		}
-		v := &model.Nat44Interface{Interface: name, Inside: r.Flags&nat_types.NAT_IS_INSIDE != 0,
-			Outside: r.Flags&nat_types.NAT_IS_OUTSIDE != 0}
-		out[model.Nat44InterfaceKey(name)] = found{value: normalize(v)}
+		out[model.Nat44InterfaceKey(name)] = found{value: newNatIface(name, r.Flags&nat_types.NAT_IS_INSIDE != 0,
+			r.Flags&nat_types.NAT_IS_OUTSIDE != 0)}
 	}
 
 	type poolAddr struct {
@@ -64,28 +58,27 @@ func (d *Driver) readbackNat(ctx context.Context, out map[string]found, swName m
 		pool[poolAddr{netip.AddrFrom4(r.IPAddress), r.Flags&nat_types.NAT_IS_TWICE_NAT != 0}] = r.VrfID
 	}
 	for k, it := range d.items {
-		if !strings.HasPrefix(k, model.Nat44AddressPoolKeyPrefix) {
+		if it.kind != kindNat {
 			continue
 		}
-		p, _ := it.desired.(*model.Nat44AddressPool)
+		p, _ := it.want.(*poolVal)
 		if p == nil {
-			p, _ = it.applied.(*model.Nat44AddressPool)
+			p, _ = it.have.(*poolVal)
 		}
 		if p == nil {
 			continue
 		}
-		first, last := netip.MustParseAddr(p.FirstIp), netip.MustParseAddr(p.LastIp)
 		vrf, complete := uint32(0), true
-		for a := first; a.IsValid() && a.Compare(last) <= 0; a = a.Next() {
-			v, ok := pool[poolAddr{a, p.TwiceNat}]
-			if !ok || (a != first && v != vrf) {
+		for a := p.first; a.IsValid() && a.Compare(p.last) <= 0; a = a.Next() {
+			v, ok := pool[poolAddr{a, p.twice}]
+			if !ok || (a != p.first && v != vrf) {
 				complete = false
 				break
 			}
 			vrf = v
 		}
 		if complete {
-			out[k] = found{value: normalize(&model.Nat44AddressPool{FirstIp: p.FirstIp, LastIp: p.LastIp, Vrf: vrf, TwiceNat: p.TwiceNat})}
+			out[k] = found{value: &poolVal{first: p.first, last: p.last, vrf: vrf, twice: p.twice}}
 		}
 	}
 
@@ -95,14 +88,9 @@ func (d *Driver) readbackNat(ctx context.Context, out map[string]found, swName m
 		if !strings.HasPrefix(r.Tag, prefix) || uint32(r.ExternalSwIfIndex) != noIndex {
 			continue
 		}
-		v := &model.Nat44StaticMapping{Protocol: model.Nat44Protocol(r.Protocol),
-			LocalIp: netip.AddrFrom4(r.LocalIPAddress).String(), LocalPort: uint32(r.LocalPort),
-			ExternalIp: netip.AddrFrom4(r.ExternalIPAddress).String(), ExternalPort: uint32(r.ExternalPort),
-			Vrf: r.VrfID, Out2InOnly: r.Flags&nat_types.NAT_IS_OUT2IN_ONLY != 0,
-			TwiceNat: r.Flags&nat_types.NAT_IS_TWICE_NAT != 0, SelfTwiceNat: r.Flags&nat_types.NAT_IS_SELF_TWICE_NAT != 0}
-		if k, err := model.KeyOf(v); err == nil {
-			out[k] = found{value: normalize(v)}
-		}
+		v := &staticVal{proto: model.Nat44Protocol(r.Protocol), local: netip.AddrFrom4(r.LocalIPAddress), lport: r.LocalPort,
+			ext: netip.AddrFrom4(r.ExternalIPAddress), eport: r.ExternalPort, vrf: r.VrfID, flags: natFlagsOf(r.Flags)}
+		out[model.Nat44StaticMappingKey(v.proto, v.ext, uint32(v.eport))] = found{value: v}
 	}
 
 	// Identity mappings on an interface are dumped twice: as the record
@@ -124,22 +112,20 @@ func (d *Driver) readbackNat(ctx context.Context, out map[string]found, swName m
 		if !strings.HasPrefix(r.Tag, prefix) {
 			continue
 		}
-		v := &model.Nat44IdentityMapping{Protocol: model.Nat44Protocol(r.Protocol), Port: uint32(r.Port), Vrf: r.VrfID}
+		var v *identityVal
 		if sw := uint32(r.SwIfIndex); sw != noIndex {
 			name, ok := swName[sw]
 			if !ok {
 				continue
 			}
-			v.Interface = name
+			v = newIdentity(model.Nat44Protocol(r.Protocol), netip.Addr{}, name, r.Port, r.VrfID)
 		} else {
 			if onIface[idKey{r.Protocol, r.Port, r.Tag}] {
 				continue
 			}
-			v.Ip = netip.AddrFrom4(r.IPAddress).String()
+			v = newIdentity(model.Nat44Protocol(r.Protocol), netip.AddrFrom4(r.IPAddress), "", r.Port, r.VrfID)
 		}
-		if k, err := model.KeyOf(v); err == nil {
-			out[k] = found{value: normalize(v)}
-		}
+		out[model.Nat44IdentityMappingKey(v.proto, v.ip, v.iface, uint32(v.port))] = found{value: v}
 	}
 
 	for _, m := range res[4] {
@@ -147,28 +133,27 @@ func (d *Driver) readbackNat(ctx context.Context, out map[string]found, swName m
 		if !strings.HasPrefix(r.Tag, prefix) {
 			continue
 		}
-		v := &model.Nat44LbStaticMapping{Protocol: model.Nat44Protocol(r.Protocol),
-			ExternalIp: netip.AddrFrom4(r.ExternalAddr).String(), ExternalPort: uint32(r.ExternalPort),
-			Out2InOnly: r.Flags&nat_types.NAT_IS_OUT2IN_ONLY != 0, TwiceNat: r.Flags&nat_types.NAT_IS_TWICE_NAT != 0,
-			SelfTwiceNat: r.Flags&nat_types.NAT_IS_SELF_TWICE_NAT != 0}
+		v := &lbVal{lbHead: lbHead{proto: model.Nat44Protocol(r.Protocol), ext: netip.AddrFrom4(r.ExternalAddr),
+			port: r.ExternalPort, flags: natFlagsOf(r.Flags)}}
 		for _, l := range r.Locals {
-			v.Backends = append(v.Backends, &model.Nat44Backend{Ip: netip.AddrFrom4(l.Addr).String(),
-				Port: uint32(l.Port), Probability: uint32(l.Probability), Vrf: l.VrfID})
+			v.backends = append(v.backends, newBackend(netip.AddrFrom4(l.Addr), l.Port, l.Probability, l.VrfID))
 		}
-		k, err := model.KeyOf(v)
-		if err != nil {
-			continue
-		}
+		k := model.Nat44LbStaticMappingKey(v.proto, v.ext, uint32(v.port))
 		// VPP does not report the affinity: take the one the driver set.
 		if it := d.items[k]; it != nil {
-			for _, known := range []proto.Message{it.applied, it.desired} {
-				if lb, ok := known.(*model.Nat44LbStaticMapping); ok {
-					v.Affinity = lb.Affinity
+			for _, known := range []value{it.have, it.want} {
+				if lb, ok := known.(*lbVal); ok {
+					v.affinity = lb.affinity
 					break
 				}
 			}
 		}
-		out[k] = found{value: normalize(v)}
+		out[k] = found{value: v.finish()}
 	}
 	return nil
+}
+
+func natFlagsOf(f nat_types.NatConfigFlags) natFlagsVal {
+	return natFlagsVal{out2in: f&nat_types.NAT_IS_OUT2IN_ONLY != 0, twice: f&nat_types.NAT_IS_TWICE_NAT != 0,
+		selfTwice: f&nat_types.NAT_IS_SELF_TWICE_NAT != 0}
 }

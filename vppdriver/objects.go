@@ -1,16 +1,13 @@
 package vppdriver
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 
 	"go.fd.io/govpp/api"
 	"go.fd.io/govpp/binapi/af_packet"
-	"go.fd.io/govpp/binapi/ethernet_types"
 	"go.fd.io/govpp/binapi/fib_types"
 	interfaces "go.fd.io/govpp/binapi/interface"
 	"go.fd.io/govpp/binapi/interface_types"
@@ -21,7 +18,6 @@ import (
 	"go.fd.io/govpp/binapi/tapv2"
 	"go.fd.io/govpp/binapi/vlib"
 	"go.fd.io/govpp/binapi/vxlan"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/vswitchkit/vswitchkit/vppdriver/internal/vppconv"
 	"github.com/vswitchkit/vswitchkit/vppdriver/model"
@@ -75,161 +71,7 @@ func coreMessages() []api.Message {
 	}
 }
 
-// Kinds in dependency order: a kind depends only on lower kinds.
-type kind int
-
-const (
-	kindVrf kind = iota
-	kindNatGlobal
-	kindInterface
-	kindRoute
-	kindNat // NAT44 interfaces, pools and mappings
-	numKinds
-)
-
-func kindOf(key string) kind {
-	switch {
-	case strings.HasPrefix(key, model.VrfTableKeyPrefix):
-		return kindVrf
-	case key == model.Nat44GlobalKey:
-		return kindNatGlobal
-	case strings.HasPrefix(key, model.InterfaceKeyPrefix):
-		return kindInterface
-	case isNatKey(key):
-		return kindNat
-	}
-	return kindRoute
-}
-
 const noIndex = ^uint32(0)
-
-// normalize returns a canonical copy of a validated value, so that
-// proto.Equal tells whether VPP needs changing.
-func normalize(v proto.Message) proto.Message {
-	switch m := v.(type) {
-	case *model.Interface:
-		c := proto.Clone(m).(*model.Interface)
-		for i, a := range c.IpAddresses {
-			c.IpAddresses[i] = netip.MustParsePrefix(a).String()
-		}
-		slices.SortFunc(c.IpAddresses, func(a, b string) int {
-			return netip.MustParsePrefix(a).Addr().Compare(netip.MustParsePrefix(b).Addr())
-		})
-		c.MacAddress = strings.ToLower(c.MacAddress)
-		if c.Type != model.Interface_AF_PACKET {
-			c.AfPacket = nil
-		}
-		if c.Type != model.Interface_VXLAN_TUNNEL {
-			c.Vxlan = nil
-		} else {
-			c.Vxlan.SrcAddress = netip.MustParseAddr(c.Vxlan.SrcAddress).String()
-			c.Vxlan.DstAddress = netip.MustParseAddr(c.Vxlan.DstAddress).String()
-		}
-		if c.Type != model.Interface_MEMIF {
-			c.Memif = nil
-		} else {
-			if c.Memif == nil {
-				c.Memif = &model.MemifLink{}
-			}
-			c.Memif.SocketFilename = cmp.Or(c.Memif.SocketFilename, defaultMemifSocket)
-			c.Memif.RingSize = cmp.Or(c.Memif.RingSize, 1024)
-			c.Memif.BufferSize = cmp.Or(c.Memif.BufferSize, 2048)
-		}
-		if c.Type != model.Interface_TAP {
-			c.Tap = nil
-		} else {
-			if c.Tap == nil {
-				c.Tap = &model.TapLink{}
-			}
-			if c.Tap.RxRingSize == 0 {
-				c.Tap.RxRingSize = 256
-			}
-			if c.Tap.TxRingSize == 0 {
-				c.Tap.TxRingSize = 256
-			}
-		}
-		return c
-	case *model.Route:
-		if routeCanonical(m) {
-			return m // values are immutable by convention: no copy needed
-		}
-		c := proto.Clone(m).(*model.Route)
-		for _, p := range c.Paths {
-			if p.Weight == 1 {
-				p.Weight = 0 // canonical: 0 means 1
-			}
-			if p.NextHop != "" {
-				p.NextHop = netip.MustParseAddr(p.NextHop).String()
-			}
-		}
-		slices.SortFunc(c.Paths, pathLess)
-		return c
-	case *model.Nat44Global, *model.Nat44Interface, *model.Nat44AddressPool, *model.Nat44StaticMapping,
-		*model.Nat44IdentityMapping, *model.Nat44LbStaticMapping:
-		return normalizeNat(v)
-	}
-	return proto.Clone(v)
-}
-
-// dependencies returns the keys that must be configured before v.
-func dependencies(v proto.Message) []string {
-	var deps []string
-	switch m := v.(type) {
-	case *model.Nat44Global, *model.Nat44Interface, *model.Nat44AddressPool, *model.Nat44StaticMapping,
-		*model.Nat44IdentityMapping, *model.Nat44LbStaticMapping:
-		return natDependencies(v)
-	case *model.Interface:
-		if x := m.Vxlan; x != nil && x.EncapVrf != 0 {
-			proto := model.VrfTable_IPV4
-			if netip.MustParseAddr(x.SrcAddress).Is6() {
-				proto = model.VrfTable_IPV6
-			}
-			deps = append(deps, model.VrfTableKey(proto, x.EncapVrf))
-		}
-		if m.Vrf != 0 {
-			deps = append(deps, model.VrfTableKey(model.VrfTable_IPV4, m.Vrf))
-		}
-		if m.Ipv6Vrf != 0 {
-			deps = append(deps, model.VrfTableKey(model.VrfTable_IPV6, m.Ipv6Vrf))
-		}
-	case *model.Route:
-		if m.Vrf != 0 {
-			proto := model.VrfTable_IPV4
-			if netip.MustParsePrefix(m.DstNetwork).Addr().Is6() {
-				proto = model.VrfTable_IPV6
-			}
-			deps = append(deps, model.VrfTableKey(proto, m.Vrf))
-		}
-		for _, p := range m.Paths {
-			if p.OutgoingInterface != "" {
-				k := model.InterfaceKey(p.OutgoingInterface)
-				if !slices.Contains(deps, k) {
-					deps = append(deps, k)
-				}
-			}
-		}
-	}
-	return deps
-}
-
-// needsRecreate tells whether changing old into new needs the object to be
-// deleted and created again (fields VPP sets only at creation).
-func needsRecreate(old, new proto.Message) bool {
-	if reflectType(old) != reflectType(new) {
-		return true
-	}
-	if isNatModel(old) {
-		return natNeedsRecreate(old, new)
-	}
-	o, ok1 := old.(*model.Interface)
-	n, ok2 := new.(*model.Interface)
-	if !ok1 || !ok2 {
-		return false
-	}
-	return o.Type != n.Type || o.MacAddress != n.MacAddress ||
-		!proto.Equal(o.AfPacket, n.AfPacket) || !proto.Equal(o.Tap, n.Tap) || !proto.Equal(o.Vxlan, n.Vxlan) ||
-		!proto.Equal(o.Memif, n.Memif)
-}
 
 // op is the work on one item: stages run in order; the calls of one stage
 // of all ops of a kind are pipelined together.
@@ -270,23 +112,12 @@ const (
 	rvIfAlreadyExists  = -79
 )
 
-func macOf(s string) ethernet_types.MacAddress {
-	if s == "" {
-		return ethernet_types.MacAddress{}
-	}
-	m, _ := model.ParseMAC(s)
-	return ethernet_types.MacAddress(m)
-}
-
-func addrMsg(sw uint32, p string, add bool) call {
-	pfx := netip.MustParsePrefix(p)
+func addrMsg(sw uint32, p netip.Prefix, add bool) call {
 	return call{req: &interfaces.SwInterfaceAddDelAddress{
 		SwIfIndex: interface_types.InterfaceIndex(sw), IsAdd: add,
-		Prefix: ip_types.AddressWithPrefix(vppconv.Prefix(pfx)),
+		Prefix: ip_types.AddressWithPrefix(vppconv.Prefix(p)),
 	}}
 }
-
-func isV6(p string) bool { return netip.MustParsePrefix(p).Addr().Is6() }
 
 func flagsMsg(sw uint32, up bool) *interfaces.SwInterfaceSetFlags {
 	var f interface_types.IfStatusFlags
@@ -297,15 +128,16 @@ func flagsMsg(sw uint32, up bool) *interfaces.SwInterfaceSetFlags {
 }
 
 // ifaceCreate builds the op that creates an interface from scratch.
-func (d *Driver) ifaceCreate(it *item, m *model.Interface) *op {
+func (d *Driver) ifaceCreate(it *item, m *ifaceVal) *op {
 	o := &op{it: it}
-	if m.Type == model.Interface_VXLAN_TUNNEL {
+	l := &m.link
+	if m.typ == model.Interface_VXLAN_TUNNEL {
 		if d.vxlanErr != nil {
 			o.err = d.vxlanErr
 			return o
 		}
 		o.stages = append(o.stages, func() []call {
-			return []call{{req: vxlanNodeNext(m.Vxlan), done: func(rep api.Message, err error) {
+			return []call{{req: vxlanNodeNext(m.vxlanV6()), done: func(rep api.Message, err error) {
 				if err != nil {
 					o.fail(err)
 					return
@@ -314,13 +146,13 @@ func (d *Driver) ifaceCreate(it *item, m *model.Interface) *op {
 			}}}
 		})
 	}
-	if m.Type == model.Interface_MEMIF {
+	if m.typ == model.Interface_MEMIF {
 		if d.memifErr != nil {
 			o.err = d.memifErr
 			return o
 		}
 		o.stages = append(o.stages, func() []call {
-			path := m.Memif.SocketFilename
+			path := l.memifSocket
 			if _, known := d.memifSockets[path]; known || d.memifPending[path] {
 				return nil
 			}
@@ -338,38 +170,41 @@ func (d *Driver) ifaceCreate(it *item, m *model.Interface) *op {
 	}
 	o.stages = append(o.stages, func() []call {
 		var req api.Message
-		switch m.Type {
+		switch m.typ {
 		case model.Interface_MEMIF:
-			sock, ok := d.memifSockets[m.Memif.SocketFilename]
+			sock, ok := d.memifSockets[l.memifSocket]
 			if !ok {
-				o.fail(fmt.Errorf("memif socket %q is not registered", m.Memif.SocketFilename))
+				o.fail(fmt.Errorf("memif socket %q is not registered", l.memifSocket))
 				return nil
 			}
 			role := memif.MEMIF_ROLE_API_SLAVE
-			if m.Memif.Master {
+			if l.memifMaster {
 				role = memif.MEMIF_ROLE_API_MASTER
 			}
 			req = &memif.MemifCreateV2{Role: role, Mode: memif.MEMIF_MODE_API_ETHERNET, RxQueues: 1, TxQueues: 1,
-				ID: m.Memif.Id, SocketID: sock, RingSize: m.Memif.RingSize, BufferSize: uint16(m.Memif.BufferSize),
-				HwAddr: macOf(m.MacAddress), Secret: m.Memif.Secret}
+				ID: l.memifID, SocketID: sock, RingSize: l.memifRing, BufferSize: uint16(l.memifBuf),
+				HwAddr: m.mac, Secret: l.memifSecret}
 		case model.Interface_VXLAN_TUNNEL:
-			req = vxlanMsg(m.Vxlan, true, o.decapNext)
+			req = vxlanMsg(l, true, o.decapNext)
 		case model.Interface_LOOPBACK:
-			req = &interfaces.CreateLoopback{MacAddress: macOf(m.MacAddress)}
+			req = &interfaces.CreateLoopback{MacAddress: m.mac}
 		case model.Interface_AF_PACKET:
 			req = &af_packet.AfPacketCreateV3{
-				Mode: af_packet.AF_PACKET_API_MODE_ETHERNET, HostIfName: m.AfPacket.HostIfName,
-				HwAddr: macOf(m.MacAddress), UseRandomHwAddr: m.MacAddress == "",
+				Mode: af_packet.AF_PACKET_API_MODE_ETHERNET, HostIfName: l.afpHost,
+				HwAddr: m.mac, UseRandomHwAddr: !m.hasMAC,
 				NumRxQueues: 1, NumTxQueues: 1,
 			}
 		case model.Interface_TAP:
 			req = &tapv2.TapCreateV3{
-				ID: noIndex, UseRandomMac: m.MacAddress == "", MacAddress: macOf(m.MacAddress),
+				ID: noIndex, UseRandomMac: !m.hasMAC, MacAddress: m.mac,
 				NumRxQueues: 1, NumTxQueues: 1,
-				RxRingSz: uint16(m.Tap.RxRingSize), TxRingSz: uint16(m.Tap.TxRingSize),
-				HostIfNameSet: m.Tap.HostIfName != "", HostIfName: m.Tap.HostIfName,
-				Tag: d.cfg.TagPrefix + m.Name,
+				RxRingSz: uint16(l.tapRx), TxRingSz: uint16(l.tapTx),
+				HostIfNameSet: l.tapHost != "", HostIfName: l.tapHost,
+				Tag: d.cfg.TagPrefix + m.name,
 			}
+		default:
+			o.fail(fmt.Errorf("unsupported interface type %v", m.typ))
+			return nil
 		}
 		return []call{{req: req, done: func(rep api.Message, err error) {
 			var ve *VPPError
@@ -394,23 +229,23 @@ func (d *Driver) ifaceCreate(it *item, m *model.Interface) *op {
 	})
 	o.stages = append(o.stages, func() []call {
 		sw := interface_types.InterfaceIndex(it.swIfIndex)
-		cs := []call{{req: &interfaces.SwInterfaceTagAddDel{IsAdd: true, SwIfIndex: sw, Tag: d.cfg.TagPrefix + m.Name}, done: o.expect()}}
-		if m.Vrf != 0 {
-			cs = append(cs, call{req: &interfaces.SwInterfaceSetTable{SwIfIndex: sw, VrfID: m.Vrf}, done: o.expect()})
+		cs := []call{{req: &interfaces.SwInterfaceTagAddDel{IsAdd: true, SwIfIndex: sw, Tag: d.cfg.TagPrefix + m.name}, done: o.expect()}}
+		if m.vrf != 0 {
+			cs = append(cs, call{req: &interfaces.SwInterfaceSetTable{SwIfIndex: sw, VrfID: m.vrf}, done: o.expect()})
 		}
-		if m.Ipv6Vrf != 0 {
-			cs = append(cs, call{req: &interfaces.SwInterfaceSetTable{SwIfIndex: sw, IsIPv6: true, VrfID: m.Ipv6Vrf}, done: o.expect()})
+		if m.vrf6 != 0 {
+			cs = append(cs, call{req: &interfaces.SwInterfaceSetTable{SwIfIndex: sw, IsIPv6: true, VrfID: m.vrf6}, done: o.expect()})
 		}
 		return cs
 	})
 	o.stages = append(o.stages, func() []call {
 		var cs []call
-		for _, a := range m.IpAddresses {
+		for _, a := range m.addrs {
 			c := addrMsg(it.swIfIndex, a, true)
 			c.done = o.expect()
 			cs = append(cs, c)
 		}
-		if m.Enabled {
+		if m.enabled {
 			cs = append(cs, call{req: flagsMsg(it.swIfIndex, true), done: o.expect()})
 		}
 		return cs
@@ -419,19 +254,18 @@ func (d *Driver) ifaceCreate(it *item, m *model.Interface) *op {
 }
 
 // ifaceUpdate changes admin state, VRF binding and addresses in place.
-func (d *Driver) ifaceUpdate(it *item, old, m *model.Interface) *op {
+func (d *Driver) ifaceUpdate(it *item, old, m *ifaceVal) *op {
 	o := &op{it: it}
-	vrfChanged := [2]bool{old.Vrf != m.Vrf, old.Ipv6Vrf != m.Ipv6Vrf}
-	fam := func(a string) int {
-		if isV6(a) {
-			return 1
+	vrfChanged := func(a netip.Prefix) bool {
+		if a.Addr().Is6() {
+			return old.vrf6 != m.vrf6
 		}
-		return 0
+		return old.vrf != m.vrf
 	}
 	o.stages = append(o.stages, func() []call {
 		var cs []call
-		for _, a := range old.IpAddresses {
-			if vrfChanged[fam(a)] || !slices.Contains(m.IpAddresses, a) {
+		for _, a := range old.addrs {
+			if vrfChanged(a) || !slices.Contains(m.addrs, a) {
 				c := addrMsg(it.swIfIndex, a, false)
 				c.done = o.expect(rvAddrNotFound)
 				cs = append(cs, c)
@@ -442,42 +276,42 @@ func (d *Driver) ifaceUpdate(it *item, old, m *model.Interface) *op {
 	o.stages = append(o.stages, func() []call {
 		var cs []call
 		sw := interface_types.InterfaceIndex(it.swIfIndex)
-		if vrfChanged[0] {
-			cs = append(cs, call{req: &interfaces.SwInterfaceSetTable{SwIfIndex: sw, VrfID: m.Vrf}, done: o.expect()})
+		if old.vrf != m.vrf {
+			cs = append(cs, call{req: &interfaces.SwInterfaceSetTable{SwIfIndex: sw, VrfID: m.vrf}, done: o.expect()})
 		}
-		if vrfChanged[1] {
-			cs = append(cs, call{req: &interfaces.SwInterfaceSetTable{SwIfIndex: sw, IsIPv6: true, VrfID: m.Ipv6Vrf}, done: o.expect()})
+		if old.vrf6 != m.vrf6 {
+			cs = append(cs, call{req: &interfaces.SwInterfaceSetTable{SwIfIndex: sw, IsIPv6: true, VrfID: m.vrf6}, done: o.expect()})
 		}
 		return cs
 	})
 	o.stages = append(o.stages, func() []call {
 		var cs []call
-		for _, a := range m.IpAddresses {
-			if vrfChanged[fam(a)] || !slices.Contains(old.IpAddresses, a) {
+		for _, a := range m.addrs {
+			if vrfChanged(a) || !slices.Contains(old.addrs, a) {
 				c := addrMsg(it.swIfIndex, a, true)
 				c.done = o.expect()
 				cs = append(cs, c)
 			}
 		}
-		if old.Enabled != m.Enabled {
-			cs = append(cs, call{req: flagsMsg(it.swIfIndex, m.Enabled), done: o.expect()})
+		if old.enabled != m.enabled {
+			cs = append(cs, call{req: flagsMsg(it.swIfIndex, m.enabled), done: o.expect()})
 		}
 		return cs
 	})
 	return o
 }
 
-func (d *Driver) ifaceDelete(it *item, old *model.Interface) *op {
+func (d *Driver) ifaceDelete(it *item, old *ifaceVal) *op {
 	o := &op{it: it}
 	o.stages = append(o.stages, func() []call {
 		sw := interface_types.InterfaceIndex(it.swIfIndex)
-		switch old.Type {
+		switch old.typ {
 		case model.Interface_AF_PACKET:
-			return []call{{req: &af_packet.AfPacketDelete{HostIfName: old.AfPacket.HostIfName}, done: o.expect(rvSyscallError1)}}
+			return []call{{req: &af_packet.AfPacketDelete{HostIfName: old.link.afpHost}, done: o.expect(rvSyscallError1)}}
 		case model.Interface_TAP:
 			return []call{{req: &tapv2.TapDeleteV2{SwIfIndex: sw}, done: o.expect(rvInvalidSwIfIndex)}}
 		case model.Interface_VXLAN_TUNNEL:
-			return []call{{req: vxlanMsg(old.Vxlan, false, noIndex), done: o.expect(rvNoSuchEntry)}}
+			return []call{{req: vxlanMsg(&old.link, false, noIndex), done: o.expect(rvNoSuchEntry)}}
 		case model.Interface_MEMIF:
 			return []call{{req: &memif.MemifDelete{SwIfIndex: sw}, done: o.expect(rvInvalidSwIfIndex)}}
 		default:
@@ -487,54 +321,49 @@ func (d *Driver) ifaceDelete(it *item, old *model.Interface) *op {
 	return o
 }
 
-func (d *Driver) vrfPut(it *item, m *model.VrfTable) *op {
+func (d *Driver) vrfPut(it *item, m *vrfVal) *op {
 	o := &op{it: it}
 	o.stages = append(o.stages, func() []call {
 		return []call{{req: &ip.IPTableAddDel{IsAdd: true, Table: ip.IPTable{
-			TableID: m.Id, IsIP6: m.Protocol == model.VrfTable_IPV6, Name: d.cfg.TagPrefix + m.Label,
+			TableID: m.id, IsIP6: m.v6, Name: d.cfg.TagPrefix + m.label,
 		}}, done: o.expect()}}
 	})
 	return o
 }
 
-func (d *Driver) vrfDelete(it *item, m *model.VrfTable) *op {
+func (d *Driver) vrfDelete(it *item, m *vrfVal) *op {
 	o := &op{it: it}
 	o.stages = append(o.stages, func() []call {
-		return []call{{req: &ip.IPTableAddDel{IsAdd: false, Table: ip.IPTable{
-			TableID: m.Id, IsIP6: m.Protocol == model.VrfTable_IPV6,
-		}}, done: o.expect(rvNoSuchEntry)}}
+		return []call{{req: &ip.IPTableAddDel{IsAdd: false, Table: ip.IPTable{TableID: m.id, IsIP6: m.v6}}, done: o.expect(rvNoSuchEntry)}}
 	})
 	return o
 }
 
 // routeMsg builds ip_route_add_del. An add replaces the whole path set
 // (is_multipath=false), so create and update are the same message.
-func (d *Driver) routeMsg(m *model.Route, add bool) (*ip.IPRouteAddDel, error) {
-	dst := netip.MustParsePrefix(m.DstNetwork)
-	v6 := dst.Addr().Is6()
-	req := &ip.IPRouteAddDel{IsAdd: add, Route: ip.IPRoute{TableID: m.Vrf, Prefix: vppconv.Prefix(dst)}}
+func (d *Driver) routeMsg(m *routeVal, add bool) (*ip.IPRouteAddDel, error) {
+	v6 := m.dst.Addr().Is6()
+	req := &ip.IPRouteAddDel{IsAdd: add, Route: ip.IPRoute{TableID: m.vrf, Prefix: vppconv.Prefix(m.dst)}}
 	if !add {
 		return req, nil
 	}
-	for _, p := range m.Paths {
-		fp := fib_types.FibPath{SwIfIndex: noIndex, Weight: uint8(p.Weight)}
-		if fp.Weight == 0 {
-			fp.Weight = 1
-		}
+	req.Route.Paths = make([]fib_types.FibPath, 0, len(m.paths))
+	for _, p := range m.paths {
+		fp := fib_types.FibPath{SwIfIndex: noIndex, Weight: p.weight}
 		if v6 {
 			fp.Proto = fib_types.FIB_API_PATH_NH_PROTO_IP6
 		}
-		if p.OutgoingInterface != "" {
-			dep := d.items[model.InterfaceKey(p.OutgoingInterface)]
+		if p.iface != "" {
+			dep := d.items[p.ifKey]
 			if dep == nil || !dep.created {
-				return nil, fmt.Errorf("interface %q is not configured", p.OutgoingInterface)
+				return nil, fmt.Errorf("interface %q is not configured", p.iface)
 			}
 			fp.SwIfIndex = dep.swIfIndex
 		} else {
-			fp.TableID = m.Vrf
+			fp.TableID = m.vrf
 		}
-		if p.NextHop != "" {
-			fp.Nh.Address = vppconv.Union(netip.MustParseAddr(p.NextHop))
+		if p.nh.IsValid() {
+			fp.Nh.Address = vppconv.Union(p.nh)
 		}
 		req.Route.Paths = append(req.Route.Paths, fp)
 	}
@@ -542,7 +371,7 @@ func (d *Driver) routeMsg(m *model.Route, add bool) (*ip.IPRouteAddDel, error) {
 	return req, nil
 }
 
-func (d *Driver) routePut(it *item, m *model.Route) *op {
+func (d *Driver) routePut(it *item, m *routeVal) *op {
 	o := &op{it: it}
 	o.stages = append(o.stages, func() []call {
 		req, err := d.routeMsg(m, true)
@@ -555,7 +384,7 @@ func (d *Driver) routePut(it *item, m *model.Route) *op {
 	return o
 }
 
-func (d *Driver) routeDelete(it *item, m *model.Route) *op {
+func (d *Driver) routeDelete(it *item, m *routeVal) *op {
 	o := &op{it: it}
 	o.stages = append(o.stages, func() []call {
 		req, _ := d.routeMsg(m, false)
@@ -566,31 +395,13 @@ func (d *Driver) routeDelete(it *item, m *model.Route) *op {
 
 func addrDetailsPrefix(d *ip.IPAddressDetails) ip_types.Prefix { return ip_types.Prefix(d.Prefix) }
 
-func pathLess(a, b *model.Path) int {
-	return cmp.Or(cmp.Compare(a.OutgoingInterface, b.OutgoingInterface),
-		cmp.Compare(a.NextHop, b.NextHop), cmp.Compare(a.Weight, b.Weight))
-}
-
-// routeCanonical tells whether normalize would leave m unchanged.
-func routeCanonical(m *model.Route) bool {
-	for i, p := range m.Paths {
-		if p.Weight == 1 || (p.NextHop != "" && netip.MustParseAddr(p.NextHop).String() != p.NextHop) {
-			return false
-		}
-		if i > 0 && pathLess(m.Paths[i-1], p) > 0 {
-			return false
-		}
-	}
-	return true
-}
-
 const vxlanPort = 4789
 
 // vxlanNodeNext makes ip4-input (ip6-input) a next node of vxlan4-input
 // (vxlan6-input): an L3 tunnel needs it as its decap-next, otherwise VPP
 // drops the decapsulated packets.
-func vxlanNodeNext(x *model.VxlanLink) *vlib.AddNodeNext {
-	if netip.MustParseAddr(x.SrcAddress).Is6() {
+func vxlanNodeNext(v6 bool) *vlib.AddNodeNext {
+	if v6 {
 		return &vlib.AddNodeNext{NodeName: "vxlan6-input", NextName: "ip6-input"}
 	}
 	return &vlib.AddNodeNext{NodeName: "vxlan4-input", NextName: "ip4-input"}
@@ -598,25 +409,13 @@ func vxlanNodeNext(x *model.VxlanLink) *vlib.AddNodeNext {
 
 // vxlanMsg builds vxlan_add_del_tunnel_v3 with every default set
 // explicitly (GoVPP does not apply binapi defaults).
-func vxlanMsg(x *model.VxlanLink, add bool, decapNext uint32) *vxlan.VxlanAddDelTunnelV3 {
+func vxlanMsg(l *ifaceLink, add bool, decapNext uint32) *vxlan.VxlanAddDelTunnelV3 {
 	return &vxlan.VxlanAddDelTunnelV3{
 		IsAdd: add, Instance: noIndex,
-		SrcAddress: vppconv.Address(netip.MustParseAddr(x.SrcAddress)),
-		DstAddress: vppconv.Address(netip.MustParseAddr(x.DstAddress)),
-		SrcPort:    vxlanPort, DstPort: vxlanPort, McastSwIfIndex: interface_types.InterfaceIndex(noIndex),
-		EncapVrfID: x.EncapVrf, DecapNextIndex: decapNext, Vni: x.Vni, IsL3: true,
+		SrcAddress: vppconv.Address(l.vxSrc), DstAddress: vppconv.Address(l.vxDst),
+		SrcPort: vxlanPort, DstPort: vxlanPort, McastSwIfIndex: interface_types.InterfaceIndex(noIndex),
+		EncapVrfID: l.encapVrf, DecapNextIndex: decapNext, Vni: l.vni, IsL3: true,
 	}
-}
-
-func reflectType(m proto.Message) string { return string(m.ProtoReflect().Descriptor().FullName()) }
-
-func isNatModel(m proto.Message) bool {
-	switch m.(type) {
-	case *model.Nat44Global, *model.Nat44Interface, *model.Nat44AddressPool, *model.Nat44StaticMapping,
-		*model.Nat44IdentityMapping, *model.Nat44LbStaticMapping:
-		return true
-	}
-	return false
 }
 
 // defaultMemifSocket is VPP's socket 0.

@@ -1,6 +1,7 @@
 package vppdriver
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/netip"
@@ -15,20 +16,23 @@ import (
 	"go.fd.io/govpp/binapi/memif"
 	"go.fd.io/govpp/binapi/tapv2"
 	"go.fd.io/govpp/binapi/vxlan"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/vswitchkit/vswitchkit/vppdriver/internal/vppconv"
 	"github.com/vswitchkit/vswitchkit/vppdriver/model"
 )
 
 // resyncLocked reads the owned configuration back from VPP, replaces the
-// driver's record of what is applied with it, and runs a pass.
+// driver's record of what is applied with it, and runs a pass over every
+// key (a resync costs the whole state, by nature).
 func (d *Driver) resyncLocked(ctx context.Context) error {
 	if d.cl == nil {
 		d.publishLocked()
 		return ErrNotConnected
 	}
 	if d.compatErr != nil {
+		for _, it := range d.items {
+			d.markDirtyLocked(it)
+		}
 		return d.passLocked(ctx)
 	}
 	found, err := d.readbackLocked(ctx)
@@ -41,30 +45,30 @@ func (d *Driver) resyncLocked(ctx context.Context) error {
 		d.publishLocked()
 		return err
 	}
+	d.stats.resyncs.Add(1)
 	d.needResync = false
 	for k, it := range d.items {
 		if _, ok := found[k]; !ok {
-			it.setApplied(nil)
-			it.created, it.dirty, it.swIfIndex = false, false, 0
-			if it.desired == nil {
-				delete(d.items, k)
-			}
+			it.created, it.half, it.swIfIndex = false, false, 0
+			d.setHaveLocked(it, nil)
+			d.forgetLocked(it)
 		}
 	}
 	for k, f := range found {
-		it := d.items[k]
-		if it == nil {
-			it = &item{key: k}
-			d.items[k] = it
-		}
-		it.setApplied(f.value)
-		it.created, it.dirty, it.swIfIndex = true, false, f.swIfIndex
+		it := d.itemLocked(k)
+		it.created, it.half, it.swIfIndex = true, false, f.swIfIndex
+		d.setHaveLocked(it, f.value)
+	}
+	d.readBack = true
+	for _, it := range d.items {
+		d.markDirtyLocked(it)
+		d.markPubLocked(it)
 	}
 	return d.passLocked(ctx)
 }
 
 type found struct {
-	value     proto.Message
+	value     value
 	swIfIndex uint32
 }
 
@@ -127,9 +131,8 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 
 	// Owned interfaces.
 	type ownedIf struct {
-		sw   uint32
-		name string
-		v    *model.Interface
+		sw uint32
+		v  *ifaceVal
 	}
 	var owned []*ownedIf
 	swName := map[uint32]string{}
@@ -139,51 +142,60 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 			continue
 		}
 		name := strings.TrimPrefix(r.Tag, prefix)
-		v := &model.Interface{Name: name, Enabled: r.Flags&interface_types.IF_STATUS_API_FLAG_ADMIN_UP != 0}
-		var want *model.Interface
+		v := &ifaceVal{name: name, enabled: r.Flags&interface_types.IF_STATUS_API_FLAG_ADMIN_UP != 0}
+		var want *ifaceVal
 		if it := d.items[model.InterfaceKey(name)]; it != nil {
-			want, _ = it.desired.(*model.Interface)
+			want, _ = it.want.(*ifaceVal)
 			if want == nil {
-				want, _ = it.applied.(*model.Interface)
+				want, _ = it.have.(*ifaceVal)
 			}
+		}
+		if want == nil {
+			want = &ifaceVal{}
 		}
 		switch r.InterfaceDevType {
 		case "Loopback":
-			v.Type = model.Interface_LOOPBACK
+			v.typ = model.Interface_LOOPBACK
 		case "af-packet":
-			v.Type = model.Interface_AF_PACKET
-			v.AfPacket = &model.AfPacketLink{HostIfName: afpHost[uint32(r.SwIfIndex)]}
+			v.typ = model.Interface_AF_PACKET
+			v.link.afpHost = afpHost[uint32(r.SwIfIndex)]
 		case "virtio":
-			v.Type = model.Interface_TAP
-			v.Tap = &model.TapLink{}
+			v.typ = model.Interface_TAP
+			v.link.tapRx, v.link.tapTx = 256, 256
 			if t := taps[uint32(r.SwIfIndex)]; t != nil {
-				v.Tap.RxRingSize, v.Tap.TxRingSize = uint32(t.RxRingSz), uint32(t.TxRingSz)
-				if want.GetTap().GetHostIfName() != "" {
-					v.Tap.HostIfName = t.HostIfName
+				v.link.tapRx, v.link.tapTx = uint32(cmp.Or(t.RxRingSz, 256)), uint32(cmp.Or(t.TxRingSz, 256))
+				if want.link.tapHost != "" {
+					v.link.tapHost = t.HostIfName
 				}
 			}
 		case "memif":
-			v.Type = model.Interface_MEMIF
+			v.typ = model.Interface_MEMIF
+			v.link.memifSocket = defaultMemifSocket
 			if r := memifs[uint32(r.SwIfIndex)]; r != nil {
-				v.Memif = &model.MemifLink{Master: r.Role == memif.MEMIF_ROLE_API_MASTER, Id: r.ID,
-					SocketFilename: sockets[r.SocketID], RingSize: r.RingSize, BufferSize: uint32(r.BufferSize),
-					Secret: want.GetMemif().GetSecret()} // VPP does not report the secret
+				v.link.memifMaster, v.link.memifID = r.Role == memif.MEMIF_ROLE_API_MASTER, r.ID
+				v.link.memifSocket = cmp.Or(sockets[r.SocketID], defaultMemifSocket)
 			}
+			// VPP does not report the secret, and reports the running ring
+			// and buffer sizes (negotiated with the peer; 1 and 0 without
+			// one), not the configured ones: take them from the driver's
+			// record.
+			v.link.memifSecret = want.link.memifSecret
+			v.link.memifRing, v.link.memifBuf = cmp.Or(want.link.memifRing, 1024), cmp.Or(want.link.memifBuf, 2048)
 		case "VXLAN":
-			v.Type = model.Interface_VXLAN_TUNNEL
+			v.typ = model.Interface_VXLAN_TUNNEL
 			if t := tunnels[uint32(r.SwIfIndex)]; t != nil {
-				v.Vxlan = &model.VxlanLink{SrcAddress: vppconv.AddrOf(t.SrcAddress).String(),
-					DstAddress: vppconv.AddrOf(t.DstAddress).String(), Vni: t.Vni, EncapVrf: t.EncapVrfID}
+				v.link.vxSrc, v.link.vxDst = vppconv.AddrOf(t.SrcAddress), vppconv.AddrOf(t.DstAddress)
+				v.link.vni, v.link.encapVrf = t.Vni, t.EncapVrfID
 			} else {
-				v.Type = model.Interface_TYPE_UNSPECIFIED
+				v.typ = model.Interface_TYPE_UNSPECIFIED
 			}
 		default:
-			v.Type = model.Interface_TYPE_UNSPECIFIED // unknown kind: will be re-created
+			v.typ = model.Interface_TYPE_UNSPECIFIED // unknown kind: will be re-created
 		}
-		if want.GetMacAddress() != "" {
-			v.MacAddress = r.L2Address.String()
+		if want.hasMAC {
+			v.hasMAC, v.mac = true, r.L2Address
 		}
-		o := &ownedIf{sw: uint32(r.SwIfIndex), name: name, v: v}
+		o := &ownedIf{sw: uint32(r.SwIfIndex), v: v}
 		owned = append(owned, o)
 		swName[o.sw] = name
 	}
@@ -197,12 +209,12 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 		calls = append(calls,
 			call{req: &interfaces.SwInterfaceGetTable{SwIfIndex: sw}, done: func(r api.Message, err error) {
 				if err == nil {
-					o.v.Vrf = r.(*interfaces.SwInterfaceGetTableReply).VrfID
+					o.v.vrf = r.(*interfaces.SwInterfaceGetTableReply).VrfID
 				}
 			}},
 			call{req: &interfaces.SwInterfaceGetTable{SwIfIndex: sw, IsIPv6: true}, done: func(r api.Message, err error) {
 				if err == nil {
-					o.v.Ipv6Vrf = r.(*interfaces.SwInterfaceGetTableReply).VrfID
+					o.v.vrf6 = r.(*interfaces.SwInterfaceGetTableReply).VrfID
 				}
 			}})
 	}
@@ -217,14 +229,14 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 		sw  uint32
 		pfx netip.Prefix
 	}
-	var connected []conn
+	connected := map[conn]bool{}
 	for i, o := range owned {
 		for _, m := range append(addrs[2*i], addrs[2*i+1]...) {
 			p := vppconv.PrefixOf(addrDetailsPrefix(m.(*ip.IPAddressDetails)))
-			o.v.IpAddresses = append(o.v.IpAddresses, p.String())
-			connected = append(connected, conn{o.sw, p.Masked()})
+			o.v.addrs = append(o.v.addrs, p)
+			connected[conn{o.sw, p.Masked()}] = true
 		}
-		out[model.InterfaceKey(o.name)] = found{value: normalize(o.v), swIfIndex: o.sw}
+		out[model.InterfaceKey(o.v.name)] = found{value: o.v.finish(), swIfIndex: o.sw}
 	}
 
 	// Owned tables; which tables to read routes from.
@@ -244,21 +256,20 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 			if t.IsIP6 {
 				proto = model.VrfTable_IPV6
 			}
-			out[model.VrfTableKey(proto, t.TableID)] = found{value: normalize(&model.VrfTable{
-				Id: t.TableID, Protocol: proto, Label: strings.TrimPrefix(t.Name, prefix)})}
+			out[model.VrfTableKey(proto, t.TableID)] = found{value: newVrf(t.TableID, t.IsIP6, strings.TrimPrefix(t.Name, prefix))}
 		}
 	}
 	scan := map[tkey]bool{{false, 0}: true, {true, 0}: true}
 	for k := range ownedTable {
 		scan[k] = true
 	}
-	for k, it := range d.items {
-		if kindOf(k) != kindRoute {
+	for _, it := range d.items {
+		if it.kind != kindRoute {
 			continue
 		}
-		for _, v := range []proto.Message{it.desired, it.applied} {
-			if r, ok := v.(*model.Route); ok {
-				scan[tkey{netip.MustParsePrefix(r.DstNetwork).Addr().Is6(), r.Vrf}] = true
+		for _, v := range []value{it.want, it.have} {
+			if r, ok := v.(*routeVal); ok {
+				scan[tkey{r.dst.Addr().Is6(), r.vrf}] = true
 			}
 		}
 	}
@@ -277,23 +288,16 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 	for i, tk := range tables {
 		for _, m := range routes[i] {
 			r := m.(*ip.IPRouteDetails).Route
-			v, ok := d.routeFromVPP(r, tk.id, swName, func(p netip.Prefix, sw uint32) bool {
-				for _, c := range connected {
-					if c.pfx == p && c.sw == sw {
-						return true
-					}
-				}
-				return false
-			})
+			v, ok := d.routeFromVPP(r, tk.id, swName, func(p netip.Prefix, sw uint32) bool { return connected[conn{sw, p}] })
 			if !ok {
 				continue
 			}
-			key := model.RouteKey(tk.id, netip.MustParsePrefix(v.DstNetwork))
+			key := model.RouteKey(tk.id, v.dst)
 			it := d.items[key]
-			if !ownedTable[tk] && (it == nil || (it.applied == nil && it.desired == nil)) {
+			if !ownedTable[tk] && (it == nil || (it.have == nil && it.want == nil)) {
 				continue // foreign
 			}
-			out[key] = found{value: normalize(v)}
+			out[key] = found{value: v.finish()}
 		}
 	}
 	if d.natErr == nil {
@@ -306,13 +310,14 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 
 // routeFromVPP converts a dumped route, or reports false for entries VPP
 // makes itself (special, connected, local, drop, next-hop resolution).
-func (d *Driver) routeFromVPP(r ip.IPRoute, table uint32, swName map[uint32]string, isConnected func(netip.Prefix, uint32) bool) (*model.Route, bool) {
+// The result is not finished (see routeVal.finish).
+func (d *Driver) routeFromVPP(r ip.IPRoute, table uint32, swName map[uint32]string, isConnected func(netip.Prefix, uint32) bool) (*routeVal, bool) {
 	p := vppconv.PrefixOf(r.Prefix)
 	if !p.IsValid() || p.Masked() != p || len(r.Paths) == 0 {
 		return nil, false
 	}
 	v6 := p.Addr().Is6()
-	v := &model.Route{Vrf: table, DstNetwork: p.String()}
+	v := &routeVal{vrf: table, dst: p, paths: make([]pathVal, 0, len(r.Paths))}
 	for _, fp := range r.Paths {
 		if fp.Type != fib_types.FIB_API_PATH_TYPE_NORMAL {
 			return nil, false
@@ -327,18 +332,18 @@ func (d *Driver) routeFromVPP(r ip.IPRoute, table uint32, swName map[uint32]stri
 		if p.IsSingleIP() && nh == p.Addr() {
 			return nil, false
 		}
-		mp := &model.Path{Weight: uint32(fp.Weight)}
+		pv := pathVal{weight: max(fp.Weight, 1)}
 		if !nh.IsUnspecified() {
-			mp.NextHop = nh.String()
+			pv.nh = nh
 		}
 		if fp.SwIfIndex != noIndex {
 			name, ok := swName[fp.SwIfIndex]
 			if !ok {
 				name = fmt.Sprintf("#sw_if_index=%d", fp.SwIfIndex) // not ours: never equal to a desired path
 			}
-			mp.OutgoingInterface = name
+			pv.iface = name
 		}
-		v.Paths = append(v.Paths, mp)
+		v.paths = append(v.paths, pv)
 	}
 	return v, true
 }

@@ -51,7 +51,41 @@ func (s KeyStatus) String() string {
 		}
 		return fmt.Sprintf("%s: pending on %v", s.Key, s.PendingOn)
 	case StateFailed:
+		if s.Attempts == 0 {
+			return fmt.Sprintf("%s: failed: %v", s.Key, s.Err)
+		}
 		return fmt.Sprintf("%s: failed after %d attempt(s): %v", s.Key, s.Attempts, s.Err)
 	}
 	return s.Key + ": " + s.State.String()
+}
+
+// Stats is a snapshot of the driver's state and counters, for an
+// operator's metrics (e.g. exported as Prometheus gauges and counters by
+// the application). It is a value (a copy).
+//
+// The key counts are gauges over the desired keys (the keys of the last
+// commits that the driver owns): Keys == Configured + Pending + Failed.
+// While VPP is not connected (or its state has not been read back since
+// the last connect) no key is counted as Configured: those are Pending.
+// The other fields are counters since [New].
+type Stats struct {
+	// Connected: a VPP connection is up and VPP's state was read back on
+	// it (false while reconnecting, and with an incompatible VPP, which
+	// cannot be read back; [Driver.Connected] only says whether a
+	// connection is up).
+	Connected bool
+
+	Keys       int // desired keys, invalid ones included
+	Configured int // keys whose desired value VPP holds
+	Pending    int // keys waiting for a dependency or for VPP
+	Failed     int // keys whose last attempt failed, Invalid ones included
+	Invalid    int // keys whose committed value is invalid (rejected, not retried)
+
+	Commits         uint64 // Commit calls
+	InvalidRejected uint64 // values rejected as invalid (per key and commit)
+	Passes          uint64 // reconciliation passes against a connected VPP
+	Resyncs         uint64 // read-backs of VPP's state
+	Connects        uint64 // connections made (the first and every reconnect)
+	Requests        uint64 // binary-API requests sent to VPP (dumps and pings included)
+	FailedAttempts  uint64 // failed attempts to apply or remove a key
 }

@@ -2,9 +2,12 @@ package vppdriver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"go.fd.io/govpp/api"
 	"go.fd.io/govpp/binapi/memclnt"
@@ -18,10 +21,27 @@ type call struct {
 	done func(reply api.Message, err error)
 }
 
-// client sends requests over streams of one GoVPP connection.
+// client sends requests over one GoVPP connection. Not safe for
+// concurrent use: the driver uses it with Driver.mu held.
 type client struct {
-	conn    *core.Connection
-	timeout Config
+	conn     *core.Connection
+	cfg      Config
+	st       api.Stream         // request stream, reused by every pipeline; nil until first use
+	stop     context.CancelFunc // ends st's context: a reply missed its deadline
+	requests *atomic.Uint64
+}
+
+func newClient(conn *core.Connection, cfg Config, requests *atomic.Uint64) *client {
+	return &client{conn: conn, cfg: cfg, requests: requests}
+}
+
+// close releases the request stream (the connection is the caller's).
+func (c *client) close() {
+	if c.st != nil {
+		c.stop()
+		_ = c.st.Close()
+		c.st = nil
+	}
 }
 
 // retvalField caches, per reply type, the index of its int32 Retval field
@@ -49,48 +69,53 @@ func retvalOf(m api.Message) int32 {
 	return int32(v.Elem().Field(idx.(int)).Int())
 }
 
-// pipeline sends the calls on streams with up to cfg.Window requests in
-// flight: a window of requests is sent, then each reply read is followed by
-// the next request, so VPP never waits for the driver. Replies are matched
-// to requests in order. Each stream carries at most 8 windows of calls and
-// runs under a deadline of cfg.RequestTimeout. It returns a transport error
-// (wrapping ErrTransport) if a send or receive fails; VPP retvals are handed
-// to the calls as *VPPError.
+// stream returns the request stream of the connection. One stream serves
+// every pipeline of the connection (a stream costs a GoVPP channel, a
+// one-key commit should not pay for it); any error on it is a transport
+// failure after which the driver reconnects, so a late reply can never
+// be matched to a later request.
+func (c *client) stream() (api.Stream, error) {
+	if c.st == nil {
+		// The stream's context is not a caller's: it ends only when a
+		// window of replies misses its deadline (see pipeline), which
+		// makes RecvMsg fail. No per-reply timer: GoVPP would start one
+		// for every RecvMsg.
+		ctx, stop := context.WithCancel(context.Background())
+		st, err := c.conn.NewStream(ctx, core.WithRequestSize(c.cfg.Window), core.WithReplySize(c.cfg.Window+1))
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("%w: new stream: %v", ErrTransport, err)
+		}
+		c.st, c.stop = st, stop
+	}
+	return c.st, nil
+}
+
+// pipeline sends the calls with up to cfg.Window requests in flight: a
+// window of requests is sent, then each reply read is followed by the next
+// request, so VPP never waits for the driver. Replies are matched to
+// requests in order; every window of cfg.Window replies (and a shorter
+// last one) must arrive within cfg.RequestTimeout. It
+// returns a transport error (wrapping ErrTransport) if a send or receive
+// fails; VPP retvals are handed to the calls as *VPPError.
 //
 // When ctx ends, no further request is sent, but the replies to the ones
 // already sent are still read (under their own deadline), so that the
 // driver knows what VPP did; the calls not sent get ctx's error.
 func (c *client) pipeline(ctx context.Context, calls []call) error {
-	chunk := 8 * c.timeout.Window
-	for start := 0; start < len(calls); start += chunk {
-		end := min(start+chunk, len(calls))
-		if err := c.stream(ctx, calls[start:end]); err != nil {
-			return err
-		}
+	if len(calls) == 0 {
+		return nil
 	}
-	return nil
-}
-
-// notSent reports the context error to calls that were not sent.
-func notSent(ctx context.Context, calls []call) {
-	for _, cl := range calls {
-		cl.done(nil, fmt.Errorf("%s not sent: %w", cl.req.GetMessageName(), context.Cause(ctx)))
-	}
-}
-
-func (c *client) stream(ctx context.Context, calls []call) error {
 	if ctx.Err() != nil {
 		notSent(ctx, calls)
 		return nil
 	}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout.RequestTimeout)
-	defer cancel()
-	window := min(c.timeout.Window, len(calls))
-	st, err := c.conn.NewStream(wctx, core.WithRequestSize(window), core.WithReplySize(window+1))
+	st, err := c.stream()
 	if err != nil {
-		return fmt.Errorf("%w: new stream: %v", ErrTransport, err)
+		return err
 	}
-	defer func() { _ = st.Close() }()
+	deadline := time.AfterFunc(c.cfg.RequestTimeout, c.stop)
+	defer deadline.Stop()
 	sent, limit := 0, len(calls)
 	send := func() error {
 		if ctx.Err() != nil {
@@ -99,13 +124,14 @@ func (c *client) stream(ctx context.Context, calls []call) error {
 			return nil
 		}
 		req := calls[sent].req
+		c.requests.Add(1)
 		if err := st.SendMsg(req); err != nil {
 			return fmt.Errorf("%w: send %s: %v", ErrTransport, req.GetMessageName(), err)
 		}
 		sent++
 		return nil
 	}
-	for sent < min(window, limit) {
+	for sent < min(c.cfg.Window, limit) {
 		if err := send(); err != nil {
 			return err
 		}
@@ -116,7 +142,13 @@ func (c *client) stream(ctx context.Context, calls []call) error {
 		}
 		rep, err := st.RecvMsg()
 		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				err = fmt.Errorf("no reply within %v", c.cfg.RequestTimeout)
+			}
 			return fmt.Errorf("%w: reply to %s: %v", ErrTransport, cl.req.GetMessageName(), err)
+		}
+		if (i+1)%c.cfg.Window == 0 {
+			deadline.Reset(c.cfg.RequestTimeout) // the next window
 		}
 		if sent < limit {
 			if err := send(); err != nil {
@@ -132,12 +164,19 @@ func (c *client) stream(ctx context.Context, calls []call) error {
 	return nil
 }
 
+// notSent reports the context error to calls that were not sent.
+func notSent(ctx context.Context, calls []call) {
+	for _, cl := range calls {
+		cl.done(nil, fmt.Errorf("%s not sent: %w", cl.req.GetMessageName(), context.Cause(ctx)))
+	}
+}
+
 // dumps sends each dump request followed by a control_ping, pipelined on
 // one stream per window, and returns the details of each. Replies are read
 // as they arrive so that the stream buffer never fills.
 func (c *client) dumps(ctx context.Context, reqs []api.Message) ([][]api.Message, error) {
 	out := make([][]api.Message, 0, len(reqs))
-	window := max(1, c.timeout.Window/2)
+	window := max(1, c.cfg.Window/2)
 	for start := 0; start < len(reqs); start += window {
 		end := min(start+window, len(reqs))
 		res, err := c.dumpWindow(ctx, reqs[start:end])
@@ -150,7 +189,7 @@ func (c *client) dumps(ctx context.Context, reqs []api.Message) ([][]api.Message
 }
 
 func (c *client) dumpWindow(ctx context.Context, reqs []api.Message) ([][]api.Message, error) {
-	wctx, cancel := context.WithTimeout(ctx, c.timeout.RequestTimeout)
+	wctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
 	st, err := c.conn.NewStream(wctx, core.WithRequestSize(2*len(reqs)), core.WithReplySize(1024))
 	if err != nil {
@@ -158,6 +197,7 @@ func (c *client) dumpWindow(ctx context.Context, reqs []api.Message) ([][]api.Me
 	}
 	defer func() { _ = st.Close() }()
 	for _, r := range reqs {
+		c.requests.Add(2)
 		if err := st.SendMsg(r); err != nil {
 			return nil, fmt.Errorf("%w: send %s: %v", ErrTransport, r.GetMessageName(), err)
 		}

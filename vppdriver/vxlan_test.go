@@ -63,8 +63,12 @@ func TestVxlanTunnel(t *testing.T) {
 func TestVxlanUnavailable(t *testing.T) {
 	vpp := vppsim.New(vppsim.Config{Hide: []string{"vxlan_add_del_tunnel_v3"}})
 	d := startDriver(t, vpp, testCfg())
-	commit(t, d, controller.CommitResync, kv(t, loop("u", true, 0, "10.20.0.1/24"),
+	require.Eventually(t, d.Connected, 10*time.Second, time.Millisecond)
+	err := commitErr(t, d, controller.CommitResync, kv(t, loop("u", true, 0, "10.20.0.1/24"),
 		tunnel("vx1", "10.20.0.1", "10.20.0.2", 10, 0)))
+	require.ErrorIs(t, err, vppdriver.ErrIncompatible)
+	assert.True(t, controller.IsPermanent(err), "reported, not healed: %v", err)
+	assert.Empty(t, controller.KeyErrors(err))
 	require.Eventually(t, func() bool {
 		s, _ := d.Status(model.InterfaceKey("u"))
 		return s.State == vppdriver.StateConfigured

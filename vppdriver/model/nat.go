@@ -161,9 +161,9 @@ func natKey(msg any) (string, error) {
 		}
 		seen := map[netip.AddrPort]bool{}
 		for i, b := range m.GetBackends() {
-			ip, err := parse4(fmt.Sprintf("nat44 lb backend %d ip", i), b.GetIp())
-			if err != nil {
-				return "", err
+			ip, err := netip.ParseAddr(b.GetIp())
+			if err != nil || !ip.Is4() {
+				return "", fmt.Errorf("nat44 lb backend %d ip %q is not an IPv4 address", i, b.GetIp())
 			}
 			if err := checkPort("backend port", b.GetPort()); err != nil {
 				return "", err

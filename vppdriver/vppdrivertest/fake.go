@@ -1,10 +1,31 @@
-// Package vppdrivertest provides test doubles for code that commits VPP
-// configuration to a vppdriver: [FakeDriver] is a controller.Southbound
-// that validates values like the real driver and records the resulting
-// desired state, with per-commit fault injection.
+// Package vppdrivertest provides test doubles and test helpers for code
+// that commits VPP configuration to a vppdriver:
+//
+//   - [FakeDriver] is a controller.Southbound (and controller.KeyOwner)
+//     that validates values like the real driver, with the same contract
+//     (it owns the keys under "vpp/" and ignores the others; an invalid
+//     value is rejected for its key alone with a *controller.KeyError), and
+//     records the resulting desired state, with per-commit fault injection;
+//   - [StartRealVPP] and [RealVPPSocket] give a test a real VPP.
 //
 // For tests that need VPP semantics (dependencies, retvals, restarts) use
 // the real vppdriver.Driver against vppsim instead.
+//
+// # A real VPP in tests
+//
+// The environment decides whether tests that need a real VPP run:
+//
+//   - VPP_SH names a vpp.sh-compatible control script ("start DIR" prints
+//     VPP_API_SOCKET=<socket>; "stop DIR", "restart DIR", "cli DIR ...").
+//     [StartRealVPP] starts one VPP per test in its own t.TempDir() and
+//     stops it in t.Cleanup; VPP needs root.
+//   - VPP_API_SOCKET names the binary-API socket of a VPP that is already
+//     running; [RealVPPSocket] returns it for tests that neither stop nor
+//     restart VPP (otherwise it starts one with VPP_SH).
+//
+// Without them (or without root) such tests skip with a message saying
+// what to set. Nothing is hard-coded: in this repository's environment,
+// e.g. VPP_SH=../shared/vpp/vpp.sh go test ./vppdriver/...
 //
 // # Limits
 //
@@ -13,11 +34,13 @@
 //
 // # Concurrency
 //
-// FakeDriver is safe for concurrent use.
+// FakeDriver is safe for concurrent use. A RealVPP is owned by the test
+// that started it.
 //
 // # Lifecycle
 //
-// Nothing to start or stop.
+// FakeDriver: nothing to start or stop. A RealVPP is stopped by
+// t.Cleanup.
 package vppdrivertest
 
 import (
@@ -25,6 +48,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 	"sync"
 
 	"google.golang.org/protobuf/proto"
@@ -33,8 +58,8 @@ import (
 	"github.com/vswitchkit/vswitchkit/vppdriver/model"
 )
 
-// ErrInvalid is returned (wrapped) for a commit with an invalid key or
-// value; the state is not changed.
+// ErrInvalid is wrapped by the rejection of an invalid value (in the
+// *controller.KeyError of its key).
 var ErrInvalid = errors.New("vppdrivertest: invalid value")
 
 // FakeDriver records the VPP configuration committed to it. The zero value
@@ -48,13 +73,25 @@ type FakeDriver struct {
 	mu        sync.Mutex // guards the fields below
 	seq       uint64
 	state     map[string]proto.Message
+	rejected  map[string]error
 	reapplies int
 }
 
-var _ controller.Southbound = (*FakeDriver)(nil)
+var (
+	_ controller.Southbound = (*FakeDriver)(nil)
+	_ controller.KeyOwner   = (*FakeDriver)(nil)
+)
 
-// Commit validates every value with vppdriver's model rules and applies
-// the commit to the recorded state.
+// OwnsKey reports whether key is under "vpp/" (model.KeyRoot), like the
+// real driver.
+func (f *FakeDriver) OwnsKey(key string) bool { return strings.HasPrefix(key, model.KeyRoot) }
+
+// Commit applies the commit to the recorded state with the real driver's
+// contract: keys it does not own are ignored; a value that fails
+// vppdriver's model validation is rejected for its key alone (the key
+// leaves the state, see [FakeDriver.Rejected], and the commit returns a
+// *controller.KeyError wrapping ErrInvalid for it, joined and sorted by
+// key); every other key is applied.
 func (f *FakeDriver) Commit(_ context.Context, c *controller.Commit) (uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -68,35 +105,38 @@ func (f *FakeDriver) Commit(_ context.Context, c *controller.Commit) (uint64, er
 			return seq, err
 		}
 	}
-	var errs []error
-	for k, v := range c.Values {
+	if f.state == nil {
+		f.state, f.rejected = map[string]proto.Message{}, map[string]error{}
+	}
+	var keyErrs []*controller.KeyError
+	put := func(k string, v proto.Message) {
+		delete(f.rejected, k)
 		if v == nil {
-			continue
+			delete(f.state, k)
+			return
 		}
 		if err := model.CheckKey(k, v); err != nil {
-			errs = append(errs, err)
+			err = fmt.Errorf("%w: %w", ErrInvalid, err)
+			keyErrs = append(keyErrs, &controller.KeyError{Key: k, Err: err})
+			f.rejected[k] = err
+			delete(f.state, k)
+			return
 		}
-	}
-	if len(errs) > 0 {
-		return seq, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
-	}
-	if f.state == nil {
-		f.state = map[string]proto.Message{}
+		f.state[k] = v
 	}
 	switch c.Kind {
 	case controller.CommitUpdate:
 		for k, v := range c.Values {
-			if v == nil {
-				delete(f.state, k)
-			} else {
-				f.state[k] = v
+			if f.OwnsKey(k) {
+				put(k, v)
 			}
 		}
 	case controller.CommitResync:
-		f.state = map[string]proto.Message{}
+		clear(f.state)
+		clear(f.rejected)
 		for k, v := range c.Values {
-			if v != nil {
-				f.state[k] = v
+			if v != nil && f.OwnsKey(k) {
+				put(k, v)
 			}
 		}
 	case controller.CommitReapply:
@@ -104,7 +144,20 @@ func (f *FakeDriver) Commit(_ context.Context, c *controller.Commit) (uint64, er
 	default:
 		return seq, fmt.Errorf("%w: unknown commit kind %v", ErrInvalid, c.Kind)
 	}
-	return seq, nil
+	slices.SortFunc(keyErrs, func(a, b *controller.KeyError) int { return strings.Compare(a.Key, b.Key) })
+	errs := make([]error, len(keyErrs))
+	for i, ke := range keyErrs {
+		errs[i] = ke
+	}
+	return seq, errors.Join(errs...)
+}
+
+// Rejected returns the keys whose last committed value was rejected as
+// invalid, with the reason (a copy).
+func (f *FakeDriver) Rejected() map[string]error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.rejected)
 }
 
 // State returns a copy of the recorded configuration (key -> value; the

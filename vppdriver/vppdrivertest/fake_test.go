@@ -31,14 +31,30 @@ func TestFakeDriver(t *testing.T) {
 	assert.Nil(t, f.Get(model.VrfTableKey(model.VrfTable_IPV4, 3)))
 	assert.Same(t, lo, f.Get(model.InterfaceKey("lo")))
 
+	// Per key: the invalid value is rejected, the valid one applied, the
+	// foreign key ignored.
+	up := &model.Interface{Name: "up", Type: model.Interface_LOOPBACK}
 	_, err = f.Commit(ctx, &controller.Commit{Kind: controller.CommitUpdate,
-		Values: controller.KeyValuePairs{"vpp/interface/other": lo}})
+		Values: controller.KeyValuePairs{"vpp/interface/other": lo, model.InterfaceKey("up"): up, "nodesync/x": lo}})
 	require.ErrorIs(t, err, vppdrivertest.ErrInvalid)
-	assert.Len(t, f.State(), 1, "failed commit changes nothing")
+	assert.True(t, controller.IsPermanent(err))
+	kes := controller.KeyErrors(err)
+	require.Len(t, kes, 1)
+	assert.Equal(t, "vpp/interface/other", kes[0].Key)
+	assert.Len(t, f.State(), 2)
+	assert.Same(t, up, f.Get(model.InterfaceKey("up")))
+	assert.Contains(t, f.Rejected(), "vpp/interface/other")
+	assert.True(t, f.OwnsKey("vpp/route/0/10.0.0.0/8"))
+	assert.False(t, f.OwnsKey("nodesync/x"))
+	_, err = f.Commit(ctx, &controller.Commit{Kind: controller.CommitUpdate,
+		Values: controller.KeyValuePairs{"vpp/interface/other": nil, model.InterfaceKey("up"): nil}})
+	require.NoError(t, err)
+	assert.Empty(t, f.Rejected())
+	assert.Len(t, f.State(), 1)
 
 	boom := errors.New("boom")
 	f.CommitHook = func(seq uint64, _ *controller.Commit) error {
-		if seq == 4 {
+		if seq == 5 {
 			return boom
 		}
 		return nil
@@ -47,7 +63,7 @@ func TestFakeDriver(t *testing.T) {
 	require.ErrorIs(t, err, boom)
 	seq, err := f.Commit(ctx, &controller.Commit{Kind: controller.CommitReapply})
 	require.NoError(t, err)
-	assert.Equal(t, uint64(5), seq)
+	assert.Equal(t, uint64(6), seq)
 	assert.Equal(t, 1, f.Reapplies())
 }
 

@@ -21,6 +21,7 @@
 //     stats indexes differ from VPP's (VPP walks its mtrie, the stand-in a
 //     sorted list, and VPP allocates stats indexes for internal entries).
 //   - MAC addresses chosen "randomly" are deterministic per VPP instance.
+//   - A freed sw_if_index is reused last-freed-first, as VPP's pools do.
 //   - Connected and special routes are derived from addresses and tables:
 //     a static route that overlaps a connected prefix is shown next to it,
 //     not merged as in VPP's FIB.
@@ -39,9 +40,10 @@
 //     mapping resolves to the interface's first IPv4 address at dump time.
 //   - add_node_next knows only the vxlan4/6-input, ip4/6-input and
 //     l2-input nodes.
-//   - memif: interfaces never get a peer (link down); adding a socket
-//     filename with socket_id ~0 takes the lowest free ID; memif behaviour
-//     is not covered by the traces.
+//   - memif: interfaces never get a peer (link down), so dumps report
+//     the running ring and buffer sizes of an unconnected memif (1 and 0),
+//     as VPP does; socket IDs chosen for socket_id ~0, retvals and the
+//     one-role-per-socket rule follow 7-memif.json.
 //   - Other plugins are absent: their messages are unknown.
 //
 // # Concurrency

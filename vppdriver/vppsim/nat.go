@@ -1,6 +1,7 @@
 package vppsim
 
 import (
+	"cmp"
 	"net/netip"
 	"slices"
 
@@ -25,7 +26,14 @@ type natState struct {
 	ifaces   map[uint32]nat_types.NatConfigFlags
 	pool     []natAddr
 	statics  []*natStatic // static and identity mappings, in creation order
-	lbs      []*natLB
+	lbs      map[lbKey]*natLB
+	lbSeq    uint64 // creation counter of lbs (dumps list them in creation order)
+}
+
+type lbKey struct {
+	external netip.Addr
+	port     uint16
+	proto    uint8
 }
 
 type natAddr struct {
@@ -48,6 +56,7 @@ type natStatic struct {
 }
 
 type natLB struct {
+	seq      uint64
 	external netip.Addr
 	port     uint16
 	proto    uint8
@@ -108,7 +117,7 @@ func (s *state) natEnableDisable(m api.Message) []api.Message {
 	if s.nat != nil {
 		return reply(rvPluginEnabled)
 	}
-	s.nat = &natState{sessions: req.Sessions, ifaces: map[uint32]nat_types.NatConfigFlags{}}
+	s.nat = &natState{sessions: req.Sessions, ifaces: map[uint32]nat_types.NatConfigFlags{}, lbs: map[lbKey]*natLB{}}
 	if s.nat.sessions == 0 {
 		s.nat.sessions = defaultNATSession
 	}
@@ -339,10 +348,6 @@ func (s *state) natIdentityDump(api.Message) []api.Message {
 	return out
 }
 
-func (s *state) natLBIndex(ext netip.Addr, port uint16, proto uint8) int {
-	return slices.IndexFunc(s.nat.lbs, func(l *natLB) bool { return l.external == ext && l.port == port && l.proto == proto })
-}
-
 func (s *state) natLBAddDel(m api.Message) []api.Message {
 	req := m.(*nat44_ed.Nat44AddDelLbStaticMapping)
 	reply := func(rv int32) []api.Message {
@@ -352,26 +357,28 @@ func (s *state) natLBAddDel(m api.Message) []api.Message {
 		return reply(rvUnsupported)
 	}
 	ext := ip4(req.ExternalAddr)
-	i := s.natLBIndex(ext, req.ExternalPort, req.Protocol)
+	k := lbKey{ext, req.ExternalPort, req.Protocol}
+	_, exists := s.nat.lbs[k]
 	if !req.IsAdd {
-		if i < 0 {
+		if !exists {
 			return reply(rvNoSuchEntry)
 		}
-		s.nat.lbs = slices.Delete(s.nat.lbs, i, i+1)
+		delete(s.nat.lbs, k)
 		return reply(0)
 	}
 	if len(req.Locals) < 2 {
 		return reply(rvInvalidValue)
 	}
-	if i >= 0 {
+	if exists {
 		return reply(rvValueExist)
 	}
 	if req.Flags&nat_types.NAT_IS_OUT2IN_ONLY == 0 &&
 		!slices.ContainsFunc(s.nat.pool, func(p natAddr) bool { return p.ip == ext }) {
 		return reply(rvNoSuchEntry)
 	}
-	s.nat.lbs = append(s.nat.lbs, &natLB{external: ext, port: req.ExternalPort, proto: req.Protocol, flags: req.Flags,
-		affinity: req.Affinity, tag: req.Tag, locals: slices.Clone(req.Locals)})
+	s.nat.lbSeq++
+	s.nat.lbs[k] = &natLB{seq: s.nat.lbSeq, external: ext, port: req.ExternalPort, proto: req.Protocol, flags: req.Flags,
+		affinity: req.Affinity, tag: req.Tag, locals: slices.Clone(req.Locals)}
 	return reply(0)
 }
 
@@ -383,11 +390,10 @@ func (s *state) natLBLocal(m api.Message) []api.Message {
 	if s.nat == nil {
 		return reply(rvUnsupported)
 	}
-	i := s.natLBIndex(ip4(req.ExternalAddr), req.ExternalPort, req.Protocol)
-	if i < 0 {
+	lb := s.nat.lbs[lbKey{ip4(req.ExternalAddr), req.ExternalPort, req.Protocol}]
+	if lb == nil {
 		return reply(rvNoSuchEntry)
 	}
-	lb := s.nat.lbs[i]
 	j := slices.IndexFunc(lb.locals, func(l nat44_ed.Nat44LbAddrPort) bool {
 		return l.Addr == req.Local.Addr && l.Port == req.Local.Port
 	})
@@ -408,8 +414,13 @@ func (s *state) natLBDump(api.Message) []api.Message {
 	if s.nat == nil {
 		return nil
 	}
-	var out []api.Message
+	lbs := make([]*natLB, 0, len(s.nat.lbs))
 	for _, lb := range s.nat.lbs {
+		lbs = append(lbs, lb)
+	}
+	slices.SortFunc(lbs, func(a, b *natLB) int { return cmp.Compare(a.seq, b.seq) })
+	out := make([]api.Message, 0, len(lbs))
+	for _, lb := range lbs {
 		// VPP does not report the affinity.
 		out = append(out, &nat44_ed.Nat44LbStaticMappingDetails{ExternalAddr: ip4Of(lb.external), ExternalPort: lb.port,
 			Protocol: lb.proto, Flags: lb.flags, Tag: lb.tag, LocalNum: uint32(len(lb.locals)), Locals: slices.Clone(lb.locals)})

@@ -110,12 +110,16 @@ type state struct {
 	bds          map[uint32]*bridgeDomain
 	nat          *natState // nil while the NAT44-ED plugin is disabled
 	memifSockets map[uint32]string
+	memifSeed    uint32   // VPP's random_u32 seed for memif socket IDs (0 at start)
+	poolLen      uint32   // sw_if_index pool size (next new index)
+	freed        []uint32 // freed sw_if_indexes, reused last-freed-first like VPP's pools
 }
 
 func newState(cfg *Config) *state {
 	s := &state{cfg: cfg, ifaces: map[uint32]*simIface{}, tables: map[tableKey]*simTable{}, nextStats: 33,
 		graph: newGraph(), bds: map[uint32]*bridgeDomain{}, memifSockets: map[uint32]string{0: defaultMemifSocket}}
 	s.ifaces[0] = &simIface{idx: 0, kind: kindLocal, name: "local0"}
+	s.poolLen = 1
 	s.addTable(tableKey{false, 0}, "")
 	s.addTable(tableKey{true, 0}, "")
 	return s
@@ -134,12 +138,18 @@ func (s *state) addTable(k tableKey, name string) *simTable {
 	return t
 }
 
+// freeIndex allocates a sw_if_index as VPP's pool does: the index freed
+// last, else a new one.
 func (s *state) freeIndex() uint32 {
-	for i := uint32(1); ; i++ {
+	for len(s.freed) > 0 {
+		i := s.freed[len(s.freed)-1]
+		s.freed = s.freed[:len(s.freed)-1]
 		if _, used := s.ifaces[i]; !used {
 			return i
 		}
 	}
+	s.poolLen++
+	return s.poolLen - 1
 }
 
 func (s *state) freeInstance(kind ifKind) uint32 {
@@ -210,6 +220,7 @@ func (s *state) removeIface(i *simIface) {
 		}
 	}
 	delete(s.ifaces, i.idx)
+	s.freed = append(s.freed, i.idx)
 }
 
 func famIdx(v6 bool) int {

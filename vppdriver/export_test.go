@@ -1,0 +1,102 @@
+package vppdriver
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+)
+
+// CheckInvariants checks the driver's indexes and published statuses
+// against its items (see the invariants at item and passLocked).
+func (d *Driver) CheckInvariants() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if len(d.pubq) != 0 {
+		bad("%d statuses not published", len(d.pubq))
+	}
+	desired := 0
+	for k, it := range d.items {
+		if it.key != k {
+			bad("%s: item of key %s", k, it.key)
+		}
+		if it.want != nil && it.bad != nil {
+			bad("%s: both a desired value and an invalid one", k)
+		}
+		if !it.desired() && it.have == nil {
+			bad("%s: neither desired nor held: not forgotten", k)
+		}
+		if it.desired() {
+			desired++
+		}
+		sync := !it.half && it.have != nil && it.want != nil && it.have.equal(it.want)
+		if it.inSync != sync {
+			bad("%s: inSync %v, want %v", k, it.inSync, sync)
+		}
+		if it.have != nil {
+			for _, dep := range it.have.deps() {
+				if _, ok := d.users[dep][it]; !ok {
+					bad("%s: missing in users[%s]", k, dep)
+				}
+			}
+		}
+		for _, dep := range it.waitingOn {
+			if _, ok := d.waiters[dep][it]; !ok {
+				bad("%s: missing in waiters[%s]", k, dep)
+			}
+		}
+		if it.retryIdx >= 0 && (it.retryIdx >= len(d.retries) || d.retries[it.retryIdx] != it) {
+			bad("%s: retry index %d is wrong", k, it.retryIdx)
+		}
+		d.stMu.Lock()
+		s, ok := d.statuses[k]
+		d.stMu.Unlock()
+		if ok != it.desired() {
+			bad("%s: published status %v, desired %v", k, ok, it.desired())
+		} else if ok && !reflect.DeepEqual(s, statusOf(it)) {
+			bad("%s: published status %v, want %v", k, s, statusOf(it))
+		}
+	}
+	for dep, us := range d.users {
+		for it := range us {
+			if d.items[it.key] != it || it.have == nil || !contains(it.have.deps(), dep) {
+				bad("users[%s] holds %s, which does not depend on it", dep, it.key)
+			}
+		}
+	}
+	for dep, ws := range d.waiters {
+		for it := range ws {
+			if d.items[it.key] != it || !contains(it.waitingOn, dep) {
+				bad("waiters[%s] holds %s, which does not wait for it", dep, it.key)
+			}
+		}
+	}
+	for i, it := range d.retries {
+		if it.retryIdx != i || d.items[it.key] != it {
+			bad("retries[%d] holds %s (index %d)", i, it.key, it.retryIdx)
+		}
+	}
+	d.stMu.Lock()
+	defer d.stMu.Unlock()
+	if len(d.statuses) != desired {
+		bad("%d statuses, %d desired keys", len(d.statuses), desired)
+	}
+	var c stateCounts
+	for _, s := range d.statuses {
+		c.add(s, 1)
+	}
+	if c != d.counts {
+		bad("state counts %+v, want %+v", d.counts, c)
+	}
+	return errors.Join(errs...)
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

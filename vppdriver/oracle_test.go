@@ -1,0 +1,223 @@
+package vppdriver_test
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/vppdriver"
+	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
+)
+
+// modelKeys is a small key universe with dependencies between the keys:
+// tables, interfaces in tables, routes through interfaces in tables, the
+// NAT44 plugin, NAT44 features of interfaces and load-balanced mappings.
+type modelKeys struct {
+	r *rand.Rand
+}
+
+var (
+	modelIfaces = []string{"a", "b", "c"}
+	modelDsts   = []string{"10.10.0.0/16", "10.11.0.0/16", "10.12.0.0/16"}
+	modelExts   = []string{"192.0.2.1", "192.0.2.2"}
+)
+
+// random returns a random value for a random key: valid (most of the
+// time) or invalid, or nil (delete).
+func (m modelKeys) random() (string, proto.Message) {
+	r := m.r
+	var v proto.Message
+	switch r.IntN(6) {
+	case 0:
+		v = &model.VrfTable{Id: uint32(1 + r.IntN(2)), Label: fmt.Sprint("t", r.IntN(2))}
+	case 1:
+		i := r.IntN(len(modelIfaces))
+		addr := fmt.Sprintf("10.%d.%d.1/24", i, r.IntN(2))
+		if r.IntN(8) == 0 {
+			addr = "10.0.0.1/40" // invalid
+		}
+		v = loop(modelIfaces[i], r.IntN(2) == 0, uint32(r.IntN(3)), addr)
+	case 2:
+		p := via(modelIfaces[r.IntN(len(modelIfaces))], fmt.Sprintf("10.99.0.%d", 1+r.IntN(3)))
+		if r.IntN(8) == 0 {
+			p.NextHop = "10.99.0.x" // invalid
+		}
+		v = route(uint32(r.IntN(2)), modelDsts[r.IntN(len(modelDsts))], p)
+	case 3:
+		v = &model.Nat44Global{Sessions: uint32(1000 * (1 + r.IntN(2)))}
+	case 4:
+		in := r.IntN(2) == 0
+		v = &model.Nat44Interface{Interface: modelIfaces[r.IntN(len(modelIfaces))], Inside: in, Outside: !in || r.IntN(2) == 0}
+	case 5:
+		b := []*model.Nat44Backend{{Ip: "10.1.0.10", Port: 80, Probability: 50}, {Ip: fmt.Sprint("10.1.0.", 11+r.IntN(3)), Port: 80, Probability: uint32(10 + r.IntN(40))}}
+		v = &model.Nat44LbStaticMapping{Protocol: model.Nat44Protocol_TCP, ExternalIp: modelExts[r.IntN(len(modelExts))],
+			ExternalPort: 80, Out2InOnly: true, Backends: b}
+	}
+	key, err := model.KeyOf(v)
+	if err != nil { // an invalid value: store it under the key it would have
+		key = invalidKey(v)
+	}
+	if r.IntN(5) == 0 {
+		return key, nil
+	}
+	return key, v
+}
+
+func invalidKey(v proto.Message) string {
+	switch m := v.(type) {
+	case *model.Interface:
+		return model.InterfaceKey(m.Name)
+	case *model.Route:
+		return model.RouteKey(m.Vrf, netip.MustParsePrefix(m.DstNetwork))
+	}
+	panic(fmt.Sprintf("no invalid %T", v))
+}
+
+// modelDeps returns the dependencies of a valid value (the oracle's own
+// copy of the rules).
+func modelDeps(v proto.Message) []string {
+	var deps []string
+	switch m := v.(type) {
+	case *model.Interface:
+		if m.Vrf != 0 {
+			deps = append(deps, model.VrfTableKey(model.VrfTable_IPV4, m.Vrf))
+		}
+	case *model.Route:
+		if m.Vrf != 0 {
+			deps = append(deps, model.VrfTableKey(model.VrfTable_IPV4, m.Vrf))
+		}
+		for _, p := range m.Paths {
+			deps = append(deps, model.InterfaceKey(p.OutgoingInterface))
+		}
+	case *model.Nat44Interface:
+		deps = append(deps, model.Nat44GlobalKey, model.InterfaceKey(m.Interface))
+	case *model.Nat44LbStaticMapping:
+		deps = append(deps, model.Nat44GlobalKey)
+	}
+	return deps
+}
+
+// oracle returns the state every desired key must reach: invalid values
+// Failed, keys whose dependencies are all configured Configured (a
+// fixpoint), the others Pending.
+func oracle(desired map[string]proto.Message) map[string]vppdriver.State {
+	out := map[string]vppdriver.State{}
+	for k, v := range desired {
+		if model.CheckKey(k, v) != nil {
+			out[k] = vppdriver.StateFailed
+		} else {
+			out[k] = vppdriver.StatePending
+		}
+	}
+	for changed := true; changed; {
+		changed = false
+		for k, v := range desired {
+			if out[k] != vppdriver.StatePending {
+				continue
+			}
+			ok := true
+			for _, dep := range modelDeps(v) {
+				ok = ok && out[dep] == vppdriver.StateConfigured
+			}
+			if ok {
+				out[k] = vppdriver.StateConfigured
+				changed = true
+			}
+		}
+	}
+	return out
+}
+
+// TestModel applies random changes (valid, invalid, deletes; update and
+// resync commits) and checks after each step that the incremental driver
+// reaches the oracle's state, that VPP holds exactly that (a resync of the
+// same state reads everything back as it is: no VPP writes), and that the
+// driver's indexes and published statuses are consistent.
+func TestModel(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 1))
+	keys := modelKeys{r}
+	vpp := vppsim.New(vppsim.Config{})
+	d := startDriver(t, vpp, testCfg())
+	require.Eventually(t, d.Connected, 10*time.Second, time.Millisecond)
+	desired := map[string]proto.Message{}
+	steps := 150
+	if testing.Short() {
+		steps = 30
+	}
+	for step := range steps {
+		values := controller.KeyValuePairs{}
+		for range 1 + r.IntN(4) {
+			k, v := keys.random()
+			values[k] = v
+			if v == nil {
+				delete(desired, k)
+			} else {
+				desired[k] = v
+			}
+		}
+		kind := controller.CommitUpdate
+		if r.IntN(10) == 0 {
+			kind = controller.CommitResync
+			values = controller.KeyValuePairs{}
+			maps.Copy(values, desired)
+		}
+		_ = commitErr(t, d, kind, values)
+		want := oracle(desired)
+		// No failures are injected: the commit's own pass converges (no
+		// second pass, no waiting).
+		func() {
+			c := t
+			got := map[string]vppdriver.State{}
+			applied := d.Applied()
+			for k, s := range d.Statuses() {
+				got[k] = s.State
+				// A key applied earlier stays configured while VPP holds
+				// its dependencies, even if their own new values wait
+				// (an in-place change of an interface waiting for its
+				// new table keeps the old interface and what uses it).
+				if want[k] == vppdriver.StatePending && s.State == vppdriver.StateConfigured {
+					for _, dep := range modelDeps(desired[k]) {
+						require.Contains(c, applied, dep, "%s is configured, VPP lacks %s", k, dep)
+					}
+					got[k] = vppdriver.StatePending
+				}
+			}
+			require.Equal(c, want, got, "step %d: %v", step, slices.Sorted(maps.Keys(values)))
+		}()
+		require.NoError(t, d.CheckInvariants(), "step %d", step)
+		for k, s := range d.Statuses() {
+			if s.State == vppdriver.StatePending {
+				assert.NotEmpty(t, s.PendingOn, "step %d: %s waits for nothing", step, k)
+			}
+		}
+
+		if step%10 == 9 {
+			rec := record(vpp)
+			all := controller.KeyValuePairs{}
+			maps.Copy(all, desired)
+			_ = commitErr(t, d, controller.CommitResync, all)
+			vpp.SetInterceptor(nil)
+			require.Empty(t, writes(rec.take()), "step %d: a resync of the same state changed VPP", step)
+			require.NoError(t, d.CheckInvariants(), "step %d", step)
+		}
+	}
+}
+
+// writes filters the recorded requests down to the ones that change VPP.
+func writes(reqs []string) []string {
+	return slices.DeleteFunc(reqs, func(r string) bool {
+		return r == "control_ping" || r == "sw_interface_get_table" || r == "nat44_show_running_config"
+	})
+}

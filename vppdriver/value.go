@@ -1,0 +1,553 @@
+package vppdriver
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"go.fd.io/govpp/binapi/ethernet_types"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+)
+
+// value is the parsed, canonical form of one model value: every address is
+// a netip value, defaults are filled in, lists are sorted. It is built once
+// (from a validated message in Commit, or from VPP's dumps in a readback)
+// and immutable afterwards; the ops read its typed fields and never parse
+// strings again.
+type value interface {
+	kind() kind
+	// deps returns the keys that must be configured before the value can
+	// be applied (shared; read-only).
+	deps() []string
+	// equal tells whether o is the same value (o has the same kind).
+	equal(o value) bool
+	// message returns the canonical model message of the value.
+	message() proto.Message
+}
+
+// Kinds in dependency order: a kind depends only on lower kinds.
+type kind int
+
+const (
+	kindVrf kind = iota
+	kindNatGlobal
+	kindInterface
+	kindRoute
+	kindNat // NAT44 interfaces, pools and mappings
+	numKinds
+)
+
+// kindOf returns the kind of a key of the model.
+func kindOf(key string) kind {
+	switch {
+	case strings.HasPrefix(key, model.VrfTableKeyPrefix):
+		return kindVrf
+	case key == model.Nat44GlobalKey:
+		return kindNatGlobal
+	case strings.HasPrefix(key, model.InterfaceKeyPrefix):
+		return kindInterface
+	case strings.HasPrefix(key, model.Nat44KeyPrefix):
+		return kindNat
+	}
+	return kindRoute
+}
+
+// parseValue converts a message that model validation accepted into its
+// value. It returns an error (never panics) if a field does not parse.
+func parseValue(msg proto.Message) (value, error) {
+	switch m := msg.(type) {
+	case *model.Interface:
+		return parseInterface(m)
+	case *model.VrfTable:
+		return newVrf(m.GetId(), m.GetProtocol() == model.VrfTable_IPV6, m.GetLabel()), nil
+	case *model.Route:
+		return parseRoute(m)
+	case *model.Nat44Global:
+		return &natGlobalVal{sessions: cmp.Or(m.GetSessions(), natDefaultSessions)}, nil
+	case *model.Nat44Interface:
+		return newNatIface(m.GetInterface(), m.GetInside(), m.GetOutside()), nil
+	case *model.Nat44AddressPool:
+		return parsePool(m)
+	case *model.Nat44StaticMapping:
+		return parseStatic(m)
+	case *model.Nat44IdentityMapping:
+		return parseIdentity(m)
+	case *model.Nat44LbStaticMapping:
+		return parseLB(m)
+	}
+	return nil, fmt.Errorf("unsupported message type %T", msg)
+}
+
+// needsRecreate tells whether changing old into new needs the object to be
+// deleted and created again (fields VPP sets only at creation).
+func needsRecreate(old, new value) bool {
+	switch o := old.(type) {
+	case *ifaceVal:
+		n, ok := new.(*ifaceVal)
+		return !ok || o.typ != n.typ || o.hasMAC != n.hasMAC || o.mac != n.mac || o.link != n.link
+	case *vrfVal:
+		// VPP keeps the name a table was created with (a second add with
+		// another name succeeds and changes nothing): a new label needs a
+		// new table.
+		n, ok := new.(*vrfVal)
+		return !ok || *o != *n
+	case *routeVal, *natIfaceVal:
+		return false // changed in place
+	case *lbVal:
+		// Backends are changed in place, the rest needs a new mapping.
+		n, ok := new.(*lbVal)
+		return !ok || o.lbHead != n.lbHead
+	}
+	// The NAT44 plugin (a change means disable + enable, which wipes all
+	// NAT configuration), pools, static and identity mappings.
+	return !old.equal(new)
+}
+
+// depsOf lists dependency keys without duplicates.
+type depsOf []string
+
+func (d *depsOf) add(key string) {
+	if !slices.Contains(*d, key) {
+		*d = append(*d, key)
+	}
+}
+
+// ---- interfaces
+
+// ifaceLink holds the creation-time attributes of an interface: changing
+// any of them re-creates it. Comparable.
+type ifaceLink struct {
+	afpHost string // AF_PACKET
+
+	tapHost      string // TAP
+	tapRx, tapTx uint32
+
+	vxSrc, vxDst  netip.Addr // VXLAN_TUNNEL
+	vni, encapVrf uint32
+
+	memifMaster         bool // MEMIF
+	memifID             uint32
+	memifSocket         string
+	memifRing, memifBuf uint32
+	memifSecret         string
+}
+
+type ifaceVal struct {
+	name    string
+	typ     model.Interface_Type
+	enabled bool
+	hasMAC  bool
+	mac     ethernet_types.MacAddress
+	addrs   []netip.Prefix // sorted by address; host bits kept
+	vrf     uint32
+	vrf6    uint32
+	link    ifaceLink
+	depKeys []string
+}
+
+func (v *ifaceVal) kind() kind     { return kindInterface }
+func (v *ifaceVal) deps() []string { return v.depKeys }
+func (v *ifaceVal) vxlanV6() bool  { return v.link.vxSrc.Is6() }
+
+func (v *ifaceVal) equal(o value) bool {
+	w := o.(*ifaceVal)
+	return v.name == w.name && v.typ == w.typ && v.enabled == w.enabled && v.hasMAC == w.hasMAC && v.mac == w.mac &&
+		v.vrf == w.vrf && v.vrf6 == w.vrf6 && v.link == w.link && slices.Equal(v.addrs, w.addrs)
+}
+
+func cmpPrefix(a, b netip.Prefix) int {
+	return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
+}
+
+// finish sorts the addresses and computes the dependencies.
+func (v *ifaceVal) finish() *ifaceVal {
+	slices.SortFunc(v.addrs, cmpPrefix)
+	var deps depsOf
+	if v.typ == model.Interface_VXLAN_TUNNEL && v.link.encapVrf != 0 {
+		deps.add(model.VrfTableKey(protoOf(v.vxlanV6()), v.link.encapVrf))
+	}
+	if v.vrf != 0 {
+		deps.add(model.VrfTableKey(model.VrfTable_IPV4, v.vrf))
+	}
+	if v.vrf6 != 0 {
+		deps.add(model.VrfTableKey(model.VrfTable_IPV6, v.vrf6))
+	}
+	v.depKeys = deps
+	return v
+}
+
+func protoOf(v6 bool) model.VrfTable_Protocol {
+	if v6 {
+		return model.VrfTable_IPV6
+	}
+	return model.VrfTable_IPV4
+}
+
+func parseInterface(m *model.Interface) (*ifaceVal, error) {
+	v := &ifaceVal{name: m.GetName(), typ: m.GetType(), enabled: m.GetEnabled(), vrf: m.GetVrf(), vrf6: m.GetIpv6Vrf()}
+	if s := m.GetMacAddress(); s != "" {
+		mac, err := model.ParseMAC(s)
+		if err != nil {
+			return nil, err
+		}
+		v.hasMAC, v.mac = true, mac
+	}
+	for _, a := range m.GetIpAddresses() {
+		p, err := netip.ParsePrefix(a)
+		if err != nil {
+			return nil, err
+		}
+		v.addrs = append(v.addrs, p)
+	}
+	switch v.typ {
+	case model.Interface_AF_PACKET:
+		v.link.afpHost = m.GetAfPacket().GetHostIfName()
+	case model.Interface_TAP:
+		t := m.GetTap()
+		v.link.tapHost = t.GetHostIfName()
+		v.link.tapRx, v.link.tapTx = cmp.Or(t.GetRxRingSize(), 256), cmp.Or(t.GetTxRingSize(), 256)
+	case model.Interface_VXLAN_TUNNEL:
+		x := m.GetVxlan()
+		src, err := netip.ParseAddr(x.GetSrcAddress())
+		if err != nil {
+			return nil, err
+		}
+		dst, err := netip.ParseAddr(x.GetDstAddress())
+		if err != nil {
+			return nil, err
+		}
+		v.link.vxSrc, v.link.vxDst, v.link.vni, v.link.encapVrf = src, dst, x.GetVni(), x.GetEncapVrf()
+	case model.Interface_MEMIF:
+		x := m.GetMemif()
+		v.link.memifMaster, v.link.memifID, v.link.memifSecret = x.GetMaster(), x.GetId(), x.GetSecret()
+		v.link.memifSocket = cmp.Or(x.GetSocketFilename(), defaultMemifSocket)
+		v.link.memifRing, v.link.memifBuf = cmp.Or(x.GetRingSize(), 1024), cmp.Or(x.GetBufferSize(), 2048)
+	}
+	return v.finish(), nil
+}
+
+func (v *ifaceVal) message() proto.Message {
+	m := &model.Interface{Name: v.name, Type: v.typ, Enabled: v.enabled, Vrf: v.vrf, Ipv6Vrf: v.vrf6}
+	if v.hasMAC {
+		m.MacAddress = v.mac.String()
+	}
+	for _, a := range v.addrs {
+		m.IpAddresses = append(m.IpAddresses, a.String())
+	}
+	l := v.link
+	switch v.typ {
+	case model.Interface_AF_PACKET:
+		m.AfPacket = &model.AfPacketLink{HostIfName: l.afpHost}
+	case model.Interface_TAP:
+		m.Tap = &model.TapLink{HostIfName: l.tapHost, RxRingSize: l.tapRx, TxRingSize: l.tapTx}
+	case model.Interface_VXLAN_TUNNEL:
+		m.Vxlan = &model.VxlanLink{SrcAddress: l.vxSrc.String(), DstAddress: l.vxDst.String(), Vni: l.vni, EncapVrf: l.encapVrf}
+	case model.Interface_MEMIF:
+		m.Memif = &model.MemifLink{Master: l.memifMaster, Id: l.memifID, SocketFilename: l.memifSocket,
+			RingSize: l.memifRing, BufferSize: l.memifBuf, Secret: l.memifSecret}
+	}
+	return m
+}
+
+// ---- VRF tables
+
+type vrfVal struct {
+	id    uint32
+	v6    bool
+	label string
+}
+
+func newVrf(id uint32, v6 bool, label string) *vrfVal { return &vrfVal{id: id, v6: v6, label: label} }
+
+func (v *vrfVal) kind() kind         { return kindVrf }
+func (v *vrfVal) deps() []string     { return nil }
+func (v *vrfVal) equal(o value) bool { return *v == *o.(*vrfVal) }
+func (v *vrfVal) message() proto.Message {
+	return &model.VrfTable{Id: v.id, Protocol: protoOf(v.v6), Label: v.label}
+}
+
+// ---- routes
+
+type pathVal struct {
+	iface  string // "" for none
+	ifKey  string // the interface's key (derived from iface)
+	nh     netip.Addr
+	weight uint8 // 1-255 (the model's 0 means 1)
+}
+
+func cmpPath(a, b pathVal) int {
+	return cmp.Or(cmp.Compare(a.iface, b.iface), a.nh.Compare(b.nh), cmp.Compare(a.weight, b.weight))
+}
+
+type routeVal struct {
+	vrf     uint32
+	dst     netip.Prefix
+	paths   []pathVal // sorted
+	depKeys []string
+}
+
+func (v *routeVal) kind() kind     { return kindRoute }
+func (v *routeVal) deps() []string { return v.depKeys }
+func (v *routeVal) equal(o value) bool {
+	w := o.(*routeVal)
+	return v.vrf == w.vrf && v.dst == w.dst && slices.Equal(v.paths, w.paths)
+}
+
+// finish sorts the paths and computes the dependencies.
+func (v *routeVal) finish() *routeVal {
+	slices.SortFunc(v.paths, cmpPath)
+	var deps depsOf
+	if v.vrf != 0 {
+		deps.add(model.VrfTableKey(protoOf(v.dst.Addr().Is6()), v.vrf))
+	}
+	for i := range v.paths {
+		if v.paths[i].iface != "" {
+			v.paths[i].ifKey = model.InterfaceKey(v.paths[i].iface)
+			deps.add(v.paths[i].ifKey)
+		}
+	}
+	v.depKeys = deps
+	return v
+}
+
+func parseRoute(m *model.Route) (*routeVal, error) {
+	dst, err := netip.ParsePrefix(m.GetDstNetwork())
+	if err != nil {
+		return nil, err
+	}
+	v := &routeVal{vrf: m.GetVrf(), dst: dst, paths: make([]pathVal, 0, len(m.GetPaths()))}
+	for _, p := range m.GetPaths() {
+		pv := pathVal{iface: p.GetOutgoingInterface(), weight: uint8(max(p.GetWeight(), 1))}
+		if s := p.GetNextHop(); s != "" {
+			if pv.nh, err = netip.ParseAddr(s); err != nil {
+				return nil, err
+			}
+		}
+		v.paths = append(v.paths, pv)
+	}
+	return v.finish(), nil
+}
+
+func (v *routeVal) message() proto.Message {
+	m := &model.Route{Vrf: v.vrf, DstNetwork: v.dst.String()}
+	for _, p := range v.paths {
+		mp := &model.Path{OutgoingInterface: p.iface}
+		if p.weight != 1 {
+			mp.Weight = uint32(p.weight)
+		}
+		if p.nh.IsValid() {
+			mp.NextHop = p.nh.String()
+		}
+		m.Paths = append(m.Paths, mp)
+	}
+	return m
+}
+
+// ---- NAT44-ED
+
+var natGlobalDeps = []string{model.Nat44GlobalKey}
+
+type natGlobalVal struct{ sessions uint32 }
+
+func (v *natGlobalVal) kind() kind         { return kindNatGlobal }
+func (v *natGlobalVal) deps() []string     { return nil }
+func (v *natGlobalVal) equal(o value) bool { return *v == *o.(*natGlobalVal) }
+func (v *natGlobalVal) message() proto.Message {
+	return &model.Nat44Global{Sessions: v.sessions}
+}
+
+type natIfaceVal struct {
+	iface           string
+	inside, outside bool
+	depKeys         []string // the plugin, the interface
+}
+
+func newNatIface(iface string, inside, outside bool) *natIfaceVal {
+	return &natIfaceVal{iface: iface, inside: inside, outside: outside,
+		depKeys: []string{model.Nat44GlobalKey, model.InterfaceKey(iface)}}
+}
+
+func (v *natIfaceVal) kind() kind     { return kindNat }
+func (v *natIfaceVal) deps() []string { return v.depKeys }
+func (v *natIfaceVal) ifKey() string  { return v.depKeys[1] }
+func (v *natIfaceVal) equal(o value) bool {
+	w := o.(*natIfaceVal)
+	return v.iface == w.iface && v.inside == w.inside && v.outside == w.outside
+}
+func (v *natIfaceVal) message() proto.Message {
+	return &model.Nat44Interface{Interface: v.iface, Inside: v.inside, Outside: v.outside}
+}
+
+type poolVal struct {
+	first, last netip.Addr
+	vrf         uint32
+	twice       bool
+}
+
+func (v *poolVal) kind() kind         { return kindNat }
+func (v *poolVal) deps() []string     { return natGlobalDeps }
+func (v *poolVal) equal(o value) bool { return *v == *o.(*poolVal) }
+func (v *poolVal) message() proto.Message {
+	return &model.Nat44AddressPool{FirstIp: v.first.String(), LastIp: v.last.String(), Vrf: v.vrf, TwiceNat: v.twice}
+}
+
+func parsePool(m *model.Nat44AddressPool) (*poolVal, error) {
+	first, err := netip.ParseAddr(m.GetFirstIp())
+	if err != nil {
+		return nil, err
+	}
+	last := first
+	if s := m.GetLastIp(); s != "" {
+		if last, err = netip.ParseAddr(s); err != nil {
+			return nil, err
+		}
+	}
+	return &poolVal{first: first, last: last, vrf: m.GetVrf(), twice: m.GetTwiceNat()}, nil
+}
+
+// natFlagsVal are the flags of static and load-balanced mappings.
+type natFlagsVal struct{ out2in, twice, selfTwice bool }
+
+type staticVal struct {
+	proto        model.Nat44Protocol
+	local, ext   netip.Addr
+	lport, eport uint16
+	vrf          uint32
+	flags        natFlagsVal
+}
+
+func (v *staticVal) kind() kind         { return kindNat }
+func (v *staticVal) deps() []string     { return natGlobalDeps }
+func (v *staticVal) equal(o value) bool { return *v == *o.(*staticVal) }
+func (v *staticVal) message() proto.Message {
+	return &model.Nat44StaticMapping{Protocol: v.proto, LocalIp: v.local.String(), LocalPort: uint32(v.lport),
+		ExternalIp: v.ext.String(), ExternalPort: uint32(v.eport), Vrf: v.vrf,
+		Out2InOnly: v.flags.out2in, TwiceNat: v.flags.twice, SelfTwiceNat: v.flags.selfTwice}
+}
+
+func parseStatic(m *model.Nat44StaticMapping) (*staticVal, error) {
+	local, err := netip.ParseAddr(m.GetLocalIp())
+	if err != nil {
+		return nil, err
+	}
+	ext, err := netip.ParseAddr(m.GetExternalIp())
+	if err != nil {
+		return nil, err
+	}
+	return &staticVal{proto: m.GetProtocol(), local: local, ext: ext, lport: uint16(m.GetLocalPort()),
+		eport: uint16(m.GetExternalPort()), vrf: m.GetVrf(),
+		flags: natFlagsVal{m.GetOut2InOnly(), m.GetTwiceNat(), m.GetSelfTwiceNat()}}, nil
+}
+
+type identityVal struct {
+	proto   model.Nat44Protocol
+	ip      netip.Addr // invalid when iface is set
+	iface   string
+	port    uint16
+	vrf     uint32
+	depKeys []string
+}
+
+func newIdentity(p model.Nat44Protocol, ip netip.Addr, iface string, port uint16, vrf uint32) *identityVal {
+	v := &identityVal{proto: p, ip: ip, iface: iface, port: port, vrf: vrf, depKeys: natGlobalDeps}
+	if iface != "" {
+		v.depKeys = []string{model.Nat44GlobalKey, model.InterfaceKey(iface)}
+	}
+	return v
+}
+
+func (v *identityVal) kind() kind     { return kindNat }
+func (v *identityVal) deps() []string { return v.depKeys }
+func (v *identityVal) equal(o value) bool {
+	w := o.(*identityVal)
+	return v.proto == w.proto && v.ip == w.ip && v.iface == w.iface && v.port == w.port && v.vrf == w.vrf
+}
+func (v *identityVal) message() proto.Message {
+	m := &model.Nat44IdentityMapping{Protocol: v.proto, Interface: v.iface, Port: uint32(v.port), Vrf: v.vrf}
+	if v.iface == "" {
+		m.Ip = v.ip.String()
+	}
+	return m
+}
+
+func parseIdentity(m *model.Nat44IdentityMapping) (*identityVal, error) {
+	var ip netip.Addr
+	if m.GetInterface() == "" {
+		var err error
+		if ip, err = netip.ParseAddr(m.GetIp()); err != nil {
+			return nil, err
+		}
+	}
+	return newIdentity(m.GetProtocol(), ip, m.GetInterface(), uint16(m.GetPort()), m.GetVrf()), nil
+}
+
+type backendVal struct {
+	ip    netip.Addr
+	port  uint16
+	prob  uint8
+	vrf   uint32
+	ident netip.AddrPort // ip:port, the backend's identity in VPP
+}
+
+func newBackend(ip netip.Addr, port uint16, prob uint8, vrf uint32) backendVal {
+	return backendVal{ip: ip, port: port, prob: prob, vrf: vrf, ident: netip.AddrPortFrom(ip, port)}
+}
+
+func cmpBackend(a, b backendVal) int { return cmp.Or(a.ip.Compare(b.ip), cmp.Compare(a.port, b.port)) }
+
+// lbHead is everything of a load-balanced mapping but its backends.
+type lbHead struct {
+	proto    model.Nat44Protocol
+	ext      netip.Addr
+	port     uint16
+	affinity uint32
+	flags    natFlagsVal
+}
+
+type lbVal struct {
+	lbHead
+	backends []backendVal // sorted by address and port
+}
+
+func (v *lbVal) kind() kind     { return kindNat }
+func (v *lbVal) deps() []string { return natGlobalDeps }
+func (v *lbVal) equal(o value) bool {
+	w := o.(*lbVal)
+	return v.lbHead == w.lbHead && slices.Equal(v.backends, w.backends)
+}
+func (v *lbVal) message() proto.Message {
+	m := &model.Nat44LbStaticMapping{Protocol: v.proto, ExternalIp: v.ext.String(), ExternalPort: uint32(v.port),
+		Affinity: v.affinity, Out2InOnly: v.flags.out2in, TwiceNat: v.flags.twice, SelfTwiceNat: v.flags.selfTwice}
+	for _, b := range v.backends {
+		m.Backends = append(m.Backends, &model.Nat44Backend{Ip: b.ip.String(), Port: uint32(b.port),
+			Probability: uint32(b.prob), Vrf: b.vrf})
+	}
+	return m
+}
+
+func (v *lbVal) finish() *lbVal {
+	slices.SortFunc(v.backends, cmpBackend)
+	return v
+}
+
+func parseLB(m *model.Nat44LbStaticMapping) (*lbVal, error) {
+	ext, err := netip.ParseAddr(m.GetExternalIp())
+	if err != nil {
+		return nil, err
+	}
+	v := &lbVal{lbHead: lbHead{proto: m.GetProtocol(), ext: ext, port: uint16(m.GetExternalPort()),
+		affinity: m.GetAffinity(), flags: natFlagsVal{m.GetOut2InOnly(), m.GetTwiceNat(), m.GetSelfTwiceNat()}},
+		backends: make([]backendVal, 0, len(m.GetBackends()))}
+	for _, b := range m.GetBackends() {
+		ip, err := netip.ParseAddr(b.GetIp())
+		if err != nil {
+			return nil, err
+		}
+		v.backends = append(v.backends, newBackend(ip, uint16(b.GetPort()), uint8(b.GetProbability()), b.GetVrf()))
+	}
+	return v.finish(), nil
+}

@@ -1,0 +1,89 @@
+package vppdriver
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+)
+
+// fuzzKinds are the message types a fuzz input can decode into.
+var fuzzKinds = []func() proto.Message{
+	func() proto.Message { return &model.Interface{} },
+	func() proto.Message { return &model.VrfTable{} },
+	func() proto.Message { return &model.Route{} },
+	func() proto.Message { return &model.Nat44Global{} },
+	func() proto.Message { return &model.Nat44Interface{} },
+	func() proto.Message { return &model.Nat44AddressPool{} },
+	func() proto.Message { return &model.Nat44StaticMapping{} },
+	func() proto.Message { return &model.Nat44IdentityMapping{} },
+	func() proto.Message { return &model.Nat44LbStaticMapping{} },
+}
+
+// FuzzParseValue: every message that model validation accepts converts
+// into a value (conversion never disagrees with validation), and the
+// value's canonical message validates under the same key and converts
+// back to an equal value.
+func FuzzParseValue(f *testing.F) {
+	seeds := []proto.Message{
+		&model.Interface{Name: "a", Type: model.Interface_LOOPBACK, MacAddress: "02:AA:00:00:00:01",
+			IpAddresses: []string{"10.0.0.1/24", "fd00::1/64"}, Vrf: 3},
+		&model.Interface{Name: "vx", Type: model.Interface_VXLAN_TUNNEL,
+			Vxlan: &model.VxlanLink{SrcAddress: "10.0.0.1", DstAddress: "10.0.0.2", Vni: 7, EncapVrf: 2}},
+		&model.Interface{Name: "m", Type: model.Interface_MEMIF, Memif: &model.MemifLink{Id: 3, RingSize: 2048}},
+		&model.Interface{Name: "t", Type: model.Interface_TAP, Tap: &model.TapLink{HostIfName: "h"}},
+		&model.Interface{Name: "p", Type: model.Interface_AF_PACKET, AfPacket: &model.AfPacketLink{HostIfName: "veth0"}},
+		&model.VrfTable{Id: 5, Protocol: model.VrfTable_IPV6, Label: "x"},
+		&model.Route{Vrf: 1, DstNetwork: "10.1.0.0/16", Paths: []*model.Path{{OutgoingInterface: "a", NextHop: "10.0.0.2", Weight: 1}, {NextHop: "10.0.0.3", Weight: 5}}},
+		&model.Nat44Global{Sessions: 100},
+		&model.Nat44Interface{Interface: "a", Inside: true},
+		&model.Nat44AddressPool{FirstIp: "192.0.2.1", LastIp: "192.0.2.9", TwiceNat: true},
+		&model.Nat44StaticMapping{Protocol: model.Nat44Protocol_TCP, LocalIp: "10.0.0.5", LocalPort: 80, ExternalIp: "192.0.2.5", ExternalPort: 8080},
+		&model.Nat44IdentityMapping{Protocol: model.Nat44Protocol_UDP, Interface: "a", Port: 4789},
+		&model.Nat44LbStaticMapping{Protocol: model.Nat44Protocol_TCP, ExternalIp: "192.0.2.30", ExternalPort: 80,
+			Backends: []*model.Nat44Backend{{Ip: "10.1.1.12", Port: 80, Probability: 50}, {Ip: "10.1.1.11", Port: 80, Probability: 50}}},
+	}
+	for _, m := range seeds {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for i, k := range fuzzKinds {
+			if proto.MessageName(k()) == proto.MessageName(m) {
+				f.Add(uint8(i), b)
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, kind uint8, data []byte) {
+		msg := fuzzKinds[int(kind)%len(fuzzKinds)]()
+		if proto.Unmarshal(data, msg) != nil {
+			return
+		}
+		key, err := model.KeyOf(msg)
+		if err != nil {
+			return // invalid: rejected before conversion
+		}
+		v, err := parseValue(msg)
+		if err != nil {
+			t.Fatalf("valid %T %v does not convert: %v", msg, msg, err)
+		}
+		if kindOf(key) != v.kind() {
+			t.Fatalf("%s: value of kind %d, key of kind %d", key, v.kind(), kindOf(key))
+		}
+		canon := v.message()
+		if err := model.CheckKey(key, canon); err != nil {
+			t.Fatalf("canonical message of %s: %v", key, err)
+		}
+		w, err := parseValue(canon)
+		if err != nil {
+			t.Fatalf("canonical message of %s does not convert: %v", key, err)
+		}
+		if !v.equal(w) || !w.equal(v) {
+			t.Fatalf("%s: %v converts to a different value than its canonical form %v", key, msg, canon)
+		}
+		if needsRecreate(v, w) {
+			t.Fatalf("%s: needs re-creation into its own canonical form", key)
+		}
+	})
+}
