@@ -91,9 +91,14 @@ func TestEachResourceReachesTheWatcher(t *testing.T) {
 			_, err := core.Namespaces().Update(ctx, ns, uopts)
 			return err
 		},
-		barrier:    func(ctx context.Context) error { _, err := core.Namespaces().Create(ctx, namespace("barrier"), opts); return err },
+		barrier: func(ctx context.Context) error {
+			_, err := core.Namespaces().Create(ctx, namespace("barrier"), opts)
+			return err
+		},
 		barrierKey: kubemodel.NamespaceKey("barrier"),
-		del:        func(ctx context.Context) error { return core.Namespaces().Delete(ctx, "team-a", metav1.DeleteOptions{}) },
+		del: func(ctx context.Context) error {
+			return core.Namespaces().Delete(ctx, "team-a", metav1.DeleteOptions{})
+		},
 	}, {
 		resource: kubemodel.NodeResource, key: kubemodel.NodeKey("node1"),
 		create: func(ctx context.Context) error { _, err := core.Nodes().Create(ctx, nd, opts); return err },
@@ -112,7 +117,10 @@ func TestEachResourceReachesTheWatcher(t *testing.T) {
 			_, err := core.Nodes().UpdateStatus(ctx, nd, uopts)
 			return err
 		},
-		barrier:    func(ctx context.Context) error { _, err := core.Nodes().Create(ctx, node("barrier", "192.168.0.9", "10.1.9.0/24"), opts); return err },
+		barrier: func(ctx context.Context) error {
+			_, err := core.Nodes().Create(ctx, node("barrier", "192.168.0.9", "10.1.9.0/24"), opts)
+			return err
+		},
 		barrierKey: kubemodel.NodeKey("barrier"),
 		del:        func(ctx context.Context) error { return core.Nodes().Delete(ctx, "node1", metav1.DeleteOptions{}) },
 	}, {
@@ -135,9 +143,14 @@ func TestEachResourceReachesTheWatcher(t *testing.T) {
 			_, err := core.Pods("default").UpdateStatus(ctx, p, uopts)
 			return err
 		},
-		barrier:    func(ctx context.Context) error { _, err := core.Pods("default").Create(ctx, pod("default", "barrier", "10.1.1.9"), opts); return err },
+		barrier: func(ctx context.Context) error {
+			_, err := core.Pods("default").Create(ctx, pod("default", "barrier", "10.1.1.9"), opts)
+			return err
+		},
 		barrierKey: kubemodel.PodKey("default", "barrier"),
-		del:        func(ctx context.Context) error { return core.Pods("default").Delete(ctx, "web", metav1.DeleteOptions{}) },
+		del: func(ctx context.Context) error {
+			return core.Pods("default").Delete(ctx, "web", metav1.DeleteOptions{})
+		},
 	}, {
 		resource: kubemodel.ServiceResource, key: kubemodel.ServiceKey("default", "web"),
 		create: func(ctx context.Context) error { _, err := core.Services("default").Create(ctx, svc, opts); return err },
@@ -156,12 +169,20 @@ func TestEachResourceReachesTheWatcher(t *testing.T) {
 			_, err := core.Services("default").Update(ctx, svc, uopts)
 			return err
 		},
-		barrier:    func(ctx context.Context) error { _, err := core.Services("default").Create(ctx, service("default", "barrier", "10.96.0.99", 80), opts); return err },
+		barrier: func(ctx context.Context) error {
+			_, err := core.Services("default").Create(ctx, service("default", "barrier", "10.96.0.99", 80), opts)
+			return err
+		},
 		barrierKey: kubemodel.ServiceKey("default", "barrier"),
-		del:        func(ctx context.Context) error { return core.Services("default").Delete(ctx, "web", metav1.DeleteOptions{}) },
+		del: func(ctx context.Context) error {
+			return core.Services("default").Delete(ctx, "web", metav1.DeleteOptions{})
+		},
 	}, {
 		resource: kubemodel.EndpointsResource, key: kubemodel.EndpointsKey("default", "web"),
-		create: func(ctx context.Context) error { _, err := disc.EndpointSlices("default").Create(ctx, sl, opts); return err },
+		create: func(ctx context.Context) error {
+			_, err := disc.EndpointSlices("default").Create(ctx, sl, opts)
+			return err
+		},
 		createWant: &kubemodel.Endpoints{Name: "web", Namespace: "default", Subsets: []*kubemodel.EndpointSubset{{
 			Addresses: []*kubemodel.EndpointAddress{{Ip: "10.1.1.2", NodeName: "node1"}},
 			Ports:     []*kubemodel.EndpointPort{{Name: "http", Port: 8080}},
@@ -188,7 +209,9 @@ func TestEachResourceReachesTheWatcher(t *testing.T) {
 			return err
 		},
 		barrierKey: kubemodel.EndpointsKey("default", "barrier"),
-		del:        func(ctx context.Context) error { return disc.EndpointSlices("default").Delete(ctx, "web-abc", metav1.DeleteOptions{}) },
+		del: func(ctx context.Context) error {
+			return disc.EndpointSlices("default").Delete(ctx, "web-abc", metav1.DeleteOptions{})
+		},
 	}}
 
 	for _, tc := range cases {
