@@ -67,7 +67,7 @@ type kube struct {
 }
 
 func newKube(objs ...runtime.Object) *kube {
-	k := &kube{Clientset: fake.NewClientset(objs...), watches: map[string][]*watch.RaceFreeFakeWatcher{}}
+	k := &kube{Clientset: fake.NewSimpleClientset(objs...), watches: map[string][]*watch.RaceFreeFakeWatcher{}}
 	k.PrependWatchReactor("*", func(action k8stesting.Action) (bool, watch.Interface, error) {
 		var opts []metav1.ListOptions
 		if wa, ok := action.(k8stesting.WatchActionImpl); ok {
