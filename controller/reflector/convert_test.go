@@ -211,7 +211,12 @@ func TestConvertBadObjects(t *testing.T) {
 		convert func() error
 		want    []string
 	}{
-		{"pod IP", func() error { p := fullPod(); p.Status.PodIP = "10.1.1.300"; _, err := reflector.ConvertPod(p); return err },
+		{"pod IP", func() error {
+			p := fullPod()
+			p.Status.PodIP = "10.1.1.300"
+			_, err := reflector.ConvertPod(p)
+			return err
+		},
 			[]string{`pod ns1/web-0: status.podIP "10.1.1.300": not an IP address`}},
 		{"pod IPs and host IP", func() error {
 			p := fullPod()
@@ -220,7 +225,12 @@ func TestConvertBadObjects(t *testing.T) {
 			_, err := reflector.ConvertPod(p)
 			return err
 		}, []string{`status.podIPs[1].ip "fd00::zz"`, `status.hostIP "x"`}},
-		{"pod with zone", func() error { p := fullPod(); p.Status.PodIP = "fe80::1%eth0"; _, err := reflector.ConvertPod(p); return err },
+		{"pod with zone", func() error {
+			p := fullPod()
+			p.Status.PodIP = "fe80::1%eth0"
+			_, err := reflector.ConvertPod(p)
+			return err
+		},
 			[]string{`status.podIP "fe80::1%eth0": not an IP address`}},
 		{"container port", func() error {
 			p := fullPod()
@@ -234,7 +244,12 @@ func TestConvertBadObjects(t *testing.T) {
 			[]string{`metadata.name "Web_0"`}},
 		{"pod namespace", func() error { p := fullPod(); p.Namespace = "a.b"; _, err := reflector.ConvertPod(p); return err },
 			[]string{`metadata.namespace "a.b"`}},
-		{"service port", func() error { s := fullService(); s.Spec.Ports[0].Port = 70000; _, err := reflector.ConvertService(s); return err },
+		{"service port", func() error {
+			s := fullService()
+			s.Spec.Ports[0].Port = 70000
+			_, err := reflector.ConvertService(s)
+			return err
+		},
 			[]string{`service ns1/web: spec.ports[0].port "70000": must be 1..65535`}},
 		{"service node port and target port", func() error {
 			s := fullService()
