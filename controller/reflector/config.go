@@ -29,6 +29,10 @@ const (
 // larger value goes alone.
 const maxTxnBytes = 1 << 20
 
+// maxInflight is the number of write transactions a commit keeps in
+// flight at once.
+const maxInflight = 8
+
 // readPageSize is the number of keys read per request when the reconcile
 // reads a resource's keys from etcd.
 const readPageSize = 5000

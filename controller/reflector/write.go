@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -293,36 +295,57 @@ func (r *Reflector) readPrefix(ctx context.Context, prefix string) (map[string][
 }
 
 // commit writes ops in fenced transactions of at most BatchSize operations
-// and maxTxnBytes of values, and records what it wrote. It returns
-// errLostLeadership when the fence refused a transaction.
+// and maxTxnBytes of values, up to maxInflight of them at once (etcd
+// batches concurrent proposals; the keys of one commit are distinct, so
+// their order does not matter), and records what was written. It returns
+// errLostLeadership when the fence refused a transaction, else the first
+// error; the transactions that succeeded are recorded either way.
 func (r *Reflector) commit(ctx context.Context, fence clientv3.Cmp, ops []op) error {
+	var batches [][]op
 	for len(ops) > 0 {
 		n, size := 0, 0
 		for n < len(ops) && n < r.cfg.BatchSize && (n == 0 || size+len(ops[n].value) <= maxTxnBytes) {
 			size += len(ops[n].value)
 			n++
 		}
-		batch := ops[:n]
+		batches = append(batches, ops[:n])
 		ops = ops[n:]
-		etcdOps := make([]clientv3.Op, len(batch))
-		for i, o := range batch {
-			if o.value == nil {
-				etcdOps[i] = clientv3.OpDelete(r.cfg.Prefix + o.key)
-			} else {
-				etcdOps[i] = clientv3.OpPut(r.cfg.Prefix+o.key, string(o.value))
+	}
+	errs := make([]error, len(batches))
+	if len(batches) == 1 {
+		errs[0] = r.txn(ctx, fence, batches[0])
+	} else {
+		var (
+			wg     sync.WaitGroup
+			failed atomic.Bool
+			sem    = make(chan struct{}, maxInflight)
+		)
+		for i, b := range batches {
+			sem <- struct{}{}
+			if failed.Load() {
+				<-sem
+				errs[i] = errSkipped
+				continue
 			}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				if errs[i] = r.txn(ctx, fence, b); errs[i] != nil {
+					failed.Store(true)
+				}
+			})
 		}
-		tctx, cancel := context.WithTimeout(ctx, r.cfg.WriteTimeout)
-		resp, err := r.client.Txn(tctx).If(fence).Then(etcdOps...).Commit()
-		cancel()
-		if err != nil {
-			return fmt.Errorf("write %d keys: %w", len(batch), err)
-		}
-		if !resp.Succeeded {
-			return errLostLeadership
+		wg.Wait()
+	}
+	var first error
+	for i, b := range batches {
+		if err := errs[i]; err != nil {
+			if first == nil || errors.Is(err, errLostLeadership) {
+				first = err
+			}
+			continue
 		}
 		r.txns.Add(1)
-		for _, o := range batch {
+		for _, o := range b {
 			if o.value == nil {
 				delete(o.rs.written, o.key)
 				o.rs.deletes.Add(1)
@@ -332,10 +355,39 @@ func (r *Reflector) commit(ctx context.Context, fence clientv3.Cmp, ops []op) er
 			}
 			o.rs.objects.Store(int64(len(o.rs.written)))
 		}
-		r.log.Debug("committed", slog.Int("ops", len(batch)), slog.Int64("revision", resp.Header.Revision))
 		if r.hookCommitted != nil {
-			r.hookCommitted(batch)
+			r.hookCommitted(b)
 		}
 	}
+	if errors.Is(first, errSkipped) {
+		// Unreachable: a batch is skipped only after another failed.
+		first = errors.New("reflector: write skipped")
+	}
+	return first
+}
+
+// errSkipped marks a batch not sent because another one failed.
+var errSkipped = errors.New("skipped after an earlier failure")
+
+// txn commits one fenced transaction.
+func (r *Reflector) txn(ctx context.Context, fence clientv3.Cmp, batch []op) error {
+	etcdOps := make([]clientv3.Op, len(batch))
+	for i, o := range batch {
+		if o.value == nil {
+			etcdOps[i] = clientv3.OpDelete(r.cfg.Prefix + o.key)
+		} else {
+			etcdOps[i] = clientv3.OpPut(r.cfg.Prefix+o.key, string(o.value))
+		}
+	}
+	tctx, cancel := context.WithTimeout(ctx, r.cfg.WriteTimeout)
+	resp, err := r.client.Txn(tctx).If(fence).Then(etcdOps...).Commit()
+	cancel()
+	if err != nil {
+		return fmt.Errorf("write %d keys: %w", len(batch), err)
+	}
+	if !resp.Succeeded {
+		return errLostLeadership
+	}
+	r.log.Debug("committed", slog.Int("ops", len(batch)), slog.Int64("revision", resp.Header.Revision))
 	return nil
 }

@@ -19,11 +19,13 @@ import (
 	// it exists.
 	_ "github.com/vswitchkit/vswitchkit/bgp"
 	"github.com/vswitchkit/vswitchkit/bgp/bgpmodel"
+	_ "github.com/vswitchkit/vswitchkit/bgp/bgpreflector"
 	_ "github.com/vswitchkit/vswitchkit/bgp/bgptest"
 	_ "github.com/vswitchkit/vswitchkit/bgp/gobgp"
 	_ "github.com/vswitchkit/vswitchkit/controller"
 	_ "github.com/vswitchkit/vswitchkit/controller/controllertest"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	_ "github.com/vswitchkit/vswitchkit/controller/reflector"
 	_ "github.com/vswitchkit/vswitchkit/controller/watcher"
 	_ "github.com/vswitchkit/vswitchkit/controller/watcher/watchertest"
 	_ "github.com/vswitchkit/vswitchkit/ipam"
