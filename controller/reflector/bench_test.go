@@ -148,4 +148,3 @@ func changeLatency(b *testing.B, k *kube, cli *clientv3.Client, n, pods int) (p5
 	slices.Sort(lat)
 	return lat[len(lat)/2], lat[len(lat)*99/100]
 }
-

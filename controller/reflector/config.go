@@ -98,7 +98,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Prefix = DefaultPrefix
 	}
 	if !strings.HasSuffix(c.Prefix, "/") {
-		errs = append(errs, fmt.Errorf("Prefix %q must end in /", c.Prefix))
+		errs = append(errs, fmt.Errorf("prefix %q (Prefix) must end in /", c.Prefix))
 	}
 	if c.ElectionPrefix == "" {
 		c.ElectionPrefix = DefaultElectionPrefix
@@ -107,7 +107,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.BatchSize = DefaultBatchSize
 	}
 	if c.BatchSize < 1 {
-		errs = append(errs, fmt.Errorf("BatchSize %d is negative", c.BatchSize))
+		errs = append(errs, fmt.Errorf("negative BatchSize %d", c.BatchSize))
 	}
 	durations := []struct {
 		name string

@@ -50,8 +50,8 @@ type resState struct {
 	idx    int
 	prefix string // Config.Prefix + KeyPrefix
 
-	events, puts, deletes, badReports, relists atomic.Uint64
-	objects, bad                               atomic.Int64
+	events, puts, deletes, badReports atomic.Uint64
+	objects, bad                      atomic.Int64
 
 	informer cache.SharedIndexInformer // set by Run before the informer starts
 	lists    atomic.Int64              // full lists seen by the informer
