@@ -100,6 +100,8 @@ func TestPoliciesReachTheWatcher(t *testing.T) {
 	ch = next()
 	assert.Nil(t, ch.NewValue)
 
+	// The counters follow the commit that the watcher already saw.
+	require.Eventually(t, func() bool { return r.Stats().Resources[bgpmodel.PolicyResourceName].Deletes == 1 }, time.Minute, 5*time.Millisecond)
 	s := r.Stats().Resources[bgpmodel.PolicyResourceName]
 	assert.Equal(t, 1, s.BadObjects, "the bad policy")
 	assert.EqualValues(t, 2, s.Puts, "create and the spec change; the annotation wrote nothing")

@@ -29,10 +29,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// klog's flush daemon, started by client-go's package initialisation.
-		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-	)
+	goleak.VerifyTestMain(m)
 }
 
 // testTimeout bounds waits in tests; generous because -race on a busy

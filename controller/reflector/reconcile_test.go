@@ -122,6 +122,7 @@ func TestStaleEtcdReconciledWithoutGaps(t *testing.T) {
 	}
 	assert.ElementsMatch(t, deletedKeys, dels)
 	assert.Len(t, puts, 10, "the changed and the missing keys: %v", puts)
+	eventually(t, "the counters of the reconcile", func() bool { return r.Stats().Reconciles == 1 })
 	s := r.Stats()
 	assert.EqualValues(t, 10, s.Puts)
 	assert.EqualValues(t, len(deletedKeys), s.Deletes)

@@ -249,6 +249,8 @@ func TestEachResourceReachesTheWatcher(t *testing.T) {
 			check("delete", tc.updateWant, nil)
 		})
 	}
+	// The counters follow the commit that the watcher already saw.
+	eventually(t, "the counters of the last delete", func() bool { return r.Stats().Resources[kubemodel.EndpointsResource].Deletes == 1 })
 	s := r.Stats()
 	for _, name := range []string{kubemodel.PodResource, kubemodel.ServiceResource, kubemodel.EndpointsResource, kubemodel.NodeResource, kubemodel.NamespaceResource} {
 		rs := s.Resources[name]
