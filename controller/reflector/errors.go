@@ -28,7 +28,8 @@ var (
 // [ResourceStats.BadObjects], and the other objects are reflected.
 //
 // Resource converters ([Resource.Convert]) may return an *ObjectError or
-// any other error; the reflector treats both alike.
+// any other error; the reflector treats both alike. An ObjectError is
+// immutable once returned.
 type ObjectError struct {
 	// Resource is the name of the resource ([Resource.Name]).
 	Resource string

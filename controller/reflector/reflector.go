@@ -130,7 +130,8 @@ type Stats struct {
 	Resources map[string]ResourceStats
 }
 
-// ResourceStats are the counters of one resource.
+// ResourceStats are the counters of one resource, a copy (safe for
+// concurrent use).
 type ResourceStats struct {
 	// Events counts informer notifications (add, update, delete).
 	Events uint64

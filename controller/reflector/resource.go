@@ -24,8 +24,9 @@ import (
 // ones; package bgp/bgpreflector shows a user resource (a CRD read with the
 // dynamic client).
 //
-// The zero value is not usable. A Resource is a plain value; the reflector
-// only reads it.
+// The zero value is not usable. A Resource is a plain value that the
+// reflector only reads: safe for concurrent use as long as nobody modifies
+// it.
 type Resource struct {
 	// Name identifies the resource in [Stats] and logs, e.g. "pod". It
 	// should equal the name under which the watcher delivers the keys
