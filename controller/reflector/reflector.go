@@ -91,7 +91,7 @@ func New(client *clientv3.Client, resources []Resource, cfg Config) (*Reflector,
 				errs = append(errs, fmt.Errorf("resources %q and %q: key prefixes %q and %q overlap", o.Name, res.Name, o.KeyPrefix, res.KeyPrefix))
 			}
 		}
-		full := cfg.Prefix + res.KeyPrefix
+		full := fullKey(cfg.Prefix, res.KeyPrefix)
 		if res.KeyPrefix != "" && (strings.HasPrefix(cfg.ElectionPrefix, full) || strings.HasPrefix(full, cfg.ElectionPrefix)) {
 			errs = append(errs, fmt.Errorf("ElectionPrefix %q overlaps the keys of resource %q", cfg.ElectionPrefix, res.Name))
 		}
