@@ -44,6 +44,7 @@ type ObjectError struct {
 	Reason string
 }
 
+// Error describes the problem: resource, object, field, value and reason.
 func (e *ObjectError) Error() string {
 	msg := "reflector: " + e.Resource + " " + e.Object
 	if e.Field != "" {
