@@ -1,0 +1,250 @@
+package reflector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+)
+
+// Resource describes one kind of Kubernetes object that the reflector
+// reflects: where its objects come from, how one object becomes a stored
+// value, and under which key. [KubernetesResources] returns the built-in
+// ones; package bgp/bgpreflector shows a user resource (a CRD read with the
+// dynamic client).
+//
+// The zero value is not usable. A Resource is a plain value that the
+// reflector only reads: safe for concurrent use as long as nobody modifies
+// it.
+type Resource struct {
+	// Name identifies the resource in [Stats] and logs, e.g. "pod". It
+	// should equal the name under which the watcher delivers the keys
+	// (kubemodel.Resource.Name).
+	Name string
+
+	// KeyPrefix is the common prefix of the resource's keys relative to
+	// [Config.Prefix], ending in "/", e.g. kubemodel.PodKeyPrefix. The
+	// reflector owns every key under Config.Prefix + KeyPrefix: a
+	// reconcile deletes those that no current object maps to. Key
+	// prefixes of different resources must not contain one another.
+	KeyPrefix string
+
+	// ListWatch lists and watches the objects, typically a
+	// *cache.ListWatch around a typed or dynamic client. The reflector
+	// builds a shared informer on it in Run. Wrap a *cache.ListWatch with
+	// cache.ToListWatcherWithWatchListSemantics, as client-go's generated
+	// informers do, so that client-go's fake clientsets work.
+	ListWatch cache.ListerWatcher
+
+	// Object is an empty object of the listed type, e.g. &corev1.Pod{} or
+	// &unstructured.Unstructured{}.
+	Object runtime.Object
+
+	// Convert returns the value to store for obj, an object of the type of
+	// Object taken from the informer's cache, which it must not modify.
+	// An error means the object cannot be reflected: it is logged, counted
+	// in [ResourceStats.BadObjects] and skipped, and a key that an earlier
+	// version of the object had is deleted. Return an [*ObjectError] (or
+	// several, joined) to name the field. A nil message and nil error
+	// leave the object out (a filter). Convert is called from the
+	// reflector's writer goroutine only, never concurrently with itself.
+	Convert func(obj any) (proto.Message, error)
+
+	// Key returns the key of the object namespace/name (namespace empty
+	// for cluster-scoped objects) relative to [Config.Prefix]; it must
+	// start with KeyPrefix, e.g. kubemodel.PodKey.
+	Key func(namespace, name string) string
+
+	// merged, set only by KubernetesResources for endpoints, replaces
+	// Convert and Key: many EndpointSlices make one value.
+	merged bool
+}
+
+func (r *Resource) validate() []error {
+	var errs []error
+	if r.Name == "" {
+		errs = append(errs, errors.New("resource name is empty"))
+	}
+	if r.KeyPrefix == "" || !strings.HasSuffix(r.KeyPrefix, "/") || strings.HasPrefix(r.KeyPrefix, "/") {
+		errs = append(errs, fmt.Errorf("resource %q: key prefix %q must be non-empty, end in / and not start with /", r.Name, r.KeyPrefix))
+	}
+	if r.ListWatch == nil {
+		errs = append(errs, fmt.Errorf("resource %q: ListWatch is nil", r.Name))
+	}
+	if r.Object == nil {
+		errs = append(errs, fmt.Errorf("resource %q: Object is nil", r.Name))
+	}
+	if !r.merged {
+		if r.Convert == nil {
+			errs = append(errs, fmt.Errorf("resource %q: Convert is nil", r.Name))
+		}
+		if r.Key == nil {
+			errs = append(errs, fmt.Errorf("resource %q: Key is nil", r.Name))
+		}
+	}
+	return errs
+}
+
+// KubernetesResources returns the built-in resources, read through kube:
+// nodes, pods, services, endpoints (the merge of the EndpointSlices of
+// discovery.k8s.io/v1 per service, see [ConvertEndpointSlices]) and
+// namespaces, all namespaces, converted with [ConvertNode], [ConvertPod],
+// [ConvertService] and [ConvertNamespace] and stored under the keys of
+// package kubemodel (kubemodel.NodeKey and so on). Their names are the
+// kubemodel resource names. The endpoints resource cannot be rebuilt from
+// its exported fields (its Convert and Key are nil); pass it on as
+// returned. KubernetesResources does no I/O.
+func KubernetesResources(kube kubernetes.Interface) []Resource {
+	return []Resource{
+		{
+			Name:      kubemodel.NodeResource,
+			KeyPrefix: kubemodel.NodeKeyPrefix,
+			ListWatch: typedListWatch(kube,
+				func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+					return kube.CoreV1().Nodes().List(ctx, o)
+				},
+				func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+					return kube.CoreV1().Nodes().Watch(ctx, o)
+				}),
+			Object:  &corev1.Node{},
+			Convert: typed(ConvertNode),
+			Key:     func(_, name string) string { return kubemodel.NodeKey(name) },
+		},
+		{
+			Name:      kubemodel.PodResource,
+			KeyPrefix: kubemodel.PodKeyPrefix,
+			ListWatch: typedListWatch(kube,
+				func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+					return kube.CoreV1().Pods("").List(ctx, o)
+				},
+				func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+					return kube.CoreV1().Pods("").Watch(ctx, o)
+				}),
+			Object:  &corev1.Pod{},
+			Convert: typed(ConvertPod),
+			Key:     kubemodel.PodKey,
+		},
+		{
+			Name:      kubemodel.ServiceResource,
+			KeyPrefix: kubemodel.ServiceKeyPrefix,
+			ListWatch: typedListWatch(kube,
+				func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+					return kube.CoreV1().Services("").List(ctx, o)
+				},
+				func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+					return kube.CoreV1().Services("").Watch(ctx, o)
+				}),
+			Object:  &corev1.Service{},
+			Convert: typed(ConvertService),
+			Key:     kubemodel.ServiceKey,
+		},
+		{
+			Name:      kubemodel.EndpointsResource,
+			KeyPrefix: kubemodel.EndpointsKeyPrefix,
+			ListWatch: typedListWatch(kube,
+				func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+					return kube.DiscoveryV1().EndpointSlices("").List(ctx, o)
+				},
+				func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+					return kube.DiscoveryV1().EndpointSlices("").Watch(ctx, o)
+				}),
+			Object: &discoveryv1.EndpointSlice{},
+			merged: true,
+		},
+		{
+			Name:      kubemodel.NamespaceResource,
+			KeyPrefix: kubemodel.NamespaceKeyPrefix,
+			ListWatch: typedListWatch(kube,
+				func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+					return kube.CoreV1().Namespaces().List(ctx, o)
+				},
+				func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+					return kube.CoreV1().Namespaces().Watch(ctx, o)
+				}),
+			Object:  &corev1.Namespace{},
+			Convert: typed(ConvertNamespace),
+			Key:     func(_, name string) string { return kubemodel.NamespaceKey(name) },
+		},
+	}
+}
+
+// typedListWatch builds a list-watch the way client-go's generated
+// informers do, so that fake clientsets opt out of WatchList.
+func typedListWatch(client any, list cache.ListWithContextFunc, w cache.WatchFuncWithContext) cache.ListerWatcher {
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: w}, client)
+}
+
+// typed adapts a converter of one object type to Resource.Convert.
+func typed[T any, M proto.Message](f func(T) (M, error)) func(any) (proto.Message, error) {
+	return func(obj any) (proto.Message, error) {
+		o, ok := obj.(T)
+		if !ok {
+			return nil, fmt.Errorf("reflector: unexpected object type %T", obj)
+		}
+		m, err := f(o)
+		if err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
+}
+
+// countingListWatch wraps a ListerWatcher and reports every full list: a
+// List call, or a watch that starts with the initial events (WatchList).
+// It keeps the wrapped WatchList capability.
+type countingListWatch struct {
+	inner       cache.ListerWatcherWithContext
+	unsupported bool
+	onList      func()
+}
+
+func newCountingListWatch(lw cache.ListerWatcher, onList func()) *countingListWatch {
+	c := &countingListWatch{inner: cache.ToListerWatcherWithContext(lw), onList: onList}
+	if u, ok := lw.(interface{ IsWatchListSemanticsUnSupported() bool }); ok {
+		c.unsupported = u.IsWatchListSemanticsUnSupported()
+	}
+	return c
+}
+
+// List implements cache.Lister.
+func (c *countingListWatch) List(o metav1.ListOptions) (runtime.Object, error) {
+	return c.ListWithContext(context.Background(), o)
+}
+
+// Watch implements cache.Watcher.
+func (c *countingListWatch) Watch(o metav1.ListOptions) (watch.Interface, error) {
+	return c.WatchWithContext(context.Background(), o)
+}
+
+// ListWithContext implements cache.ListerWithContext.
+func (c *countingListWatch) ListWithContext(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	obj, err := c.inner.ListWithContext(ctx, o)
+	if err == nil && o.Continue == "" {
+		c.onList()
+	}
+	return obj, err
+}
+
+// WatchWithContext implements cache.WatcherWithContext.
+func (c *countingListWatch) WatchWithContext(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	w, err := c.inner.WatchWithContext(ctx, o)
+	if err == nil && o.SendInitialEvents != nil && *o.SendInitialEvents {
+		c.onList()
+	}
+	return w, err
+}
+
+// IsWatchListSemanticsUnSupported passes the wrapped list-watch's answer on
+// to client-go's reflector.
+func (c *countingListWatch) IsWatchListSemanticsUnSupported() bool { return c.unsupported }

@@ -1,0 +1,398 @@
+package reflector
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+)
+
+var marshalOpts = proto.MarshalOptions{Deterministic: true}
+
+// handler turns informer notifications into dirty item IDs. It runs on the
+// informer's notification goroutine and never blocks.
+type handler struct {
+	r  *Reflector
+	rs *resState
+}
+
+func (h handler) OnAdd(obj any, _ bool) {
+	h.rs.events.Add(1)
+	h.r.markDirty(h.rs, h.rs.itemIDs(obj)...)
+}
+
+func (h handler) OnUpdate(oldObj, newObj any) {
+	h.rs.events.Add(1)
+	ids := h.rs.itemIDs(newObj)
+	if h.rs.merged { // a slice may move to another service
+		for _, id := range h.rs.itemIDs(oldObj) {
+			if len(ids) == 0 || id != ids[0] {
+				ids = append(ids, id)
+			}
+		}
+	}
+	h.r.markDirty(h.rs, ids...)
+}
+
+func (h handler) OnDelete(obj any) {
+	h.rs.events.Add(1)
+	h.r.markDirty(h.rs, h.rs.itemIDs(obj)...)
+}
+
+// serviceIndex indexes endpoint slices by "namespace/service".
+const serviceIndex = "service"
+
+func sliceService(obj any) (string, bool) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return "", false
+	}
+	svc, ok := s.Labels[discoveryv1.LabelServiceName]
+	if !ok || svc == "" {
+		return "", false
+	}
+	return s.Namespace + "/" + svc, true
+}
+
+func sliceServiceIndex(obj any) ([]string, error) {
+	if id, ok := sliceService(obj); ok {
+		return []string{id}, nil
+	}
+	return nil, nil
+}
+
+// stripManagedFields is the informers' transform.
+func stripManagedFields(obj any) (any, error) {
+	if a, err := meta.Accessor(obj); err == nil && a.GetManagedFields() != nil {
+		a.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// itemIDs returns the IDs of the values that obj contributes to: its
+// cache key ("namespace/name" or "name"), or for endpoint slices the
+// service's.
+func (rs *resState) itemIDs(obj any) []string {
+	if rs.merged {
+		if id, ok := sliceService(obj); ok {
+			return []string{id}
+		}
+		return nil
+	}
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return nil
+	}
+	return []string{key}
+}
+
+// allItemIDs lists the IDs of every value the cache holds.
+func (rs *resState) allItemIDs() []string {
+	idx := rs.informer.GetIndexer()
+	if rs.merged {
+		return idx.ListIndexFuncValues(serviceIndex)
+	}
+	return idx.ListKeys()
+}
+
+// desired computes the value of item id from the cache: its key relative to
+// the prefix, the encoded value (nil when nothing is to be stored) and what
+// made objects unusable. Called by the writer only.
+func (rs *resState) desired(id string) (key string, value []byte, bad error) {
+	ns, name, err := cache.SplitMetaNamespaceKey(id)
+	if err != nil {
+		return "", nil, err
+	}
+	idx := rs.informer.GetIndexer()
+	var msg proto.Message
+	if rs.merged {
+		key = kubemodel.EndpointsKey(ns, name)
+		objs, err := idx.ByIndex(serviceIndex, id)
+		if err != nil {
+			return key, nil, err
+		}
+		sl := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+		for _, o := range objs {
+			if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+				sl = append(sl, s)
+			}
+		}
+		if len(sl) == 0 {
+			return key, nil, nil
+		}
+		ep, err := ConvertEndpointSlices(ns, name, sl)
+		bad = err
+		if ep == nil {
+			return key, nil, bad
+		}
+		msg = ep
+	} else {
+		key = rs.Key(ns, name)
+		obj, exists, err := idx.GetByKey(id)
+		if err != nil || !exists {
+			return key, nil, err
+		}
+		if !strings.HasPrefix(key, rs.KeyPrefix) || len(key) == len(rs.KeyPrefix) {
+			return key, nil, &ObjectError{Resource: rs.Name, Object: id, Reason: fmt.Sprintf("key %q is not under the resource's key prefix %q", key, rs.KeyPrefix)}
+		}
+		m, err := rs.Convert(obj)
+		if err != nil || m == nil {
+			return key, nil, err
+		}
+		msg = m
+	}
+	b, err := marshalOpts.Marshal(msg)
+	if err != nil {
+		return key, nil, errors.Join(bad, &ObjectError{Resource: rs.Name, Object: id, Reason: "cannot encode: " + err.Error()})
+	}
+	return key, b, bad
+}
+
+// noteBad records the outcome of a conversion of item id for Stats and
+// logs a problem when it is new or changed.
+func (r *Reflector) noteBad(rs *resState, id string, bad error) {
+	if bad == nil {
+		if _, ok := rs.badSet[id]; ok {
+			delete(rs.badSet, id)
+			rs.bad.Store(int64(len(rs.badSet)))
+		}
+		return
+	}
+	reason := bad.Error()
+	if rs.badSet[id] == reason {
+		return
+	}
+	rs.badSet[id] = reason
+	rs.bad.Store(int64(len(rs.badSet)))
+	rs.badReports.Add(1)
+	r.log.Warn("object cannot be reflected; skipped", slog.String("resource", rs.Name), slog.String("object", id), slog.Any("error", bad))
+}
+
+// fullKey is the etcd key of a key relative to the Kubernetes-state
+// prefix: prefix + relative key (e.g. "/vswitchkit/" + kubemodel.PodKey).
+// It is the one place where keys are composed.
+func fullKey(prefix, rel string) string { return prefix + rel }
+
+// op is one write: a put (value non-nil) or a delete of a relative key.
+type op struct {
+	rs    *resState
+	key   string
+	value []byte
+}
+
+// flush writes the dirty items, comparing each with what this leader knows
+// to be in etcd.
+func (r *Reflector) flush(ctx context.Context, fence clientv3.Cmp, dirty [][]string) error {
+	var ops []op
+	for i, ids := range dirty {
+		rs := r.res[i]
+		for _, id := range ids {
+			key, val, bad := rs.desired(id)
+			r.noteBad(rs, id, bad)
+			cur, ok := rs.written[key]
+			switch {
+			case val == nil && ok:
+				ops = append(ops, op{rs: rs, key: key})
+			case val != nil && (!ok || !bytes.Equal(cur, val)):
+				ops = append(ops, op{rs: rs, key: key, value: val})
+			}
+		}
+	}
+	return r.commit(ctx, fence, ops)
+}
+
+// reconcile makes the keys of the resources in which (all when nil) in
+// etcd equal to the caches: it reads the keys, puts what is missing or
+// different and deletes keys that no object maps to. It never deletes the
+// key of an object that exists, so a watcher sees only real changes.
+func (r *Reflector) reconcile(ctx context.Context, fence clientv3.Cmp, which []bool) error {
+	start := time.Now()
+	// Drop the pending work first: the caches are read after this point,
+	// so the reconcile covers it; later changes are marked again.
+	r.dropDirty(which)
+	var ops []op
+	for i, rs := range r.res {
+		if which != nil && !which[i] {
+			continue
+		}
+		actual, err := r.readPrefix(ctx, rs.prefix)
+		if err != nil {
+			return err
+		}
+		rs.written = actual
+		rs.objects.Store(int64(len(actual)))
+		if rs.badSet == nil {
+			rs.badSet = map[string]string{}
+		}
+		want := make(map[string]struct{}, len(actual))
+		for _, id := range rs.allItemIDs() {
+			key, val, bad := rs.desired(id)
+			r.noteBad(rs, id, bad)
+			if val == nil {
+				continue
+			}
+			want[key] = struct{}{}
+			if cur, ok := actual[key]; !ok || !bytes.Equal(cur, val) {
+				ops = append(ops, op{rs: rs, key: key, value: val})
+			}
+		}
+		for key := range actual {
+			if _, ok := want[key]; !ok {
+				ops = append(ops, op{rs: rs, key: key})
+			}
+		}
+	}
+	if err := r.commit(ctx, fence, ops); err != nil {
+		return err
+	}
+	d := time.Since(start)
+	r.reconciles.Add(1)
+	r.lastReconcile.Store(int64(d))
+	r.log.Info("reconciled", slog.Int("writes", len(ops)), slog.Duration("duration", d))
+	return nil
+}
+
+// readPrefix reads every key under prefix at one revision, page by page,
+// keyed relative to Config.Prefix.
+func (r *Reflector) readPrefix(ctx context.Context, prefix string) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	from := prefix
+	var rev int64
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(readPageSize)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		gctx, cancel := context.WithTimeout(ctx, r.cfg.WriteTimeout)
+		resp, err := r.client.Get(gctx, from, opts...)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", prefix, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			out[string(kv.Key[len(r.cfg.Prefix):])] = kv.Value
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return out, nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// commit writes ops in fenced transactions of at most BatchSize operations
+// and maxTxnBytes of values, up to maxInflight of them at once (etcd
+// batches concurrent proposals; the keys of one commit are distinct, so
+// their order does not matter), and records what was written. It returns
+// errLostLeadership when the fence refused a transaction, else the first
+// error; the transactions that succeeded are recorded either way.
+func (r *Reflector) commit(ctx context.Context, fence clientv3.Cmp, ops []op) error {
+	var batches [][]op
+	for len(ops) > 0 {
+		n, size := 0, 0
+		for n < len(ops) && n < r.cfg.BatchSize && (n == 0 || size+len(ops[n].value) <= maxTxnBytes) {
+			size += len(ops[n].value)
+			n++
+		}
+		batches = append(batches, ops[:n])
+		ops = ops[n:]
+	}
+	errs := make([]error, len(batches))
+	if len(batches) == 1 {
+		errs[0] = r.txn(ctx, fence, batches[0])
+	} else {
+		var (
+			wg     sync.WaitGroup
+			failed atomic.Bool
+			sem    = make(chan struct{}, maxInflight)
+		)
+		for i, b := range batches {
+			sem <- struct{}{}
+			if failed.Load() {
+				<-sem
+				errs[i] = errSkipped
+				continue
+			}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				if errs[i] = r.txn(ctx, fence, b); errs[i] != nil {
+					failed.Store(true)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	var first error
+	for i, b := range batches {
+		if err := errs[i]; err != nil {
+			if first == nil || errors.Is(err, errLostLeadership) {
+				first = err
+			}
+			continue
+		}
+		r.txns.Add(1)
+		for _, o := range b {
+			if o.value == nil {
+				delete(o.rs.written, o.key)
+				o.rs.deletes.Add(1)
+			} else {
+				o.rs.written[o.key] = o.value
+				o.rs.puts.Add(1)
+			}
+			o.rs.objects.Store(int64(len(o.rs.written)))
+		}
+		if r.hookCommitted != nil {
+			r.hookCommitted(b)
+		}
+	}
+	if errors.Is(first, errSkipped) {
+		// Unreachable: a batch is skipped only after another failed.
+		first = errors.New("reflector: write skipped")
+	}
+	return first
+}
+
+// errSkipped marks a batch not sent because another one failed.
+var errSkipped = errors.New("skipped after an earlier failure")
+
+// txn commits one fenced transaction.
+func (r *Reflector) txn(ctx context.Context, fence clientv3.Cmp, batch []op) error {
+	etcdOps := make([]clientv3.Op, len(batch))
+	for i, o := range batch {
+		if o.value == nil {
+			etcdOps[i] = clientv3.OpDelete(fullKey(r.cfg.Prefix, o.key))
+		} else {
+			etcdOps[i] = clientv3.OpPut(fullKey(r.cfg.Prefix, o.key), string(o.value))
+		}
+	}
+	tctx, cancel := context.WithTimeout(ctx, r.cfg.WriteTimeout)
+	resp, err := r.client.Txn(tctx).If(fence).Then(etcdOps...).Commit()
+	cancel()
+	if err != nil {
+		return fmt.Errorf("write %d keys: %w", len(batch), err)
+	}
+	if !resp.Succeeded {
+		return errLostLeadership
+	}
+	r.log.Debug("committed", slog.Int("ops", len(batch)), slog.Int64("revision", resp.Header.Revision))
+	return nil
+}
