@@ -88,8 +88,10 @@ var fieldNames = map[protoreflect.FullName]map[string]protoreflect.Name{
 	"vswitchkit.bgp.v1.VirtualRouter": {
 		"localASN":        "local_asn",
 		"exportPodCIDR":   "export_pod_cidr",
-		"serviceSelector": "service_selector",
-		"neighbors":       "neighbors",
+		"serviceSelector":       "service_selector",
+		"serviceAdvertisements": "service_advertisements",
+		"loadBalancerClasses":   "load_balancer_classes",
+		"neighbors":             "neighbors",
 	},
 	"vswitchkit.bgp.v1.Neighbor": {
 		"peerAddress":             "peer_address",

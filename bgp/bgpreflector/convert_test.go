@@ -32,6 +32,8 @@ spec:
     exportPodCIDR: true
     serviceSelector:
       matchExpressions: [{key: bgp, operator: Exists}]
+    serviceAdvertisements: [LoadBalancerIP, ClusterIP]
+    loadBalancerClasses: [vswitchkit.io/bgp, example.com/lb]
     neighbors:
     - peerAddress: 192.168.0.254
       peerPort: 1179
@@ -74,7 +76,9 @@ func TestConvert(t *testing.T) {
 		},
 		VirtualRouters: []*bgpmodel.VirtualRouter{{
 			LocalAsn: 4200000000, ExportPodCidr: true,
-			ServiceSelector: &bgpmodel.LabelSelector{MatchExpressions: []*bgpmodel.LabelSelectorRequirement{{Key: "bgp", Operator: "Exists"}}},
+			ServiceSelector:       &bgpmodel.LabelSelector{MatchExpressions: []*bgpmodel.LabelSelectorRequirement{{Key: "bgp", Operator: "Exists"}}},
+			ServiceAdvertisements: []string{"LoadBalancerIP", "ClusterIP"},
+			LoadBalancerClasses:   []string{"vswitchkit.io/bgp", "example.com/lb"},
 			Neighbors: []*bgpmodel.Neighbor{{
 				PeerAddress: "192.168.0.254", PeerPort: 1179, PeerAsn: 64500, LocalAddress: "192.168.0.1", Passive: true,
 				EbgpMultihopTtl: 4, ConnectRetryTimeSeconds: 5, HoldTimeSeconds: 90, KeepaliveTimeSeconds: 30,
