@@ -113,11 +113,12 @@ func TestDeleteOrder(t *testing.T) {
 			&model.Nat44IdentityMapping{Protocol: model.Nat44Protocol_UDP, Interface: "a", Port: 4789},
 		)
 	}
-	swA := func(vpp *vppsim.VPP) uint32 {
-		a, ok := ifaceByTag(vpp.Snapshot(), "vsk:a")
+	swOf := func(vpp *vppsim.VPP, name string) uint32 {
+		a, ok := ifaceByTag(vpp.Snapshot(), "vsk:"+name)
 		require.True(t, ok)
 		return a.SwIfIndex
 	}
+	swA := func(vpp *vppsim.VPP) uint32 { return swOf(vpp, "a") }
 
 	t.Run("resync to nothing", func(t *testing.T) {
 		vpp := vppsim.New(vppsim.Config{})
@@ -125,12 +126,12 @@ func TestDeleteOrder(t *testing.T) {
 		d := startDriver(t, vpp, testCfg())
 		commit(t, d, controller.CommitResync, state())
 		waitConfigured(t, d, len(state()))
-		sw := swA(vpp)
+		sw, swB := swA(vpp), swOf(vpp, "b") // creation order follows map order
 		rec.take()
 		commit(t, d, controller.CommitResync, controller.KeyValuePairs{})
 		waitConfigured(t, d, 0)
 		reqs := rec.take()
-		loopA, loopB := fmt.Sprintf("del loopback %d", sw), fmt.Sprintf("del loopback %d", sw+1)
+		loopA, loopB := fmt.Sprintf("del loopback %d", sw), fmt.Sprintf("del loopback %d", swB)
 		feature, identity := fmt.Sprintf("del nat44 feature %d", sw), fmt.Sprintf("del nat44 identity %d:4789", sw)
 		assertBefore(t, reqs, []string{"del route 7 10.5.0.0/16", "del route 0 10.6.0.0/16", feature, identity}, []string{loopA, loopB})
 		assertBefore(t, reqs, []string{loopA}, []string{"del table 7"})
