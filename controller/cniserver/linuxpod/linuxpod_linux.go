@@ -242,7 +242,11 @@ func (*Linux) ConfigureLink(ctx context.Context, nsPath string, cfg cniserver.Li
 		return nil, fmt.Errorf("%s: set up: %w", name, err)
 	}
 
-	// Addresses: exactly cfg.Addresses (IPv6 link-local ones stay).
+	// Addresses: exactly cfg.Addresses (IPv6 link-local ones stay). Old
+	// ones are removed first: a new address added next to an old one of
+	// the same subnet would be a secondary one, deleted with the primary.
+	// Removing the last address of a subnet flushes its routes and
+	// neighbor entries; they are (re-)added below.
 	have, err := h.AddrList(l, netlink.FAMILY_ALL)
 	if err != nil {
 		return nil, fmt.Errorf("%s: list addresses: %w", name, err)
@@ -253,7 +257,7 @@ func (*Linux) ConfigureLink(ctx context.Context, nsPath string, cfg cniserver.Li
 	}
 	for _, a := range have {
 		p, ok := prefixOf(a.IPNet)
-		if !ok || p.Addr().IsLinkLocalUnicast() && p.Addr().Is6() {
+		if !ok || p.Addr().Is6() && p.Addr().IsLinkLocalUnicast() {
 			continue
 		}
 		if want[p] {
