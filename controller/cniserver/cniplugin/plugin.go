@@ -181,11 +181,7 @@ func cmdRequest(command string, args *skel.CmdArgs, ipamResult []byte) *wire.Req
 // again later) when the agent is unreachable, stops answering or ctx ends
 // first, and the agent's own error (see package cniserver) otherwise.
 func Call(ctx context.Context, socket, command string, args *skel.CmdArgs) ([]byte, error) {
-	timeout := time.Duration(0)
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = time.Until(dl)
-	}
-	return call(ctx, timeout, socket, cmdRequest(command, args, nil))
+	return call(ctx, 0, socket, cmdRequest(command, args, nil))
 }
 
 func call(ctx context.Context, timeout time.Duration, socket string, req *wire.Request) ([]byte, error) {
