@@ -198,7 +198,7 @@ var failLater = &controller.HandlerFuncs{
 // production), the IPAM records (etcd in production) and the state
 // directory; plus the pods of the test, each with its namespace.
 type node struct {
-	t        *testing.T
+	t        testing.TB
 	runID    string
 	vpp      *vppsim.VPP
 	ipamRecs *ipamtest.MemStore
@@ -233,7 +233,7 @@ func randHex(n int) string {
 
 // newNode prepares n pods (container IDs, namespaces created by pod.create)
 // and a VPP stand-in that can attach to their veths.
-func newNode(t *testing.T, n int, names ...string) *node {
+func newNode(t testing.TB, n int, names ...string) *node {
 	requireRoot(t)
 	nd := &node{t: t, runID: randHex(4), ipamRecs: &ipamtest.MemStore{}, stateDir: shortTempDir(t)}
 	nd.socket = filepath.Join(nd.stateDir, "cni.sock")

@@ -156,14 +156,20 @@ func createVeth(host, pod *handle, v cniserver.Veth) (netlink.Link, error) {
 	la.Name = v.HostName
 	la.MTU = v.MTU
 	veth := &netlink.Veth{LinkAttrs: la, PeerName: v.PeerName}
+	if pod != nil {
+		// Create the pod end right in the pod's namespace under its final
+		// name: moving a link between namespaces costs the kernel an RCU
+		// grace period or two (about 10 ms).
+		veth.PeerName, veth.PeerNamespace = v.IfName, netlink.NsFd(pod.nsFd)
+	}
 	if v.MTU > 0 {
 		veth.PeerMTU = uint32(v.MTU)
 	}
 	if err := host.LinkAdd(veth); err != nil {
 		if errors.Is(err, unix.EEXIST) {
-			return nil, fmt.Errorf("%w: veth %s/%s: %v", cniserver.ErrLinkExists, v.HostName, v.PeerName, err)
+			return nil, fmt.Errorf("%w: veth %s/%s: %v", cniserver.ErrLinkExists, v.HostName, veth.PeerName, err)
 		}
-		return nil, fmt.Errorf("create veth %s/%s: %w", v.HostName, v.PeerName, err)
+		return nil, fmt.Errorf("create veth %s/%s: %w", v.HostName, veth.PeerName, err)
 	}
 	return host.linkByName(v.HostName)
 }
