@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 )
 
-// pluginDir holds the vswitchkit-cni binary built by TestMain; empty if the
-// build failed (the tests that need it fail with buildErr).
+// pluginDir holds the vswitchkit-cni binary and cnitool (pinned by go.mod)
+// built by TestMain; empty if the build failed (the tests that need them
+// fail with buildErr).
 var (
 	pluginDir string
 	buildErr  error
@@ -24,10 +24,13 @@ func buildPlugin(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "vswitchkit-cni"), "github.com/vswitchkit/vswitchkit/examples/vswitchkit-cni")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		buildErr = fmt.Errorf("build the plugin: %v\n%s", err, out)
-	} else {
+	for _, pkg := range []string{"github.com/vswitchkit/vswitchkit/examples/vswitchkit-cni", "github.com/containernetworking/cni/cnitool"} {
+		cmd := exec.Command("go", "build", "-o", dir, pkg)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	if buildErr == nil {
 		pluginDir = dir
 	}
 	return m.Run()
