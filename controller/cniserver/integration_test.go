@@ -372,3 +372,23 @@ func TestPluginBadInput(t *testing.T) {
 func execIP(args ...string) ([]byte, error) {
 	return exec.Command("ip", args...).CombinedOutput()
 }
+
+func TestPluginExternalIPAM(t *testing.T) {
+	// An IPAM plugin in the network configuration chose the address: the
+	// agent's IPAM records it (AddPod.IPAMType/IPAMData) and the pod gets
+	// it.
+	nd := newNode(t, 1, "ext")
+	p := nd.pods[0]
+	nd.createNetns(p)
+	a := nd.startAgent(cniserver.Config{})
+	logFile := t.TempDir() + "/ipam.log"
+	t.Setenv("VSK_FAKE_IPAM_LOG", logFile)
+	t.Setenv("GORACE", "atexit_sleep_ms=0")
+	rt := newRuntime(t, fmt.Sprintf(`{"cniVersion":"1.1.0","name":%q,"plugins":[{"type":"vswitchkit-cni","agentSocket":%q,
+		"dns":{"nameservers":["10.96.0.10"]},"ipam":{"type":%q,"address":"10.1.5.77/24"}}]}`, cniNetwork, nd.socket, fakeIPAMName))
+	addr := requireConnected(t, nd, a, p, addPod(t, rt, p))
+	assert.Equal(t, "10.1.5.77", addr)
+	require.NoError(t, rt.cni.DelNetworkList(cniCtx(t), rt.list, p.rt()))
+	requireGone(t, nd, a, p)
+	assert.Equal(t, []string{"ADD", p.container, "|", "DEL", p.container, "|"}, fakeIPAMLog(t, logFile))
+}

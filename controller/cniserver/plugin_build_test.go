@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 )
 
@@ -29,6 +30,11 @@ func buildPlugin(m *testing.M) int {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("build %s: %v\n%s", pkg, err, out)
 		}
+	}
+	if exe, err := os.Executable(); err != nil {
+		buildErr = err
+	} else if err := os.Symlink(exe, filepath.Join(dir, fakeIPAMName)); err != nil {
+		buildErr = err
 	}
 	if buildErr == nil {
 		pluginDir = dir
