@@ -13,8 +13,13 @@
 //	defer store.Close()
 //	srv, err := cniserver.New(loop, linuxpod.New(), store, cniserver.Config{
 //		InterfaceType: controller.PodInterfaceAfPacket,
-//		Ready:         func(context.Context) error { return loop.Healthy() },
-//		Logger:        log,
+//		Ready: func(context.Context) error { // STATUS
+//			if !loop.Stats().StartupResyncDone {
+//				return errors.New("no start-up resync yet")
+//			}
+//			return nil
+//		},
+//		Logger: log,
 //	})
 //	// in an errgroup with loop.Run:
 //	err = srv.Run(ctx)

@@ -637,3 +637,36 @@ func TestHostIfName(t *testing.T) {
 		}
 	}
 }
+
+func TestStatusBeforeStartupResync(t *testing.T) {
+	// STATUS as the package documentation suggests to wire it: not ready
+	// (50) until the loop processed its start-up resync.
+	loop, err := controller.New(nil, controller.SouthboundFunc(func(context.Context, *controller.Commit) (uint64, error) { return 0, nil }), controller.Config{})
+	require.NoError(t, err)
+	socket := filepath.Join(shortTempDir(t), "cni.sock")
+	srv, err := cniserver.New(loop, cniservertest.NewFakeLinux(), cniservertest.NewMemStore(), cniserver.Config{
+		SocketPath: socket,
+		Ready: func(context.Context) error {
+			if !loop.Stats().StartupResyncDone {
+				return errors.New("no start-up resync yet")
+			}
+			return nil
+		},
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = loop.Run(ctx) })
+	wg.Go(func() { assert.NoError(t, srv.Run(ctx)) })
+	defer func() { cancel(); wg.Wait() }()
+	waitDial(t, socket)
+	u := &unit{t: t, socket: socket}
+	_, err = u.do(call{cmd: "STATUS"})
+	assert.Equal(t, uint(50), cniCode(err), "%v", err)
+	assert.ErrorContains(t, err, "no start-up resync yet")
+	require.NoError(t, loop.PushEvent(controller.NewDBResync()))
+	require.Eventually(t, func() bool {
+		_, err := u.do(call{cmd: "STATUS"})
+		return err == nil
+	}, 10*time.Second, time.Millisecond)
+}
