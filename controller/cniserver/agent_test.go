@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -192,6 +193,23 @@ var failLater = &controller.HandlerFuncs{
 	},
 }
 
+// badMAC gives pods named "badmac-*" a multicast MAC, which the kernel
+// refuses: the configuration of the namespace fails after the commit.
+var badMAC = &controller.HandlerFuncs{
+	Name: "bad-mac",
+	Handles: func(ev controller.Event) bool {
+		a, ok := ev.(*controller.AddPod)
+		return ok && strings.HasPrefix(a.Pod.Name, "badmac-")
+	},
+	UpdateFunc: func(ev controller.Event, _ controller.UpdateOperations) (string, error) {
+		add := ev.(*controller.AddPod)
+		for i := range add.Interfaces {
+			add.Interfaces[i].MAC = "01:00:5e:00:00:01"
+		}
+		return "", nil
+	},
+}
+
 // ---- the node: VPP, IPAM records and the agent's state dir survive agent restarts ----
 
 // node is what outlives an agent: the VPP stand-in (a separate process in
@@ -306,7 +324,7 @@ func (nd *node) startAgent(cfg cniserver.Config) *agent {
 	a.srv, err = cniserver.New(a.loop, linuxpod.New(), a.store, cfg)
 	require.NoError(t, err)
 	pods := newPodHandler(podHandlerDeps{ipam: a.ipam, attachments: a.srv.Attachments})
-	require.NoError(t, a.loop.Register(a.ipam, pods, failLater, gateHandler))
+	require.NoError(t, a.loop.Register(a.ipam, pods, failLater, badMAC, gateHandler))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

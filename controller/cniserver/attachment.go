@@ -11,8 +11,8 @@ import (
 )
 
 // AttachmentID identifies an attachment of a container to a network, as
-// the CNI specification does: (CNI_CONTAINERID, CNI_IFNAME). It is a
-// comparable value and can be used as a map key.
+// the CNI specification does: (CNI_CONTAINERID, CNI_IFNAME). It is an
+// immutable, comparable value and can be used as a map key.
 type AttachmentID struct {
 	ContainerID string
 	IfName      string

@@ -9,16 +9,16 @@ import (
 	"time"
 
 	"github.com/vswitchkit/vswitchkit/controller"
-	"github.com/vswitchkit/vswitchkit/controller/cniserver/internal/wire"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 )
 
 // DefaultSocketPath is where the server listens and the plugin connects
 // when neither is configured otherwise.
-const DefaultSocketPath = wire.DefaultSocketPath
+const DefaultSocketPath = "/run/vswitchkit/cni.sock"
 
 // Config configures a [Server]. The zero value is valid: every field
-// documents the default that its zero value selects. New copies it.
+// documents the default that its zero value selects. It is a plain value,
+// not safe for concurrent modification; New copies it.
 type Config struct {
 	// SocketPath is the unix socket the server listens on; its directory is
 	// created if missing. Default: DefaultSocketPath. The plugin finds it

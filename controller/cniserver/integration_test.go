@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -302,18 +303,19 @@ func TestPluginGC(t *testing.T) {
 }
 
 func TestPluginBadInput(t *testing.T) {
-	nd := newNode(t, 6, "bad-conf", "no-netns", "missing-ns", "agent-down", "fail-later", "malformed")
+	nd := newNode(t, 7, "bad-conf", "no-netns", "missing-ns", "agent-down", "fail-later", "malformed", "badmac-1")
 	a := nd.startAgent(cniserver.Config{})
 	for _, p := range nd.pods {
 		nd.createNetns(p)
 	}
 	downSocket := filepath.Join(nd.stateDir, "nobody.sock")
 	for _, tc := range []struct {
-		pod      *pod
-		conf     string
-		edit     func(rc *libcni.RuntimeConf)
-		wantCode uint
-		wantMsg  string
+		pod        *pod
+		conf       string
+		edit       func(rc *libcni.RuntimeConf)
+		wantCode   uint
+		wantMsg    string
+		wantEvents []string // the pod's events in the loop's history
 	}{
 		{pod: nd.pods[0], conf: `{"cniVersion":"1.1.0","name":"vswitchkit","plugins":[{"type":"vswitchkit-cni","agentSocket":"` + nd.socket + `","agentTimeout":"banana"}]}`,
 			wantCode: types.ErrInvalidNetworkConfig, wantMsg: "agentTimeout"},
@@ -325,7 +327,13 @@ func TestPluginBadInput(t *testing.T) {
 			wantCode: types.ErrUnknownContainer, wantMsg: "network namespace does not exist"},
 		{pod: nd.pods[3], conf: confList(downSocket, "5s"),
 			wantCode: types.ErrTryAgainLater, wantMsg: "unreachable"},
-		{pod: nd.pods[4], wantCode: cniserver.CodeAddFailed, wantMsg: "a later handler refuses the pod"},
+		// The loop reverts the handlers (IPAM releases) and commits nothing.
+		{pod: nd.pods[4], wantCode: cniserver.CodeAddFailed, wantMsg: "a later handler refuses the pod",
+			wantEvents: []string{"Add Pod: not committed"}},
+		// The kernel refuses the MAC after the commit: DeletePod undoes the
+		// VPP side and the IPAM allocation.
+		{pod: nd.pods[6], wantCode: cniserver.CodeAddFailed, wantMsg: "set MAC 01:00:5e:00:00:01",
+			wantEvents: []string{"Add Pod: committed", "Delete Pod: committed"}},
 	} {
 		t.Run(tc.pod.name, func(t *testing.T) {
 			conf := tc.conf
@@ -342,6 +350,7 @@ func TestPluginBadInput(t *testing.T) {
 			assert.Equal(t, tc.wantCode, cniCode(err), "%v", err)
 			assert.ErrorContains(t, err, tc.wantMsg)
 			requireGone(t, nd, a, tc.pod)
+			assert.Equal(t, tc.wantEvents, podEvents(a, tc.pod))
 		})
 	}
 	t.Run("malformed JSON", func(t *testing.T) {
@@ -391,4 +400,20 @@ func TestPluginExternalIPAM(t *testing.T) {
 	require.NoError(t, rt.cni.DelNetworkList(cniCtx(t), rt.list, p.rt()))
 	requireGone(t, nd, a, p)
 	assert.Equal(t, []string{"ADD", p.container, "|", "DEL", p.container, "|"}, fakeIPAMLog(t, logFile))
+}
+
+// podEvents lists the pod's events in the loop's history: name and whether
+// a transaction was committed.
+func podEvents(a *agent, p *pod) []string {
+	var out []string
+	for _, r := range a.loop.History().Last(1000) {
+		if strings.Contains(r.Description, p.container) {
+			state := "not committed"
+			if r.Committed {
+				state = "committed"
+			}
+			out = append(out, r.Name+": "+state)
+		}
+	}
+	return out
 }

@@ -15,7 +15,8 @@ import (
 
 // LinuxFuncs injects faults into a [FakeLinux]: a non-nil field is called
 // before the method of the same name does anything, and a non-nil error
-// it returns is the method's result (the state is not changed).
+// it returns is the method's result (the state is not changed). The
+// functions may be called concurrently; set them with SetFuncs.
 type LinuxFuncs struct {
 	EnsureVeth    func(ctx context.Context, v cniserver.Veth) error
 	ConfigureLink func(ctx context.Context, netns string, cfg cniserver.LinkConfig) error
@@ -382,7 +383,9 @@ func (l *fakeLink) state() cniserver.LinkState {
 
 // ---- store ----
 
-// StoreFuncs injects faults into a [MemStore], like [LinuxFuncs].
+// StoreFuncs injects faults into a [MemStore], like [LinuxFuncs]. The
+// functions are called with the store's lock held, one at a time; set
+// them with SetFuncs.
 type StoreFuncs struct {
 	PutAttachment    func(a cniserver.Attachment) error
 	DeleteAttachment func(id cniserver.AttachmentID) error
