@@ -86,8 +86,8 @@ var fieldNames = map[protoreflect.FullName]map[string]protoreflect.Name{
 		"values":   "values",
 	},
 	"vswitchkit.bgp.v1.VirtualRouter": {
-		"localASN":        "local_asn",
-		"exportPodCIDR":   "export_pod_cidr",
+		"localASN":              "local_asn",
+		"exportPodCIDR":         "export_pod_cidr",
 		"serviceSelector":       "service_selector",
 		"serviceAdvertisements": "service_advertisements",
 		"loadBalancerClasses":   "load_balancer_classes",
