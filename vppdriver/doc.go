@@ -99,7 +99,10 @@
 // Run connects with core.Connect on a fresh adapter, checks that VPP knows
 // exactly the messages the driver uses, reads the owned configuration back
 // from VPP (interface, table, route, address, af_packet and tap dumps) and
-// reconciles. A VPP that lacks core messages (or has them with another
+// reconciles. Until the first resync commit (the complete desired state)
+// it removes nothing: a driver that (re)starts on a populated VPP and
+// connects before the application's first resync leaves VPP as it is, and
+// that resync then finds in place what is still desired. A VPP that lacks core messages (or has them with another
 // CRC) fails every key with [ErrIncompatible], naming the messages, and
 // Commit returns that error marked with [controller.NewPermanentError]: the
 // controller reports it instead of healing in a loop, and the driver
