@@ -80,10 +80,10 @@ func (v *testVPP) nat(t *testing.T) vppdrivertest.NAT44 {
 
 // agentConfig configures the test agent.
 type agentConfig struct {
-	// afPacket: pod, uplink and host-interconnect interfaces are af_packet
-	// interfaces on host veths named h9v-<name> (created by the test);
-	// otherwise loopbacks.
-	afPacket bool
+	// hostIf, when set, makes pod, uplink and host-interconnect interfaces
+	// af_packet interfaces on the host veths it names (created by the
+	// test); otherwise they are loopbacks.
+	hostIf func(vppIf string) string
 	// nat tweaks the renderer's configuration.
 	nat func(*svcnat.Config)
 }
@@ -151,7 +151,7 @@ func startAgent(t *testing.T, vpp *testVPP, state *kubeState, cfg agentConfig) *
 	require.NoError(t, err)
 	pods, err := ipam.New(ipam.NodeIDFunc(func() uint32 { return 1 }), ipam.Config{NodeName: nodeName})
 	require.NoError(t, err)
-	node := &nodeHandler{ipam: pods, afPacket: cfg.afPacket, pods: map[kubemodel.PodID]netip.Addr{}}
+	node := &nodeHandler{ipam: pods, hostIf: cfg.hostIf, pods: map[kubemodel.PodID]netip.Addr{}}
 	// The processor gets every node's addresses; the renderer this node's.
 	allNodes := svcprocessor.NodeIPsFunc(func() []netip.Addr {
 		return []netip.Addr{netip.MustParseAddr(nodeIP), netip.MustParseAddr(otherNode)}
@@ -283,8 +283,8 @@ func (a *agent) setEndpoints(e *kubemodel.Endpoints) {
 // Names and addresses derive from the pod, so an agent restart re-creates
 // nothing. It is the svcprocessor's PodInterfaces.
 type nodeHandler struct {
-	ipam     *ipam.IPAM
-	afPacket bool
+	ipam   *ipam.IPAM
+	hostIf func(string) string // nil: loopbacks
 
 	mu   sync.Mutex
 	pods map[kubemodel.PodID]netip.Addr
@@ -292,8 +292,8 @@ type nodeHandler struct {
 
 func podIfName(pod kubemodel.PodID) string { return "pod-" + pod.Name }
 
-// hostIf is the host end of the veth of an af_packet interface.
-func hostIf(name string) string { return "h9v-" + name }
+// gatewayOf is the address of the VPP end of a pod's interface.
+func gatewayOf(pod netip.Addr) string { return "169.254.1." + strconv.Itoa(int(pod.As4()[3])) }
 
 func (h *nodeHandler) String() string { return "test-node" }
 
@@ -307,16 +307,15 @@ func (h *nodeHandler) HandlesEvent(ev controller.Event) bool {
 
 func (h *nodeHandler) iface(name string, addrs ...string) *model.Interface {
 	i := &model.Interface{Name: name, Type: model.Interface_LOOPBACK, Enabled: true, IpAddresses: addrs}
-	if h.afPacket {
-		i.Type, i.AfPacket = model.Interface_AF_PACKET, &model.AfPacketLink{HostIfName: hostIf(name)}
+	if h.hostIf != nil {
+		i.Type, i.AfPacket = model.Interface_AF_PACKET, &model.AfPacketLink{HostIfName: h.hostIf(name)}
 	}
 	return i
 }
 
 func (h *nodeHandler) putPod(txn controller.ResyncOperations, pod kubemodel.PodID, ip netip.Addr) {
 	name := podIfName(pod)
-	gw := "169.254.1." + strconv.Itoa(int(ip.As4()[3])) + "/32"
-	txn.Put(model.InterfaceKey(name), h.iface(name, gw))
+	txn.Put(model.InterfaceKey(name), h.iface(name, gatewayOf(ip)+"/32"))
 	dst := netip.PrefixFrom(ip, 32)
 	txn.Put(model.RouteKey(0, dst), &model.Route{DstNetwork: dst.String(), Paths: []*model.Path{{OutgoingInterface: name}}})
 }
@@ -324,7 +323,7 @@ func (h *nodeHandler) putPod(txn controller.ResyncOperations, pod kubemodel.PodI
 func (h *nodeHandler) Resync(_ controller.Event, ksd controller.KubeStateData, _ int, txn controller.ResyncOperations) error {
 	txn.Put(model.InterfaceKey(uplink), h.iface(uplink, nodeIP+"/24"))
 	txn.Put(model.InterfaceKey(hostIC), h.iface(hostIC, "172.30.1.1/24"))
-	if h.afPacket {
+	if h.hostIf != nil {
 		txn.Put(model.RouteKey(0, netip.MustParsePrefix("0.0.0.0/0")), &model.Route{DstNetwork: "0.0.0.0/0",
 			Paths: []*model.Path{{OutgoingInterface: uplink, NextHop: extGateway}}})
 	}
