@@ -1,8 +1,10 @@
 package svcnat_test
 
 import (
+	"fmt"
 	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/svcprocessor"
 	"github.com/vswitchkit/vswitchkit/vppdriver/svcnat"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppdrivertest"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
 
 // TestServicesStandIn runs the service scenario on the VPP stand-in.
@@ -110,11 +113,18 @@ func testServices(t *testing.T, vpp *testVPP) {
 	assert.Equal(t, svcnat.Stats{Services: 2, Mappings: 4, Backends: 8, Interfaces: 3, Renders: st.Renders, Resyncs: 1}, st)
 
 	// VPP restarts: the driver reconnects, resyncs and restores every table.
+	var tables []string
+	if vpp.sim != nil {
+		tables = simTables(vpp.sim.Snapshot())
+	}
 	connects := a.driver.Stats().Connects
 	vpp.restart()
 	require.Eventually(t, func() bool { return a.driver.Stats().Connects > connects }, 30*time.Second, 10*time.Millisecond)
 	a.settle(0)
 	assert.Equal(t, local, vpp.nat(t), "after a VPP restart")
+	if vpp.sim != nil {
+		assert.Equal(t, tables, simTables(vpp.sim.Snapshot()), "interfaces, tables and routes after a VPP restart")
+	}
 
 	// The agent restarts on the populated VPP: nothing is re-created.
 	a.stop()
@@ -157,5 +167,30 @@ func natWrites(before, after map[string]uint64) map[string]uint64 {
 			delete(out, k)
 		}
 	}
+	return out
+}
+
+// simTables describes the stand-in's interfaces, tables and routes with
+// interfaces named by tag (sw_if_index may differ after a restart).
+func simTables(s vppsim.Snapshot) []string {
+	name := map[uint32]string{}
+	for _, i := range s.Interfaces {
+		name[i.SwIfIndex] = i.Tag
+	}
+	var out []string
+	for _, i := range s.Interfaces {
+		out = append(out, fmt.Sprintf("interface %q %s up=%v %v vrf %d host %q", i.Tag, i.DevType, i.AdminUp, i.Addresses, i.Vrf, i.HostIfName))
+	}
+	for _, tb := range s.Tables {
+		out = append(out, fmt.Sprintf("table %d v6=%v %q", tb.ID, tb.IPv6, tb.Name))
+	}
+	for _, r := range s.Routes {
+		line := fmt.Sprintf("route %d %s", r.Table, r.Prefix)
+		for _, p := range r.Paths {
+			line += fmt.Sprintf(" via %q %s/%d", name[p.SwIfIndex], p.NextHop, p.Weight)
+		}
+		out = append(out, line)
+	}
+	slices.Sort(out)
 	return out
 }
