@@ -26,7 +26,8 @@ import (
 //     sees the NAT loopback address);
 //   - a pod reaches a service backed by itself (self-twice-NAT);
 //   - ClientIP affinity keeps one backend;
-//   - a pod reaches the external namespace with the node's address.
+//   - a pod reaches the external namespace with the node's address, the
+//     host namespace with its own.
 func TestPacketsRealVPP(t *testing.T) {
 	vpp := realVPP(t)
 	lab := newNetnsLab(t)
@@ -51,6 +52,7 @@ func TestPacketsRealVPP(t *testing.T) {
 		lab.serve(pod, pod, 8080)
 	}
 	lab.serve("ext", "ext", 9000)
+	lab.serve("host", "host", 9000)
 
 	// answers connects n times from namespace from to addr and returns
 	// the answers.
@@ -98,6 +100,10 @@ func TestPacketsRealVPP(t *testing.T) {
 	t.Run("source NAT to the node address", func(t *testing.T) {
 		assert.Equal(t, []string{"ext " + nodeIP}, answers(t, "c", extGateway+":9000", 1))
 		assert.Equal(t, []string{"ext " + nodeIP}, answers(t, "a", extGateway+":9000", 1), "from a backend too")
+		// Traffic that stays in the cluster (here: to the host, through
+		// the interconnect; other nodes' pods through the mesh) keeps the
+		// pod's address.
+		assert.Equal(t, []string{"host " + ips["c"].String()}, answers(t, "c", "172.30.1.2:9000", 1))
 	})
 
 	t.Run("a backend removed stops receiving", func(t *testing.T) {
