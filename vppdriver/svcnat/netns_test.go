@@ -29,6 +29,7 @@ type netnsLab struct {
 
 	mu      sync.Mutex
 	servers []*tcpServer
+	veths   []string // root-namespace ends
 }
 
 func newNetnsLab(t *testing.T) *netnsLab {
@@ -73,6 +74,9 @@ func (l *netnsLab) link(name, vppIf string) {
 	ns := l.ns(name)
 	l.ip("netns", "add", ns)
 	l.ip("link", "add", l.hostIf(vppIf), "type", "veth", "peer", "name", "eth0", "netns", ns)
+	l.mu.Lock()
+	l.veths = append(l.veths, l.hostIf(vppIf))
+	l.mu.Unlock()
 	l.ip("link", "set", l.hostIf(vppIf), "up")
 	l.ip("-n", ns, "link", "set", "lo", "up")
 	l.ip("-n", ns, "link", "set", "eth0", "up")
@@ -99,11 +103,16 @@ func (l *netnsLab) addr(name, addr string, routes ...[]string) {
 
 func (l *netnsLab) cleanup() {
 	l.mu.Lock()
-	servers := l.servers
-	l.servers = nil
+	servers, veths := l.servers, l.veths
+	l.servers, l.veths = nil, nil
 	l.mu.Unlock()
 	for _, s := range servers {
 		s.close()
+	}
+	// Deleting one end of a veth deletes both at once (a namespace with
+	// sockets in TIME_WAIT would keep its end for a while).
+	for _, v := range veths {
+		_ = exec.Command("ip", "link", "del", v).Run()
 	}
 	out, _ := exec.Command("ip", "netns", "list").Output()
 	for _, line := range strings.Split(string(out), "\n") {
