@@ -5,9 +5,11 @@
 // The desired state is a set of keyed protobuf values from package
 // [model]: interfaces (loopback, af_packet, tap v2, memif, routed VXLAN
 // tunnels) with admin state, IP addresses and VRF binding; VRF tables;
-// routes (multipath, via interface and/or next hop); NAT44-ED (plugin,
-// interface features, address pools incl. twice-NAT, static, identity and
-// load-balanced mappings with backends and affinity). [Driver] implements
+// routes (multipath, via interface and/or next hop); NAT44-ED (plugin
+// with forwarding, inside/outside and output (post-routing) interface
+// features, address pools incl. twice-NAT and pools that follow an
+// interface's address, static, identity and load-balanced mappings with
+// backends and affinity). [Driver] implements
 // [controller.Southbound]: an update commit changes keys (nil deletes), a
 // resync commit replaces the desired state and is reconciled against what
 // VPP reports.
@@ -58,7 +60,13 @@
 // INVALID_SW_IF_INDEX, NO_SUCH_ENTRY, NO_SUCH_FIB,
 // ADDRESS_NOT_FOUND_FOR_INTERFACE and SYSCALL_ERROR_1 (af_packet gone).
 // VPP itself treats repeated route adds, table adds and route deletes as
-// success. VPP keeps the name a table was created with, so a new VRF
+// success. The backends of a load-balanced NAT44 mapping change in place:
+// one request per backend added or removed (two for a changed
+// probability); VPP keeps at least two backends, so a change that would
+// pass below two, or that keeps none of the old backends, re-creates the
+// mapping (delete + add). NAT44 forwarding changes in place; a new session
+// count re-enables the plugin, which wipes and re-applies all NAT44
+// configuration. VPP keeps the name a table was created with, so a new VRF
 // table label re-creates the table and what is in it.
 //
 // The cost of an update commit is proportional to the keys it changes and
@@ -91,7 +99,10 @@
 // Run connects with core.Connect on a fresh adapter, checks that VPP knows
 // exactly the messages the driver uses, reads the owned configuration back
 // from VPP (interface, table, route, address, af_packet and tap dumps) and
-// reconciles. A VPP that lacks core messages (or has them with another
+// reconciles. Until the first resync commit (the complete desired state)
+// it removes nothing: a driver that (re)starts on a populated VPP and
+// connects before the application's first resync leaves VPP as it is, and
+// that resync then finds in place what is still desired. A VPP that lacks core messages (or has them with another
 // CRC) fails every key with [ErrIncompatible], naming the messages, and
 // Commit returns that error marked with [controller.NewPermanentError]: the
 // controller reports it instead of healing in a loop, and the driver

@@ -47,6 +47,9 @@ type Driver struct {
 	// needResync: a pass was cut short by its caller's context; the next
 	// pass reads VPP back first.
 	needResync bool
+	// desiredKnown: a resync commit gave the complete desired state; until
+	// then nothing that is not desired is removed from VPP.
+	desiredKnown bool
 
 	// Indexes, so that a pass costs what changed and its dependents.
 	users   map[string]map[*item]struct{} // dependency key -> items whose applied value depends on it
@@ -279,6 +282,7 @@ func (d *Driver) Commit(ctx context.Context, c *controller.Commit) (uint64, erro
 			}
 		}
 	case controller.CommitResync:
+		d.desiredKnown = true
 		for _, it := range d.items {
 			if it.desired() {
 				if v, ok := c.Values[it.key]; !ok || v == nil {

@@ -542,3 +542,39 @@ func TestReplyDeadline(t *testing.T) {
 		assert.True(t, ok)
 	})
 }
+
+// TestConnectBeforeFirstResync: a driver that starts on a populated VPP
+// (an agent restart) and connects before the first resync commit removes
+// nothing: it does not know the desired state yet. The resync commit then
+// finds everything in place and sends nothing that changes VPP.
+func TestConnectBeforeFirstResync(t *testing.T) {
+	vpp := vppsim.New(vppsim.Config{})
+	state := kv(t, &model.VrfTable{Id: 9}, loop("a", true, 9, "10.0.0.1/24"), route(9, "10.8.0.0/16", via("a", "10.0.0.2")),
+		&model.Nat44Global{Forwarding: true}, &model.Nat44Interface{Interface: "a", Inside: true})
+	first, err := vppdriver.New(func() adapter.VppAPI { return vpp.NewAdapter() }, testCfg())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- first.Run(ctx) }()
+	commit(t, first, controller.CommitResync, state)
+	waitConfigured(t, first, len(state))
+	cancel()
+	require.NoError(t, <-done)
+	want := vpp.Snapshot()
+
+	writes := vpp.Stats().Writes
+	d := startDriver(t, vpp, testCfg())
+	require.Eventually(t, func() bool { return d.Stats().Connected }, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, writes, vpp.Stats().Writes, "connected, no desired state yet: nothing removed")
+	assert.Equal(t, want, vpp.Snapshot())
+	commit(t, d, controller.CommitResync, state)
+	waitConfigured(t, d, len(state))
+	assert.Equal(t, writes, vpp.Stats().Writes, "everything was in place")
+	assert.Equal(t, want, vpp.Snapshot())
+
+	// From then on a resync removes what is not desired.
+	commit(t, d, controller.CommitResync, kv(t, &model.VrfTable{Id: 9}))
+	waitConfigured(t, d, 1)
+	_, ok := ifaceByTag(vpp.Snapshot(), "vsk:a")
+	assert.False(t, ok)
+}

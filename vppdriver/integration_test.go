@@ -101,8 +101,8 @@ func (a *recordingAdapter) SendMsg(context uint32, data []byte) error {
 // realWrites filters request names down to the ones that change VPP.
 func realWrites(names []string) []string {
 	return slices.DeleteFunc(names, func(n string) bool {
-		return strings.HasSuffix(n, "_dump") || n == "control_ping" || n == "sw_interface_get_table" ||
-			n == "nat44_show_running_config"
+		return strings.HasSuffix(n, "_dump") || strings.HasSuffix(n, "_get") || n == "control_ping" ||
+			n == "sw_interface_get_table" || n == "nat44_show_running_config"
 	})
 }
 

@@ -2,6 +2,7 @@ package vppdriver_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -159,4 +160,128 @@ func TestNat44(t *testing.T) {
 	reps := foreign(t, vpp, &nat44_ed.Nat44ShowRunningConfig{})
 	cfg = reps[0].(*nat44_ed.Nat44ShowRunningConfigReply)
 	assert.Zero(t, cfg.Sessions, "plugin disabled")
+}
+
+// TestNat44ServiceFeatures: forwarding, the output feature (post-routing
+// NAT) and interface-address pools are applied, read back and changed in
+// place where VPP allows it; switching an interface between the output
+// feature and inside/outside re-creates its features (VPP refuses both).
+func TestNat44ServiceFeatures(t *testing.T) {
+	vpp := vppsim.New(vppsim.Config{})
+	d := startDriver(t, vpp, testCfg())
+	state := kv(t,
+		loop("uplink", true, 0, "192.0.2.1/24"),
+		loop("pods", true, 0, "10.1.1.1/24"),
+		&model.Nat44Global{Forwarding: true},
+		&model.Nat44Interface{Interface: "uplink", OutputFeature: true},
+		&model.Nat44Interface{Interface: "pods", Outside: true},
+		&model.Nat44AddressPool{Interface: "uplink"},
+		&model.Nat44AddressPool{FirstIp: "172.30.1.254", Vrf: ^uint32(0), TwiceNat: true},
+	)
+	commit(t, d, controller.CommitResync, state)
+	waitConfigured(t, d, len(state))
+	snap := vpp.Snapshot()
+	up, _ := ifaceByTag(snap, "vsk:uplink")
+	pods, _ := ifaceByTag(snap, "vsk:pods")
+	running := func() *nat44_ed.Nat44ShowRunningConfigReply {
+		return foreign(t, vpp, &nat44_ed.Nat44ShowRunningConfig{})[0].(*nat44_ed.Nat44ShowRunningConfigReply)
+	}
+	assert.True(t, running().ForwardingEnabled)
+	outputs := func() []uint32 {
+		var out []uint32
+		for _, m := range dump(t, vpp, &nat44_ed.Nat44EdOutputInterfaceGet{}) {
+			if r, ok := m.(*nat44_ed.Nat44EdOutputInterfaceDetails); ok {
+				out = append(out, uint32(r.SwIfIndex))
+			}
+		}
+		return out
+	}
+	assert.Equal(t, []uint32{up.SwIfIndex}, outputs())
+	assert.Equal(t, map[uint32]nat_types.NatConfigFlags{pods.SwIfIndex: nat_types.NAT_IS_OUTSIDE}, natIfaces(t, vpp))
+	var pool []string
+	for _, m := range dump(t, vpp, &nat44_ed.Nat44AddressDump{}) {
+		r := m.(*nat44_ed.Nat44AddressDetails)
+		pool = append(pool, fmt.Sprintf("%s twice=%v", netip.AddrFrom4(r.IPAddress), r.Flags&nat_types.NAT_IS_TWICE_NAT != 0))
+	}
+	assert.Equal(t, []string{"192.0.2.1 twice=false", "172.30.1.254 twice=true"}, pool, "the uplink's address is the pool")
+
+	// A resync of the same state finds everything in place.
+	before := vpp.Stats().Writes
+	commit(t, d, controller.CommitResync, state)
+	waitConfigured(t, d, len(state))
+	assert.Equal(t, before, vpp.Stats().Writes, "readback only")
+
+	// Forwarding off: one request, nothing re-created.
+	before = vpp.Stats().Writes
+	commit(t, d, controller.CommitUpdate, kv(t, &model.Nat44Global{}))
+	waitConfigured(t, d, len(state))
+	assert.Equal(t, before+1, vpp.Stats().Writes)
+	assert.False(t, running().ForwardingEnabled)
+	assert.Equal(t, []uint32{up.SwIfIndex}, outputs(), "the rest of NAT stays")
+
+	// The uplink becomes a pre-routing outside interface and back.
+	commit(t, d, controller.CommitUpdate, kv(t, &model.Nat44Interface{Interface: "uplink", Outside: true}))
+	waitConfigured(t, d, len(state))
+	assert.Empty(t, outputs())
+	assert.Equal(t, nat_types.NAT_IS_OUTSIDE, natIfaces(t, vpp)[up.SwIfIndex])
+	commit(t, d, controller.CommitUpdate, kv(t, &model.Nat44Interface{Interface: "uplink", OutputFeature: true}))
+	waitConfigured(t, d, len(state))
+	assert.Equal(t, []uint32{up.SwIfIndex}, outputs())
+	assert.NotContains(t, natIfaces(t, vpp), up.SwIfIndex)
+
+	// Deletes.
+	changes := controller.KeyValuePairs{model.Nat44InterfaceKey("uplink"): nil, model.Nat44InterfaceAddressPoolKey("uplink", false): nil}
+	commit(t, d, controller.CommitUpdate, changes)
+	waitConfigured(t, d, len(state)-2)
+	assert.Empty(t, outputs())
+	assert.Empty(t, dump(t, vpp, &nat44_ed.Nat44InterfaceAddrDump{}))
+}
+
+// TestNat44LbBackendChanges: a backend added to or removed from a
+// load-balanced mapping costs one VPP request; a change VPP cannot make in
+// place (it keeps at least two backends) re-creates the mapping.
+func TestNat44LbBackendChanges(t *testing.T) {
+	vpp := vppsim.New(vppsim.Config{})
+	d := startDriver(t, vpp, testCfg())
+	backend := func(last byte, prob uint32) *model.Nat44Backend {
+		return &model.Nat44Backend{Ip: netip.AddrFrom4([4]byte{10, 1, 1, last}).String(), Port: 8080, Probability: prob}
+	}
+	lb := func(bs ...*model.Nat44Backend) *model.Nat44LbStaticMapping {
+		return &model.Nat44LbStaticMapping{Protocol: model.Nat44Protocol_TCP, ExternalIp: "10.96.0.10", ExternalPort: 80,
+			Out2InOnly: true, SelfTwiceNat: true, Backends: bs}
+	}
+	commit(t, d, controller.CommitResync, kv(t, &model.Nat44Global{}, lb(backend(1, 2), backend(2, 2), backend(3, 2))))
+	waitConfigured(t, d, 2)
+	for _, tc := range []struct {
+		name     string
+		lb       *model.Nat44LbStaticMapping
+		requests uint64
+		want     []string
+	}{
+		{"remove one of three", lb(backend(1, 2), backend(2, 2)), 1, []string{"10.1.1.1:8080", "10.1.1.2:8080"}},
+		{"add one", lb(backend(1, 2), backend(2, 2), backend(4, 2)), 1, []string{"10.1.1.1:8080", "10.1.1.2:8080", "10.1.1.4:8080"}},
+		{"replace one", lb(backend(1, 2), backend(2, 2), backend(5, 2)), 2, []string{"10.1.1.1:8080", "10.1.1.2:8080", "10.1.1.5:8080"}},
+		{"reweight one", lb(backend(1, 2), backend(2, 2), backend(5, 4)), 2, []string{"10.1.1.1:8080", "10.1.1.2:8080", "10.1.1.5:8080"}},
+		{"remove one of three again", lb(backend(1, 2), backend(2, 2)), 1, []string{"10.1.1.1:8080", "10.1.1.2:8080"}},
+		// Reweighting both of two would leave one backend: delete + add.
+		{"reweight both of two", lb(backend(1, 4), backend(2, 4)), 2, []string{"10.1.1.1:8080", "10.1.1.2:8080"}},
+		{"replace both of two", lb(backend(6, 4), backend(7, 4)), 2, []string{"10.1.1.6:8080", "10.1.1.7:8080"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := vpp.Stats().Writes
+			commit(t, d, controller.CommitUpdate, kv(t, tc.lb))
+			waitConfigured(t, d, 2)
+			assert.Equal(t, tc.requests, vpp.Stats().Writes-before, "VPP requests")
+			assert.ElementsMatch(t, tc.want, lbBackends(t, vpp))
+			for _, m := range dump(t, vpp, &nat44_ed.Nat44LbStaticMappingDump{}) {
+				for _, l := range m.(*nat44_ed.Nat44LbStaticMappingDetails).Locals {
+					for _, b := range tc.lb.GetBackends() {
+						if b.GetIp() == netip.AddrFrom4(l.Addr).String() {
+							assert.Equal(t, b.GetProbability(), uint32(l.Probability))
+						}
+					}
+				}
+			}
+		})
+	}
 }

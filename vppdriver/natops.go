@@ -29,6 +29,11 @@ func natMessages() []api.Message {
 		&nat44_ed.Nat44AddDelLbStaticMapping{}, &nat44_ed.Nat44AddDelLbStaticMappingReply{},
 		&nat44_ed.Nat44LbStaticMappingAddDelLocal{}, &nat44_ed.Nat44LbStaticMappingAddDelLocalReply{},
 		&nat44_ed.Nat44LbStaticMappingDump{}, &nat44_ed.Nat44LbStaticMappingDetails{},
+		&nat44_ed.Nat44ForwardingEnableDisable{}, &nat44_ed.Nat44ForwardingEnableDisableReply{},
+		&nat44_ed.Nat44EdAddDelOutputInterface{}, &nat44_ed.Nat44EdAddDelOutputInterfaceReply{},
+		&nat44_ed.Nat44EdOutputInterfaceGet{}, &nat44_ed.Nat44EdOutputInterfaceGetReply{}, &nat44_ed.Nat44EdOutputInterfaceDetails{},
+		&nat44_ed.Nat44AddDelInterfaceAddr{}, &nat44_ed.Nat44AddDelInterfaceAddrReply{},
+		&nat44_ed.Nat44InterfaceAddrDump{}, &nat44_ed.Nat44InterfaceAddrDetails{},
 	}
 }
 
@@ -71,10 +76,28 @@ func (d *Driver) natPut(it *item) *op {
 	tag := d.cfg.TagPrefix
 	switch m := it.want.(type) {
 	case *natGlobalVal:
-		o.stages = append(o.stages, func() []call {
-			return []call{{req: &nat44_ed.Nat44EdPluginEnableDisable{Enable: true, Sessions: m.sessions}, done: o.expect(rvNatEnabled)}}
-		})
+		old, _ := it.have.(*natGlobalVal)
+		if old == nil {
+			// Enabling the plugin resets forwarding (to off).
+			o.stages = append(o.stages, func() []call {
+				return []call{{req: &nat44_ed.Nat44EdPluginEnableDisable{Enable: true, Sessions: m.sessions}, done: o.expect(rvNatEnabled)}}
+			})
+			old = &natGlobalVal{sessions: m.sessions}
+		}
+		if old.forwarding != m.forwarding {
+			o.stages = append(o.stages, func() []call {
+				return []call{{req: &nat44_ed.Nat44ForwardingEnableDisable{Enable: m.forwarding}, done: o.expect()}}
+			})
+		}
 	case *natIfaceVal:
+		if m.output {
+			// Only created and deleted (a switch to or from inside/outside
+			// re-creates, see needsRecreate).
+			o.stages = append(o.stages, func() []call {
+				return []call{{req: &nat44_ed.Nat44EdAddDelOutputInterface{IsAdd: true, SwIfIndex: d.swIfIndexOf(m.ifKey())}, done: o.expect()}}
+			})
+			break
+		}
 		old, _ := it.have.(*natIfaceVal)
 		if old == nil {
 			old = &natIfaceVal{}
@@ -105,7 +128,7 @@ func (d *Driver) natPut(it *item) *op {
 			return cs
 		})
 	case *poolVal:
-		o.stages = append(o.stages, func() []call { return []call{{req: poolMsg(m, true), done: o.expect()}} })
+		o.stages = append(o.stages, func() []call { return []call{{req: d.poolMsg(m, true), done: o.expect()}} })
 	case *staticVal:
 		o.stages = append(o.stages, func() []call { return []call{{req: staticMsg(m, true, tag), done: o.expect()}} })
 	case *identityVal:
@@ -180,6 +203,11 @@ func (d *Driver) natDelete(it *item) *op {
 			return []call{{req: &nat44_ed.Nat44EdPluginEnableDisable{}, done: o.expect(rvNatDisabled)}}
 		})
 	case *natIfaceVal:
+		if m.output {
+			o.stages = append(o.stages, func() []call {
+				return []call{{req: &nat44_ed.Nat44EdAddDelOutputInterface{SwIfIndex: d.swIfIndexOf(m.ifKey())}, done: o.expect(rvNoSuchEntry, rvInvalidSwIfIndex)}}
+			})
+		}
 		if m.inside {
 			o.stages = append(o.stages, func() []call {
 				return []call{{req: &nat44_ed.Nat44InterfaceAddDelFeature{Flags: nat_types.NAT_IS_INSIDE, SwIfIndex: d.swIfIndexOf(m.ifKey())}, done: o.expect(rvNoSuchEntry, rvInvalidSwIfIndex)}}
@@ -191,7 +219,9 @@ func (d *Driver) natDelete(it *item) *op {
 			})
 		}
 	case *poolVal:
-		o.stages = append(o.stages, func() []call { return []call{{req: poolMsg(m, false), done: o.expect(rvNoSuchEntry)}} })
+		o.stages = append(o.stages, func() []call {
+			return []call{{req: d.poolMsg(m, false), done: o.expect(rvNoSuchEntry, rvInvalidSwIfIndex)}}
+		})
 	case *staticVal:
 		o.stages = append(o.stages, func() []call { return []call{{req: staticMsg(m, false, tag), done: o.expect(rvNoSuchEntry)}} })
 	case *identityVal:
@@ -207,12 +237,17 @@ func (d *Driver) natDelete(it *item) *op {
 	return o
 }
 
-func poolMsg(m *poolVal, add bool) *nat44_ed.Nat44AddDelAddressRange {
-	r := &nat44_ed.Nat44AddDelAddressRange{FirstIPAddress: m.first.As4(), LastIPAddress: m.last.As4(), VrfID: m.vrf, IsAdd: add}
+// poolMsg builds nat44_add_del_address_range, or for the pool of an
+// interface's address nat44_add_del_interface_addr.
+func (d *Driver) poolMsg(m *poolVal, add bool) api.Message {
+	var flags nat_types.NatConfigFlags
 	if m.twice {
-		r.Flags = nat_types.NAT_IS_TWICE_NAT
+		flags = nat_types.NAT_IS_TWICE_NAT
 	}
-	return r
+	if m.iface != "" {
+		return &nat44_ed.Nat44AddDelInterfaceAddr{IsAdd: add, SwIfIndex: d.swIfIndexOf(m.ifKey()), Flags: flags}
+	}
+	return &nat44_ed.Nat44AddDelAddressRange{FirstIPAddress: m.first.As4(), LastIPAddress: m.last.As4(), VrfID: m.vrf, IsAdd: add, Flags: flags}
 }
 
 func staticMsg(m *staticVal, add bool, tag string) *nat44_ed.Nat44AddDelStaticMappingV2 {

@@ -16,24 +16,24 @@ import (
 // state and pools if the driver knows their keys (they have no tag), the
 // features of owned interfaces, and mappings tagged with TagPrefix.
 func (d *Driver) readbackNat(ctx context.Context, out map[string]found, swName map[uint32]string) error {
-	var sessions uint32
+	var running *nat44_ed.Nat44ShowRunningConfigReply
 	err := d.cl.pipeline(ctx, []call{{req: &nat44_ed.Nat44ShowRunningConfig{}, done: func(r api.Message, err error) {
 		if err == nil {
-			sessions = r.(*nat44_ed.Nat44ShowRunningConfigReply).Sessions
+			running = r.(*nat44_ed.Nat44ShowRunningConfigReply)
 		}
 	}}})
 	if err != nil {
 		return err
 	}
-	if sessions == 0 {
+	if running == nil || running.Sessions == 0 {
 		return nil // plugin disabled: no NAT configuration
 	}
 	if it := d.items[model.Nat44GlobalKey]; it != nil && (it.want != nil || it.have != nil) {
-		out[model.Nat44GlobalKey] = found{value: &natGlobalVal{sessions: sessions}}
+		out[model.Nat44GlobalKey] = found{value: &natGlobalVal{sessions: running.Sessions, forwarding: running.ForwardingEnabled}}
 	}
 	res, err := d.cl.dumps(ctx, []api.Message{
 		&nat44_ed.Nat44InterfaceDump{}, &nat44_ed.Nat44AddressDump{}, &nat44_ed.Nat44StaticMappingDump{},
-		&nat44_ed.Nat44IdentityMappingDump{}, &nat44_ed.Nat44LbStaticMappingDump{},
+		&nat44_ed.Nat44IdentityMappingDump{}, &nat44_ed.Nat44LbStaticMappingDump{}, &nat44_ed.Nat44InterfaceAddrDump{},
 	})
 	if err != nil {
 		return err
@@ -45,7 +45,23 @@ func (d *Driver) readbackNat(ctx context.Context, out map[string]found, swName m
 			continue
 		}
 		out[model.Nat44InterfaceKey(name)] = found{value: newNatIface(name, r.Flags&nat_types.NAT_IS_INSIDE != 0,
-			r.Flags&nat_types.NAT_IS_OUTSIDE != 0)}
+			r.Flags&nat_types.NAT_IS_OUTSIDE != 0, false)}
+	}
+	outputs, err := d.outputInterfaces(ctx)
+	if err != nil {
+		return err
+	}
+	for _, sw := range outputs {
+		if name, ok := swName[sw]; ok {
+			out[model.Nat44InterfaceKey(name)] = found{value: newNatIface(name, false, false, true)}
+		}
+	}
+	for _, m := range res[5] {
+		r := m.(*nat44_ed.Nat44InterfaceAddrDetails)
+		if name, ok := swName[uint32(r.SwIfIndex)]; ok {
+			v := newIfacePool(name, r.Flags&nat_types.NAT_IS_TWICE_NAT != 0)
+			out[model.Nat44InterfaceAddressPoolKey(name, v.twice)] = found{value: v}
+		}
 	}
 
 	type poolAddr struct {
@@ -65,7 +81,7 @@ func (d *Driver) readbackNat(ctx context.Context, out map[string]found, swName m
 		if p == nil {
 			p, _ = it.have.(*poolVal)
 		}
-		if p == nil {
+		if p == nil || p.iface != "" {
 			continue
 		}
 		vrf, complete := uint32(0), true
@@ -151,6 +167,36 @@ func (d *Driver) readbackNat(ctx context.Context, out map[string]found, swName m
 		out[k] = found{value: v.finish()}
 	}
 	return nil
+}
+
+// rvEAgain is VPP's retval of a *_get reply that stopped early: call again
+// from the returned cursor.
+const rvEAgain = -165
+
+// outputInterfaces lists the sw_if_index of every NAT44 output-feature
+// interface (nat44_ed_output_interface_get, page by page).
+func (d *Driver) outputInterfaces(ctx context.Context) ([]uint32, error) {
+	var out []uint32
+	cursor := uint32(0)
+	for {
+		res, err := d.cl.dumps(ctx, []api.Message{&nat44_ed.Nat44EdOutputInterfaceGet{Cursor: cursor}})
+		if err != nil {
+			return nil, err
+		}
+		var reply *nat44_ed.Nat44EdOutputInterfaceGetReply
+		for _, m := range res[0] {
+			switch r := m.(type) {
+			case *nat44_ed.Nat44EdOutputInterfaceDetails:
+				out = append(out, uint32(r.SwIfIndex))
+			case *nat44_ed.Nat44EdOutputInterfaceGetReply:
+				reply = r
+			}
+		}
+		if reply == nil || reply.Retval != rvEAgain || reply.Cursor == cursor {
+			return out, nil
+		}
+		cursor = reply.Cursor
+	}
 }
 
 func natFlagsOf(f nat_types.NatConfigFlags) natFlagsVal {

@@ -61,7 +61,13 @@ func (d *Driver) resyncLocked(ctx context.Context) error {
 	}
 	d.readBack = true
 	for _, it := range d.items {
-		d.markDirtyLocked(it)
+		// Until the first resync commit the desired state is not known:
+		// what VPP holds and nobody asked for yet is kept (a driver that
+		// restarts on a populated VPP must not tear it down before the
+		// application said what it wants).
+		if d.desiredKnown || it.desired() {
+			d.markDirtyLocked(it)
+		}
 		d.markPubLocked(it)
 	}
 	return d.passLocked(ctx)

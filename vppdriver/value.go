@@ -67,9 +67,9 @@ func parseValue(msg proto.Message) (value, error) {
 	case *model.Route:
 		return parseRoute(m)
 	case *model.Nat44Global:
-		return &natGlobalVal{sessions: cmp.Or(m.GetSessions(), natDefaultSessions)}, nil
+		return &natGlobalVal{sessions: cmp.Or(m.GetSessions(), natDefaultSessions), forwarding: m.GetForwarding()}, nil
 	case *model.Nat44Interface:
-		return newNatIface(m.GetInterface(), m.GetInside(), m.GetOutside()), nil
+		return newNatIface(m.GetInterface(), m.GetInside(), m.GetOutside(), m.GetOutputFeature()), nil
 	case *model.Nat44AddressPool:
 		return parsePool(m)
 	case *model.Nat44StaticMapping:
@@ -95,15 +95,25 @@ func needsRecreate(old, new value) bool {
 		// new table.
 		n, ok := new.(*vrfVal)
 		return !ok || *o != *n
-	case *routeVal, *natIfaceVal:
+	case *routeVal:
 		return false // changed in place
+	case *natIfaceVal:
+		// inside and outside change in place; VPP refuses them on an
+		// interface with the output feature and the reverse.
+		n, ok := new.(*natIfaceVal)
+		return !ok || o.output != n.output
+	case *natGlobalVal:
+		// Forwarding changes in place; new sessions need disable + enable,
+		// which wipes all NAT configuration.
+		n, ok := new.(*natGlobalVal)
+		return !ok || o.sessions != n.sessions
 	case *lbVal:
-		// Backends are changed in place, the rest needs a new mapping.
+		// Backends are changed in place, the rest needs a new mapping;
+		// so do backend changes that VPP cannot make in place.
 		n, ok := new.(*lbVal)
-		return !ok || o.lbHead != n.lbHead
+		return !ok || o.lbHead != n.lbHead || !lbInPlace(o.backends, n.backends)
 	}
-	// The NAT44 plugin (a change means disable + enable, which wipes all
-	// NAT configuration), pools, static and identity mappings.
+	// Pools, static and identity mappings.
 	return !old.equal(new)
 }
 
@@ -351,23 +361,27 @@ func (v *routeVal) message() proto.Message {
 
 var natGlobalDeps = []string{model.Nat44GlobalKey}
 
-type natGlobalVal struct{ sessions uint32 }
+type natGlobalVal struct {
+	sessions   uint32
+	forwarding bool
+}
 
 func (v *natGlobalVal) kind() kind         { return kindNatGlobal }
 func (v *natGlobalVal) deps() []string     { return nil }
 func (v *natGlobalVal) equal(o value) bool { return *v == *o.(*natGlobalVal) }
 func (v *natGlobalVal) message() proto.Message {
-	return &model.Nat44Global{Sessions: v.sessions}
+	return &model.Nat44Global{Sessions: v.sessions, Forwarding: v.forwarding}
 }
 
 type natIfaceVal struct {
 	iface           string
 	inside, outside bool
+	output          bool     // post-routing (output feature); excludes inside and outside
 	depKeys         []string // the plugin, the interface
 }
 
-func newNatIface(iface string, inside, outside bool) *natIfaceVal {
-	return &natIfaceVal{iface: iface, inside: inside, outside: outside,
+func newNatIface(iface string, inside, outside, output bool) *natIfaceVal {
+	return &natIfaceVal{iface: iface, inside: inside, outside: outside, output: output,
 		depKeys: []string{model.Nat44GlobalKey, model.InterfaceKey(iface)}}
 }
 
@@ -376,26 +390,48 @@ func (v *natIfaceVal) deps() []string { return v.depKeys }
 func (v *natIfaceVal) ifKey() string  { return v.depKeys[1] }
 func (v *natIfaceVal) equal(o value) bool {
 	w := o.(*natIfaceVal)
-	return v.iface == w.iface && v.inside == w.inside && v.outside == w.outside
+	return v.iface == w.iface && v.inside == w.inside && v.outside == w.outside && v.output == w.output
 }
 func (v *natIfaceVal) message() proto.Message {
-	return &model.Nat44Interface{Interface: v.iface, Inside: v.inside, Outside: v.outside}
+	return &model.Nat44Interface{Interface: v.iface, Inside: v.inside, Outside: v.outside, OutputFeature: v.output}
 }
 
+// poolVal is an address range, or (iface set) the address of an interface.
 type poolVal struct {
-	first, last netip.Addr
+	first, last netip.Addr // invalid for an interface pool
 	vrf         uint32
 	twice       bool
+	iface       string
+	depKeys     []string
 }
 
-func (v *poolVal) kind() kind         { return kindNat }
-func (v *poolVal) deps() []string     { return natGlobalDeps }
-func (v *poolVal) equal(o value) bool { return *v == *o.(*poolVal) }
+func newIfacePool(iface string, twice bool) *poolVal {
+	return &poolVal{iface: iface, twice: twice, depKeys: []string{model.Nat44GlobalKey, model.InterfaceKey(iface)}}
+}
+
+func (v *poolVal) kind() kind { return kindNat }
+func (v *poolVal) deps() []string {
+	if v.depKeys != nil {
+		return v.depKeys
+	}
+	return natGlobalDeps
+}
+func (v *poolVal) ifKey() string { return v.depKeys[1] }
+func (v *poolVal) equal(o value) bool {
+	w := o.(*poolVal)
+	return v.first == w.first && v.last == w.last && v.vrf == w.vrf && v.twice == w.twice && v.iface == w.iface
+}
 func (v *poolVal) message() proto.Message {
+	if v.iface != "" {
+		return &model.Nat44AddressPool{Interface: v.iface, TwiceNat: v.twice}
+	}
 	return &model.Nat44AddressPool{FirstIp: v.first.String(), LastIp: v.last.String(), Vrf: v.vrf, TwiceNat: v.twice}
 }
 
 func parsePool(m *model.Nat44AddressPool) (*poolVal, error) {
+	if iface := m.GetInterface(); iface != "" {
+		return newIfacePool(iface, m.GetTwiceNat()), nil
+	}
 	first, err := netip.ParseAddr(m.GetFirstIp())
 	if err != nil {
 		return nil, err
@@ -550,4 +586,31 @@ func parseLB(m *model.Nat44LbStaticMapping) (*lbVal, error) {
 		v.backends = append(v.backends, newBackend(ip, uint16(b.GetPort()), uint8(b.GetProbability()), b.GetVrf()))
 	}
 	return v.finish(), nil
+}
+
+// lbInPlace tells whether the backends of a load-balanced mapping change
+// from old to new in place: new ones are added first, then the removed and
+// changed ones are removed, then the changed ones added back. VPP refuses
+// to remove a backend from a mapping that has fewer than three (retval -1),
+// so the removals must leave at least two; and when no backend is kept
+// (nothing whose sessions an in-place change would preserve), deleting and
+// adding the mapping (two requests) is cheaper. Both lists are sorted by
+// address and port.
+func lbInPlace(old, new []backendVal) bool {
+	kept, added, removed := 0, 0, 0
+	for _, b := range old {
+		i, ok := slices.BinarySearchFunc(new, b, cmpBackend)
+		switch {
+		case !ok || new[i] != b:
+			removed++
+		default:
+			kept++
+		}
+	}
+	for _, b := range new {
+		if _, ok := slices.BinarySearchFunc(old, b, cmpBackend); !ok {
+			added++
+		}
+	}
+	return removed == 0 || (kept > 0 && kept+added >= 2)
 }

@@ -48,6 +48,7 @@ import (
 	_ "github.com/vswitchkit/vswitchkit/svcprocessor/svcprocessortest"
 	_ "github.com/vswitchkit/vswitchkit/vppdriver"
 	vppmodel "github.com/vswitchkit/vswitchkit/vppdriver/model"
+	_ "github.com/vswitchkit/vswitchkit/vppdriver/svcnat"
 	_ "github.com/vswitchkit/vswitchkit/vppdriver/vppdrivertest"
 	_ "github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )

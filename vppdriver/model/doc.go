@@ -9,6 +9,7 @@
 //	vpp/nat44/global                   Nat44Global (NAT44-ED plugin enabled)
 //	vpp/nat44/interface/<name>         Nat44Interface
 //	vpp/nat44/pool/<first>-<last>[/twice-nat]        Nat44AddressPool
+//	vpp/nat44/pool/if:<name>[/twice-nat]             Nat44AddressPool (of an interface)
 //	vpp/nat44/static/<proto>/<ip>:<port>             Nat44StaticMapping
 //	vpp/nat44/identity/<proto>/<ip|if:name>:<port>   Nat44IdentityMapping
 //	vpp/nat44/lb/<proto>/<ip>:<port>                 Nat44LbStaticMapping

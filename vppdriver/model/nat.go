@@ -30,6 +30,16 @@ func Nat44AddressPoolKey(first, last netip.Addr, twiceNAT bool) string {
 	return k
 }
 
+// Nat44InterfaceAddressPoolKey returns the key of the pool that is the
+// IPv4 address of the interface iface.
+func Nat44InterfaceAddressPoolKey(iface string, twiceNAT bool) string {
+	k := Nat44AddressPoolKeyPrefix + "if:" + iface
+	if twiceNAT {
+		k += "/twice-nat"
+	}
+	return k
+}
+
 func protoKey(p Nat44Protocol) string {
 	if p == Nat44Protocol_NAT44_PROTOCOL_UNSPECIFIED {
 		return "any"
@@ -88,11 +98,20 @@ func natKey(msg any) (string, error) {
 		}
 		return Nat44GlobalKey, nil
 	case *Nat44Interface:
-		if m.GetInterface() == "" || (!m.GetInside() && !m.GetOutside()) {
-			return "", fmt.Errorf("nat44 interface %q: needs a name and inside and/or outside", m.GetInterface())
+		if m.GetInterface() == "" || (!m.GetInside() && !m.GetOutside() && !m.GetOutputFeature()) {
+			return "", fmt.Errorf("nat44 interface %q: needs a name and inside and/or outside, or output_feature", m.GetInterface())
+		}
+		if m.GetOutputFeature() && (m.GetInside() || m.GetOutside()) {
+			return "", fmt.Errorf("nat44 interface %q: output_feature excludes inside and outside", m.GetInterface())
 		}
 		return Nat44InterfaceKey(m.GetInterface()), nil
 	case *Nat44AddressPool:
+		if iface := m.GetInterface(); iface != "" {
+			if m.GetFirstIp() != "" || m.GetLastIp() != "" || m.GetVrf() != 0 {
+				return "", fmt.Errorf("nat44 pool of interface %q: first_ip, last_ip and vrf must be unset", iface)
+			}
+			return Nat44InterfaceAddressPoolKey(iface, m.GetTwiceNat()), nil
+		}
 		first, err := parse4("nat44 pool first_ip", m.GetFirstIp())
 		if err != nil {
 			return "", err

@@ -782,7 +782,12 @@ func (x *Path) GetWeight() uint32 {
 type Nat44Global struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Maximum sessions per thread; 0 = VPP's default (64512).
-	Sessions      uint32 `protobuf:"varint,1,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	Sessions uint32 `protobuf:"varint,1,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	// Forwarding: packets that match no session and no mapping pass through
+	// untranslated instead of being dropped on outside interfaces (and
+	// inside interfaces translate only sessions and mappings). A change is
+	// applied in place; a plugin (re-)enable resets it in VPP.
+	Forwarding    bool `protobuf:"varint,2,opt,name=forwarding,proto3" json:"forwarding,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -824,14 +829,27 @@ func (x *Nat44Global) GetSessions() uint32 {
 	return 0
 }
 
+func (x *Nat44Global) GetForwarding() bool {
+	if x != nil {
+		return x.Forwarding
+	}
+	return false
+}
+
 // Nat44Interface enables NAT44 features on an interface.
 // Key: Nat44InterfaceKey(interface).
 type Nat44Interface struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Logical name of the Interface.
-	Interface     string `protobuf:"bytes,1,opt,name=interface,proto3" json:"interface,omitempty"`
-	Inside        bool   `protobuf:"varint,2,opt,name=inside,proto3" json:"inside,omitempty"`
-	Outside       bool   `protobuf:"varint,3,opt,name=outside,proto3" json:"outside,omitempty"`
+	Interface string `protobuf:"bytes,1,opt,name=interface,proto3" json:"interface,omitempty"`
+	Inside    bool   `protobuf:"varint,2,opt,name=inside,proto3" json:"inside,omitempty"`
+	Outside   bool   `protobuf:"varint,3,opt,name=outside,proto3" json:"outside,omitempty"`
+	// Post-routing NAT (nat44_ed_add_del_output_interface): the interface is
+	// an outside interface whose in2out translation runs after routing, on
+	// the packets it sends (source NAT of traffic leaving through it). It
+	// excludes inside and outside (VPP refuses both on one interface);
+	// switching between the two re-creates the feature.
+	OutputFeature bool `protobuf:"varint,4,opt,name=output_feature,json=outputFeature,proto3" json:"output_feature,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -887,8 +905,16 @@ func (x *Nat44Interface) GetOutside() bool {
 	return false
 }
 
-// Nat44AddressPool is a range of external addresses.
-// Key: Nat44AddressPoolKey(first, last, twice_nat).
+func (x *Nat44Interface) GetOutputFeature() bool {
+	if x != nil {
+		return x.OutputFeature
+	}
+	return false
+}
+
+// Nat44AddressPool is a range of external addresses, or the IPv4 address
+// of an interface. Key: Nat44AddressPoolKey(first, last, twice_nat), or
+// Nat44InterfaceAddressPoolKey(interface, twice_nat).
 type Nat44AddressPool struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	FirstIp string                 `protobuf:"bytes,1,opt,name=first_ip,json=firstIp,proto3" json:"first_ip,omitempty"`
@@ -897,7 +923,11 @@ type Nat44AddressPool struct {
 	// VRF of the addresses; 4294967295 (~0) = any.
 	Vrf uint32 `protobuf:"varint,3,opt,name=vrf,proto3" json:"vrf,omitempty"`
 	// Pool for twice-NAT (source translation of the external side).
-	TwiceNat      bool `protobuf:"varint,4,opt,name=twice_nat,json=twiceNat,proto3" json:"twice_nat,omitempty"`
+	TwiceNat bool `protobuf:"varint,4,opt,name=twice_nat,json=twiceNat,proto3" json:"twice_nat,omitempty"`
+	// Logical name of an Interface whose IPv4 address is the pool
+	// (nat44_add_del_interface_addr): VPP follows the address as it changes.
+	// first_ip, last_ip and vrf must then be unset.
+	Interface     string `protobuf:"bytes,5,opt,name=interface,proto3" json:"interface,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -958,6 +988,13 @@ func (x *Nat44AddressPool) GetTwiceNat() bool {
 		return x.TwiceNat
 	}
 	return false
+}
+
+func (x *Nat44AddressPool) GetInterface() string {
+	if x != nil {
+		return x.Interface
+	}
+	return ""
 }
 
 // Nat44StaticMapping maps an external address (and port) to a local one.
@@ -1390,18 +1427,23 @@ const file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDesc = "" +
 	"\x04Path\x12-\n" +
 	"\x12outgoing_interface\x18\x01 \x01(\tR\x11outgoingInterface\x12\x19\n" +
 	"\bnext_hop\x18\x02 \x01(\tR\anextHop\x12\x16\n" +
-	"\x06weight\x18\x03 \x01(\rR\x06weight\")\n" +
+	"\x06weight\x18\x03 \x01(\rR\x06weight\"I\n" +
 	"\vNat44Global\x12\x1a\n" +
-	"\bsessions\x18\x01 \x01(\rR\bsessions\"`\n" +
+	"\bsessions\x18\x01 \x01(\rR\bsessions\x12\x1e\n" +
+	"\n" +
+	"forwarding\x18\x02 \x01(\bR\n" +
+	"forwarding\"\x87\x01\n" +
 	"\x0eNat44Interface\x12\x1c\n" +
 	"\tinterface\x18\x01 \x01(\tR\tinterface\x12\x16\n" +
 	"\x06inside\x18\x02 \x01(\bR\x06inside\x12\x18\n" +
-	"\aoutside\x18\x03 \x01(\bR\aoutside\"u\n" +
+	"\aoutside\x18\x03 \x01(\bR\aoutside\x12%\n" +
+	"\x0eoutput_feature\x18\x04 \x01(\bR\routputFeature\"\x93\x01\n" +
 	"\x10Nat44AddressPool\x12\x19\n" +
 	"\bfirst_ip\x18\x01 \x01(\tR\afirstIp\x12\x17\n" +
 	"\alast_ip\x18\x02 \x01(\tR\x06lastIp\x12\x10\n" +
 	"\x03vrf\x18\x03 \x01(\rR\x03vrf\x12\x1b\n" +
-	"\ttwice_nat\x18\x04 \x01(\bR\btwiceNat\"\xce\x02\n" +
+	"\ttwice_nat\x18\x04 \x01(\bR\btwiceNat\x12\x1c\n" +
+	"\tinterface\x18\x05 \x01(\tR\tinterface\"\xce\x02\n" +
 	"\x12Nat44StaticMapping\x12B\n" +
 	"\bprotocol\x18\x01 \x01(\x0e2&.vswitchkit.vppdriver.v1.Nat44ProtocolR\bprotocol\x12\x19\n" +
 	"\blocal_ip\x18\x02 \x01(\tR\alocalIp\x12\x1d\n" +

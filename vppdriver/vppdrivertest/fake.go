@@ -6,7 +6,11 @@
 //     (it owns the keys under "vpp/" and ignores the others; an invalid
 //     value is rejected for its key alone with a *controller.KeyError), and
 //     records the resulting desired state, with per-commit fault injection;
-//   - [StartRealVPP] and [RealVPPSocket] give a test a real VPP.
+//   - [StartRealVPP] and [RealVPPSocket] give a test a real VPP;
+//   - [ReadNAT44] reads VPP's NAT44-ED tables (the stand-in's or a real
+//     VPP's) in a form that compares across restarts;
+//   - [RequestCounter] counts the requests a driver sends to VPP, by
+//     message, through the GoVPP adapters it wraps.
 //
 // For tests that need VPP semantics (dependencies, retvals, restarts) use
 // the real vppdriver.Driver against vppsim instead.
@@ -34,8 +38,8 @@
 //
 // # Concurrency
 //
-// FakeDriver is safe for concurrent use. A RealVPP is owned by the test
-// that started it.
+// FakeDriver and RequestCounter are safe for concurrent use. A RealVPP is
+// owned by the test that started it.
 //
 // # Lifecycle
 //

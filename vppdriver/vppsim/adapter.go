@@ -138,6 +138,12 @@ func (v *VPP) serve(c *simConn) {
 				continue // reply message hidden (Config.Hide)
 			}
 			for _, rep := range replies {
+				id := id
+				if n := rep.GetMessageName(); n != v.entries[id-idBase].name {
+					// Another message than the request's reply (details):
+					// the final reply of a *_get request.
+					id, _ = v.msgID(n, rep.GetCrcString())
+				}
 				data, err := codec.DefaultCodec.EncodeMsg(rep, id)
 				if err != nil {
 					v.cfg.Logger.Error("vppsim: encode reply", "msg", rep.GetMessageName(), "err", err)

@@ -36,8 +36,17 @@
 //     -105 (not covered by the traces).
 //   - Bridge domains created with bd_id ~0 get a pseudo-random ID that
 //     differs from VPP's (random too).
-//   - NAT44-ED keeps configuration only (no sessions); an interface-bound
-//     mapping resolves to the interface's first IPv4 address at dump time.
+//   - NAT44-ED keeps configuration only (no sessions, no translation); an
+//     interface-bound mapping resolves to the interface's first IPv4
+//     address at dump time, an interface-address pool follows the
+//     interface's first IPv4 address as it changes. Conflicts follow
+//     8-nat44_services.json: mappings conflict by external address, port
+//     and protocol (static and load-balanced alike), and by local address
+//     and port only when neither is OUT2IN_ONLY; a static mapping is
+//     deleted by its external side; a load-balanced mapping keeps at least
+//     two backends (-1); output-feature and inside/outside features exclude
+//     each other (-81); forwarding set while the plugin is disabled is
+//     accepted and lost, as the plugin starts without it.
 //   - add_node_next knows only the vxlan4/6-input, ip4/6-input and
 //     l2-input nodes.
 //   - memif: interfaces never get a peer (link down), so dumps report

@@ -13,6 +13,7 @@ import (
 )
 
 const (
+	rvUnspecified     = -1
 	rvValueExist      = -81
 	rvUnsupported     = -126
 	rvPluginDisabled  = -169
@@ -22,12 +23,21 @@ const (
 
 // natState is the NAT44-ED configuration; nil while the plugin is disabled.
 type natState struct {
-	sessions uint32
-	ifaces   map[uint32]nat_types.NatConfigFlags
-	pool     []natAddr
-	statics  []*natStatic // static and identity mappings, in creation order
-	lbs      map[lbKey]*natLB
-	lbSeq    uint64 // creation counter of lbs (dumps list them in creation order)
+	sessions   uint32
+	forwarding bool
+	ifaces     map[uint32]nat_types.NatConfigFlags
+	output     []uint32     // output-feature interfaces, in order of addition
+	ifAddrs    []natIfAddr  // interface-address pools, in order of addition
+	pool       []natAddr    // addresses: ranges and resolved interface addresses
+	statics    []*natStatic // static and identity mappings, in creation order
+	lbs        map[lbKey]*natLB
+	lbSeq      uint64 // creation counter of lbs (dumps list them in creation order)
+}
+
+// natIfAddr is an interface whose IPv4 address is a pool address.
+type natIfAddr struct {
+	sw    uint32
+	twice bool
 }
 
 type lbKey struct {
@@ -37,9 +47,11 @@ type lbKey struct {
 }
 
 type natAddr struct {
-	ip    netip.Addr
-	vrf   uint32
-	twice bool
+	ip     netip.Addr
+	vrf    uint32
+	twice  bool
+	fromIf bool   // the resolved address of an interface-address pool
+	sw     uint32 // that interface
 }
 
 type natStatic struct {
@@ -128,6 +140,7 @@ func (s *state) natRunningConfig(api.Message) []api.Message {
 	r := &nat44_ed.Nat44ShowRunningConfigReply{IpfixLoggingEnabled: true, Flags: nat44_ed.NAT44_IS_ENDPOINT_DEPENDENT}
 	if s.nat != nil {
 		r.Sessions = s.nat.sessions
+		r.ForwardingEnabled = s.nat.forwarding
 		r.TranslationBuckets = natBuckets(s.nat.sessions)
 		r.Timeouts = nat_types.NatTimeouts{UDP: 300, TCPEstablished: 7440, TCPTransitory: 240, ICMP: 60}
 	}
@@ -148,6 +161,9 @@ func (s *state) natFeature(m api.Message) []api.Message {
 	}
 	f := req.Flags & (nat_types.NAT_IS_INSIDE | nat_types.NAT_IS_OUTSIDE)
 	cur, ok := s.nat.ifaces[sw]
+	if req.IsAdd && slices.Contains(s.nat.output, sw) {
+		return reply(rvValueExist) // an output-feature interface
+	}
 	if req.IsAdd {
 		s.nat.ifaces[sw] = cur | f
 		return reply(0)
@@ -195,7 +211,7 @@ func (s *state) natAddressRange(m api.Message) []api.Message {
 	}
 	twice := req.Flags&nat_types.NAT_IS_TWICE_NAT != 0
 	inPool := func(a netip.Addr) int {
-		return slices.IndexFunc(s.nat.pool, func(p natAddr) bool { return p.ip == a && p.twice == twice })
+		return slices.IndexFunc(s.nat.pool, func(p natAddr) bool { return p.ip == a && p.twice == twice && !p.fromIf })
 	}
 	for _, a := range addrs { // all or nothing
 		exists := inPool(a) >= 0
@@ -264,18 +280,24 @@ func (s *state) natIdentityAddDel(m api.Message) []api.Message {
 	return reply(s.natStaticPut(sm, req.IsAdd))
 }
 
-// natStaticPut adds or deletes a static or identity mapping.
+// natStaticPut adds or deletes a static or identity mapping. VPP finds the
+// mapping to delete by its external address, port and protocol (the local
+// side and the flags of the request do not matter). An add conflicts with
+// a mapping (or a load-balanced one) of the same external address, port and
+// protocol, and, unless one of the two is OUT2IN_ONLY, with a static
+// mapping of the same local address and port: out2in-only mappings
+// translate no locally initiated traffic, so several may share a backend.
 func (s *state) natStaticPut(sm *natStatic, add bool) int32 {
-	same := func(o *natStatic) bool {
+	sameExt := func(o *natStatic) bool {
 		if o.identity != sm.identity || o.proto != sm.proto || o.extSw != sm.extSw {
 			return false
 		}
 		if sm.extSw != noIndex {
 			return o.local == sm.local && o.lport == sm.lport && o.eport == sm.eport
 		}
-		return (o.external == sm.external && o.eport == sm.eport) || (!sm.identity && o.local == sm.local && o.lport == sm.lport)
+		return o.external == sm.external && o.eport == sm.eport
 	}
-	i := slices.IndexFunc(s.nat.statics, same)
+	i := slices.IndexFunc(s.nat.statics, sameExt)
 	if !add {
 		if i < 0 {
 			return rvNoSuchEntry
@@ -285,6 +307,17 @@ func (s *state) natStaticPut(sm *natStatic, add bool) int32 {
 	}
 	if i >= 0 {
 		return rvValueExist
+	}
+	if !sm.identity && sm.extSw == noIndex {
+		if _, ok := s.nat.lbs[lbKey{sm.external, sm.eport, sm.proto}]; ok {
+			return rvValueExist
+		}
+		o2i := func(f nat_types.NatConfigFlags) bool { return f&nat_types.NAT_IS_OUT2IN_ONLY != 0 }
+		if !o2i(sm.flags) && slices.ContainsFunc(s.nat.statics, func(o *natStatic) bool {
+			return !o.identity && !o2i(o.flags) && o.proto == sm.proto && o.local == sm.local && o.lport == sm.lport
+		}) {
+			return rvValueExist
+		}
 	}
 	s.nat.statics = append(s.nat.statics, sm)
 	return 0
@@ -369,7 +402,9 @@ func (s *state) natLBAddDel(m api.Message) []api.Message {
 	if len(req.Locals) < 2 {
 		return reply(rvInvalidValue)
 	}
-	if exists {
+	if exists || slices.ContainsFunc(s.nat.statics, func(o *natStatic) bool {
+		return !o.identity && o.extSw == noIndex && o.proto == req.Protocol && o.external == ext && o.eport == req.ExternalPort
+	}) {
 		return reply(rvValueExist)
 	}
 	if req.Flags&nat_types.NAT_IS_OUT2IN_ONLY == 0 &&
@@ -404,6 +439,8 @@ func (s *state) natLBLocal(m api.Message) []api.Message {
 		lb.locals = append(lb.locals, req.Local)
 	case j < 0:
 		return reply(rvNoSuchEntry)
+	case len(lb.locals) < 3:
+		return reply(rvUnspecified) // VPP keeps at least two backends
 	default:
 		lb.locals = slices.Delete(lb.locals, j, j+1)
 	}
@@ -424,6 +461,124 @@ func (s *state) natLBDump(api.Message) []api.Message {
 		// VPP does not report the affinity.
 		out = append(out, &nat44_ed.Nat44LbStaticMappingDetails{ExternalAddr: ip4Of(lb.external), ExternalPort: lb.port,
 			Protocol: lb.proto, Flags: lb.flags, Tag: lb.tag, LocalNum: uint32(len(lb.locals)), Locals: slices.Clone(lb.locals)})
+	}
+	return out
+}
+
+func (s *state) natForwarding(m api.Message) []api.Message {
+	req := m.(*nat44_ed.Nat44ForwardingEnableDisable)
+	// Accepted also while the plugin is disabled, without effect: enabling
+	// the plugin starts without forwarding.
+	if s.nat != nil {
+		s.nat.forwarding = req.Enable
+	}
+	return []api.Message{&nat44_ed.Nat44ForwardingEnableDisableReply{}}
+}
+
+func (s *state) natOutputAddDel(m api.Message) []api.Message {
+	req := m.(*nat44_ed.Nat44EdAddDelOutputInterface)
+	reply := func(rv int32) []api.Message {
+		return []api.Message{&nat44_ed.Nat44EdAddDelOutputInterfaceReply{Retval: rv}}
+	}
+	if s.nat == nil {
+		return reply(rvUnsupported)
+	}
+	sw := uint32(req.SwIfIndex)
+	if s.ifaces[sw] == nil {
+		return reply(rvInvalidSwIfIndex)
+	}
+	i := slices.Index(s.nat.output, sw)
+	if !req.IsAdd {
+		if i < 0 {
+			return reply(rvNoSuchEntry)
+		}
+		s.nat.output = slices.Delete(s.nat.output, i, i+1)
+		return reply(0)
+	}
+	if _, pre := s.nat.ifaces[sw]; i >= 0 || pre {
+		return reply(rvValueExist)
+	}
+	s.nat.output = append(s.nat.output, sw)
+	return reply(0)
+}
+
+// natOutputGet answers nat44_ed_output_interface_get: the details, then the
+// reply (cursor ~0 after details, 0 when there were none).
+func (s *state) natOutputGet(api.Message) []api.Message {
+	var out []api.Message
+	if s.nat != nil {
+		for _, sw := range s.nat.output {
+			out = append(out, &nat44_ed.Nat44EdOutputInterfaceDetails{SwIfIndex: interface_types.InterfaceIndex(sw)})
+		}
+	}
+	r := &nat44_ed.Nat44EdOutputInterfaceGetReply{}
+	if len(out) > 0 {
+		r.Cursor = noIndex
+	}
+	return append(out, r)
+}
+
+func (s *state) natInterfaceAddr(m api.Message) []api.Message {
+	req := m.(*nat44_ed.Nat44AddDelInterfaceAddr)
+	reply := func(rv int32) []api.Message {
+		return []api.Message{&nat44_ed.Nat44AddDelInterfaceAddrReply{Retval: rv}}
+	}
+	if s.nat == nil {
+		return reply(rvUnsupported)
+	}
+	e := natIfAddr{sw: uint32(req.SwIfIndex), twice: req.Flags&nat_types.NAT_IS_TWICE_NAT != 0}
+	if s.ifaces[e.sw] == nil {
+		return reply(rvInvalidSwIfIndex)
+	}
+	i := slices.Index(s.nat.ifAddrs, e)
+	if !req.IsAdd {
+		if i < 0 {
+			return reply(rvNoSuchEntry)
+		}
+		s.nat.ifAddrs = slices.Delete(s.nat.ifAddrs, i, i+1)
+		s.natIfAddrSync(e.sw)
+		return reply(0)
+	}
+	if i >= 0 {
+		return reply(rvValueExist)
+	}
+	s.nat.ifAddrs = append(s.nat.ifAddrs, e)
+	s.natIfAddrSync(e.sw)
+	return reply(0)
+}
+
+// natIfAddrSync makes the pool hold the first IPv4 address of interface sw
+// for each of its interface-address pools (appended when it appears,
+// removed when it goes), as VPP does when the interface's address changes.
+func (s *state) natIfAddrSync(sw uint32) {
+	if s.nat == nil {
+		return
+	}
+	addr := s.firstIP4(sw)
+	for _, twice := range []bool{false, true} {
+		want := addr.IsValid() && slices.Contains(s.nat.ifAddrs, natIfAddr{sw, twice})
+		i := slices.IndexFunc(s.nat.pool, func(p natAddr) bool { return p.fromIf && p.sw == sw && p.twice == twice })
+		if i >= 0 && (!want || s.nat.pool[i].ip != addr) {
+			s.nat.pool = slices.Delete(s.nat.pool, i, i+1)
+			i = -1
+		}
+		if want && i < 0 {
+			s.nat.pool = append(s.nat.pool, natAddr{ip: addr, vrf: noIndex, twice: twice, fromIf: true, sw: sw})
+		}
+	}
+}
+
+func (s *state) natInterfaceAddrDump(api.Message) []api.Message {
+	if s.nat == nil {
+		return nil
+	}
+	var out []api.Message
+	for _, e := range s.nat.ifAddrs {
+		d := &nat44_ed.Nat44InterfaceAddrDetails{SwIfIndex: interface_types.InterfaceIndex(e.sw)}
+		if e.twice {
+			d.Flags = nat_types.NAT_IS_TWICE_NAT
+		}
+		out = append(out, d)
 	}
 	return out
 }

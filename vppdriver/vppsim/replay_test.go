@@ -137,7 +137,7 @@ var vethRe = regexp.MustCompile(`ip link add (\S+) type veth peer name (\S+)`)
 // recorded on VPP 26.06 for the messages the stand-in implements and
 // compares retvals, replies and dump contents.
 func TestReplayTraces(t *testing.T) {
-	for _, file := range []string{"1-interfaces.json", "2-af_packet.json", "3-routes_vrfs.json", "4-vxlan.json", "5-nat44_ed.json", "7-memif.json"} {
+	for _, file := range []string{"1-interfaces.json", "2-af_packet.json", "3-routes_vrfs.json", "4-vxlan.json", "5-nat44_ed.json", "7-memif.json", "8-nat44_services.json"} {
 		t.Run(file, func(t *testing.T) {
 			steps := loadTrace(t, file)
 			var hosts []string

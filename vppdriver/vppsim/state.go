@@ -207,6 +207,8 @@ func (s *state) removeIface(i *simIface) {
 	s.leaveBD(i.idx)
 	if s.nat != nil {
 		delete(s.nat.ifaces, i.idx)
+		s.nat.output = slices.DeleteFunc(s.nat.output, func(sw uint32) bool { return sw == i.idx })
+		s.nat.pool = slices.DeleteFunc(s.nat.pool, func(p natAddr) bool { return p.fromIf && p.sw == i.idx })
 	}
 	for _, v6 := range []bool{false, true} {
 		s.unbind(i, v6)
@@ -270,6 +272,7 @@ func (s *state) addDelAddress(m api.Message) []api.Message {
 	if i == nil {
 		return reply(rvInvalidSwIfIndex)
 	}
+	defer s.natIfAddrSync(i.idx)
 	if req.DelAll {
 		i.addrs = nil
 		return reply(0)

@@ -68,6 +68,7 @@ type VPP struct {
 }
 
 type msgEntry struct {
+	name     string // message name
 	replyID  uint16 // ID of the reply (or details) message
 	readOnly bool
 	newMsg   func() api.Message
@@ -92,7 +93,7 @@ func New(cfg Config) *VPP {
 		hidden[h] = true
 	}
 	for _, d := range handlers() {
-		for _, m := range []api.Message{d.req, d.reply} {
+		for _, m := range append([]api.Message{d.req, d.reply}, d.more...) {
 			if m == nil || hidden[m.GetMessageName()] {
 				continue
 			}
@@ -100,7 +101,7 @@ func New(cfg Config) *VPP {
 			if _, dup := v.byName[name][crc]; dup {
 				continue
 			}
-			e := msgEntry{newMsg: factory(m)}
+			e := msgEntry{name: name, newMsg: factory(m)}
 			if m == d.req {
 				e.handle = d.handle
 				switch m.GetMessageName() {
@@ -228,53 +229,62 @@ type handlerDef struct {
 	req, reply api.Message
 	single     bool // reply is the one reply (not details of a dump)
 	handle     func(*state, api.Message) []api.Message
+	// more are further messages the handler answers with (the final reply
+	// of a *_get request after its details).
+	more []api.Message
 }
 
 func handlers() []handlerDef {
 	return []handlerDef{
-		{&memclnt.ControlPing{}, &memclnt.ControlPingReply{}, true, (*state).controlPing},
-		{&interfaces.CreateLoopback{}, &interfaces.CreateLoopbackReply{}, true, (*state).createLoopback},
-		{&interfaces.DeleteLoopback{}, &interfaces.DeleteLoopbackReply{}, true, (*state).deleteLoopback},
-		{&interfaces.SwInterfaceSetFlags{}, &interfaces.SwInterfaceSetFlagsReply{}, true, (*state).setFlags},
-		{&interfaces.SwInterfaceAddDelAddress{}, &interfaces.SwInterfaceAddDelAddressReply{}, true, (*state).addDelAddress},
-		{&interfaces.SwInterfaceTagAddDel{}, &interfaces.SwInterfaceTagAddDelReply{}, true, (*state).tagAddDel},
-		{&interfaces.SwInterfaceSetTable{}, &interfaces.SwInterfaceSetTableReply{}, true, (*state).setTable},
-		{&interfaces.SwInterfaceGetTable{}, &interfaces.SwInterfaceGetTableReply{}, true, (*state).getTable},
-		{&interfaces.SwInterfaceDump{}, &interfaces.SwInterfaceDetails{}, false, (*state).ifDump},
-		{&ip.IPTableAddDel{}, &ip.IPTableAddDelReply{}, true, (*state).tableAddDel},
-		{&ip.IPTableDump{}, &ip.IPTableDetails{}, false, (*state).tableDump},
-		{&ip.IPRouteAddDel{}, &ip.IPRouteAddDelReply{}, true, (*state).routeAddDel},
-		{&ip.IPRouteDump{}, &ip.IPRouteDetails{}, false, (*state).routeDump},
-		{&ip.IPAddressDump{}, &ip.IPAddressDetails{}, false, (*state).addressDump},
-		{&af_packet.AfPacketCreateV3{}, &af_packet.AfPacketCreateV3Reply{}, true, (*state).afPacketCreate},
-		{&af_packet.AfPacketDelete{}, &af_packet.AfPacketDeleteReply{}, true, (*state).afPacketDelete},
-		{&af_packet.AfPacketDump{}, &af_packet.AfPacketDetails{}, false, (*state).afPacketDump},
-		{&tapv2.TapCreateV3{}, &tapv2.TapCreateV3Reply{}, true, (*state).tapCreate},
-		{&tapv2.TapDeleteV2{}, &tapv2.TapDeleteV2Reply{}, true, (*state).tapDelete},
-		{&tapv2.SwInterfaceTapV2Dump{}, &tapv2.SwInterfaceTapV2Details{}, false, (*state).tapDump},
-		{&memif.MemifSocketFilenameAddDelV2{}, &memif.MemifSocketFilenameAddDelV2Reply{}, true, (*state).memifSocketAddDel},
-		{&memif.MemifSocketFilenameDump{}, &memif.MemifSocketFilenameDetails{}, false, (*state).memifSocketDump},
-		{&memif.MemifCreateV2{}, &memif.MemifCreateV2Reply{}, true, (*state).memifCreate},
-		{&memif.MemifDelete{}, &memif.MemifDeleteReply{}, true, (*state).memifDelete},
-		{&memif.MemifDump{}, &memif.MemifDetails{}, false, (*state).memifDump},
-		{&vlib.AddNodeNext{}, &vlib.AddNodeNextReply{}, true, (*state).addNodeNext},
-		{&vxlan.VxlanAddDelTunnelV3{}, &vxlan.VxlanAddDelTunnelV3Reply{}, true, (*state).vxlanAddDel},
-		{&vxlan.VxlanTunnelV2Dump{}, &vxlan.VxlanTunnelV2Details{}, false, (*state).vxlanDump},
-		{&l2.BridgeDomainAddDelV2{}, &l2.BridgeDomainAddDelV2Reply{}, true, (*state).bdAddDel},
-		{&l2.BridgeDomainDump{}, &l2.BridgeDomainDetails{}, false, (*state).bdDump},
-		{&l2.SwInterfaceSetL2Bridge{}, &l2.SwInterfaceSetL2BridgeReply{}, true, (*state).setL2Bridge},
-		{&nat44_ed.Nat44EdPluginEnableDisable{}, &nat44_ed.Nat44EdPluginEnableDisableReply{}, true, (*state).natEnableDisable},
-		{&nat44_ed.Nat44ShowRunningConfig{}, &nat44_ed.Nat44ShowRunningConfigReply{}, true, (*state).natRunningConfig},
-		{&nat44_ed.Nat44InterfaceAddDelFeature{}, &nat44_ed.Nat44InterfaceAddDelFeatureReply{}, true, (*state).natFeature},
-		{&nat44_ed.Nat44InterfaceDump{}, &nat44_ed.Nat44InterfaceDetails{}, false, (*state).natInterfaceDump},
-		{&nat44_ed.Nat44AddDelAddressRange{}, &nat44_ed.Nat44AddDelAddressRangeReply{}, true, (*state).natAddressRange},
-		{&nat44_ed.Nat44AddressDump{}, &nat44_ed.Nat44AddressDetails{}, false, (*state).natAddressDump},
-		{&nat44_ed.Nat44AddDelStaticMappingV2{}, &nat44_ed.Nat44AddDelStaticMappingV2Reply{}, true, (*state).natStaticAddDel},
-		{&nat44_ed.Nat44StaticMappingDump{}, &nat44_ed.Nat44StaticMappingDetails{}, false, (*state).natStaticDump},
-		{&nat44_ed.Nat44AddDelIdentityMapping{}, &nat44_ed.Nat44AddDelIdentityMappingReply{}, true, (*state).natIdentityAddDel},
-		{&nat44_ed.Nat44IdentityMappingDump{}, &nat44_ed.Nat44IdentityMappingDetails{}, false, (*state).natIdentityDump},
-		{&nat44_ed.Nat44AddDelLbStaticMapping{}, &nat44_ed.Nat44AddDelLbStaticMappingReply{}, true, (*state).natLBAddDel},
-		{&nat44_ed.Nat44LbStaticMappingAddDelLocal{}, &nat44_ed.Nat44LbStaticMappingAddDelLocalReply{}, true, (*state).natLBLocal},
-		{&nat44_ed.Nat44LbStaticMappingDump{}, &nat44_ed.Nat44LbStaticMappingDetails{}, false, (*state).natLBDump},
+		{&memclnt.ControlPing{}, &memclnt.ControlPingReply{}, true, (*state).controlPing, nil},
+		{&interfaces.CreateLoopback{}, &interfaces.CreateLoopbackReply{}, true, (*state).createLoopback, nil},
+		{&interfaces.DeleteLoopback{}, &interfaces.DeleteLoopbackReply{}, true, (*state).deleteLoopback, nil},
+		{&interfaces.SwInterfaceSetFlags{}, &interfaces.SwInterfaceSetFlagsReply{}, true, (*state).setFlags, nil},
+		{&interfaces.SwInterfaceAddDelAddress{}, &interfaces.SwInterfaceAddDelAddressReply{}, true, (*state).addDelAddress, nil},
+		{&interfaces.SwInterfaceTagAddDel{}, &interfaces.SwInterfaceTagAddDelReply{}, true, (*state).tagAddDel, nil},
+		{&interfaces.SwInterfaceSetTable{}, &interfaces.SwInterfaceSetTableReply{}, true, (*state).setTable, nil},
+		{&interfaces.SwInterfaceGetTable{}, &interfaces.SwInterfaceGetTableReply{}, true, (*state).getTable, nil},
+		{&interfaces.SwInterfaceDump{}, &interfaces.SwInterfaceDetails{}, false, (*state).ifDump, nil},
+		{&ip.IPTableAddDel{}, &ip.IPTableAddDelReply{}, true, (*state).tableAddDel, nil},
+		{&ip.IPTableDump{}, &ip.IPTableDetails{}, false, (*state).tableDump, nil},
+		{&ip.IPRouteAddDel{}, &ip.IPRouteAddDelReply{}, true, (*state).routeAddDel, nil},
+		{&ip.IPRouteDump{}, &ip.IPRouteDetails{}, false, (*state).routeDump, nil},
+		{&ip.IPAddressDump{}, &ip.IPAddressDetails{}, false, (*state).addressDump, nil},
+		{&af_packet.AfPacketCreateV3{}, &af_packet.AfPacketCreateV3Reply{}, true, (*state).afPacketCreate, nil},
+		{&af_packet.AfPacketDelete{}, &af_packet.AfPacketDeleteReply{}, true, (*state).afPacketDelete, nil},
+		{&af_packet.AfPacketDump{}, &af_packet.AfPacketDetails{}, false, (*state).afPacketDump, nil},
+		{&tapv2.TapCreateV3{}, &tapv2.TapCreateV3Reply{}, true, (*state).tapCreate, nil},
+		{&tapv2.TapDeleteV2{}, &tapv2.TapDeleteV2Reply{}, true, (*state).tapDelete, nil},
+		{&tapv2.SwInterfaceTapV2Dump{}, &tapv2.SwInterfaceTapV2Details{}, false, (*state).tapDump, nil},
+		{&memif.MemifSocketFilenameAddDelV2{}, &memif.MemifSocketFilenameAddDelV2Reply{}, true, (*state).memifSocketAddDel, nil},
+		{&memif.MemifSocketFilenameDump{}, &memif.MemifSocketFilenameDetails{}, false, (*state).memifSocketDump, nil},
+		{&memif.MemifCreateV2{}, &memif.MemifCreateV2Reply{}, true, (*state).memifCreate, nil},
+		{&memif.MemifDelete{}, &memif.MemifDeleteReply{}, true, (*state).memifDelete, nil},
+		{&memif.MemifDump{}, &memif.MemifDetails{}, false, (*state).memifDump, nil},
+		{&vlib.AddNodeNext{}, &vlib.AddNodeNextReply{}, true, (*state).addNodeNext, nil},
+		{&vxlan.VxlanAddDelTunnelV3{}, &vxlan.VxlanAddDelTunnelV3Reply{}, true, (*state).vxlanAddDel, nil},
+		{&vxlan.VxlanTunnelV2Dump{}, &vxlan.VxlanTunnelV2Details{}, false, (*state).vxlanDump, nil},
+		{&l2.BridgeDomainAddDelV2{}, &l2.BridgeDomainAddDelV2Reply{}, true, (*state).bdAddDel, nil},
+		{&l2.BridgeDomainDump{}, &l2.BridgeDomainDetails{}, false, (*state).bdDump, nil},
+		{&l2.SwInterfaceSetL2Bridge{}, &l2.SwInterfaceSetL2BridgeReply{}, true, (*state).setL2Bridge, nil},
+		{&nat44_ed.Nat44EdPluginEnableDisable{}, &nat44_ed.Nat44EdPluginEnableDisableReply{}, true, (*state).natEnableDisable, nil},
+		{&nat44_ed.Nat44ShowRunningConfig{}, &nat44_ed.Nat44ShowRunningConfigReply{}, true, (*state).natRunningConfig, nil},
+		{&nat44_ed.Nat44InterfaceAddDelFeature{}, &nat44_ed.Nat44InterfaceAddDelFeatureReply{}, true, (*state).natFeature, nil},
+		{&nat44_ed.Nat44InterfaceDump{}, &nat44_ed.Nat44InterfaceDetails{}, false, (*state).natInterfaceDump, nil},
+		{&nat44_ed.Nat44AddDelAddressRange{}, &nat44_ed.Nat44AddDelAddressRangeReply{}, true, (*state).natAddressRange, nil},
+		{&nat44_ed.Nat44AddressDump{}, &nat44_ed.Nat44AddressDetails{}, false, (*state).natAddressDump, nil},
+		{&nat44_ed.Nat44AddDelStaticMappingV2{}, &nat44_ed.Nat44AddDelStaticMappingV2Reply{}, true, (*state).natStaticAddDel, nil},
+		{&nat44_ed.Nat44StaticMappingDump{}, &nat44_ed.Nat44StaticMappingDetails{}, false, (*state).natStaticDump, nil},
+		{&nat44_ed.Nat44AddDelIdentityMapping{}, &nat44_ed.Nat44AddDelIdentityMappingReply{}, true, (*state).natIdentityAddDel, nil},
+		{&nat44_ed.Nat44IdentityMappingDump{}, &nat44_ed.Nat44IdentityMappingDetails{}, false, (*state).natIdentityDump, nil},
+		{&nat44_ed.Nat44AddDelLbStaticMapping{}, &nat44_ed.Nat44AddDelLbStaticMappingReply{}, true, (*state).natLBAddDel, nil},
+		{&nat44_ed.Nat44LbStaticMappingAddDelLocal{}, &nat44_ed.Nat44LbStaticMappingAddDelLocalReply{}, true, (*state).natLBLocal, nil},
+		{&nat44_ed.Nat44LbStaticMappingDump{}, &nat44_ed.Nat44LbStaticMappingDetails{}, false, (*state).natLBDump, nil},
+		{&nat44_ed.Nat44ForwardingEnableDisable{}, &nat44_ed.Nat44ForwardingEnableDisableReply{}, true, (*state).natForwarding, nil},
+		{&nat44_ed.Nat44EdAddDelOutputInterface{}, &nat44_ed.Nat44EdAddDelOutputInterfaceReply{}, true, (*state).natOutputAddDel, nil},
+		{&nat44_ed.Nat44EdOutputInterfaceGet{}, &nat44_ed.Nat44EdOutputInterfaceDetails{}, false, (*state).natOutputGet,
+			[]api.Message{&nat44_ed.Nat44EdOutputInterfaceGetReply{}}},
+		{&nat44_ed.Nat44AddDelInterfaceAddr{}, &nat44_ed.Nat44AddDelInterfaceAddrReply{}, true, (*state).natInterfaceAddr, nil},
+		{&nat44_ed.Nat44InterfaceAddrDump{}, &nat44_ed.Nat44InterfaceAddrDetails{}, false, (*state).natInterfaceAddrDump, nil},
 	}
 }
