@@ -29,10 +29,12 @@ type StoreHarness struct {
 // record with its address and holder as written, IPv4 and IPv6) and the
 // crash test: an agent allocates addresses for pods that are not reflected
 // in the Kubernetes state yet (and one whose write is applied but reported
-// failed), crashes, and the restarted agent — a new IPAM over the store
-// Crash returns, with the same stale Kubernetes state — allocates more: no
-// address may be handed out twice, and the records must equal the
-// restarted IPAM's allocations.
+// failed), and re-creates the sandbox of another pod (the new sandbox's
+// AddPod before the old one's DeletePod), crashes, and the restarted
+// agent — a new IPAM over the store Crash returns, with the same stale
+// Kubernetes state — allocates more: no address may be handed out twice,
+// the DeletePod of the replaced sandbox must not release the pod's address,
+// and the records must equal the restarted IPAM's allocations.
 //
 // Use it from a test of a Store implementation:
 //
@@ -127,6 +129,13 @@ func storeCrash(t *testing.T, h StoreHarness) {
 		}
 	}
 
+	addPod := func(i *ipam.IPAM, p kubemodel.PodID, container string) {
+		t.Helper()
+		if _, err := i.Update(controller.NewAddPodEvent(p, container, "/proc/1/ns/net"), nil); err != nil {
+			t.Fatalf("AddPod(%s, %s): %v", p, container, err)
+		}
+	}
+
 	s := h.Open(t)
 	fs := &FaultStore{Store: s, Put: func(_ int, a ipam.Allocation) Fault {
 		if a.Pod.Name == "ambiguous" {
@@ -154,6 +163,19 @@ func storeCrash(t *testing.T, h StoreHarness) {
 		}
 		held[a] = p
 	}
+	// A pod whose sandbox is re-created: the new sandbox (c2) gets the
+	// address; the old one's DEL comes after the restart.
+	recreated := podKey("recreated")
+	addPod(before, recreated, "c1")
+	addPod(before, recreated, "c2")
+	a, ok := before.PodAddr(recreated)
+	if !ok {
+		t.Fatal("pod recreated has no address")
+	}
+	if q, dup := held[a]; dup {
+		t.Fatalf("%s handed to %s and %s", a, q, recreated)
+	}
+	held[a] = recreated
 
 	// Crash: before is dropped without releasing anything.
 	s = h.Crash(t, s)
@@ -173,6 +195,12 @@ func storeCrash(t *testing.T, h StoreHarness) {
 		t.Fatal("the applied record of pod ambiguous was not recovered")
 	}
 	held[amb] = podKey("ambiguous")
+	if _, err := after.Update(controller.NewDeletePodEvent(recreated, "c1"), nil); err != nil {
+		t.Fatalf("DeletePod(%s, c1): %v", recreated, err)
+	}
+	if got, ok := after.PodAddr(recreated); !ok || got != a {
+		t.Fatalf("the DeletePod of replaced sandbox c1 after the restart released %s of pod %s (held by sandbox c2)", a, recreated)
+	}
 	for n := range 5 {
 		p := podKey(fmt.Sprint("after-", n))
 		a, err := after.AllocatePodAddr(p)
