@@ -97,7 +97,10 @@ func BenchmarkAllocateReleasePodIP(b *testing.B) {
 // BenchmarkResync65kPods resyncs a per-node /16 holding 65000 pods (plus
 // 1000 pods of other nodes) into a freshly constructed IPAM, as after an
 // agent restart ("restart"), or into the IPAM that already holds them
-// ("runtime"). Custom metrics: wall and CPU milliseconds per resync.
+// ("runtime": recovered from the Kubernetes state, so their sandboxes are
+// unknown; "runtime-holders": each pod's sandbox is known, as after the
+// pods' AddPod events). Custom metrics: wall and CPU milliseconds per
+// resync.
 func BenchmarkResync65kPods(b *testing.B) {
 	const pods = 65000
 	cfg := ipam.Config{PodSubnetCIDR: pfx("10.128.0.0/9"), PodSubnetOneNodePrefixLen: 16}
@@ -113,11 +116,22 @@ func BenchmarkResync65kPods(b *testing.B) {
 		kv[kubemodel.PodKey("ns", name)] = &kubemodel.Pod{Namespace: "ns", Name: name, IpAddress: fmt.Sprintf("10.134.%d.%d", n>>8, n&255+2)}
 	}
 	ks[kubemodel.PodResource] = kv
-	run := func(b *testing.B, fresh bool) {
+	run := func(b *testing.B, fresh, holders bool) {
 		nodes := ipamtest.NewNodeID(5)
 		i, err := ipam.New(nodes, cfg)
 		if err != nil {
 			b.Fatal(err)
+		}
+		if holders {
+			if err := i.Resync(controller.NewDBResync(), ks, 1, controllertest.NewTxn()); err != nil {
+				b.Fatal(err)
+			}
+			for n := range pods {
+				ev := controller.NewAddPodEvent(kubemodel.PodID{Namespace: "ns", Name: fmt.Sprintf("pod-%d", n)}, fmt.Sprintf("%064x", n), "")
+				if _, err := i.Update(ev, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
 		}
 		b.ReportAllocs()
 		cpu := startCPU(b)
@@ -136,6 +150,7 @@ func BenchmarkResync65kPods(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/resync")
 	}
-	b.Run("restart", func(b *testing.B) { run(b, true) })
-	b.Run("runtime", func(b *testing.B) { run(b, false) })
+	b.Run("restart", func(b *testing.B) { run(b, true, false) })
+	b.Run("runtime", func(b *testing.B) { run(b, false, false) })
+	b.Run("runtime-holders", func(b *testing.B) { run(b, false, true) })
 }

@@ -58,12 +58,32 @@
 // deleted object had, IPAM releases it too (it was recovered from a state
 // that lagged behind a CNI DEL).
 //
+// # Sandboxes
+//
+// An address belongs to a pod (namespace/name), and IPAM records which of
+// the pod's sandboxes holds it: the container ID of the AddPod that
+// allocated it ([Allocation.ContainerID]). Kubelet re-creates a pod's
+// sandbox under a new container ID, and the CNI DEL (or CNI GC) of the old
+// sandbox can arrive after the CNI ADD of the new one. The AddPod of the
+// new sandbox gets the pod's address and becomes its holder; the late
+// DeletePod of the old sandbox then leaves the address alone instead of
+// handing the running pod's address to the next pod. A DeletePod without
+// a container ID, or any DeletePod while the holder is unknown (pods
+// recovered from the Kubernetes state, allocations through the direct
+// API), releases as before; see [IPAM.Update] for the rules. The direct
+// API (AllocatePodIP, AllocatePodAddr, ReleasePodIP) takes no container
+// IDs: it allocates with an unknown holder and releases whatever sandbox
+// holds the address. The holder is persisted with the allocation, so it
+// survives restarts when a Store is configured.
+//
 // # Persistence
 //
 // Allocations survive a restart: Resync recovers them from the allocations
 // in memory, the records of the optional [Store], and the pod IPs of the
 // Kubernetes state, which lags behind, in that order of precedence (see
 // [IPAM.Resync]): an address a pod holds is never moved to another pod.
+// The holding sandbox comes with the allocation that wins (the Kubernetes
+// state knows none).
 // With a Store, every allocation is written to it before AllocatePodIP
 // returns, so an address allocated just before a crash, not yet reflected
 // in the Kubernetes state, is not handed out twice, and a pod whose
@@ -95,7 +115,9 @@
 // nanoseconds but the allocations are recovered from the Kubernetes state
 // only, which is enough for a restart but not for a crash between
 // allocation and reflection: the addresses of such pods are handed out
-// again (IPAM logs a warning at the first Resync). After a restart the
+// again (IPAM logs a warning at the first Resync). Nor do the holding
+// sandboxes survive a restart without a Store: a CNI DEL of a sandbox
+// replaced before the restart releases the pod's address. After a restart the
 // allocator continues after the highest recovered address.
 //
 // # Concurrency

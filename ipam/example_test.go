@@ -50,3 +50,35 @@ func Example() {
 	// web-3 10.1.5.5
 	// persisted records: 4
 }
+
+// Kubelet re-creates the sandbox of pod web: the CNI ADD of the new sandbox
+// (container c2) arrives before the CNI DEL of the old one (c1). The pod
+// keeps its address, and only the DEL of the sandbox holding it releases
+// it.
+func ExampleIPAM_Update_sandboxRecreated() {
+	i, err := ipam.New(ipamtest.NewNodeID(5), ipam.Config{Store: &ipamtest.MemStore{}})
+	if err != nil {
+		panic(err)
+	}
+	if err := i.Resync(controller.NewDBResync(), controller.NewKubeStateData(), 1, controllertest.NewTxn()); err != nil {
+		panic(err)
+	}
+	web := kubemodel.PodID{Namespace: "default", Name: "web"}
+	for _, ev := range []controller.Event{
+		controller.NewAddPodEvent(web, "c1", "/var/run/netns/c1"),
+		controller.NewAddPodEvent(web, "c2", "/var/run/netns/c2"),
+		controller.NewDeletePodEvent(web, "c1"),
+		controller.NewDeletePodEvent(web, "c2"),
+	} {
+		desc, err := i.Update(ev, controllertest.NewTxn())
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(desc)
+	}
+	// Output:
+	// allocated 10.1.5.2 for pod default/web
+	// pod default/web keeps 10.1.5.2, now held by sandbox c2 (was c1)
+	// kept 10.1.5.2 of pod default/web: held by sandbox c2, not by c1
+	// released 10.1.5.2 of pod default/web
+}

@@ -76,9 +76,12 @@ func (i *IPAM) HandlesEvent(event controller.Event) bool {
 // dropped (and its record deleted from the Store). Records of pods missing
 // from the state are kept until DeletePod releases them (kubelet repeats
 // CNI DEL until it succeeds) or the pod's deletion from the Kubernetes
-// state is seen (see Update). The Store is then brought in line with the
-// result: missing or different records are written (which settles the
-// records of allocations whose last write failed), the others deleted.
+// state is seen (see Update). A recovered allocation keeps the holding
+// sandbox of the claim that won it (see Update): from memory, else from
+// its record; the pods of the Kubernetes state have an unknown holder.
+// The Store is then brought in line with the result: missing or different
+// records (address or holder) are written (which settles the records of
+// allocations whose last write failed), the others deleted.
 //
 // # Missing input
 //
@@ -157,7 +160,7 @@ func (i *IPAM) Resync(_ controller.Event, kubeStateData controller.KubeStateData
 	}
 	r.nextPass()
 	for _, a := range stored {
-		r.record(a.Pod, a.Addr)
+		r.record(a.Pod, a.Addr, a.ContainerID)
 	}
 	r.nextPass()
 	r.fromKube()
@@ -169,7 +172,7 @@ func (i *IPAM) Resync(_ controller.Event, kubeStateData controller.KubeStateData
 	} else {
 		p.cursor = r.cursor()
 	}
-	i.nodeID, i.hostNet, i.pool, i.byPod = id, hostNet, p, byPod
+	i.nodeID, i.hostNet, i.pool, i.byPod, i.holder = id, hostNet, p, byPod, r.holder
 	i.setPodNet(podNet)
 	i.waitResync = false
 	for pod := range i.unsure {
@@ -232,17 +235,21 @@ func (i *IPAM) nodePodCIDR(node *kubemodel.Node) (netip.Prefix, error) {
 	return netip.Prefix{}, fmt.Errorf("no usable pod CIDR for node %s: %s", i.nodeName, strings.Join(problems, "; "))
 }
 
-// addMemory feeds the current in-memory allocations to r, which has
-// claimed nothing yet, in its first pass. In the same subnet they cannot
-// conflict with each other: r starts from a copy of them. Caller holds mu.
+// addMemory feeds the current in-memory allocations (with their holders)
+// to r, which has claimed nothing yet, in its first pass. In the same
+// subnet they cannot conflict with each other: r starts from a copy of
+// them, and takes the holder map over without copying it — in the same
+// subnet no memory claim is dropped, so the later passes only add and
+// remove the holders of the pods they claim, and the caller, holding mu
+// throughout, replaces i's state with r's. Caller holds mu.
 func (i *IPAM) addMemory(r *rebuilder) {
 	if i.podNet != r.podNet {
 		for pod, off := range i.byPod {
-			r.record(pod, i.podAddr(off))
+			r.record(pod, i.podAddr(off), i.holder[pod])
 		}
 		return
 	}
-	r.pool, r.byPod = i.pool.clone(), maps.Clone(i.byPod)
+	r.pool, r.byPod, r.holder = i.pool.clone(), maps.Clone(i.byPod), i.holder
 	r.maxOff, r.hasMax = r.pool.max()
 }
 
@@ -252,18 +259,18 @@ func (i *IPAM) addMemory(r *rebuilder) {
 // write fails stays unsure. Caller holds ioMu (and a Store is set, so the
 // state cannot change).
 func (i *IPAM) syncStore(stored []Allocation) error {
-	have := make(map[kubemodel.PodID]netip.Addr, len(stored))
+	have := make(map[kubemodel.PodID]Allocation, len(stored))
 	for _, a := range stored {
-		have[a.Pod] = a.Addr
+		have[a.Pod] = a
 	}
 	var errs []error
 	var failed []kubemodel.PodID
 	ctx, cancel := context.WithTimeout(context.Background(), i.storeTimeout)
 	defer cancel()
 	for pod, off := range i.byPod {
-		a := i.podAddr(off)
+		a := Allocation{Pod: pod, Addr: i.podAddr(off), ContainerID: i.holder[pod]}
 		if have[pod] != a {
-			if err := i.store.PutAllocation(ctx, Allocation{Pod: pod, Addr: a}); err != nil {
+			if err := i.store.PutAllocation(ctx, a); err != nil {
 				errs = append(errs, err)
 				failed = append(failed, pod)
 			}
@@ -302,7 +309,8 @@ type rebuilder struct {
 	pods   controller.KeyValuePairs
 	pool   *pool
 	byPod  map[kubemodel.PodID]uint64
-	maxOff uint64 // highest claimed offset, if hasMax
+	holder map[kubemodel.PodID]string // known holders of the pods of byPod; nil until needed
+	maxOff uint64                     // highest claimed offset, if hasMax
 	hasMax bool
 	pass   int                        // passMemory, passRecords, passKube or passTerminating
 	inPass *pool                      // offsets claimed in the current pass
@@ -447,7 +455,7 @@ func (r *rebuilder) kubeItems(items []kubeItem) {
 			r.terminating = append(r.terminating, Allocation{Pod: id, Addr: nthAddr(r.podNet, u128{lo: it.off})})
 			continue
 		}
-		r.claim(id, it.off)
+		r.claim(id, it.off, "") // the Kubernetes state knows no sandbox
 	}
 }
 
@@ -469,7 +477,7 @@ func podIDFromKey(key string) (kubemodel.PodID, bool) {
 // claimTerminating claims the addresses of terminating pods, last.
 func (r *rebuilder) claimTerminating() {
 	for _, a := range r.terminating {
-		r.record(a.Pod, a.Addr)
+		r.record(a.Pod, a.Addr, "")
 	}
 }
 
@@ -503,15 +511,16 @@ func (r *rebuilder) addrOffset(a netip.Addr) (uint64, bool) {
 	return off, true
 }
 
-// record claims the address of a persisted or in-memory allocation.
-func (r *rebuilder) record(pod kubemodel.PodID, a netip.Addr) {
+// record claims the address of a persisted or in-memory allocation held
+// by the sandbox holder ("" if unknown).
+func (r *rebuilder) record(pod kubemodel.PodID, a netip.Addr, holder string) {
 	off, ok := r.addrOffset(a)
 	if !ok {
 		r.log.Warn("dropping a pod IP allocation outside the pod subnet",
 			slog.String("pod", pod.String()), slog.Any("addr", a), slog.Any("podSubnet", r.podNet))
 		return
 	}
-	r.claim(pod, off)
+	r.claim(pod, off, holder)
 }
 
 // nextPass starts the next precedence class.
@@ -555,17 +564,18 @@ func (r *rebuilder) wins(id, cur kubemodel.PodID, off uint64) bool {
 	return comparePodID(id, cur) < 0
 }
 
-// claim gives off to pod id unless id already has an address or off is
-// taken by a claim of higher precedence (an earlier pass) or, in the same
-// pass, by a pod that wins over id (see wins).
-func (r *rebuilder) claim(id kubemodel.PodID, off uint64) {
+// claim gives off, held by the sandbox holder ("" if unknown), to pod id
+// unless id already has an address or off is taken by a claim of higher
+// precedence (an earlier pass) or, in the same pass, by a pod that wins
+// over id (see wins). The holder comes with the claim that wins.
+func (r *rebuilder) claim(id kubemodel.PodID, off uint64, holder string) {
 	if !r.noDup {
 		if _, dup := r.byPod[id]; dup {
 			return // a pod keeps its first (highest-precedence) claim
 		}
 	}
 	if r.pool.claim(off) {
-		r.take(id, off)
+		r.take(id, off, holder)
 		return
 	}
 	if r.owner == nil {
@@ -583,12 +593,17 @@ func (r *rebuilder) claim(id kubemodel.PodID, off uint64) {
 	r.log.Warn("two pods claim one address; keeping the first",
 		slog.String("kept", id.String()), slog.String("dropped", cur.String()), slog.Uint64("offset", off))
 	delete(r.byPod, cur)
+	delete(r.holder, cur)
 	r.byPod[id] = off
+	r.setHolder(id, holder)
 	r.owner[off] = id
 }
 
-func (r *rebuilder) take(id kubemodel.PodID, off uint64) {
+func (r *rebuilder) take(id kubemodel.PodID, off uint64, holder string) {
 	r.byPod[id] = off
+	if holder != "" {
+		r.setHolder(id, holder)
+	}
 	if r.owner != nil {
 		r.owner[off] = id
 	}
@@ -596,6 +611,18 @@ func (r *rebuilder) take(id kubemodel.PodID, off uint64) {
 	if !r.hasMax || off > r.maxOff {
 		r.maxOff, r.hasMax = off, true
 	}
+}
+
+// setHolder records the holder of id's claim (none if holder is empty).
+func (r *rebuilder) setHolder(id kubemodel.PodID, holder string) {
+	if holder == "" {
+		delete(r.holder, id)
+		return
+	}
+	if r.holder == nil {
+		r.holder = make(map[kubemodel.PodID]string)
+	}
+	r.holder[id] = holder
 }
 
 // cursor returns where the allocator continues after a rebuild: after the
@@ -612,29 +639,76 @@ func (r *rebuilder) cursor() uint64 {
 // mode, changes of this node's Kubernetes node object: when its pod
 // CIDR really changes, the pod subnet is switched (allocations outside the
 // new subnet are dropped) and a [PodCIDRChange] is pushed.
+//
+// # Sandboxes
+//
+// IPAM records which pod sandbox holds a pod's address: the ContainerID
+// of the AddPod that allocated it (see [Allocation.ContainerID]). Kubelet
+// re-creates a pod's sandbox with a new container ID, and the CNI DEL (or
+// CNI GC) of the old sandbox may arrive after the CNI ADD of the new one:
+//
+//   - an AddPod of a pod that holds an address already returns that
+//     address; if its ContainerID is set and differs from the holder, the
+//     new sandbox becomes the holder (with a Store, persisted before
+//     Update returns; a failed write fails the AddPod, as for a new
+//     allocation). An AddPod without a ContainerID keeps the holder;
+//   - a DeletePod whose ContainerID is set and differs from the known
+//     holder does not release the address: it is the DEL of a sandbox
+//     the pod has replaced. Update returns nil and a change description
+//     saying so ("kept ... held by sandbox ..."), and logs it at Debug;
+//   - a DeletePod without a ContainerID (a caller that does not know it),
+//     or with the holder's, releases the address, and so does any
+//     DeletePod when the holder is unknown (the pod was recovered from the
+//     Kubernetes state, or allocated without a container ID), as IPAM
+//     cannot tell its sandboxes apart.
+//
+// The holder is kept with the allocation (in memory and in the Store's
+// record), so it survives a Resync and, with a Store, a restart. Without
+// a Store a restart recovers the pods from the Kubernetes state with
+// unknown holders: a DEL of a sandbox replaced before the restart then
+// releases the address, which is one more reason to configure a Store.
+// With a Store, a DeletePod naming a sandbox of a pod whose record is not
+// loaded yet (external IPAM waiting for this node's pod CIDR) fails with
+// [ErrNotReady] instead of deleting the record: the record may name the
+// pod's current sandbox (kubelet retries the DEL).
+//
+// Revert of an AddPod releases the address it allocated, or gives the
+// address back to the sandbox it moved it from.
 func (i *IPAM) Update(event controller.Event, _ controller.UpdateOperations) (string, error) {
 	switch ev := event.(type) {
 	case *controller.AddPod:
-		a, isNew, err := i.allocate(ev.Pod, ev.IPAMType, ev.IPAMData)
+		r, err := i.allocate(ev.Pod, ev.ContainerID, ev.IPAMType, ev.IPAMData)
 		if err != nil {
 			return "", err
 		}
-		if isNew {
+		switch r.outcome {
+		case allocNew:
 			i.mu.Lock()
-			i.revertEv, i.revertPod = event, ev.Pod
+			i.revertEv, i.revertPod, i.revertMoved = event, ev.Pod, false
 			i.mu.Unlock()
-			return fmt.Sprintf("allocated %s for pod %s", a, ev.Pod), nil
+			return fmt.Sprintf("allocated %s for pod %s", r.addr, ev.Pod), nil
+		case allocMoved:
+			i.mu.Lock()
+			i.revertEv, i.revertPod, i.revertMoved, i.revertTo, i.revertPrev = event, ev.Pod, true, ev.ContainerID, r.prev
+			i.mu.Unlock()
+			return fmt.Sprintf("pod %s keeps %s, now held by sandbox %s (was %s)", ev.Pod, r.addr, ev.ContainerID, sandboxName(r.prev)), nil
 		}
-		return fmt.Sprintf("pod %s already has %s", ev.Pod, a), nil
+		return fmt.Sprintf("pod %s already has %s", ev.Pod, r.addr), nil
 	case *controller.DeletePod:
-		a, err := i.release(ev.Pod, netip.Addr{})
+		r, err := i.release(ev.Pod, netip.Addr{}, ev.ContainerID)
 		if err != nil {
 			return "", err
 		}
-		if !a.IsValid() {
+		if r.kept.IsValid() {
+			i.log.Debug("DeletePod of a replaced sandbox: the pod's address stays with its current sandbox",
+				slog.String("pod", ev.Pod.String()), slog.Any("addr", r.kept),
+				slog.String("container", ev.ContainerID), slog.String("holder", r.holder))
+			return fmt.Sprintf("kept %s of pod %s: held by sandbox %s, not by %s", r.kept, ev.Pod, r.holder, ev.ContainerID), nil
+		}
+		if !r.addr.IsValid() {
 			return "", nil
 		}
-		return fmt.Sprintf("released %s of pod %s", a, ev.Pod), nil
+		return fmt.Sprintf("released %s of pod %s", r.addr, ev.Pod), nil
 	case *controller.KubeStateChange:
 		if !i.HandlesEvent(ev) {
 			return "", nil
@@ -664,12 +738,12 @@ func (i *IPAM) podDeleted(ev *controller.KubeStateChange) (string, error) {
 		if err != nil {
 			continue
 		}
-		released, err := i.release(id, a.Unmap())
+		r, err := i.release(id, a.Unmap(), "")
 		if err != nil {
 			return "", err
 		}
-		if released.IsValid() {
-			return fmt.Sprintf("released %s of pod %s deleted from Kubernetes", released, id), nil
+		if r.addr.IsValid() {
+			return fmt.Sprintf("released %s of pod %s deleted from Kubernetes", r.addr, id), nil
 		}
 	}
 	return "", nil
@@ -694,7 +768,7 @@ func (i *IPAM) nodeChanged(ev *controller.KubeStateChange) (string, error) {
 		i.addMemory(r)
 	}
 	r.pool.cursor = r.cursor()
-	i.pool, i.byPod = r.pool, r.byPod
+	i.pool, i.byPod, i.holder = r.pool, r.byPod, r.holder
 	for pod := range i.unsure {
 		if _, ok := r.byPod[pod]; !ok {
 			delete(i.unsure, pod)
@@ -711,11 +785,13 @@ func (i *IPAM) nodeChanged(ev *controller.KubeStateChange) (string, error) {
 	return fmt.Sprintf("pod CIDR of this node changed to %s", podNet), nil
 }
 
-// Revert releases the address allocated by the AddPod event being reverted
-// (if the event allocated it); for other events it does nothing.
+// Revert undoes the AddPod event being reverted: it releases the address
+// the event allocated, or, if the event moved the pod's address to its
+// sandbox, gives it back to the previous holder. For other events (and
+// an AddPod that changed nothing) it does nothing.
 func (i *IPAM) Revert(event controller.Event) error {
 	i.mu.Lock()
-	ev, pod := i.revertEv, i.revertPod
+	ev, pod, moved, to, prev := i.revertEv, i.revertPod, i.revertMoved, i.revertTo, i.revertPrev
 	if ev == event {
 		i.revertEv = nil
 	}
@@ -723,5 +799,46 @@ func (i *IPAM) Revert(event controller.Event) error {
 	if ev == nil || ev != event {
 		return nil
 	}
+	if moved {
+		return i.restoreHolder(pod, to, prev)
+	}
 	return i.ReleasePodIP(pod)
+}
+
+// restoreHolder makes prev ("" for unknown) the holder of pod's address
+// again if the sandbox container still holds it. With a Store the record
+// is rewritten; if that fails it is settled later like any failed write.
+func (i *IPAM) restoreHolder(pod kubemodel.PodID, container, prev string) error {
+	if i.store != nil {
+		i.ioMu.Lock()
+		defer i.ioMu.Unlock()
+	}
+	i.mu.Lock()
+	off, ok := i.byPod[pod]
+	if !ok || i.holder[pod] != container {
+		i.mu.Unlock()
+		return nil // released or moved on since
+	}
+	if prev == "" {
+		delete(i.holder, pod)
+	} else {
+		i.holder[pod] = prev
+	}
+	a := i.podAddr(off)
+	i.mu.Unlock()
+	if i.store == nil {
+		return nil
+	}
+	if err := i.put(pod, a, prev); err != nil {
+		return fmt.Errorf("give %s of pod %s back to sandbox %s: persist: %w", a, pod, sandboxName(prev), err)
+	}
+	return nil
+}
+
+// sandboxName names a holder for messages.
+func sandboxName(container string) string {
+	if container == "" {
+		return "unknown"
+	}
+	return container
 }

@@ -37,8 +37,8 @@ type IPAM struct {
 	// ioMu serialises Resync, Update and, with a Store, AllocatePodIP and
 	// ReleasePodIP, so Store I/O can be done without holding mu. nodeID,
 	// hostNet and podNet are written only with ioMu and mu held; with a
-	// Store, pool and byPod too. A holder of ioMu may read those fields
-	// without mu.
+	// Store, pool, byPod and holder too. A holder of ioMu may read those
+	// fields without mu.
 	ioMu sync.Mutex
 
 	mu      sync.Mutex
@@ -49,6 +49,12 @@ type IPAM struct {
 	byPod   map[kubemodel.PodID]uint64 // guarded by mu
 	podBase u128                       // guarded by mu; network address of podNet
 	podIs4  bool                       // guarded by mu; podNet is IPv4
+	// holder maps the pods of byPod whose holder is known to the
+	// container ID of the sandbox that holds their address; a pod of
+	// byPod missing here has an unknown holder. Its keys are a subset of
+	// byPod's. Guarded by mu (written with ioMu held too if there is a
+	// Store); nil until needed.
+	holder map[kubemodel.PodID]string
 	// unsure holds the pods of byPod whose record in the Store may differ
 	// from the allocation: a Put or Delete of theirs failed, so it may or
 	// may not have been applied. Their addresses stay allocated until a
@@ -64,8 +70,14 @@ type IPAM struct {
 	warnedNoStore bool
 
 	// Revert support for the AddPod event being processed; guarded by mu.
-	revertEv  controller.Event
-	revertPod kubemodel.PodID
+	// revertMoved: the event moved the pod's address from the sandbox
+	// revertPrev (empty: unknown) to its own, revertTo; otherwise it
+	// allocated it.
+	revertEv    controller.Event
+	revertPod   kubemodel.PodID
+	revertMoved bool
+	revertTo    string
+	revertPrev  string
 }
 
 var (
@@ -285,13 +297,14 @@ func (i *IPAM) PodAddr(podID kubemodel.PodID) (addr netip.Addr, ok bool) {
 	return i.podAddr(off), true
 }
 
-// Allocations returns a snapshot of all pod IP allocations, sorted by
-// address. The slice is the caller's.
+// Allocations returns a snapshot of all pod IP allocations with the
+// sandboxes holding them (see [Allocation]), sorted by address. The slice
+// is the caller's.
 func (i *IPAM) Allocations() []Allocation {
 	i.mu.Lock()
 	out := make([]Allocation, 0, len(i.byPod))
 	for pod, off := range i.byPod {
-		out = append(out, Allocation{Pod: pod, Addr: i.podAddr(off)})
+		out = append(out, Allocation{Pod: pod, Addr: i.podAddr(off), ContainerID: i.holder[pod]})
 	}
 	i.mu.Unlock()
 	slices.SortFunc(out, func(a, b Allocation) int { return a.Addr.Compare(b.Addr) })
@@ -321,31 +334,54 @@ func (i *IPAM) Allocations() []Allocation {
 // until the outcome is settled — a retried AllocatePodIP of the pod
 // persists the same address again and returns it, ReleasePodIP deletes
 // the record and frees the address, and a Resync rewrites the record.
+//
+// AllocatePodIP knows no container ID: a new allocation has an unknown
+// holder (see [Allocation.ContainerID]), and the holder of an existing
+// one is kept. The AddPod events of [IPAM.Update] carry the sandbox.
 func (i *IPAM) AllocatePodIP(podID kubemodel.PodID, ipamType string, ipamData string) (net.IP, error) {
-	a, _, err := i.allocate(podID, ipamType, ipamData)
+	r, err := i.allocate(podID, "", ipamType, ipamData)
 	if err != nil {
 		return nil, err
 	}
-	return toNetIP(a), nil
+	return toNetIP(r.addr), nil
 }
 
 // AllocatePodAddr is AllocatePodIP with the built-in allocator, returning
-// a netip.Addr (it does not allocate memory without a Store).
+// a netip.Addr (it does not allocate memory without a Store). Like
+// AllocatePodIP it records no holder.
 func (i *IPAM) AllocatePodAddr(podID kubemodel.PodID) (netip.Addr, error) {
-	a, _, err := i.allocate(podID, "", "")
-	return a, err
+	r, err := i.allocate(podID, "", "", "")
+	return r.addr, err
 }
 
-// allocate returns the pod's address and whether it was newly allocated.
-func (i *IPAM) allocate(pod kubemodel.PodID, ipamType, ipamData string) (netip.Addr, bool, error) {
+// allocOutcome says what allocate did.
+type allocOutcome int
+
+const (
+	allocExisting allocOutcome = iota // the pod had the address (and the holder) already
+	allocNew                          // newly allocated, or first persisted now after a failed write
+	allocMoved                        // the pod kept its address; its holder changed to the caller's sandbox
+)
+
+type allocResult struct {
+	addr    netip.Addr
+	outcome allocOutcome
+	prev    string // allocMoved: the previous holder ("" if unknown)
+}
+
+// allocate returns the pod's address and what it did. A non-empty
+// container becomes the holder of the address (a pod that holds an
+// address already keeps it and the holder moves); an empty one leaves the
+// holder as it is (unknown for a new allocation).
+func (i *IPAM) allocate(pod kubemodel.PodID, container, ipamType, ipamData string) (allocResult, error) {
 	if pod.Name == "" {
-		return netip.Addr{}, false, fmt.Errorf("allocate pod IP for %q: %w", pod.String(), ErrInvalidPodID)
+		return allocResult{}, fmt.Errorf("allocate pod IP for %q: %w", pod.String(), ErrInvalidPodID)
 	}
 	var want netip.Addr // address chosen by an external IPAM plugin
 	if ipamType != "" {
 		a, err := parseIPAMData(ipamData)
 		if err != nil {
-			return netip.Addr{}, false, fmt.Errorf("allocate pod IP for %s (IPAM type %s): %w", pod, ipamType, err)
+			return allocResult{}, fmt.Errorf("allocate pod IP for %s (IPAM type %s): %w", pod, ipamType, err)
 		}
 		want = a
 	}
@@ -357,20 +393,36 @@ func (i *IPAM) allocate(pod kubemodel.PodID, ipamType, ipamData string) (netip.A
 	if i.pool == nil || i.waitResync {
 		err := i.notReadyLocked()
 		i.mu.Unlock()
-		return netip.Addr{}, false, fmt.Errorf("allocate pod IP for %s: %w", pod, err)
+		return allocResult{}, fmt.Errorf("allocate pod IP for %s: %w", pod, err)
 	}
 	if off, ok := i.byPod[pod]; ok {
-		a := i.podAddr(off)
+		r := allocResult{addr: i.podAddr(off)}
 		_, unsure := i.unsure[pod]
+		holder := ""
+		if unsure || container != "" {
+			holder = i.holder[pod]
+		}
+		if container != "" && container != holder {
+			// A re-created sandbox of the pod: it gets the pod's address,
+			// and the DEL of the old sandbox must not release it.
+			r.outcome, r.prev, holder = allocMoved, holder, container
+			i.setHolder(pod, container)
+		}
 		i.mu.Unlock()
-		if !unsure {
-			return a, false, nil
+		if unsure {
+			// An earlier write of this allocation failed: the first
+			// successful write allocates it.
+			r.outcome = allocNew
 		}
-		// An earlier write of this allocation failed: write it again.
-		if err := i.put(pod, a); err != nil {
-			return netip.Addr{}, false, err
+		if r.outcome == allocExisting {
+			return r, nil
 		}
-		return a, true, nil
+		if i.store != nil {
+			if err := i.put(pod, r.addr, holder); err != nil {
+				return allocResult{}, allocPersistError(pod, r.addr, err)
+			}
+		}
+		return r, nil
 	}
 	var off uint64
 	if !want.IsValid() {
@@ -378,7 +430,7 @@ func (i *IPAM) allocate(pod kubemodel.PodID, ipamType, ipamData string) (netip.A
 		if !ok {
 			podNet := i.podNet
 			i.mu.Unlock()
-			return netip.Addr{}, false, fmt.Errorf("allocate pod IP for %s in %s: %w", pod, podNet, ErrPoolExhausted)
+			return allocResult{}, fmt.Errorf("allocate pod IP for %s in %s: %w", pod, podNet, ErrPoolExhausted)
 		}
 		off = o
 	} else {
@@ -386,34 +438,60 @@ func (i *IPAM) allocate(pod kubemodel.PodID, ipamType, ipamData string) (netip.A
 		if !ok || o < i.pool.lo || o > i.pool.hi {
 			podNet := i.podNet
 			i.mu.Unlock()
-			return netip.Addr{}, false, fmt.Errorf("allocate pod IP for %s (IPAM type %s): %w: %s is not a pod address of %s",
+			return allocResult{}, fmt.Errorf("allocate pod IP for %s (IPAM type %s): %w: %s is not a pod address of %s",
 				pod, ipamType, ErrInvalidIPAMData, want, podNet)
 		}
 		if !i.pool.claim(o) {
 			owner := i.ownerOf(o)
 			i.mu.Unlock()
-			return netip.Addr{}, false, &ConflictError{Addr: want, Owner: owner}
+			return allocResult{}, &ConflictError{Addr: want, Owner: owner}
 		}
 		off = o
 	}
 	i.byPod[pod] = off
+	if container != "" {
+		i.setHolder(pod, container)
+	}
 	addr := i.podAddr(off)
 	i.mu.Unlock()
 
 	if i.store != nil {
-		if err := i.put(pod, addr); err != nil {
-			return netip.Addr{}, false, err
+		if err := i.put(pod, addr, container); err != nil {
+			return allocResult{}, allocPersistError(pod, addr, err)
 		}
 	}
-	return addr, true, nil
+	return allocResult{addr: addr, outcome: allocNew}, nil
 }
 
-// put persists the allocation of pod (which holds addr) and records the
-// outcome in unsure. On error the allocation is kept: the write may have
-// been applied. Caller holds ioMu (not mu).
-func (i *IPAM) put(pod kubemodel.PodID, addr netip.Addr) error {
+func allocPersistError(pod kubemodel.PodID, addr netip.Addr, err error) error {
+	return fmt.Errorf("allocate pod IP for %s: persist %s (reserved for the pod until a retried allocation persists it or its release deletes it): %w",
+		pod, addr, err)
+}
+
+// setHolder records container as the holder of pod's address. Caller
+// holds mu (and ioMu with a Store).
+func (i *IPAM) setHolder(pod kubemodel.PodID, container string) {
+	if i.holder == nil {
+		i.holder = make(map[kubemodel.PodID]string)
+	}
+	i.holder[pod] = container
+}
+
+// dropHolder forgets the holder of pod's address (cheaply when no holder
+// is known at all). Caller holds mu (and ioMu with a Store).
+func (i *IPAM) dropHolder(pod kubemodel.PodID) {
+	if len(i.holder) > 0 {
+		delete(i.holder, pod)
+	}
+}
+
+// put persists the allocation of pod (which holds addr, held by the
+// sandbox holder, "" if unknown) and records the outcome in unsure. On
+// error the allocation is kept: the write may have been applied. Caller
+// holds ioMu (not mu).
+func (i *IPAM) put(pod kubemodel.PodID, addr netip.Addr, holder string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), i.storeTimeout)
-	err := i.store.PutAllocation(ctx, Allocation{Pod: pod, Addr: addr})
+	err := i.store.PutAllocation(ctx, Allocation{Pod: pod, Addr: addr, ContainerID: holder})
 	cancel()
 	i.mu.Lock()
 	if err != nil {
@@ -422,11 +500,7 @@ func (i *IPAM) put(pod kubemodel.PodID, addr netip.Addr) error {
 		delete(i.unsure, pod)
 	}
 	i.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("allocate pod IP for %s: persist %s (reserved for the pod until a retried allocation persists it or its release deletes it): %w",
-			pod, addr, err)
-	}
-	return nil
+	return err
 }
 
 // markUnsure records that the Store record of pod may differ from its
@@ -511,27 +585,47 @@ func parseIPAMData(data string) (netip.Addr, error) {
 // knows no address of the pod, so that no record of a released pod
 // survives); if that fails the address stays allocated and the error is
 // returned, and a retried release deletes it again.
+//
+// ReleasePodIP knows no container ID: it releases the address whichever
+// sandbox holds it, like a DeletePod without a container ID (see
+// [IPAM.Update]).
 func (i *IPAM) ReleasePodIP(podID kubemodel.PodID) error {
-	_, err := i.release(podID, netip.Addr{})
+	_, err := i.release(podID, netip.Addr{}, "")
 	return err
 }
 
+type releaseResult struct {
+	addr netip.Addr // the released address; invalid if nothing was released
+	// kept is the address not released because the sandbox holder (not
+	// the caller's) holds it; invalid if not so.
+	kept   netip.Addr
+	holder string
+}
+
 // release releases the pod's address; if only is valid, only when the pod
-// has exactly that address. It returns the released address (invalid if
-// nothing was released).
-func (i *IPAM) release(pod kubemodel.PodID, only netip.Addr) (netip.Addr, error) {
+// has exactly that address; if container is not empty, only when the
+// holder of the address is unknown or that container.
+func (i *IPAM) release(pod kubemodel.PodID, only netip.Addr, container string) (releaseResult, error) {
 	if i.store == nil {
 		i.mu.Lock()
 		off, ok := i.byPod[pod]
 		if !ok || (only.IsValid() && i.podAddr(off) != only) {
 			i.mu.Unlock()
-			return netip.Addr{}, nil
+			return releaseResult{}, nil
+		}
+		if container != "" {
+			if h := i.holder[pod]; h != "" && h != container {
+				a := i.podAddr(off)
+				i.mu.Unlock()
+				return releaseResult{kept: a, holder: h}, nil
+			}
 		}
 		delete(i.byPod, pod)
+		i.dropHolder(pod)
 		i.pool.release(off)
 		a := i.podAddr(off)
 		i.mu.Unlock()
-		return a, nil
+		return releaseResult{addr: a}, nil
 	}
 	i.ioMu.Lock()
 	defer i.ioMu.Unlock()
@@ -539,7 +633,22 @@ func (i *IPAM) release(pod kubemodel.PodID, only netip.Addr) (netip.Addr, error)
 	// under us, and reading it without mu is safe.
 	off, ok := i.byPod[pod]
 	if only.IsValid() && (!ok || i.podAddr(off) != only) {
-		return netip.Addr{}, nil
+		return releaseResult{}, nil
+	}
+	if container != "" {
+		if ok {
+			if h := i.holder[pod]; h != "" && h != container {
+				return releaseResult{kept: i.podAddr(off), holder: h}, nil
+			}
+		} else if i.pool == nil || i.waitResync {
+			// The pod's record, if any, is not loaded: it may name
+			// another sandbox of the pod, which the blind delete below
+			// would release.
+			i.mu.Lock()
+			err := i.notReadyLocked()
+			i.mu.Unlock()
+			return releaseResult{}, fmt.Errorf("release pod IP of %s (sandbox %s): %w", pod, container, err)
+		}
 	}
 	// A pod IPAM knows no address of may still have a record: one that
 	// was not loaded yet (no pod subnet yet) or one whose deletion failed
@@ -554,18 +663,19 @@ func (i *IPAM) release(pod kubemodel.PodID, only netip.Addr) (netip.Addr, error)
 			i.markUnsure(pod)
 			i.mu.Unlock()
 		}
-		return netip.Addr{}, fmt.Errorf("release pod IP of %s: persist: %w", pod, err)
+		return releaseResult{}, fmt.Errorf("release pod IP of %s: persist: %w", pod, err)
 	}
 	if !ok {
-		return netip.Addr{}, nil
+		return releaseResult{}, nil
 	}
 	a := i.podAddr(off)
 	i.mu.Lock()
 	delete(i.byPod, pod)
+	i.dropHolder(pod)
 	delete(i.unsure, pod)
 	i.pool.release(off)
 	i.mu.Unlock()
-	return a, nil
+	return releaseResult{addr: a}, nil
 }
 
 func comparePodID(a, b kubemodel.PodID) int {

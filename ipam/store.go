@@ -31,6 +31,15 @@ var _ NodeIDSource = NodeIDFunc(nil)
 type Allocation struct {
 	Pod  kubemodel.PodID
 	Addr netip.Addr
+	// ContainerID is the container ID of the pod sandbox that holds the
+	// address (controller.AddPod.ContainerID of the AddPod that allocated
+	// it or last moved it to a re-created sandbox). Empty means unknown:
+	// the address was allocated through the direct API (AllocatePodIP,
+	// AllocatePodAddr) or by an AddPod without a container ID, recovered
+	// from the Kubernetes state (which has no container IDs), or read
+	// from a record written before IPAM recorded holders. See
+	// [IPAM.Update] for what the holder decides.
+	ContainerID string
 }
 
 // Store persists pod IP allocations so that an address allocated just before
@@ -49,9 +58,11 @@ type Allocation struct {
 // AllocatePodIP, ReleasePodIP, Resync and Update. Arguments are values;
 // List's result is owned by the caller.
 //
-//   - PutAllocation writes the pod's record, replacing an existing one. It
-//     must be durable when it returns nil: IPAM hands out the address only
-//     after that.
+//   - PutAllocation writes the pod's record — the address and the holder
+//     (Allocation.ContainerID, possibly empty), both of which ListAllocations
+//     must return as written — replacing an existing one. It must be
+//     durable when it returns nil: IPAM hands out the address, or moves it
+//     to a re-created sandbox of the pod, only after that.
 //   - DeleteAllocation deletes the pod's record; a missing record is not
 //     an error.
 //   - ListAllocations returns every record. Records it cannot decode are

@@ -110,7 +110,7 @@ func (s *Store) PutAllocation(ctx context.Context, a ipam.Allocation) error {
 		return fmt.Errorf("boltstore: put %s: %w", a.Pod, err)
 	}
 	err = s.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(s.bucket).Put([]byte(k), record.AppendValue(nil, a.Addr))
+		return tx.Bucket(s.bucket).Put([]byte(k), record.AppendValue(nil, a.Addr, a.ContainerID))
 	})
 	if err != nil {
 		return fmt.Errorf("boltstore: put %s: %w", a.Pod, err)

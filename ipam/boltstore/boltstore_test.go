@@ -68,6 +68,8 @@ func TestLayout(t *testing.T) {
 	s := open(t, path)
 	require.NoError(t, s.PutAllocation(ctx, alloc("default", "web-0", "10.1.5.2")))
 	require.NoError(t, s.PutAllocation(ctx, alloc("kube-system", "dns", "fd00::5")))
+	held := ipam.Allocation{Pod: kubemodel.PodID{Namespace: "default", Name: "held"}, Addr: netip.MustParseAddr("10.1.5.4"), ContainerID: "3f2a9c0e51d4"}
+	require.NoError(t, s.PutAllocation(ctx, held))
 	require.Error(t, s.PutAllocation(ctx, alloc("a/b", "c", "10.0.0.1")), "'/' in a namespace")
 	require.Error(t, s.PutAllocation(ctx, ipam.Allocation{Pod: kubemodel.PodID{Namespace: "a", Name: "b"}}), "invalid address")
 	require.NoError(t, s.Close())
@@ -81,7 +83,11 @@ func TestLayout(t *testing.T) {
 		b := tx.Bucket([]byte("ipam"))
 		assert.Equal(t, "10.1.5.2", string(b.Get([]byte("default/web-0"))))
 		assert.Equal(t, "fd00::5", string(b.Get([]byte("kube-system/dns"))))
+		assert.Equal(t, "10.1.5.4 3f2a9c0e51d4", string(b.Get([]byte("default/held"))), "address, space, holder")
 		require.NoError(t, b.Put([]byte("garbage"), []byte("10.1.5.9")))
+		require.NoError(t, b.Put([]byte("ns/empty"), []byte("10.1.5.8 ")))
+		// written before holders were recorded: still read
+		require.NoError(t, b.Put([]byte("ns/old-format"), []byte("10.1.5.7")))
 		other, err := tx.CreateBucket([]byte("other"))
 		require.NoError(t, err)
 		return other.Put([]byte("default/x"), []byte("10.1.5.7"))
@@ -91,7 +97,7 @@ func TestLayout(t *testing.T) {
 	s = open(t, path)
 	got, err := s.ListAllocations(ctx)
 	require.NoError(t, err)
-	assert.ElementsMatch(t, []ipam.Allocation{alloc("default", "web-0", "10.1.5.2"), alloc("kube-system", "dns", "fd00::5")}, got)
+	assert.ElementsMatch(t, []ipam.Allocation{alloc("default", "web-0", "10.1.5.2"), alloc("kube-system", "dns", "fd00::5"), held, alloc("ns", "old-format", "10.1.5.7")}, got)
 
 	// Another bucket of the same file is another store.
 	require.NoError(t, s.Close())

@@ -6,7 +6,14 @@
 //
 // The records live in one bucket (default "ipam") of the file:
 //
-//	<namespace>/<name>  →  the pod's address ("10.1.5.2")
+//	<namespace>/<name>  →  "<address>" or "<address> <container ID>"
+//
+// The value is the pod's address ("10.1.5.2"), followed, if the sandbox
+// holding it is known (ipam.Allocation.ContainerID), by a space and that
+// sandbox's container ID ("10.1.5.2 3f2a9c0e51d4"). Records written before
+// holders were recorded (the address only) are read with an unknown
+// holder; a version that predates holders skips (and logs) records that
+// name one, so do not downgrade below it without deleting them.
 //
 // Every Put and Delete is one bbolt read-write transaction, committed with
 // fsync before it returns; a write is therefore either durable or not

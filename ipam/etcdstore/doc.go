@@ -6,9 +6,16 @@
 //
 // With the default prefix, the records of node N live at
 //
-//	/vswitchkit/ipam/N/<namespace>/<name>  →  the pod's address ("10.1.5.2")
+//	/vswitchkit/ipam/N/<namespace>/<name>  →  "<address>" or "<address> <container ID>"
 //
-// and the node's owner key is /vswitchkit/ipam/N (no trailing slash, so a
+// The value is the pod's address ("10.1.5.2"), followed, if the sandbox
+// holding it is known (ipam.Allocation.ContainerID), by a space and that
+// sandbox's container ID ("10.1.5.2 3f2a9c0e51d4"). Records written before
+// holders were recorded (the address only) are read with an unknown
+// holder; a version that predates holders skips (and logs) records that
+// name one, so do not downgrade below it without deleting them.
+//
+// The node's owner key is /vswitchkit/ipam/N (no trailing slash, so a
 // prefix read of N's records never returns it). The owner key is attached
 // to the lease of the agent that owns N's records; its value names that
 // agent ([Config.Identity]).

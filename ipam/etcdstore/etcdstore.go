@@ -396,7 +396,7 @@ func (s *Store) PutAllocation(ctx context.Context, a ipam.Allocation) error {
 	if !a.Addr.IsValid() {
 		return fmt.Errorf("etcdstore: put %s: invalid address", a.Pod)
 	}
-	if err := s.write(ctx, clientv3.OpPut(s.recPrefix+k, string(record.AppendValue(nil, a.Addr)))); err != nil {
+	if err := s.write(ctx, clientv3.OpPut(s.recPrefix+k, string(record.AppendValue(nil, a.Addr, a.ContainerID)))); err != nil {
 		return fmt.Errorf("etcdstore: put %s: %w", a.Pod, err)
 	}
 	return nil

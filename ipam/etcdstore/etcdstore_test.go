@@ -148,6 +148,8 @@ func TestLayout(t *testing.T) {
 	waitOwned(t, s.Store)
 	require.NoError(t, s.PutAllocation(ctx, alloc("default", "web-0", "10.1.5.2")))
 	require.NoError(t, s.PutAllocation(ctx, alloc("kube-system", "dns", "fd00::5")))
+	held := ipam.Allocation{Pod: kubemodel.PodID{Namespace: "default", Name: "held"}, Addr: netip.MustParseAddr("10.1.5.4"), ContainerID: "3f2a9c0e51d4"}
+	require.NoError(t, s.PutAllocation(ctx, held))
 
 	get := func(key string) string {
 		resp, err := cli.Get(ctx, key)
@@ -159,6 +161,7 @@ func TestLayout(t *testing.T) {
 	}
 	assert.Equal(t, "10.1.5.2", get("/vswitchkit/ipam/n1/default/web-0"))
 	assert.Equal(t, "fd00::5", get("/vswitchkit/ipam/n1/kube-system/dns"))
+	assert.Equal(t, "10.1.5.4 3f2a9c0e51d4", get("/vswitchkit/ipam/n1/default/held"), "address, space, holder")
 	assert.Equal(t, "agent-a", get("/vswitchkit/ipam/n1"), "the owner key")
 
 	// Records of other nodes and undecodable records are not listed; the
@@ -168,13 +171,16 @@ func TestLayout(t *testing.T) {
 		"/vswitchkit/ipam/n1x":           "other",
 		"/vswitchkit/ipam/n1/garbage":    "10.1.5.9",
 		"/vswitchkit/ipam/n1/ns/bad":     "not-an-ip",
+		"/vswitchkit/ipam/n1/ns/empty":   "10.1.5.8 ",
+		// written before holders were recorded: still read
+		"/vswitchkit/ipam/n1/ns/old-format": "10.1.5.7",
 	} {
 		_, err := cli.Put(ctx, k, v)
 		require.NoError(t, err)
 	}
 	got, err := s.ListAllocations(ctx)
 	require.NoError(t, err)
-	assert.ElementsMatch(t, []ipam.Allocation{alloc("default", "web-0", "10.1.5.2"), alloc("kube-system", "dns", "fd00::5")}, got)
+	assert.ElementsMatch(t, []ipam.Allocation{alloc("default", "web-0", "10.1.5.2"), alloc("kube-system", "dns", "fd00::5"), held, alloc("ns", "old-format", "10.1.5.7")}, got)
 	assert.Equal(t, "not-an-ip", get("/vswitchkit/ipam/n1/ns/bad"))
 
 	require.NoError(t, s.DeleteAllocation(ctx, kubemodel.PodID{Namespace: "default", Name: "web-0"}))

@@ -26,11 +26,14 @@ type StoreHarness struct {
 
 // TestStore checks an [ipam.Store] implementation: the Store contract
 // (Put replaces, Delete of a missing record succeeds, List returns every
-// record, IPv4 and IPv6) and the crash test: an agent allocates addresses
-// for pods that are not reflected in the Kubernetes state yet (and one
-// whose write is applied but reported failed), crashes, and the restarted
+// record with its address and holder as written, IPv4 and IPv6) and the
+// crash test: an agent allocates addresses for pods that are not reflected
+// in the Kubernetes state yet (and one whose write is applied but reported
+// failed), and re-creates the sandbox of another pod (the new sandbox's
+// AddPod before the old one's DeletePod), crashes, and the restarted
 // agent — a new IPAM over the store Crash returns, with the same stale
 // Kubernetes state — allocates more: no address may be handed out twice,
+// the DeletePod of the replaced sandbox must not release the pod's address,
 // and the records must equal the restarted IPAM's allocations.
 //
 // Use it from a test of a Store implementation:
@@ -46,36 +49,37 @@ func TestStore(t *testing.T, h StoreHarness) {
 
 func storeContract(t *testing.T, s ipam.Store) {
 	ctx := t.Context()
-	list := func() map[kubemodel.PodID]netip.Addr {
+	list := func() map[kubemodel.PodID]ipam.Allocation {
 		t.Helper()
 		recs, err := s.ListAllocations(ctx)
 		if err != nil {
 			t.Fatalf("ListAllocations: %v", err)
 		}
-		m := make(map[kubemodel.PodID]netip.Addr, len(recs))
+		m := make(map[kubemodel.PodID]ipam.Allocation, len(recs))
 		for _, r := range recs {
 			if _, dup := m[r.Pod]; dup {
 				t.Fatalf("ListAllocations returned pod %s twice", r.Pod)
 			}
-			m[r.Pod] = r.Addr
+			m[r.Pod] = r
 		}
 		return m
 	}
-	want := map[kubemodel.PodID]netip.Addr{}
+	want := map[kubemodel.PodID]ipam.Allocation{}
 	check := func(what string) {
 		t.Helper()
 		if got := list(); !maps.Equal(got, want) {
 			t.Fatalf("%s: ListAllocations = %v, want %v", what, got, want)
 		}
 	}
-	put := func(ns, name, addr string) {
+	putHeld := func(ns, name, addr, container string) {
 		t.Helper()
-		a := ipam.Allocation{Pod: kubemodel.PodID{Namespace: ns, Name: name}, Addr: netip.MustParseAddr(addr)}
+		a := ipam.Allocation{Pod: kubemodel.PodID{Namespace: ns, Name: name}, Addr: netip.MustParseAddr(addr), ContainerID: container}
 		if err := s.PutAllocation(ctx, a); err != nil {
 			t.Fatalf("PutAllocation(%v): %v", a, err)
 		}
-		want[a.Pod] = a.Addr
+		want[a.Pod] = a
 	}
+	put := func(ns, name, addr string) { t.Helper(); putHeld(ns, name, addr, "") }
 	del := func(ns, name string) {
 		t.Helper()
 		p := kubemodel.PodID{Namespace: ns, Name: name}
@@ -92,6 +96,13 @@ func storeContract(t *testing.T, s ipam.Store) {
 	check("after puts")
 	put("default", "web-0", "10.1.5.9") // replaces
 	check("after a replacing put")
+	putHeld("default", "held", "10.1.5.20", "3f2a9c0e51d4")
+	putHeld("v6", "held", "fd00:1::5:0:0:20", "c1")
+	putHeld("default", "odd-id", "10.1.5.21", " a container ID with spaces\n")
+	check("after puts with holders")
+	putHeld("default", "held", "10.1.5.20", "9b1e44c07a2f") // the holder moves
+	putHeld("v6", "held", "fd00:1::5:0:0:20", "")           // the holder becomes unknown
+	check("after replacing holders")
 	del("default", "web-1")
 	del("default", "web-1") // missing: not an error
 	del("nowhere", "never")
@@ -115,6 +126,13 @@ func storeCrash(t *testing.T, h StoreHarness) {
 		t.Helper()
 		if err := i.Resync(controller.NewDBResync(), ks, 1, nil); err != nil {
 			t.Fatalf("Resync: %v", err)
+		}
+	}
+
+	addPod := func(i *ipam.IPAM, p kubemodel.PodID, container string) {
+		t.Helper()
+		if _, err := i.Update(controller.NewAddPodEvent(p, container, "/proc/1/ns/net"), nil); err != nil {
+			t.Fatalf("AddPod(%s, %s): %v", p, container, err)
 		}
 	}
 
@@ -145,6 +163,19 @@ func storeCrash(t *testing.T, h StoreHarness) {
 		}
 		held[a] = p
 	}
+	// A pod whose sandbox is re-created: the new sandbox (c2) gets the
+	// address; the old one's DEL comes after the restart.
+	recreated := podKey("recreated")
+	addPod(before, recreated, "c1")
+	addPod(before, recreated, "c2")
+	a, ok := before.PodAddr(recreated)
+	if !ok {
+		t.Fatal("pod recreated has no address")
+	}
+	if q, dup := held[a]; dup {
+		t.Fatalf("%s handed to %s and %s", a, q, recreated)
+	}
+	held[a] = recreated
 
 	// Crash: before is dropped without releasing anything.
 	s = h.Crash(t, s)
@@ -164,6 +195,12 @@ func storeCrash(t *testing.T, h StoreHarness) {
 		t.Fatal("the applied record of pod ambiguous was not recovered")
 	}
 	held[amb] = podKey("ambiguous")
+	if _, err := after.Update(controller.NewDeletePodEvent(recreated, "c1"), nil); err != nil {
+		t.Fatalf("DeletePod(%s, c1): %v", recreated, err)
+	}
+	if got, ok := after.PodAddr(recreated); !ok || got != a {
+		t.Fatalf("the DeletePod of replaced sandbox c1 after the restart released %s of pod %s (held by sandbox c2)", a, recreated)
+	}
 	for n := range 5 {
 		p := podKey(fmt.Sprint("after-", n))
 		a, err := after.AllocatePodAddr(p)
