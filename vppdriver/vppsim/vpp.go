@@ -9,6 +9,7 @@ import (
 	"go.fd.io/govpp/binapi/af_packet"
 	interfaces "go.fd.io/govpp/binapi/interface"
 	"go.fd.io/govpp/binapi/ip"
+	"go.fd.io/govpp/binapi/ip_neighbor"
 	"go.fd.io/govpp/binapi/l2"
 	"go.fd.io/govpp/binapi/memclnt"
 	"go.fd.io/govpp/binapi/memif"
@@ -30,6 +31,18 @@ type Config struct {
 	// VhostNet makes tap_create_v3 work; without it tap creation returns
 	// -11, as on a host without /dev/vhost-net.
 	VhostNet bool
+
+	// Namespaces lists the Linux network namespaces that tap_create_v3 can
+	// put the host side of a tap into, by name (as under /var/run/netns)
+	// or path; another namespace gives -12, as VPP does when it cannot
+	// open it (checked before /dev/vhost-net). Default: none.
+	Namespaces []string
+
+	// NICs names hardware interfaces (as VPP names DPDK NICs, e.g.
+	// "GigabitEthernet0/8/0") that the VPP has from its start and after
+	// every restart: admin down, without addresses, device type "dpdk".
+	// They cannot be created or deleted over the API. Default: none.
+	NICs []string
 
 	// Hide lists message names (e.g. "ip_route_add_del") that this VPP does
 	// not know, to simulate a VPP that lacks them or has changed their CRC.
@@ -104,7 +117,7 @@ func New(cfg Config) *VPP {
 			if m == d.req {
 				e.handle = d.handle
 				switch m.GetMessageName() {
-				case "control_ping", "sw_interface_get_table", "nat44_show_running_config":
+				case "control_ping", "sw_interface_get_table", "nat44_show_running_config", "get_next_index":
 					e.readOnly = true
 				default:
 					e.readOnly = !d.single
@@ -258,6 +271,11 @@ func handlers() []handlerDef {
 		{&memif.MemifDelete{}, &memif.MemifDeleteReply{}, true, (*state).memifDelete},
 		{&memif.MemifDump{}, &memif.MemifDetails{}, false, (*state).memifDump},
 		{&vlib.AddNodeNext{}, &vlib.AddNodeNextReply{}, true, (*state).addNodeNext},
+		{&vlib.GetNextIndex{}, &vlib.GetNextIndexReply{}, true, (*state).getNextIndex},
+		{&interfaces.SwInterfaceSetUnnumbered{}, &interfaces.SwInterfaceSetUnnumberedReply{}, true, (*state).setUnnumbered},
+		{&ip.IPUnnumberedDump{}, &ip.IPUnnumberedDetails{}, false, (*state).unnumberedDump},
+		{&ip_neighbor.IPNeighborAddDel{}, &ip_neighbor.IPNeighborAddDelReply{}, true, (*state).neighborAddDel},
+		{&ip_neighbor.IPNeighborDump{}, &ip_neighbor.IPNeighborDetails{}, false, (*state).neighborDump},
 		{&vxlan.VxlanAddDelTunnelV3{}, &vxlan.VxlanAddDelTunnelV3Reply{}, true, (*state).vxlanAddDel},
 		{&vxlan.VxlanTunnelV2Dump{}, &vxlan.VxlanTunnelV2Details{}, false, (*state).vxlanDump},
 		{&l2.BridgeDomainAddDelV2{}, &l2.BridgeDomainAddDelV2Reply{}, true, (*state).bdAddDel},
