@@ -76,7 +76,7 @@ type simIface struct {
 	vxlan    *vxlanTunnel // kindVxlan
 	memif    *memifLink   // kindMemif
 	txRing   uint16
-	tap      *tapHost     // kindTap: the host (Linux) side
+	tap      *tapHost // kindTap: the host (Linux) side
 	// unnumbered is the interface whose addresses this one borrows, valid
 	// when unnumberedOK.
 	unnumbered   uint32
