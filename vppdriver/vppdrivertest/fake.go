@@ -6,7 +6,13 @@
 //     (it owns the keys under "vpp/" and ignores the others; an invalid
 //     value is rejected for its key alone with a *controller.KeyError), and
 //     records the resulting desired state, with per-commit fault injection;
-//   - [StartRealVPP] and [RealVPPSocket] give a test a real VPP.
+//   - [StartRealVPP] and [RealVPPSocket] give a test a real VPP;
+//   - [RequestRecorder] wraps GoVPP adapters and records the requests a
+//     driver sends (to the stand-in or a real VPP), [Writes] picks the ones
+//     that change VPP;
+//   - [NewNetns], [Veth] and [Netns.Ping] make network namespaces and veth
+//     pairs for packets through a real VPP, and send ICMP echo requests
+//     from a namespace (root only; they skip the test otherwise).
 //
 // For tests that need VPP semantics (dependencies, retvals, restarts) use
 // the real vppdriver.Driver against vppsim instead.
@@ -34,13 +40,13 @@
 //
 // # Concurrency
 //
-// FakeDriver is safe for concurrent use. A RealVPP is owned by the test
-// that started it.
+// FakeDriver and RequestRecorder are safe for concurrent use. A RealVPP
+// and a Netns are owned by the test that made them.
 //
 // # Lifecycle
 //
-// FakeDriver: nothing to start or stop. A RealVPP is stopped by
-// t.Cleanup.
+// FakeDriver: nothing to start or stop. A RealVPP is stopped, namespaces
+// and veth pairs are deleted, by t.Cleanup.
 package vppdrivertest
 
 import (
