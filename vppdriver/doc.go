@@ -75,6 +75,12 @@
 // (CommitResync, CommitReapply, every reconnect) reads VPP back and looks
 // at every key, by nature.
 //
+// Until the first CommitResync has given the complete desired state, a
+// pass removes only what a commit deleted (or replaced): what a readback
+// finds in VPP and no commit mentioned is kept. A restarted agent's driver
+// connects, typically, before the agent's start-up resync commit; it must
+// not tear down what it is about to want again.
+//
 // # Ownership
 //
 // The driver deletes only what it owns:

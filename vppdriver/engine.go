@@ -137,7 +137,10 @@ func (d *Driver) passLocked(ctx context.Context) error {
 	for _, it := range work {
 		d.markPubLocked(it)
 		addCand(it)
-		if it.have != nil && (it.want == nil || it.half || (!it.inSync && needsRecreate(it.have, it.want))) {
+		// What VPP holds and no commit mentioned is kept until a resync
+		// commit gave the whole desired state (Driver.fullState).
+		unwanted := it.want == nil && (d.fullState || it.bad != nil || it.dropped)
+		if it.have != nil && (unwanted || it.half || (it.want != nil && !it.inSync && needsRecreate(it.have, it.want))) {
 			it.rmGen = gen
 			queue = append(queue, it)
 		}

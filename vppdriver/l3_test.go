@@ -2,6 +2,7 @@ package vppdriver_test
 
 import (
 	"context"
+	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
@@ -303,4 +304,48 @@ func dumpVPP(t *testing.T, newAdapter func() adapter.VppAPI) vppView {
 		v.tunnels[uint32(r.SwIfIndex)] = r
 	}
 	return v
+}
+
+// TestConnectBeforeFirstCommit: a driver (a restarted agent) that connects
+// to a populated VPP before its first commit deletes nothing it finds
+// there: until a resync commit gives the whole desired state, it only
+// reads VPP back. The resync commit of the same state then writes nothing,
+// and one without a key removes it.
+func TestConnectBeforeFirstCommit(t *testing.T) {
+	env := simL3VPP()
+	state := kv(t,
+		&model.Interface{Name: "pod-gw", Type: model.Interface_LOOPBACK, Enabled: true, IpAddresses: []string{"10.1.1.1/32"}},
+		&model.Interface{Name: "pod1", Type: model.Interface_AF_PACKET, Enabled: true, MacAddress: "02:fe:00:00:01:01",
+			AfPacket: &model.AfPacketLink{HostIfName: env.hostIf}, Unnumbered: "pod-gw"},
+		&model.IPNeighbor{Interface: "pod1", IpAddress: "10.1.1.2", MacAddress: "02:00:00:00:01:02"},
+		route(0, "10.1.1.2/32", via("pod1", "")),
+	)
+	first, err := vppdriver.New(env.newAdapter, testCfg())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = first.Run(ctx) }()
+	commit(t, first, controller.CommitResync, state)
+	waitConfigured(t, first, len(state))
+	cancel()
+	<-done
+	before := dumpVPP(t, env.newAdapter)
+
+	rec := &sentRecorder{}
+	d, err := vppdriver.New(func() adapter.VppAPI { return &recordingAdapter{VppAPI: env.newAdapter(), rec: rec} }, testCfg())
+	require.NoError(t, err)
+	runDriver(t, d)
+	require.Eventually(t, d.Connected, 5*time.Second, time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // health probes and retries run; nothing may be deleted
+	assert.Empty(t, realWrites(rec.take()), "connected without a commit")
+	assert.Equal(t, before, dumpVPP(t, env.newAdapter))
+
+	commit(t, d, controller.CommitResync, state)
+	waitConfigured(t, d, len(state))
+	assert.Empty(t, realWrites(rec.take()), "the same state")
+
+	delete(state, model.IPNeighborKey("pod1", netip.MustParseAddr("10.1.1.2")))
+	commit(t, d, controller.CommitResync, state)
+	waitConfigured(t, d, len(state))
+	assert.Equal(t, []string{"ip_neighbor_add_del"}, realWrites(rec.take()))
 }
