@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
+	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.fd.io/govpp/adapter"
+	"go.fd.io/govpp/adapter/socketclient"
 	"go.fd.io/govpp/binapi/nat44_ed"
 	"go.uber.org/goleak"
 
@@ -24,6 +28,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/vppdriver/internal/agenttest"
 	"github.com/vswitchkit/vswitchkit/vppdriver/model"
 	"github.com/vswitchkit/vswitchkit/vppdriver/nodeconn"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppdrivertest"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
 
@@ -68,7 +73,38 @@ func checkPeer(c assert.TestingT, tables map[string]string, self, id int, dst st
 	assert.Equal(c, via, tables[fmt.Sprintf("route 172.30.%d.0/24", id)], "VPP-host subnet of node %d", id)
 }
 
-// TestMesh: three nodes join, each with its own VPP (the stand-in): every
+// meshNode is one node's VPP for TestMesh, with the host interfaces its
+// uplink and VPP-host interconnect attach to.
+type meshNode struct {
+	newAdapter func() adapter.VppAPI
+	cfg        nodeconn.Config
+}
+
+func simMesh(*testing.T, int) meshNode {
+	_, na := simNode()
+	return meshNode{newAdapter: na, cfg: meshCfg}
+}
+
+// realMesh starts a real VPP for node i with veth pairs for its uplink
+// and VPP-host interconnect (not connected to anything: enough for VPP).
+func realMesh(t *testing.T, i int) meshNode {
+	vpp := vppdrivertest.StartRealVPP(t)
+	id := strconv.Itoa(os.Getpid() % 10000)
+	up, host := fmt.Sprintf("vskmu%d-%s", i, id), fmt.Sprintf("vskmh%d-%s", i, id)
+	for _, name := range []string{up, host} {
+		vppdrivertest.NeedNetns(t)
+		_ = exec.Command("ip", "link", "del", name).Run()
+		vppdrivertest.IP(t, "link", "add", name, "type", "veth", "peer", "name", name+"x")
+		t.Cleanup(func() { _ = exec.Command("ip", "link", "del", name).Run() })
+		vppdrivertest.IP(t, "link", "set", name, "up")
+	}
+	sock := vpp.APISocket()
+	return meshNode{newAdapter: func() adapter.VppAPI { return socketclient.NewVppClient(sock) },
+		cfg: nodeconn.Config{Uplink: nodeconn.Uplink{AfPacketHostIf: up}, HostInterconnect: nodeconn.HostInterconnect{AfPacketHostIf: host}}}
+}
+
+// TestMesh: three nodes join, each with its own VPP (the stand-in, and a
+// real VPP with VPP_SH): every
 // VPP holds a tunnel, a neighbor and the routes to the two others, plus
 // its uplink, VPP-host interconnect and VXLAN loopback. One leaves (its
 // agent stops, its ID is released): the others remove its tunnel and
@@ -76,15 +112,27 @@ func checkPeer(c assert.TestingT, tables map[string]string, self, id int, dst st
 // address): on the others only its tunnel changes, in VPP and in the
 // transactions (one key).
 func TestMesh(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		start func(*testing.T, int) meshNode
+	}{{"stand-in", simMesh}, {"real VPP", realMesh}} {
+		t.Run(tc.name, func(t *testing.T) { testMesh(t, tc.start) })
+	}
+}
+
+func testMesh(t *testing.T, start func(*testing.T, int) meshNode) {
 	db := nodesynctest.NewMemDB()
 	var vpps []func() adapter.VppAPI
+	var cfgs []nodeconn.Config
 	var agents []*agenttest.Agent
 	var nodes []*agenttest.Node
 	rec1 := &controllertest.Southbound{}
 	for i := 1; i <= 3; i++ {
-		_, na := simNode()
+		mn := start(t, i)
+		na := mn.newAdapter
+		cfgs = append(cfgs, mn.cfg)
 		n := &agenttest.Node{}
-		o := agenttest.Options{Name: fmt.Sprintf("node-%d", i), DB: db, NewAdapter: na, Node: n, NodeConn: meshCfg}
+		o := agenttest.Options{Name: fmt.Sprintf("node-%d", i), DB: db, NewAdapter: na, Node: n, NodeConn: mn.cfg}
 		if i == 1 {
 			o.Record = rec1
 		}
@@ -102,7 +150,7 @@ func TestMesh(t *testing.T) {
 				}
 			}
 			assert.Equal(c, want, peers(tables))
-			assert.Contains(c, tables["interface uplink"], fmt.Sprintf("af-packet up=true mac=06:00:00:00:00:0%d addrs=[192.168.16.%d/24]", i+1, i+1))
+			assert.Contains(c, tables["interface uplink"], fmt.Sprintf("af-packet up=true mac=06:00:00:00:00:%02x addrs=[192.168.16.%d/24]", i+1, i+1))
 			assert.Contains(c, tables["interface vpp-host"], fmt.Sprintf("addrs=[172.30.%d.1/24]", i+1))
 			assert.Contains(c, tables["interface vxlan"], fmt.Sprintf("addrs=[192.168.30.%d/32]", i+1))
 		}, 10*time.Second, 20*time.Millisecond, "node %d", i+1)
@@ -133,7 +181,7 @@ func TestMesh(t *testing.T) {
 	before := agenttest.Tables(t, vpps[0])
 	commits := len(rec1.Commits())
 	agents[1].Stop()
-	cfg2 := meshCfg
+	cfg2 := cfgs[1]
 	cfg2.Uplink.Address = netip.MustParsePrefix("192.168.16.22/24")
 	agents[1] = agenttest.Start(t, agenttest.Options{Name: "node-2", DB: db, NewAdapter: vpps[1], Node: nodes[1], NodeConn: cfg2})
 	require.EventuallyWithT(t, func(c *assert.CollectT) {

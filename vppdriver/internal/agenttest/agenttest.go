@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/vppdriver"
 	"github.com/vswitchkit/vswitchkit/vppdriver/nodeconn"
 	"github.com/vswitchkit/vswitchkit/vppdriver/podconn"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppdrivertest"
 )
 
 // Node is what survives an agent restart on a node: the records of the
@@ -76,6 +78,9 @@ type Options struct {
 	After         []controller.EventHandler // registered after the handlers
 	KubeState     controller.KubeStateData  // for the start-up DBResync
 	Driver        vppdriver.Config
+	// DriverDefaults keeps the driver's default timers (health probe 1s,
+	// reconnect 500ms); otherwise the agent uses short ones.
+	DriverDefaults bool
 	// Record, if set, gets every commit too (controller.MultiSouthbound).
 	Record *controllertest.Southbound
 }
@@ -101,10 +106,10 @@ func Start(t testing.TB, o Options) *Agent {
 		o.Node = &Node{}
 	}
 	drvCfg := o.Driver
-	if drvCfg.RetryInitial == 0 {
+	if drvCfg.RetryInitial == 0 && !o.DriverDefaults {
 		drvCfg.RetryInitial, drvCfg.RetryMax = 20*time.Millisecond, 200*time.Millisecond
 	}
-	if drvCfg.ReconnectInterval == 0 {
+	if drvCfg.ReconnectInterval == 0 && !o.DriverDefaults {
 		drvCfg.ReconnectInterval, drvCfg.HealthInterval = 50*time.Millisecond, 100*time.Millisecond
 	}
 	d, err := vppdriver.New(o.NewAdapter, drvCfg)
@@ -226,4 +231,39 @@ func (a *Agent) Allocated() []kubemodel.PodID {
 		return 0
 	})
 	return out
+}
+
+// ConfigurePod configures the pod's side in ns from the results of its
+// AddPod, as the CNI pod server does: the MAC it was given, its addresses,
+// a link route to each gateway outside them, the routes, and a permanent
+// neighbor entry for each gateway with the gateway MAC.
+func ConfigurePod(t testing.TB, ns *vppdrivertest.Netns, ev *controller.AddPod) {
+	t.Helper()
+	for _, pi := range ev.Interfaces {
+		if pi.Type == controller.PodInterfaceMemif {
+			continue
+		}
+		if pi.MAC != "" {
+			ns.IP("link", "set", pi.HostName, "address", pi.MAC)
+		}
+		for _, a := range pi.IPAddresses {
+			args := []string{"addr", "add", a, "dev", pi.HostName}
+			if strings.Contains(a, ":") {
+				args = append(args, "nodad")
+			}
+			ns.IP(args...)
+		}
+		ns.IP("link", "set", pi.HostName, "up")
+		for _, r := range ev.Routes {
+			if r.Gateway == "" {
+				ns.IP("route", "replace", r.Network, "dev", pi.HostName)
+				continue
+			}
+			ns.IP("route", "replace", r.Gateway, "dev", pi.HostName, "scope", "link")
+			ns.IP("route", "replace", r.Network, "via", r.Gateway, "dev", pi.HostName)
+			if pi.GatewayMAC != "" {
+				ns.IP("neigh", "replace", r.Gateway, "lladdr", pi.GatewayMAC, "dev", pi.HostName, "nud", "permanent")
+			}
+		}
+	}
 }
