@@ -78,11 +78,14 @@ func checkPeer(c assert.TestingT, tables map[string]string, self, id int, dst st
 type meshNode struct {
 	newAdapter func() adapter.VppAPI
 	cfg        nodeconn.Config
+	restart    func() // a VPP restart: all state lost
+	rec        *vppdrivertest.RequestRecorder
 }
 
 func simMesh(*testing.T, int) meshNode {
-	_, na := simNode()
-	return meshNode{newAdapter: na, cfg: meshCfg}
+	vpp, _ := simNode()
+	rec := &vppdrivertest.RequestRecorder{}
+	return meshNode{newAdapter: func() adapter.VppAPI { return rec.Wrap(vpp.NewAdapter()) }, cfg: meshCfg, restart: vpp.Restart, rec: rec}
 }
 
 // realMesh starts a real VPP for node i with veth pairs for its uplink
@@ -99,8 +102,10 @@ func realMesh(t *testing.T, i int) meshNode {
 		vppdrivertest.IP(t, "link", "set", name, "up")
 	}
 	sock := vpp.APISocket()
-	return meshNode{newAdapter: func() adapter.VppAPI { return socketclient.NewVppClient(sock) },
-		cfg: nodeconn.Config{Uplink: nodeconn.Uplink{AfPacketHostIf: up}, HostInterconnect: nodeconn.HostInterconnect{AfPacketHostIf: host}}}
+	rec := &vppdrivertest.RequestRecorder{}
+	return meshNode{newAdapter: func() adapter.VppAPI { return rec.Wrap(socketclient.NewVppClient(sock)) },
+		cfg:     nodeconn.Config{Uplink: nodeconn.Uplink{AfPacketHostIf: up}, HostInterconnect: nodeconn.HostInterconnect{AfPacketHostIf: host}},
+		restart: vpp.Restart, rec: rec}
 }
 
 // TestMesh: three nodes join, each with its own VPP (the stand-in, and a
@@ -108,7 +113,8 @@ func realMesh(t *testing.T, i int) meshNode {
 // VPP holds a tunnel, a neighbor and the routes to the two others, plus
 // its uplink, VPP-host interconnect and VXLAN loopback. One leaves (its
 // agent stops, its ID is released): the others remove its tunnel and
-// routes. One changes its node IP (its agent restarts with another
+// routes. A VPP restart brings every table back; an agent restart
+// writes nothing. One changes its node IP (its agent restarts with another
 // address): on the others only its tunnel changes, in VPP and in the
 // transactions (one key).
 func TestMesh(t *testing.T) {
@@ -124,11 +130,13 @@ func testMesh(t *testing.T, start func(*testing.T, int) meshNode) {
 	db := nodesynctest.NewMemDB()
 	var vpps []func() adapter.VppAPI
 	var cfgs []nodeconn.Config
+	var mns []meshNode
 	var agents []*agenttest.Agent
 	var nodes []*agenttest.Node
 	rec1 := &controllertest.Southbound{}
 	for i := 1; i <= 3; i++ {
 		mn := start(t, i)
+		mns = append(mns, mn)
 		na := mn.newAdapter
 		cfgs = append(cfgs, mn.cfg)
 		n := &agenttest.Node{}
@@ -158,6 +166,24 @@ func testMesh(t *testing.T, start func(*testing.T, int) meshNode) {
 	}
 	assert.Equal(t, []string{"node-1", "node-2", "node-3"}, agents[0].Nodes.GetAllNodes().Names())
 	assert.Equal(t, []string{"vxlan-2"}, agents[0].Conn.Tunnels("node-2"))
+
+	// Node 1's VPP restarts: its agent restores every table. Then node 1's
+	// agent restarts: it finds VPP as it wants it and writes nothing.
+	agents[0].Sync(t)
+	tables1 := agenttest.Tables(t, vpps[0])
+	mns[0].restart()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, tables1, agenttest.Tables(t, vpps[0]))
+	}, 30*time.Second, 50*time.Millisecond, "VPP restart")
+	agents[0].WaitConfigured(t)
+	agents[0].Stop()
+	mns[0].rec.Take()
+	agents[0] = agenttest.Start(t, agenttest.Options{Name: "node-1", DB: db, NewAdapter: vpps[0], Node: nodes[0], NodeConn: cfgs[0],
+		Record: rec1})
+	agents[0].WaitConfigured(t)
+	agents[0].Sync(t)
+	assert.Empty(t, vppdrivertest.Writes(mns[0].rec.Take()), "agent restart")
+	assert.Equal(t, tables1, agenttest.Tables(t, vpps[0]))
 
 	// Node 3 leaves.
 	agents[2].Stop()

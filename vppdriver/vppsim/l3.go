@@ -86,23 +86,28 @@ func (s *state) neighborAddDel(m api.Message) []api.Message {
 	if s.iface(n.SwIfIndex) == nil {
 		return reply(rvInvalidSwIfIndex, noIndex)
 	}
-	k := neighborKey{uint32(n.SwIfIndex), vppconv.AddrOf(n.IPAddress)}
+	sw, ip := uint32(n.SwIfIndex), vppconv.AddrOf(n.IPAddress)
 	if !req.IsAdd {
-		if _, ok := s.neighbors[k]; !ok {
+		if _, ok := s.neighbors[sw][ip]; !ok {
 			return reply(rvNoSuchEntry, noIndex)
 		}
-		delete(s.neighbors, k)
+		delete(s.neighbors[sw], ip)
 		return reply(0, noIndex)
 	}
-	s.neighbors[k] = &simNeighbor{mac: n.MacAddress, flags: n.Flags}
+	if s.neighbors[sw] == nil {
+		s.neighbors[sw] = map[netip.Addr]*simNeighbor{}
+	}
+	s.neighbors[sw][ip] = &simNeighbor{mac: n.MacAddress, flags: n.Flags}
 	s.nextStats++
 	return reply(0, s.nextStats-1)
 }
 
 func (s *state) sortedNeighbors() []neighborKey {
-	keys := make([]neighborKey, 0, len(s.neighbors))
-	for k := range s.neighbors {
-		keys = append(keys, k)
+	var keys []neighborKey
+	for sw, ns := range s.neighbors {
+		for ip := range ns {
+			keys = append(keys, neighborKey{sw, ip})
+		}
 	}
 	slices.SortFunc(keys, func(a, b neighborKey) int { return cmp.Or(cmp.Compare(a.sw, b.sw), a.ip.Compare(b.ip)) })
 	return keys
@@ -116,21 +121,12 @@ func (s *state) neighborDump(m api.Message) []api.Message {
 		if k.ip.Is6() != v6 || (uint32(req.SwIfIndex) != noIndex && uint32(req.SwIfIndex) != k.sw) {
 			continue
 		}
-		n := s.neighbors[k]
+		n := s.neighbors[k.sw][k.ip]
 		out = append(out, &ip_neighbor.IPNeighborDetails{Neighbor: ip_neighbor.IPNeighbor{
 			SwIfIndex: interface_types.InterfaceIndex(k.sw), Flags: n.flags, MacAddress: n.mac,
 			IPAddress: vppconv.Address(k.ip)}})
 	}
 	return out
-}
-
-// dropNeighbors removes the neighbors of a deleted interface.
-func (s *state) dropNeighbors(sw uint32) {
-	for k := range s.neighbors {
-		if k.sw == sw {
-			delete(s.neighbors, k)
-		}
-	}
 }
 
 // getNextIndex implements get_next_index (read-only): -63 for an unknown

@@ -151,7 +151,7 @@ func (v *VPP) Snapshot() Snapshot {
 		out.Routes = append(out.Routes, routes...)
 	}
 	for _, k := range s.sortedNeighbors() {
-		n := s.neighbors[k]
+		n := s.neighbors[k.sw][k.ip]
 		out.Neighbors = append(out.Neighbors, Neighbor{SwIfIndex: k.sw, IP: k.ip, MAC: n.mac.String(),
 			Static: n.flags&ip_neighbor.IP_API_NEIGHBOR_FLAG_STATIC != 0})
 	}

@@ -130,22 +130,35 @@ type state struct {
 	bds          map[uint32]*bridgeDomain
 	nat          *natState // nil while the NAT44-ED plugin is disabled
 	memifSockets map[uint32]string
-	memifSeed    uint32   // VPP's random_u32 seed for memif socket IDs (0 at start)
-	poolLen      uint32   // sw_if_index pool size (next new index)
-	freed        []uint32 // freed sw_if_indexes, reused last-freed-first like VPP's pools
-	neighbors    map[neighborKey]*simNeighbor
+	memifSeed    uint32                                 // VPP's random_u32 seed for memif socket IDs (0 at start)
+	poolLen      uint32                                 // sw_if_index pool size (next new index)
+	freed        []uint32                               // freed sw_if_indexes, reused last-freed-first like VPP's pools
+	neighbors    map[uint32]map[netip.Addr]*simNeighbor // by sw_if_index
+	// Indexes, so that one request costs the same with 10 or 10k
+	// interfaces and routes.
+	instances map[ifKind]*instanceSet // used instance numbers per kind
+	vxlans    map[vxlanKey]*simIface  // tunnels by their identity
+	pathRefs  map[uint32]int          // route paths through each sw_if_index
+}
+
+// instanceSet tracks the instance numbers (loopN, tapN, vxlan_tunnelN) of
+// one kind; low is at or below the lowest free one.
+type instanceSet struct {
+	used map[uint32]bool
+	low  uint32
 }
 
 func newState(cfg *Config) *state {
 	s := &state{cfg: cfg, ifaces: map[uint32]*simIface{}, tables: map[tableKey]*simTable{}, nextStats: 33,
 		graph: newGraph(), bds: map[uint32]*bridgeDomain{}, memifSockets: map[uint32]string{0: defaultMemifSocket},
-		neighbors: map[neighborKey]*simNeighbor{}}
+		neighbors: map[uint32]map[netip.Addr]*simNeighbor{}, instances: map[ifKind]*instanceSet{},
+		vxlans: map[vxlanKey]*simIface{}, pathRefs: map[uint32]int{}}
 	s.ifaces[0] = &simIface{idx: 0, kind: kindLocal, name: "local0"}
 	s.poolLen = 1
 	for n, name := range cfg.NICs {
 		i := &simIface{idx: s.poolLen, kind: kindNIC, name: name,
 			mac: ethernet_types.MacAddress{0x02, 0x00, 0x00, 0x5e, 0x00, byte(n + 1)}}
-		s.ifaces[i.idx] = i
+		s.addIface(i)
 		s.poolLen++
 	}
 	s.addTable(tableKey{false, 0}, "")
@@ -180,17 +193,53 @@ func (s *state) freeIndex() uint32 {
 	return s.poolLen - 1
 }
 
+// freeInstance returns the lowest instance number of kind not in use.
 func (s *state) freeInstance(kind ifKind) uint32 {
-	used := map[uint32]bool{}
-	for _, i := range s.ifaces {
-		if i.kind == kind {
-			used[i.instance] = true
+	set := s.instances[kind]
+	if set == nil {
+		return 0
+	}
+	for set.used[set.low] {
+		set.low++
+	}
+	return set.low
+}
+
+// addIface registers a new interface in the tables and indexes.
+func (s *state) addIface(i *simIface) {
+	s.ifaces[i.idx] = i
+	switch i.kind {
+	case kindLoop, kindTap, kindVxlan:
+		set := s.instances[i.kind]
+		if set == nil {
+			set = &instanceSet{used: map[uint32]bool{}}
+			s.instances[i.kind] = set
+		}
+		set.used[i.instance] = true
+	}
+	if i.vxlan != nil {
+		s.vxlans[i.vxlan.key()] = i
+	}
+}
+
+// setPaths replaces the paths of route r of table t (none: the route goes)
+// and keeps Driver.pathRefs.
+func (s *state) setPaths(t *simTable, r *simRoute, paths []simPath) {
+	for _, sp := range r.paths {
+		if sp.swIfIndex != noIndex {
+			if s.pathRefs[sp.swIfIndex]--; s.pathRefs[sp.swIfIndex] <= 0 {
+				delete(s.pathRefs, sp.swIfIndex)
+			}
 		}
 	}
-	for n := uint32(0); ; n++ {
-		if !used[n] {
-			return n
+	r.paths = paths
+	for _, sp := range r.paths {
+		if sp.swIfIndex != noIndex {
+			s.pathRefs[sp.swIfIndex]++
 		}
+	}
+	if len(r.paths) == 0 {
+		delete(t.routes, r.prefix)
 	}
 }
 
@@ -215,7 +264,7 @@ func (s *state) createLoopback(m api.Message) []api.Message {
 	if i.mac == (ethernet_types.MacAddress{}) {
 		i.mac = ethernet_types.MacAddress{0xde, 0xad, 0, 0, 0, byte(inst)}
 	}
-	s.ifaces[i.idx] = i
+	s.addIface(i)
 	return []api.Message{&interfaces.CreateLoopbackReply{SwIfIndex: interface_types.InterfaceIndex(i.idx)}}
 }
 
@@ -233,20 +282,28 @@ func (s *state) deleteLoopback(m api.Message) []api.Message {
 // route paths through it.
 func (s *state) removeIface(i *simIface) {
 	s.leaveBD(i.idx)
-	s.dropNeighbors(i.idx)
+	delete(s.neighbors, i.idx)
 	if s.nat != nil {
 		delete(s.nat.ifaces, i.idx)
 	}
 	for _, v6 := range []bool{false, true} {
 		s.unbind(i, v6)
 	}
-	for _, t := range s.tables {
-		for p, r := range t.routes {
-			r.paths = slices.DeleteFunc(r.paths, func(sp simPath) bool { return sp.swIfIndex == i.idx })
-			if len(r.paths) == 0 {
-				delete(t.routes, p)
+	if s.pathRefs[i.idx] > 0 {
+		for _, t := range s.tables {
+			for _, r := range t.routes {
+				if slices.ContainsFunc(r.paths, func(sp simPath) bool { return sp.swIfIndex == i.idx }) {
+					s.setPaths(t, r, slices.DeleteFunc(slices.Clone(r.paths), func(sp simPath) bool { return sp.swIfIndex == i.idx }))
+				}
 			}
 		}
+	}
+	if set := s.instances[i.kind]; set != nil && (i.kind == kindLoop || i.kind == kindTap || i.kind == kindVxlan) {
+		delete(set.used, i.instance)
+		set.low = min(set.low, i.instance)
+	}
+	if i.vxlan != nil && s.vxlans[i.vxlan.key()] == i {
+		delete(s.vxlans, i.vxlan.key())
 	}
 	delete(s.ifaces, i.idx)
 	s.freed = append(s.freed, i.idx)
@@ -276,6 +333,9 @@ func (s *state) maybeDropTable(k tableKey) {
 		if i.vrf[famIdx(k.v6)] == k.id {
 			return
 		}
+	}
+	for _, r := range t.routes {
+		s.setPaths(t, r, nil)
 	}
 	delete(s.tables, k)
 }
@@ -551,12 +611,10 @@ func (s *state) routeAddDel(m api.Message) []api.Message {
 			return reply(0, noIndex)
 		}
 		if req.IsMultipath && len(paths) > 0 {
-			r.paths = slices.DeleteFunc(r.paths, func(sp simPath) bool { return slices.Contains(paths, sp) })
-			if len(r.paths) > 0 {
-				return reply(0, noIndex)
-			}
+			s.setPaths(t, r, slices.DeleteFunc(slices.Clone(r.paths), func(sp simPath) bool { return slices.Contains(paths, sp) }))
+			return reply(0, noIndex)
 		}
-		delete(t.routes, p)
+		s.setPaths(t, r, nil)
 		return reply(0, noIndex)
 	}
 	if len(paths) == 0 {
@@ -577,14 +635,15 @@ func (s *state) routeAddDel(m api.Message) []api.Message {
 		t.routes[p] = r
 	}
 	if req.IsMultipath {
+		merged := slices.Clone(r.paths)
 		for _, sp := range paths {
-			if !slices.Contains(r.paths, sp) {
-				r.paths = append(r.paths, sp)
+			if !slices.Contains(merged, sp) {
+				merged = append(merged, sp)
 			}
 		}
-	} else {
-		r.paths = paths
+		paths = merged
 	}
+	s.setPaths(t, r, paths)
 	return reply(0, r.stats)
 }
 
@@ -740,7 +799,7 @@ func (s *state) afPacketCreate(m api.Message) []api.Message {
 	if req.UseRandomHwAddr || i.mac == (ethernet_types.MacAddress{}) {
 		i.mac = s.randomMAC()
 	}
-	s.ifaces[i.idx] = i
+	s.addIface(i)
 	return []api.Message{&af_packet.AfPacketCreateV3Reply{SwIfIndex: interface_types.InterfaceIndex(i.idx)}}
 }
 
@@ -822,7 +881,7 @@ func (s *state) tapCreate(m api.Message) []api.Message {
 		h.gw6, h.gw6Set = netip.AddrFrom16(req.HostIP6Gw), true
 	}
 	i.tap = h
-	s.ifaces[i.idx] = i
+	s.addIface(i)
 	return []api.Message{&tapv2.TapCreateV3Reply{SwIfIndex: interface_types.InterfaceIndex(i.idx)}}
 }
 
