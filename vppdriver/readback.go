@@ -200,6 +200,9 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 				}
 				if want.link.tapNS != "" {
 					v.link.tapNS = t.HostNamespace
+					if netnsPath(t.HostNamespace) == netnsPath(want.link.tapNS) {
+						v.link.tapNS = want.link.tapNS // a name and its path are one namespace
+					}
 				}
 				if want.link.tapHasMAC {
 					v.link.tapHostMAC, v.link.tapHasMAC = t.HostMacAddr, true
@@ -434,6 +437,15 @@ func (d *Driver) routeFromVPP(r ip.IPRoute, table uint32, swName map[uint32]stri
 		v.paths = append(v.paths, pv)
 	}
 	return v, hostEntry, true
+}
+
+// netnsPath is the path VPP opens for a tap's host namespace (a name is
+// looked up under /var/run/netns).
+func netnsPath(ns string) string {
+	if strings.HasPrefix(ns, "/") {
+		return ns
+	}
+	return "/var/run/netns/" + ns
 }
 
 // decapKey selects a next node of vxlan4-input (v6: vxlan6-input):

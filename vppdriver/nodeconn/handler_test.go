@@ -163,3 +163,10 @@ func (s *switchIPAM) NodeIPAddress(id uint32) (net.IP, *net.IPNet, error) {
 	}
 	return s.IPAM.NodeIPAddress(id)
 }
+
+// nodesync and IPAM are what the handler takes nodes and addresses from.
+var (
+	_ nodeconn.Nodes     = (*nodesync.NodeSync)(nil)
+	_ nodeconn.Publisher = (*nodesync.NodeSync)(nil)
+	_ nodeconn.IPAM      = (*ipam.IPAM)(nil)
+)

@@ -11,6 +11,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/ipam"
 	"github.com/vswitchkit/vswitchkit/ipam/ipamtest"
 	"github.com/vswitchkit/vswitchkit/nodesync/nodesynctest"
+	"github.com/vswitchkit/vswitchkit/svcprocessor"
 	"github.com/vswitchkit/vswitchkit/vppdriver/internal/agenttest"
 	"github.com/vswitchkit/vswitchkit/vppdriver/podconn"
 )
@@ -106,3 +107,10 @@ func TestSandboxReplaced(t *testing.T) {
 	_, ok = a.Pods.PodInterface(podID(5))
 	assert.False(t, ok)
 }
+
+// The handler is what the service processor asks for pod interfaces, and
+// IPAM is what it takes addresses from.
+var (
+	_ svcprocessor.PodInterfaces = (*podconn.Handler)(nil)
+	_ podconn.IPAM               = (*ipam.IPAM)(nil)
+)
