@@ -118,21 +118,29 @@ func (h *Handler) HandlesEvent(ev controller.Event) bool {
 // that has an ID and a published address of the underlay's family, and
 // publishes this node's node IP. If this node's addresses are not known
 // (see [ErrNotReady]), it puts what it configured before and returns the
-// error, so that the commit removes nothing.
+// error, so that the commit removes nothing; before its first successful
+// resync it aborts the event instead (controller.AbortEventError: nothing
+// is committed, the loop resyncs again soon), so that a starting agent
+// does not remove what VPP holds.
 func (h *Handler) Resync(_ controller.Event, _ controller.KubeStateData, _ int, txn controller.ResyncOperations) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s, err := h.computeSelf()
+	if err == nil {
+		var own controller.KeyValuePairs
+		if own, err = h.ownValues(s); err == nil {
+			h.self, h.own = s, own
+		}
+	}
 	if err != nil {
+		if h.self == nil {
+			// Nothing known yet (an agent that starts): abort rather than
+			// let the commit remove what VPP holds from before.
+			return controller.NewAbortEventError(err)
+		}
 		h.putAllLocked(txn)
 		return err
 	}
-	own, err := h.ownValues(s)
-	if err != nil {
-		h.putAllLocked(txn)
-		return err
-	}
-	h.self, h.own = s, own
 	var errs []error
 	if err := h.publish(s); err != nil {
 		errs = append(errs, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -66,7 +67,7 @@ func TestMeshPackets(t *testing.T) {
 	}
 	// The uplinks: one veth pair, an end for each VPP.
 	vppdrivertest.IP(t, "link", "add", up1, "type", "veth", "peer", "name", up2)
-	t.Cleanup(func() { vppdrivertest.IP(t, "link", "del", up1) })
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", up1).Run() })
 	vppdrivertest.IP(t, "link", "set", up1, "up")
 	vppdrivertest.IP(t, "link", "set", up2, "up")
 	nodes[0].cfg.Uplink.AfPacketHostIf, nodes[1].cfg.Uplink.AfPacketHostIf = up1, up2

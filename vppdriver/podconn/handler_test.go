@@ -1,7 +1,9 @@
 package podconn_test
 
 import (
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -14,6 +16,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/svcprocessor"
 	"github.com/vswitchkit/vswitchkit/vppdriver/internal/agenttest"
 	"github.com/vswitchkit/vswitchkit/vppdriver/podconn"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppdrivertest"
 )
 
 func TestConfig(t *testing.T) {
@@ -114,3 +117,35 @@ var (
 	_ svcprocessor.PodInterfaces = (*podconn.Handler)(nil)
 	_ podconn.IPAM               = (*ipam.IPAM)(nil)
 )
+
+// TestStartWithoutAttachments: an agent that restarts while the pod
+// server's records cannot be read does not remove the pods from VPP (the
+// start-up resync is aborted, nothing is committed); once they can be
+// read, a healing resync rebuilds the pods, finding VPP as it wants it.
+func TestStartWithoutAttachments(t *testing.T) {
+	e := simEnv(t)
+	node := &agenttest.Node{}
+	a := startAgent(t, e, node)
+	for i := range 2 {
+		require.NoError(t, a.AddPod(t, addPodEvent(e, i, controller.PodInterfaceAfPacket)))
+	}
+	a.WaitConfigured(t)
+	before := agenttest.Tables(t, e.newAdapter)
+	a.Stop()
+
+	node.SetListError(errors.New("pod server store unavailable"))
+	e.rec.Take()
+	b := startAgent(t, e, node)
+	b.Sync(t)
+	assert.Equal(t, before, agenttest.Tables(t, e.newAdapter))
+	assert.Empty(t, vppdrivertest.Writes(e.rec.Take()), "nothing removed")
+	_, ok := b.Pods.PodInterface(podID(0))
+	assert.False(t, ok)
+
+	node.SetListError(nil)
+	require.Eventually(t, func() bool { _, ok := b.Pods.PodInterface(podID(1)); return ok }, 10*time.Second, 10*time.Millisecond)
+	b.Sync(t)
+	b.WaitConfigured(t)
+	assert.Equal(t, before, agenttest.Tables(t, e.newAdapter))
+	assert.Empty(t, vppdrivertest.Writes(e.rec.Take()))
+}

@@ -78,6 +78,7 @@ type Handler struct {
 	pods        map[kubemodel.PodID]*pod
 	annotations map[kubemodel.PodID]controller.PodInterfaceType // pods with the type annotation
 	gw          netip.Addr                                      // the gateway the loopback was put with
+	resynced    bool                                            // a Resync knew the gateway and the pods
 	// Revert of the AddPod being processed.
 	revertEv  controller.Event
 	revertOld *pod // nil: the pod was not attached before
@@ -171,9 +172,13 @@ func (h *Handler) Pods() []controller.PodAttachment {
 // Resync reads the interface type annotations of the pods in the
 // Kubernetes state and rebuilds every pod: from Config.Attachments if
 // set, otherwise from the pods attached so far. A pod that IPAM has no
-// address for is left out (logged). If the attachments cannot be listed,
-// the pods attached so far are put and the error returned (the loop
-// heals), so that the commit removes nothing.
+// address for is left out (logged). If the attachments cannot be listed
+// or IPAM knows no pod gateway, the pods attached so far are put and the
+// error returned (the loop heals), so that the commit removes nothing;
+// before the first successful resync the event is aborted instead
+// (controller.AbortEventError: nothing is committed, the loop resyncs
+// again soon), so that a starting agent does not remove every pod from
+// VPP.
 func (h *Handler) Resync(_ controller.Event, kube controller.KubeStateData, _ int, txn controller.ResyncOperations) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -190,7 +195,13 @@ func (h *Handler) Resync(_ controller.Event, kube controller.KubeStateData, _ in
 	if h.cfg.Attachments != nil {
 		var err error
 		if atts, err = h.cfg.Attachments.PodAttachments(); err != nil {
-			errs = append(errs, fmt.Errorf("podconn: list pod attachments: %w", err))
+			err = fmt.Errorf("podconn: list pod attachments: %w", err)
+			if !h.resynced {
+				// Nothing known yet (an agent that starts): abort rather
+				// than let the commit remove every pod from VPP.
+				return controller.NewAbortEventError(err)
+			}
+			errs = append(errs, err)
 			atts = nil
 			for _, p := range h.pods {
 				atts = append(atts, p.att)
@@ -203,11 +214,14 @@ func (h *Handler) Resync(_ controller.Event, kube controller.KubeStateData, _ in
 	}
 	gw, err := h.gateway()
 	if err != nil {
+		if !h.resynced {
+			return controller.NewAbortEventError(errors.Join(append(errs, err)...))
+		}
 		// No pod subnet (yet): keep what was configured.
 		h.putAllLocked(txn)
 		return errors.Join(append(errs, err)...)
 	}
-	h.gw = gw
+	h.gw, h.resynced = gw, true
 	pods := make(map[kubemodel.PodID]*pod, len(atts))
 	for _, a := range atts {
 		p, err := h.build(a, gw)

@@ -36,15 +36,26 @@ import (
 // Node is what survives an agent restart on a node: the records of the
 // pod server and the IPAM store. The zero value is a fresh node.
 type Node struct {
-	mu    sync.Mutex
-	atts  map[kubemodel.PodID]controller.PodAttachment
-	Store ipamtest.MemStore
+	mu      sync.Mutex
+	atts    map[kubemodel.PodID]controller.PodAttachment
+	listErr error
+	Store   ipamtest.MemStore
+}
+
+// SetListError makes PodAttachments fail with err (nil: succeed).
+func (n *Node) SetListError(err error) {
+	n.mu.Lock()
+	n.listErr = err
+	n.mu.Unlock()
 }
 
 // PodAttachments lists the recorded attachments (podconn.Attachments).
 func (n *Node) PodAttachments() ([]controller.PodAttachment, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.listErr != nil {
+		return nil, n.listErr
+	}
 	out := make([]controller.PodAttachment, 0, len(n.atts))
 	for _, a := range n.atts {
 		out = append(out, a)
