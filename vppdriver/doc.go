@@ -3,13 +3,16 @@
 // (go.fd.io/govpp v0.13.0, binapi for VPP 25.10).
 //
 // The desired state is a set of keyed protobuf values from package
-// [model]: interfaces (loopback, af_packet, tap v2, memif, routed VXLAN
-// tunnels) with admin state, IP addresses and VRF binding; VRF tables;
-// routes (multipath, via interface and/or next hop); NAT44-ED (plugin
-// with forwarding, inside/outside and output (post-routing) interface
-// features, address pools incl. twice-NAT and pools that follow an
-// interface's address, static, identity and load-balanced mappings with
-// backends and affinity). [Driver] implements
+// [model]: interfaces (loopback, af_packet, tap v2 (in a network namespace,
+// with the Linux side's MAC, addresses and gateways), memif, routed VXLAN
+// tunnels carrying IPv4 or IPv6, and existing interfaces such as DPDK NICs,
+// adopted by their VPP name) with admin state, IP addresses or the
+// addresses of another interface (unnumbered), and VRF binding; static IP
+// neighbors; VRF tables; routes (multipath, via interface and/or next
+// hop); NAT44-ED (plugin with forwarding, inside/outside and output
+// (post-routing) interface features, address pools incl. twice-NAT and
+// pools that follow an interface's address, static, identity and
+// load-balanced mappings with backends and affinity). [Driver] implements
 // [controller.Southbound]: an update commit changes keys (nil deletes), a
 // resync commit replaces the desired state and is reconciled against what
 // VPP reports.
@@ -44,8 +47,10 @@
 // is no longer desired (or must be re-created because a creation-time
 // field changed, or was left half-configured), together with everything
 // applied on top of it; then it creates and updates, in dependency order
-// (VRF tables, NAT44 plugin, interfaces, routes, NAT44 features, pools and
-// mappings), what is desired and not yet as desired. An item whose
+// (VRF tables, NAT44 plugin, interfaces (an unnumbered interface after
+// the interface it borrows from, in the same pass), IP neighbors, routes,
+// NAT44 features, pools and mappings), what is desired and not yet as
+// desired. An item whose
 // dependencies (its VRF table, a route's outgoing interfaces and table, a
 // NAT44 object's plugin and interface) are not configured is parked
 // (StatePending, with the missing keys) and applied in the same pass as
@@ -77,11 +82,24 @@
 // (CommitResync, CommitReapply, every reconnect) reads VPP back and looks
 // at every key, by nature.
 //
+// Until the first CommitResync has given the complete desired state, a
+// pass removes only what a commit deleted (or replaced): what a readback
+// finds in VPP and no commit mentioned is kept. A restarted agent's driver
+// connects, typically, before the agent's start-up resync commit; it must
+// not tear down what it is about to want again.
+//
 // # Ownership
 //
 // The driver deletes only what it owns:
 //   - interfaces: the VPP interface tag is Config.TagPrefix + name
-//     ("vsk:" by default); interfaces without it are foreign;
+//     ("vsk:" by default); interfaces without it are foreign. An adopted
+//     (EXISTING) interface is tagged Config.TagPrefix + "=" + name and
+//     never deleted: the driver removes what it configured on it (its
+//     addresses, unnumbered, VRF bindings), sets it admin down and removes
+//     the tag; a missing one fails the key with [ErrNoSuchInterface]
+//     (retried);
+//   - static IP neighbors on owned interfaces are owned (learnt ones are
+//     not looked at);
 //   - VRF tables: the table name is TagPrefix + label;
 //   - NAT44 static, identity and load-balanced mappings: their tag is
 //     TagPrefix; NAT44 features of owned interfaces are owned;
@@ -93,16 +111,24 @@
 //     desired). A route that a previous process applied in a foreign table
 //     (e.g. table 0) and that is no longer desired is therefore kept after a
 //     restart of the driver process (not of VPP, which loses all routes).
+//     VPP reports an attached host route (a /32 or /128 via an interface,
+//     no next hop) exactly like the host entries it makes itself for IP
+//     neighbors and for resolving next hops; such an entry is the driver's
+//     only if the driver knows its key, and a route via an interface to
+//     its own host address is the same as that attached route.
 //
 // # Connection
 //
 // Run connects with core.Connect on a fresh adapter, checks that VPP knows
 // exactly the messages the driver uses, reads the owned configuration back
 // from VPP (interface, table, route, address, af_packet and tap dumps) and
-// reconciles. Until the first resync commit (the complete desired state)
-// it removes nothing: a driver that (re)starts on a populated VPP and
-// connects before the application's first resync leaves VPP as it is, and
-// that resync then finds in place what is still desired. A VPP that lacks core messages (or has them with another
+// reconciles (a routed VXLAN tunnel's payload family is read from its
+// decap-next with get_next_index, which writes nothing). Until the first
+// resync commit (the complete desired state) it removes nothing: a driver
+// that (re)starts on a populated VPP and connects before the application's
+// first resync leaves VPP as it is, and that resync then finds in place
+// what is still desired. A VPP that lacks core messages (or has them with
+// another
 // CRC) fails every key with [ErrIncompatible], naming the messages, and
 // Commit returns that error marked with [controller.NewPermanentError]: the
 // controller reports it instead of healing in a loop, and the driver

@@ -47,9 +47,11 @@ type Driver struct {
 	// needResync: a pass was cut short by its caller's context; the next
 	// pass reads VPP back first.
 	needResync bool
-	// desiredKnown: a resync commit gave the complete desired state; until
-	// then nothing that is not desired is removed from VPP.
-	desiredKnown bool
+	// fullState: a CommitResync has given the complete desired state. Until
+	// then, what a readback finds in VPP and no commit mentioned is kept
+	// (an agent that restarts connects before its first resync commit and
+	// must not tear down what it is about to want again).
+	fullState bool
 
 	// Indexes, so that a pass costs what changed and its dependents.
 	users   map[string]map[*item]struct{} // dependency key -> items whose applied value depends on it
@@ -282,7 +284,7 @@ func (d *Driver) Commit(ctx context.Context, c *controller.Commit) (uint64, erro
 			}
 		}
 	case controller.CommitResync:
-		d.desiredKnown = true
+		d.fullState = true
 		for _, it := range d.items {
 			if it.desired() {
 				if v, ok := c.Values[it.key]; !ok || v == nil {

@@ -7,11 +7,17 @@ import (
 	"time"
 
 	"go.fd.io/govpp/api"
+	interfaces "go.fd.io/govpp/binapi/interface"
+	"go.fd.io/govpp/binapi/interface_types"
 )
 
 // runOps runs the stages of ops: stage n of every op still without error,
 // pipelined together, then stage n+1. It returns only transport errors.
 func (d *Driver) runOps(ctx context.Context, ops []*op) error {
+	if err := d.lookupOps(ctx, ops); err != nil {
+		d.signal(d.broken)
+		return err
+	}
 	var calls []call
 	for stage := 0; ; stage++ {
 		calls = calls[:0]
@@ -42,6 +48,37 @@ func (d *Driver) runOps(ctx context.Context, ops []*op) error {
 }
 
 func ignoreReply(api.Message, error) {}
+
+// lookupOps resolves the VPP names of the interfaces that ops adopt (one
+// filtered sw_interface_dump per name, pipelined). It returns only
+// transport errors.
+func (d *Driver) lookupOps(ctx context.Context, ops []*op) error {
+	var reqs []api.Message
+	var which []*op
+	for _, o := range ops {
+		if o.lookup != "" && o.err == nil {
+			reqs = append(reqs, &interfaces.SwInterfaceDump{SwIfIndex: interface_types.InterfaceIndex(noIndex),
+				NameFilterValid: true, NameFilter: o.lookup})
+			which = append(which, o)
+		}
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	res, err := d.cl.dumps(ctx, reqs)
+	if err != nil {
+		return err
+	}
+	for i, o := range which {
+		for _, m := range res[i] {
+			// The filter matches substrings: take the exact name.
+			if r := m.(*interfaces.SwInterfaceDetails); r.InterfaceName == o.lookup {
+				o.found, o.lookupSw = true, uint32(r.SwIfIndex)
+			}
+		}
+	}
+	return nil
+}
 
 // passLocked reconciles the keys that need work: the ones changed since the
 // last pass (Driver.dirty: commits, readbacks, dependencies that became
@@ -100,7 +137,10 @@ func (d *Driver) passLocked(ctx context.Context) error {
 	for _, it := range work {
 		d.markPubLocked(it)
 		addCand(it)
-		if it.have != nil && (it.want == nil || it.half || (!it.inSync && needsRecreate(it.have, it.want))) {
+		// What VPP holds and no commit mentioned is kept until a resync
+		// commit gave the whole desired state (Driver.fullState).
+		unwanted := it.want == nil && (d.fullState || it.bad != nil || it.dropped)
+		if it.have != nil && (unwanted || it.half || (it.want != nil && !it.inSync && needsRecreate(it.have, it.want))) {
 			it.rmGen = gen
 			queue = append(queue, it)
 		}
@@ -150,57 +190,72 @@ func (d *Driver) passLocked(ctx context.Context) error {
 
 	// Creates and updates in dependency order. Items that a configured
 	// dependency wakes (Driver.dirty) have a higher kind and join the
-	// candidates of this pass.
+	// candidates of this pass, or have the same kind (an interface
+	// unnumbered to another) and run in another round of that kind.
+	var later []*item
 	for kd := kind(0); kd < numKinds; kd++ {
-		for _, it := range d.takeDirtyLocked() {
-			if it.kind >= kd {
-				d.markPubLocked(it)
-				addCand(it)
-			} else {
-				d.markDirtyLocked(it) // the next pass (not expected: dependencies have lower kinds)
-			}
-		}
-		ops = ops[:0]
-		for _, it := range cand[kd] {
-			if it.want == nil || it.half || it.inSync {
-				continue
-			}
-			if it.failed != nil && (it.nextRetry.IsZero() || it.nextRetry.After(now)) {
-				continue // permanent failure, or still in backoff
-			}
-			if missing := d.missingDepsLocked(it); len(missing) > 0 {
-				d.parkLocked(it, missing)
-				continue
-			}
-			d.unparkLocked(it)
-			if it.have != nil && needsRecreate(it.have, it.want) {
-				continue // its delete failed above
-			}
-			ops = append(ops, d.putOp(it))
-		}
-		if len(ops) == 0 {
-			continue
-		}
-		if err := d.runOps(ctx, ops); err != nil {
-			return err
-		}
-		for _, o := range ops {
-			it := o.it
-			if o.err != nil {
-				if it.kind == kindInterface && it.created {
-					// Half-configured: delete and create again on retry.
-					it.half = true
-					if it.have == nil {
-						d.setHaveLocked(it, it.want)
-					} else {
-						d.syncLocked(it)
-					}
+		seen := 0 // cand[kd][:seen] have been looked at
+		var woke []*item
+		for {
+			for _, it := range d.takeDirtyLocked() {
+				switch {
+				case it.kind < kd:
+					later = append(later, it) // the next pass (not expected: dependencies have lower kinds)
+				case it.kind == kd && it.candGen == gen:
+					d.markPubLocked(it)
+					woke = append(woke, it) // parked on a dependency of its kind that this pass configured
+				default:
+					d.markPubLocked(it)
+					addCand(it)
 				}
-				d.failLocked(it, o.err, now)
-				continue
 			}
-			d.setHaveLocked(it, it.want) // in sync: wakes what waits for it
+			batch := append(woke, cand[kd][seen:]...)
+			seen, woke = len(cand[kd]), nil
+			ops = ops[:0]
+			for _, it := range batch {
+				if it.want == nil || it.half || it.inSync {
+					continue
+				}
+				if it.failed != nil && (it.nextRetry.IsZero() || it.nextRetry.After(now)) {
+					continue // permanent failure, or still in backoff
+				}
+				if missing := d.missingDepsLocked(it); len(missing) > 0 {
+					d.parkLocked(it, missing)
+					continue
+				}
+				d.unparkLocked(it)
+				if it.have != nil && needsRecreate(it.have, it.want) {
+					continue // its delete failed above
+				}
+				ops = append(ops, d.putOp(it))
+			}
+			if len(ops) == 0 {
+				break // nothing ran: nothing new can wake
+			}
+			if err := d.runOps(ctx, ops); err != nil {
+				return err
+			}
+			for _, o := range ops {
+				it := o.it
+				if o.err != nil {
+					if it.kind == kindInterface && it.created {
+						// Half-configured: delete and create again on retry.
+						it.half = true
+						if it.have == nil {
+							d.setHaveLocked(it, it.want)
+						} else {
+							d.syncLocked(it)
+						}
+					}
+					d.failLocked(it, o.err, now)
+					continue
+				}
+				d.setHaveLocked(it, it.want) // in sync: wakes what waits for it
+			}
 		}
+	}
+	for _, it := range later {
+		d.markDirtyLocked(it)
 	}
 	return nil
 }
@@ -223,6 +278,8 @@ func (d *Driver) deleteOp(it *item) *op {
 		return d.vrfDelete(it, v)
 	case *routeVal:
 		return d.routeDelete(it, v)
+	case *neighborVal:
+		return d.neighborDelete(it, v)
 	}
 	return d.natDelete(it)
 }
@@ -238,6 +295,8 @@ func (d *Driver) putOp(it *item) *op {
 		return d.vrfPut(it, v)
 	case *routeVal:
 		return d.routePut(it, v)
+	case *neighborVal:
+		return d.neighborPut(it, v)
 	}
 	return d.natPut(it)
 }

@@ -23,6 +23,11 @@ var (
 	// in time; the driver reconnects and resyncs.
 	ErrTransport = errors.New("vppdriver: VPP transport failure")
 
+	// ErrNoSuchInterface: VPP has no interface of the name that an
+	// EXISTING interface adopts (retried: it may appear, e.g. after VPP
+	// has started its NICs).
+	ErrNoSuchInterface = errors.New("vppdriver: no such VPP interface")
+
 	// ErrAlreadyRunning is returned by a second concurrent Run.
 	ErrAlreadyRunning = errors.New("vppdriver: already running")
 )

@@ -12,6 +12,7 @@ import (
 	interfaces "go.fd.io/govpp/binapi/interface"
 	"go.fd.io/govpp/binapi/interface_types"
 	"go.fd.io/govpp/binapi/ip"
+	"go.fd.io/govpp/binapi/ip_neighbor"
 	"go.fd.io/govpp/binapi/ip_types"
 	"go.fd.io/govpp/binapi/memclnt"
 	"go.fd.io/govpp/binapi/memif"
@@ -28,6 +29,7 @@ import (
 func vxlanMessages() []api.Message {
 	return []api.Message{
 		&vlib.AddNodeNext{}, &vlib.AddNodeNextReply{},
+		&vlib.GetNextIndex{}, &vlib.GetNextIndexReply{},
 		&vxlan.VxlanAddDelTunnelV3{}, &vxlan.VxlanAddDelTunnelV3Reply{},
 		&vxlan.VxlanTunnelV2Dump{}, &vxlan.VxlanTunnelV2Details{},
 	}
@@ -62,6 +64,10 @@ func coreMessages() []api.Message {
 		&ip.IPRouteAddDel{}, &ip.IPRouteAddDelReply{},
 		&ip.IPRouteDump{}, &ip.IPRouteDetails{},
 		&ip.IPAddressDump{}, &ip.IPAddressDetails{},
+		&interfaces.SwInterfaceSetUnnumbered{}, &interfaces.SwInterfaceSetUnnumberedReply{},
+		&ip.IPUnnumberedDump{}, &ip.IPUnnumberedDetails{},
+		&ip_neighbor.IPNeighborAddDel{}, &ip_neighbor.IPNeighborAddDelReply{},
+		&ip_neighbor.IPNeighborDump{}, &ip_neighbor.IPNeighborDetails{},
 		&af_packet.AfPacketCreateV3{}, &af_packet.AfPacketCreateV3Reply{},
 		&af_packet.AfPacketDelete{}, &af_packet.AfPacketDeleteReply{},
 		&af_packet.AfPacketDump{}, &af_packet.AfPacketDetails{},
@@ -80,6 +86,11 @@ type op struct {
 	stages    []func() []call
 	err       error
 	decapNext uint32 // VXLAN: next index of ip4-input/ip6-input
+	// lookup names the VPP interface an EXISTING interface adopts: runOps
+	// resolves it (found, swIfIndex) before the first stage.
+	lookup   string
+	found    bool
+	lookupSw uint32
 }
 
 func (o *op) fail(err error) {
@@ -137,7 +148,7 @@ func (d *Driver) ifaceCreate(it *item, m *ifaceVal) *op {
 			return o
 		}
 		o.stages = append(o.stages, func() []call {
-			return []call{{req: vxlanNodeNext(m.vxlanV6()), done: func(rep api.Message, err error) {
+			return []call{{req: vxlanNodeNext(m.vxlanV6(), m.link.vxPayload6), done: func(rep api.Message, err error) {
 				if err != nil {
 					o.fail(err)
 					return
@@ -168,9 +179,20 @@ func (d *Driver) ifaceCreate(it *item, m *ifaceVal) *op {
 				}}}
 		})
 	}
+	if m.typ == model.Interface_EXISTING {
+		o.lookup = l.existing
+	}
 	o.stages = append(o.stages, func() []call {
 		var req api.Message
 		switch m.typ {
+		case model.Interface_EXISTING:
+			// Adopted, not created: runOps looked it up by name.
+			if !o.found {
+				o.fail(fmt.Errorf("%w: VPP has no interface named %q", ErrNoSuchInterface, l.existing))
+				return nil
+			}
+			it.swIfIndex, it.created = o.lookupSw, true
+			return nil
 		case model.Interface_MEMIF:
 			sock, ok := d.memifSockets[l.memifSocket]
 			if !ok {
@@ -195,13 +217,7 @@ func (d *Driver) ifaceCreate(it *item, m *ifaceVal) *op {
 				NumRxQueues: 1, NumTxQueues: 1,
 			}
 		case model.Interface_TAP:
-			req = &tapv2.TapCreateV3{
-				ID: noIndex, UseRandomMac: !m.hasMAC, MacAddress: m.mac,
-				NumRxQueues: 1, NumTxQueues: 1,
-				RxRingSz: uint16(l.tapRx), TxRingSz: uint16(l.tapTx),
-				HostIfNameSet: l.tapHost != "", HostIfName: l.tapHost,
-				Tag: d.cfg.TagPrefix + m.name,
-			}
+			req = d.tapMsg(m)
 		default:
 			o.fail(fmt.Errorf("unsupported interface type %v", m.typ))
 			return nil
@@ -229,7 +245,7 @@ func (d *Driver) ifaceCreate(it *item, m *ifaceVal) *op {
 	})
 	o.stages = append(o.stages, func() []call {
 		sw := interface_types.InterfaceIndex(it.swIfIndex)
-		cs := []call{{req: &interfaces.SwInterfaceTagAddDel{IsAdd: true, SwIfIndex: sw, Tag: d.cfg.TagPrefix + m.name}, done: o.expect()}}
+		cs := []call{{req: &interfaces.SwInterfaceTagAddDel{IsAdd: true, SwIfIndex: sw, Tag: d.tag(m)}, done: o.expect()}}
 		if m.vrf != 0 {
 			cs = append(cs, call{req: &interfaces.SwInterfaceSetTable{SwIfIndex: sw, VrfID: m.vrf}, done: o.expect()})
 		}
@@ -245,12 +261,73 @@ func (d *Driver) ifaceCreate(it *item, m *ifaceVal) *op {
 			c.done = o.expect()
 			cs = append(cs, c)
 		}
+		if c, ok := d.unnumberedCall(o, it, m); ok {
+			cs = append(cs, c)
+		}
 		if m.enabled {
 			cs = append(cs, call{req: flagsMsg(it.swIfIndex, true), done: o.expect()})
 		}
 		return cs
 	})
 	return o
+}
+
+// tag returns the VPP interface tag of m: TagPrefix + name, and for an
+// adopted (EXISTING) interface TagPrefix + "=" + name, so that a readback
+// knows not to delete it.
+func (d *Driver) tag(m *ifaceVal) string {
+	if m.typ == model.Interface_EXISTING {
+		return d.cfg.TagPrefix + adoptedMark + m.name
+	}
+	return d.cfg.TagPrefix + m.name
+}
+
+// adoptedMark follows TagPrefix in the tag of an adopted interface
+// (interface names cannot contain it).
+const adoptedMark = "="
+
+// unnumberedCall returns the call that makes it borrow the addresses of
+// m.unnumbered (false if m has none).
+func (d *Driver) unnumberedCall(o *op, it *item, m *ifaceVal) (call, bool) {
+	if m.unnumbered == "" {
+		return call{}, false
+	}
+	src := d.items[m.unnumKey]
+	if src == nil || !src.created {
+		o.fail(fmt.Errorf("interface %q is not configured", m.unnumbered))
+		return call{}, false
+	}
+	return call{req: &interfaces.SwInterfaceSetUnnumbered{SwIfIndex: interface_types.InterfaceIndex(src.swIfIndex),
+		UnnumberedSwIfIndex: interface_types.InterfaceIndex(it.swIfIndex), IsAdd: true}, done: o.expect()}, true
+}
+
+// tapMsg builds tap_create_v3 with every default set explicitly.
+func (d *Driver) tapMsg(m *ifaceVal) *tapv2.TapCreateV3 {
+	l := &m.link
+	req := &tapv2.TapCreateV3{
+		ID: noIndex, UseRandomMac: !m.hasMAC, MacAddress: m.mac,
+		NumRxQueues: 1, NumTxQueues: 1,
+		RxRingSz: uint16(l.tapRx), TxRingSz: uint16(l.tapTx),
+		HostIfNameSet: l.tapHost != "", HostIfName: l.tapHost,
+		HostNamespaceSet: l.tapNS != "", HostNamespace: l.tapNS,
+		HostMacAddrSet: l.tapHasMAC, HostMacAddr: l.tapHostMAC,
+		Tag: d.cfg.TagPrefix + m.name,
+	}
+	if p := l.tapIP4; p.IsValid() {
+		req.HostIP4PrefixSet = true
+		req.HostIP4Prefix = ip_types.IP4AddressWithPrefix{Address: p.Addr().As4(), Len: uint8(p.Bits())}
+	}
+	if p := l.tapIP6; p.IsValid() {
+		req.HostIP6PrefixSet = true
+		req.HostIP6Prefix = ip_types.IP6AddressWithPrefix{Address: p.Addr().As16(), Len: uint8(p.Bits())}
+	}
+	if a := l.tapGW4; a.IsValid() {
+		req.HostIP4GwSet, req.HostIP4Gw = true, a.As4()
+	}
+	if a := l.tapGW6; a.IsValid() {
+		req.HostIP6GwSet, req.HostIP6Gw = true, a.As16()
+	}
+	return req
 }
 
 // ifaceUpdate changes admin state, VRF binding and addresses in place.
@@ -293,6 +370,14 @@ func (d *Driver) ifaceUpdate(it *item, old, m *ifaceVal) *op {
 				cs = append(cs, c)
 			}
 		}
+		if old.unnumbered != m.unnumbered {
+			if m.unnumbered == "" {
+				cs = append(cs, call{req: &interfaces.SwInterfaceSetUnnumbered{
+					UnnumberedSwIfIndex: interface_types.InterfaceIndex(it.swIfIndex)}, done: o.expect()})
+			} else if c, ok := d.unnumberedCall(o, it, m); ok {
+				cs = append(cs, c) // an add replaces the source
+			}
+		}
 		if old.enabled != m.enabled {
 			cs = append(cs, call{req: flagsMsg(it.swIfIndex, m.enabled), done: o.expect()})
 		}
@@ -303,6 +388,9 @@ func (d *Driver) ifaceUpdate(it *item, old, m *ifaceVal) *op {
 
 func (d *Driver) ifaceDelete(it *item, old *ifaceVal) *op {
 	o := &op{it: it}
+	if old.typ == model.Interface_EXISTING {
+		return d.ifaceRelease(o, it, old)
+	}
 	o.stages = append(o.stages, func() []call {
 		sw := interface_types.InterfaceIndex(it.swIfIndex)
 		switch old.typ {
@@ -317,6 +405,75 @@ func (d *Driver) ifaceDelete(it *item, old *ifaceVal) *op {
 		default:
 			return []call{{req: &interfaces.DeleteLoopback{SwIfIndex: sw}, done: o.expect(rvInvalidSwIfIndex)}}
 		}
+	})
+	return o
+}
+
+// ifaceRelease takes back what the driver configured on an adopted
+// interface, which it never deletes: addresses, unnumbered and VRF
+// bindings go, it is set admin down and its tag removed.
+func (d *Driver) ifaceRelease(o *op, it *item, old *ifaceVal) *op {
+	sw := func() interface_types.InterfaceIndex { return interface_types.InterfaceIndex(it.swIfIndex) }
+	gone := []int32{rvInvalidSwIfIndex} // the interface went away: nothing to release
+	o.stages = append(o.stages, func() []call {
+		var cs []call
+		for _, a := range old.addrs {
+			c := addrMsg(it.swIfIndex, a, false)
+			c.done = o.expect(rvAddrNotFound, rvInvalidSwIfIndex)
+			cs = append(cs, c)
+		}
+		if old.unnumbered != "" {
+			cs = append(cs, call{req: &interfaces.SwInterfaceSetUnnumbered{UnnumberedSwIfIndex: sw()}, done: o.expect(gone...)})
+		}
+		return cs
+	})
+	o.stages = append(o.stages, func() []call {
+		var cs []call
+		if old.vrf != 0 {
+			cs = append(cs, call{req: &interfaces.SwInterfaceSetTable{SwIfIndex: sw()}, done: o.expect(gone...)})
+		}
+		if old.vrf6 != 0 {
+			cs = append(cs, call{req: &interfaces.SwInterfaceSetTable{SwIfIndex: sw(), IsIPv6: true}, done: o.expect(gone...)})
+		}
+		return cs
+	})
+	o.stages = append(o.stages, func() []call {
+		return []call{
+			{req: flagsMsg(it.swIfIndex, false), done: o.expect(gone...)},
+			{req: &interfaces.SwInterfaceTagAddDel{SwIfIndex: sw()}, done: o.expect(gone...)},
+		}
+	})
+	return o
+}
+
+func neighborMsg(sw uint32, m *neighborVal, add bool) *ip_neighbor.IPNeighborAddDel {
+	return &ip_neighbor.IPNeighborAddDel{IsAdd: add, Neighbor: ip_neighbor.IPNeighbor{
+		SwIfIndex: interface_types.InterfaceIndex(sw), Flags: ip_neighbor.IP_API_NEIGHBOR_FLAG_STATIC,
+		MacAddress: m.mac, IPAddress: vppconv.Address(m.ip)}}
+}
+
+// neighborPut adds (or, for a new MAC, replaces) a static neighbor.
+func (d *Driver) neighborPut(it *item, m *neighborVal) *op {
+	o := &op{it: it}
+	o.stages = append(o.stages, func() []call {
+		dep := d.items[m.ifKey()]
+		if dep == nil || !dep.created {
+			o.fail(fmt.Errorf("interface %q is not configured", m.iface))
+			return nil
+		}
+		return []call{{req: neighborMsg(dep.swIfIndex, m, true), done: o.expect()}}
+	})
+	return o
+}
+
+func (d *Driver) neighborDelete(it *item, m *neighborVal) *op {
+	o := &op{it: it}
+	o.stages = append(o.stages, func() []call {
+		dep := d.items[m.ifKey()]
+		if dep == nil || !dep.created {
+			return nil // the interface is gone, and its neighbors with it
+		}
+		return []call{{req: neighborMsg(dep.swIfIndex, m, false), done: o.expect(rvNoSuchEntry, rvInvalidSwIfIndex)}}
 	})
 	return o
 }
@@ -397,14 +554,25 @@ func addrDetailsPrefix(d *ip.IPAddressDetails) ip_types.Prefix { return ip_types
 
 const vxlanPort = 4789
 
-// vxlanNodeNext makes ip4-input (ip6-input) a next node of vxlan4-input
-// (vxlan6-input): an L3 tunnel needs it as its decap-next, otherwise VPP
-// drops the decapsulated packets.
-func vxlanNodeNext(v6 bool) *vlib.AddNodeNext {
+// vxlanNodeNext makes ip4-input (payload6: ip6-input) a next node of
+// vxlan4-input (v6: vxlan6-input): an L3 tunnel needs it as its
+// decap-next, otherwise VPP drops the decapsulated packets.
+func vxlanNodeNext(v6, payload6 bool) *vlib.AddNodeNext {
+	node, next := vxlanNodes(v6, payload6)
+	return &vlib.AddNodeNext{NodeName: node, NextName: next}
+}
+
+// vxlanNodes names the decap node of a tunnel with v6 endpoints and the
+// input node of its payload.
+func vxlanNodes(v6, payload6 bool) (node, next string) {
+	node, next = "vxlan4-input", "ip4-input"
 	if v6 {
-		return &vlib.AddNodeNext{NodeName: "vxlan6-input", NextName: "ip6-input"}
+		node = "vxlan6-input"
 	}
-	return &vlib.AddNodeNext{NodeName: "vxlan4-input", NextName: "ip4-input"}
+	if payload6 {
+		next = "ip6-input"
+	}
+	return node, next
 }
 
 // vxlanMsg builds vxlan_add_del_tunnel_v3 with every default set

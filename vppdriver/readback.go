@@ -13,8 +13,11 @@ import (
 	interfaces "go.fd.io/govpp/binapi/interface"
 	"go.fd.io/govpp/binapi/interface_types"
 	"go.fd.io/govpp/binapi/ip"
+	"go.fd.io/govpp/binapi/ip_neighbor"
+	"go.fd.io/govpp/binapi/ip_types"
 	"go.fd.io/govpp/binapi/memif"
 	"go.fd.io/govpp/binapi/tapv2"
+	"go.fd.io/govpp/binapi/vlib"
 	"go.fd.io/govpp/binapi/vxlan"
 
 	"github.com/vswitchkit/vswitchkit/vppdriver/internal/vppconv"
@@ -61,13 +64,10 @@ func (d *Driver) resyncLocked(ctx context.Context) error {
 	}
 	d.readBack = true
 	for _, it := range d.items {
-		// Until the first resync commit the desired state is not known:
-		// what VPP holds and nobody asked for yet is kept (a driver that
-		// restarts on a populated VPP must not tear it down before the
-		// application said what it wants).
-		if d.desiredKnown || it.desired() {
-			d.markDirtyLocked(it)
-		}
+		// What VPP holds and nobody asked for yet is kept until the first
+		// resync commit (see Driver.fullState and the removal set in
+		// passLocked).
+		d.markDirtyLocked(it)
 		d.markPubLocked(it)
 	}
 	return d.passLocked(ctx)
@@ -83,12 +83,22 @@ type found struct {
 // with it, and routes that are in an owned table or whose key the driver
 // applied or wants (other routes are foreign and left alone).
 func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
+	all := interface_types.InterfaceIndex(noIndex)
 	reqs := []api.Message{
-		&interfaces.SwInterfaceDump{SwIfIndex: interface_types.InterfaceIndex(noIndex)},
+		&interfaces.SwInterfaceDump{SwIfIndex: all},
 		&ip.IPTableDump{},
 		&af_packet.AfPacketDump{},
-		&tapv2.SwInterfaceTapV2Dump{SwIfIndex: interface_types.InterfaceIndex(noIndex)},
+		&tapv2.SwInterfaceTapV2Dump{SwIfIndex: all},
+		&ip.IPUnnumberedDump{SwIfIndex: all},
+		&ip_neighbor.IPNeighborDump{SwIfIndex: all, Af: ip_types.ADDRESS_IP4},
+		&ip_neighbor.IPNeighborDump{SwIfIndex: all, Af: ip_types.ADDRESS_IP6},
 	}
+	const (
+		resUnnumbered = 4
+		resNeigh4     = 5
+		resNeigh6     = 6
+		resVxlan      = 7
+	)
 	if d.vxlanErr == nil {
 		reqs = append(reqs, &vxlan.VxlanTunnelV2Dump{SwIfIndex: interface_types.InterfaceIndex(noIndex)})
 	}
@@ -129,10 +139,19 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 	}
 	tunnels := map[uint32]*vxlan.VxlanTunnelV2Details{}
 	if d.vxlanErr == nil {
-		for _, m := range res[4] {
+		for _, m := range res[resVxlan] {
 			r := m.(*vxlan.VxlanTunnelV2Details)
 			tunnels[uint32(r.SwIfIndex)] = r
 		}
+	}
+	decap, err := d.decapNexts(ctx, len(tunnels) > 0)
+	if err != nil {
+		return nil, err
+	}
+	unnumbered := map[uint32]uint32{}
+	for _, m := range res[resUnnumbered] {
+		r := m.(*ip.IPUnnumberedDetails)
+		unnumbered[uint32(r.SwIfIndex)] = uint32(r.IPSwIfIndex)
 	}
 
 	// Owned interfaces.
@@ -148,6 +167,8 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 			continue
 		}
 		name := strings.TrimPrefix(r.Tag, prefix)
+		adopted := strings.HasPrefix(name, adoptedMark)
+		name = strings.TrimPrefix(name, adoptedMark)
 		v := &ifaceVal{name: name, enabled: r.Flags&interface_types.IF_STATUS_API_FLAG_ADMIN_UP != 0}
 		var want *ifaceVal
 		if it := d.items[model.InterfaceKey(name)]; it != nil {
@@ -159,7 +180,14 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 		if want == nil {
 			want = &ifaceVal{}
 		}
-		switch r.InterfaceDevType {
+		devType := r.InterfaceDevType
+		if adopted {
+			devType = "" // never created by the driver: adopted, whatever it is
+		}
+		switch devType {
+		case "":
+			v.typ = model.Interface_EXISTING
+			v.link.existing = r.InterfaceName
 		case "Loopback":
 			v.typ = model.Interface_LOOPBACK
 		case "af-packet":
@@ -173,7 +201,25 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 				if want.link.tapHost != "" {
 					v.link.tapHost = t.HostIfName
 				}
+				if want.link.tapNS != "" {
+					v.link.tapNS = t.HostNamespace
+					if netnsPath(t.HostNamespace) == netnsPath(want.link.tapNS) {
+						v.link.tapNS = want.link.tapNS // a name and its path are one namespace
+					}
+				}
+				if want.link.tapHasMAC {
+					v.link.tapHostMAC, v.link.tapHasMAC = t.HostMacAddr, true
+				}
+				if t.HostIP4Prefix.Len != 0 || t.HostIP4Prefix.Address != (ip_types.IP4Address{}) {
+					v.link.tapIP4 = netip.PrefixFrom(netip.AddrFrom4(t.HostIP4Prefix.Address), int(t.HostIP4Prefix.Len))
+				}
+				if t.HostIP6Prefix.Len != 0 || t.HostIP6Prefix.Address != (ip_types.IP6Address{}) {
+					v.link.tapIP6 = netip.PrefixFrom(netip.AddrFrom16(t.HostIP6Prefix.Address), int(t.HostIP6Prefix.Len))
+				}
 			}
+			// VPP does not report the host gateways: take them from the
+			// driver's record.
+			v.link.tapGW4, v.link.tapGW6 = want.link.tapGW4, want.link.tapGW6
 		case "memif":
 			v.typ = model.Interface_MEMIF
 			v.link.memifSocket = defaultMemifSocket
@@ -192,6 +238,13 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 			if t := tunnels[uint32(r.SwIfIndex)]; t != nil {
 				v.link.vxSrc, v.link.vxDst = vppconv.AddrOf(t.SrcAddress), vppconv.AddrOf(t.DstAddress)
 				v.link.vni, v.link.encapVrf = t.Vni, t.EncapVrfID
+				switch t.DecapNextIndex {
+				case decap[decapKey{v.link.vxSrc.Is6(), false}]:
+				case decap[decapKey{v.link.vxSrc.Is6(), true}]:
+					v.link.vxPayload6 = true
+				default:
+					v.link.vxBadDecap = true // not a routed tunnel of ours: re-created
+				}
 			} else {
 				v.typ = model.Interface_TYPE_UNSPECIFIED
 			}
@@ -204,6 +257,27 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 		o := &ownedIf{sw: uint32(r.SwIfIndex), v: v}
 		owned = append(owned, o)
 		swName[o.sw] = name
+	}
+
+	for _, o := range owned {
+		if src, ok := unnumbered[o.sw]; ok {
+			name, known := swName[src]
+			if !known {
+				name = fmt.Sprintf("#sw_if_index=%d", src) // not ours: never equal to a desired source
+			}
+			o.v.unnumbered = name
+		}
+	}
+
+	// Static neighbors on owned interfaces.
+	for _, m := range append(res[resNeigh4], res[resNeigh6]...) {
+		n := m.(*ip_neighbor.IPNeighborDetails).Neighbor
+		name, ok := swName[uint32(n.SwIfIndex)]
+		if !ok || n.Flags&ip_neighbor.IP_API_NEIGHBOR_FLAG_STATIC == 0 {
+			continue // foreign interface, or learnt (ARP / neighbor discovery)
+		}
+		ip := vppconv.AddrOf(n.IPAddress)
+		out[model.IPNeighborKey(name, ip)] = found{value: newNeighbor(name, ip, n.MacAddress)}
 	}
 
 	// Their addresses and VRF bindings.
@@ -294,14 +368,15 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 	for i, tk := range tables {
 		for _, m := range routes[i] {
 			r := m.(*ip.IPRouteDetails).Route
-			v, ok := d.routeFromVPP(r, tk.id, swName, func(p netip.Prefix, sw uint32) bool { return connected[conn{sw, p}] })
+			v, hostEntry, ok := d.routeFromVPP(r, tk.id, swName, func(p netip.Prefix, sw uint32) bool { return connected[conn{sw, p}] })
 			if !ok {
 				continue
 			}
 			key := model.RouteKey(tk.id, v.dst)
 			it := d.items[key]
-			if !ownedTable[tk] && (it == nil || (it.have == nil && it.want == nil)) {
-				continue // foreign
+			known := it != nil && (it.have != nil || it.want != nil)
+			if !known && (hostEntry || !ownedTable[tk]) {
+				continue // foreign, or an entry VPP made for a neighbor or a tracked address
 			}
 			out[key] = found{value: v.finish()}
 		}
@@ -315,28 +390,41 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 }
 
 // routeFromVPP converts a dumped route, or reports false for entries VPP
-// makes itself (special, connected, local, drop, next-hop resolution).
-// The result is not finished (see routeVal.finish).
-func (d *Driver) routeFromVPP(r ip.IPRoute, table uint32, swName map[uint32]string, isConnected func(netip.Prefix, uint32) bool) (*routeVal, bool) {
+// makes itself (special, connected, local, drop). The result is not
+// finished (see routeVal.finish).
+//
+// A host prefix whose paths go through an interface to the prefix's own
+// address is how VPP reports an attached host route (an attached next
+// hop), but also the host entries it makes for IP neighbors and for
+// resolving next hops: it is converted to the attached route, and
+// hostEntry tells the caller that it is the driver's only if the driver
+// knows the key.
+func (d *Driver) routeFromVPP(r ip.IPRoute, table uint32, swName map[uint32]string, isConnected func(netip.Prefix, uint32) bool) (v *routeVal, hostEntry, ok bool) {
 	p := vppconv.PrefixOf(r.Prefix)
 	if !p.IsValid() || p.Masked() != p || len(r.Paths) == 0 {
-		return nil, false
+		return nil, false, false
 	}
 	v6 := p.Addr().Is6()
-	v := &routeVal{vrf: table, dst: p, paths: make([]pathVal, 0, len(r.Paths))}
+	v = &routeVal{vrf: table, dst: p, paths: make([]pathVal, 0, len(r.Paths))}
 	for _, fp := range r.Paths {
 		if fp.Type != fib_types.FIB_API_PATH_TYPE_NORMAL {
-			return nil, false
+			return nil, false, false
 		}
 		nh := vppconv.UnionAddr(fp.Nh.Address, v6)
 		if fp.SwIfIndex == noIndex && nh.IsUnspecified() {
-			return nil, false
+			return nil, false, false
 		}
 		if nh.IsUnspecified() && isConnected(p, fp.SwIfIndex) {
-			return nil, false
+			return nil, false, false
 		}
 		if p.IsSingleIP() && nh == p.Addr() {
-			return nil, false
+			if fp.SwIfIndex == noIndex {
+				return nil, false, false
+			}
+			nh, hostEntry = netip.IPv4Unspecified(), true
+			if v6 {
+				nh = netip.IPv6Unspecified()
+			}
 		}
 		pv := pathVal{weight: max(fp.Weight, 1)}
 		if !nh.IsUnspecified() {
@@ -351,5 +439,43 @@ func (d *Driver) routeFromVPP(r ip.IPRoute, table uint32, swName map[uint32]stri
 		}
 		v.paths = append(v.paths, pv)
 	}
-	return v, true
+	return v, hostEntry, true
+}
+
+// netnsPath is the path VPP opens for a tap's host namespace (a name is
+// looked up under /var/run/netns).
+func netnsPath(ns string) string {
+	if strings.HasPrefix(ns, "/") {
+		return ns
+	}
+	return "/var/run/netns/" + ns
+}
+
+// decapKey selects a next node of vxlan4-input (v6: vxlan6-input):
+// ip4-input, or ip6-input for payload6.
+type decapKey struct{ v6, payload6 bool }
+
+// decapNexts asks VPP (get_next_index, read-only) for the next indexes
+// of ip4-input and ip6-input from the VXLAN decap nodes: a routed tunnel's
+// decap-next tells its payload family. Nodes that are not (yet) nexts
+// get ~0. Without tunnels (need false) it asks nothing.
+func (d *Driver) decapNexts(ctx context.Context, need bool) (map[decapKey]uint32, error) {
+	out := map[decapKey]uint32{}
+	if !need {
+		return out, nil
+	}
+	var calls []call
+	for _, k := range []decapKey{{false, false}, {false, true}, {true, false}, {true, true}} {
+		node, next := vxlanNodes(k.v6, k.payload6)
+		out[k] = noIndex
+		calls = append(calls, call{req: &vlib.GetNextIndex{NodeName: node, NextName: next}, done: func(rep api.Message, err error) {
+			if err == nil {
+				out[k] = rep.(*vlib.GetNextIndexReply).NextIndex
+			}
+		}})
+	}
+	if err := d.cl.pipeline(ctx, calls); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -40,6 +40,7 @@ type item struct {
 	retryIdx  int                         // index in Driver.retries; -1 if none
 
 	waitingOn []string // the missing dependencies it is parked on
+	dropped   bool     // a commit deleted the key (not only: no commit mentioned it)
 
 	queued    bool   // in Driver.dirty
 	pubQueued bool   // in Driver.pubq
@@ -90,7 +91,7 @@ func (d *Driver) markPubLocked(it *item) {
 
 // setWantLocked makes v (parsed from msg) the desired value.
 func (d *Driver) setWantLocked(it *item, msg proto.Message, v value) {
-	it.msg = msg
+	it.msg, it.dropped = msg, false
 	if it.want != nil && (it.want == v || it.want.equal(v)) {
 		return // the same value in another message
 	}
@@ -101,13 +102,13 @@ func (d *Driver) setWantLocked(it *item, msg proto.Message, v value) {
 // setBadLocked records that the committed value of the key is invalid:
 // the key has no desired value VPP can hold (its object is removed).
 func (d *Driver) setBadLocked(it *item, msg proto.Message, err error) {
-	it.msg, it.want, it.bad = msg, nil, err
+	it.msg, it.want, it.bad, it.dropped = msg, nil, err, false
 	d.wantChangedLocked(it)
 }
 
-// clearWantLocked makes the key not desired.
+// clearWantLocked makes the key not desired (a commit deleted it).
 func (d *Driver) clearWantLocked(it *item) {
-	it.msg, it.want, it.bad = nil, nil, nil
+	it.msg, it.want, it.bad, it.dropped = nil, nil, nil, true
 	d.wantChangedLocked(it)
 	d.forgetLocked(it)
 }

@@ -36,6 +36,7 @@ const (
 	kindVrf kind = iota
 	kindNatGlobal
 	kindInterface
+	kindNeighbor
 	kindRoute
 	kindNat // NAT44 interfaces, pools and mappings
 	numKinds
@@ -50,6 +51,8 @@ func kindOf(key string) kind {
 		return kindNatGlobal
 	case strings.HasPrefix(key, model.InterfaceKeyPrefix):
 		return kindInterface
+	case strings.HasPrefix(key, model.IPNeighborKeyPrefix):
+		return kindNeighbor
 	case strings.HasPrefix(key, model.Nat44KeyPrefix):
 		return kindNat
 	}
@@ -66,6 +69,8 @@ func parseValue(msg proto.Message) (value, error) {
 		return newVrf(m.GetId(), m.GetProtocol() == model.VrfTable_IPV6, m.GetLabel()), nil
 	case *model.Route:
 		return parseRoute(m)
+	case *model.IPNeighbor:
+		return parseNeighbor(m)
 	case *model.Nat44Global:
 		return &natGlobalVal{sessions: cmp.Or(m.GetSessions(), natDefaultSessions), forwarding: m.GetForwarding()}, nil
 	case *model.Nat44Interface:
@@ -95,7 +100,7 @@ func needsRecreate(old, new value) bool {
 		// new table.
 		n, ok := new.(*vrfVal)
 		return !ok || *o != *n
-	case *routeVal:
+	case *routeVal, *neighborVal:
 		return false // changed in place
 	case *natIfaceVal:
 		// inside and outside change in place; VPP refuses them on an
@@ -135,9 +140,20 @@ type ifaceLink struct {
 
 	tapHost      string // TAP
 	tapRx, tapTx uint32
+	tapNS        string // host namespace, "" for VPP's
+	tapHostMAC   ethernet_types.MacAddress
+	tapHasMAC    bool
+	tapIP4       netip.Prefix // invalid if not set
+	tapIP6       netip.Prefix
+	tapGW4       netip.Addr
+	tapGW6       netip.Addr
 
 	vxSrc, vxDst  netip.Addr // VXLAN_TUNNEL
 	vni, encapVrf uint32
+	vxPayload6    bool // the tunnel carries IPv6 (decap-next ip6-input)
+	vxBadDecap    bool // read back: the decap-next is neither ip4-input nor ip6-input
+
+	existing string // EXISTING: VPP's name of the adopted interface
 
 	memifMaster         bool // MEMIF
 	memifID             uint32
@@ -147,16 +163,18 @@ type ifaceLink struct {
 }
 
 type ifaceVal struct {
-	name    string
-	typ     model.Interface_Type
-	enabled bool
-	hasMAC  bool
-	mac     ethernet_types.MacAddress
-	addrs   []netip.Prefix // sorted by address; host bits kept
-	vrf     uint32
-	vrf6    uint32
-	link    ifaceLink
-	depKeys []string
+	name       string
+	typ        model.Interface_Type
+	enabled    bool
+	hasMAC     bool
+	mac        ethernet_types.MacAddress
+	addrs      []netip.Prefix // sorted by address; host bits kept
+	vrf        uint32
+	vrf6       uint32
+	unnumbered string // logical name of the address source, "" if none
+	unnumKey   string // its key
+	link       ifaceLink
+	depKeys    []string
 }
 
 func (v *ifaceVal) kind() kind     { return kindInterface }
@@ -166,7 +184,7 @@ func (v *ifaceVal) vxlanV6() bool  { return v.link.vxSrc.Is6() }
 func (v *ifaceVal) equal(o value) bool {
 	w := o.(*ifaceVal)
 	return v.name == w.name && v.typ == w.typ && v.enabled == w.enabled && v.hasMAC == w.hasMAC && v.mac == w.mac &&
-		v.vrf == w.vrf && v.vrf6 == w.vrf6 && v.link == w.link && slices.Equal(v.addrs, w.addrs)
+		v.vrf == w.vrf && v.vrf6 == w.vrf6 && v.link == w.link && v.unnumbered == w.unnumbered && slices.Equal(v.addrs, w.addrs)
 }
 
 func cmpPrefix(a, b netip.Prefix) int {
@@ -186,6 +204,11 @@ func (v *ifaceVal) finish() *ifaceVal {
 	if v.vrf6 != 0 {
 		deps.add(model.VrfTableKey(model.VrfTable_IPV6, v.vrf6))
 	}
+	v.unnumKey = ""
+	if v.unnumbered != "" {
+		v.unnumKey = model.InterfaceKey(v.unnumbered)
+		deps.add(v.unnumKey)
+	}
 	v.depKeys = deps
 	return v
 }
@@ -198,7 +221,8 @@ func protoOf(v6 bool) model.VrfTable_Protocol {
 }
 
 func parseInterface(m *model.Interface) (*ifaceVal, error) {
-	v := &ifaceVal{name: m.GetName(), typ: m.GetType(), enabled: m.GetEnabled(), vrf: m.GetVrf(), vrf6: m.GetIpv6Vrf()}
+	v := &ifaceVal{name: m.GetName(), typ: m.GetType(), enabled: m.GetEnabled(), vrf: m.GetVrf(), vrf6: m.GetIpv6Vrf(),
+		unnumbered: m.GetUnnumbered()}
 	if s := m.GetMacAddress(); s != "" {
 		mac, err := model.ParseMAC(s)
 		if err != nil {
@@ -217,9 +241,11 @@ func parseInterface(m *model.Interface) (*ifaceVal, error) {
 	case model.Interface_AF_PACKET:
 		v.link.afpHost = m.GetAfPacket().GetHostIfName()
 	case model.Interface_TAP:
-		t := m.GetTap()
-		v.link.tapHost = t.GetHostIfName()
-		v.link.tapRx, v.link.tapTx = cmp.Or(t.GetRxRingSize(), 256), cmp.Or(t.GetTxRingSize(), 256)
+		if err := parseTap(m.GetTap(), &v.link); err != nil {
+			return nil, err
+		}
+	case model.Interface_EXISTING:
+		v.link.existing = m.GetExisting().GetVppName()
 	case model.Interface_VXLAN_TUNNEL:
 		x := m.GetVxlan()
 		src, err := netip.ParseAddr(x.GetSrcAddress())
@@ -231,6 +257,13 @@ func parseInterface(m *model.Interface) (*ifaceVal, error) {
 			return nil, err
 		}
 		v.link.vxSrc, v.link.vxDst, v.link.vni, v.link.encapVrf = src, dst, x.GetVni(), x.GetEncapVrf()
+		switch x.GetPayload() {
+		case model.VxlanLink_PAYLOAD_IPV4:
+		case model.VxlanLink_PAYLOAD_IPV6:
+			v.link.vxPayload6 = true
+		default:
+			v.link.vxPayload6 = src.Is6()
+		}
 	case model.Interface_MEMIF:
 		x := m.GetMemif()
 		v.link.memifMaster, v.link.memifID, v.link.memifSecret = x.GetMaster(), x.GetId(), x.GetSecret()
@@ -240,8 +273,44 @@ func parseInterface(m *model.Interface) (*ifaceVal, error) {
 	return v.finish(), nil
 }
 
+// parseTap fills the tap attributes of l.
+func parseTap(t *model.TapLink, l *ifaceLink) error {
+	l.tapHost, l.tapNS = t.GetHostIfName(), t.GetHostNamespace()
+	l.tapRx, l.tapTx = cmp.Or(t.GetRxRingSize(), 256), cmp.Or(t.GetTxRingSize(), 256)
+	if s := t.GetHostMacAddress(); s != "" {
+		mac, err := model.ParseMAC(s)
+		if err != nil {
+			return err
+		}
+		l.tapHostMAC, l.tapHasMAC = mac, true
+	}
+	for _, a := range t.GetHostIpAddresses() {
+		p, err := netip.ParsePrefix(a)
+		if err != nil {
+			return err
+		}
+		if p.Addr().Is4() {
+			l.tapIP4 = p
+		} else {
+			l.tapIP6 = p
+		}
+	}
+	for _, g := range t.GetHostGateways() {
+		a, err := netip.ParseAddr(g)
+		if err != nil {
+			return err
+		}
+		if a.Is4() {
+			l.tapGW4 = a
+		} else {
+			l.tapGW6 = a
+		}
+	}
+	return nil
+}
+
 func (v *ifaceVal) message() proto.Message {
-	m := &model.Interface{Name: v.name, Type: v.typ, Enabled: v.enabled, Vrf: v.vrf, Ipv6Vrf: v.vrf6}
+	m := &model.Interface{Name: v.name, Type: v.typ, Enabled: v.enabled, Vrf: v.vrf, Ipv6Vrf: v.vrf6, Unnumbered: v.unnumbered}
 	if v.hasMAC {
 		m.MacAddress = v.mac.String()
 	}
@@ -253,9 +322,30 @@ func (v *ifaceVal) message() proto.Message {
 	case model.Interface_AF_PACKET:
 		m.AfPacket = &model.AfPacketLink{HostIfName: l.afpHost}
 	case model.Interface_TAP:
-		m.Tap = &model.TapLink{HostIfName: l.tapHost, RxRingSize: l.tapRx, TxRingSize: l.tapTx}
+		t := &model.TapLink{HostIfName: l.tapHost, RxRingSize: l.tapRx, TxRingSize: l.tapTx, HostNamespace: l.tapNS}
+		if l.tapHasMAC {
+			t.HostMacAddress = l.tapHostMAC.String()
+		}
+		for _, p := range []netip.Prefix{l.tapIP4, l.tapIP6} {
+			if p.IsValid() {
+				t.HostIpAddresses = append(t.HostIpAddresses, p.String())
+			}
+		}
+		for _, a := range []netip.Addr{l.tapGW4, l.tapGW6} {
+			if a.IsValid() {
+				t.HostGateways = append(t.HostGateways, a.String())
+			}
+		}
+		m.Tap = t
+	case model.Interface_EXISTING:
+		m.Existing = &model.ExistingLink{VppName: l.existing}
 	case model.Interface_VXLAN_TUNNEL:
-		m.Vxlan = &model.VxlanLink{SrcAddress: l.vxSrc.String(), DstAddress: l.vxDst.String(), Vni: l.vni, EncapVrf: l.encapVrf}
+		payload := model.VxlanLink_PAYLOAD_IPV4
+		if l.vxPayload6 {
+			payload = model.VxlanLink_PAYLOAD_IPV6
+		}
+		m.Vxlan = &model.VxlanLink{SrcAddress: l.vxSrc.String(), DstAddress: l.vxDst.String(), Vni: l.vni, EncapVrf: l.encapVrf,
+			Payload: payload}
 	case model.Interface_MEMIF:
 		m.Memif = &model.MemifLink{Master: l.memifMaster, Id: l.memifID, SocketFilename: l.memifSocket,
 			RingSize: l.memifRing, BufferSize: l.memifBuf, Secret: l.memifSecret}
@@ -337,6 +427,11 @@ func parseRoute(m *model.Route) (*routeVal, error) {
 				return nil, err
 			}
 		}
+		if pv.iface != "" && dst.IsSingleIP() && pv.nh == dst.Addr() {
+			// A host route via an interface to its own address is the
+			// attached host route (VPP makes both an attached next hop).
+			pv.nh = netip.Addr{}
+		}
 		v.paths = append(v.paths, pv)
 	}
 	return v.finish(), nil
@@ -355,6 +450,42 @@ func (v *routeVal) message() proto.Message {
 		m.Paths = append(m.Paths, mp)
 	}
 	return m
+}
+
+// ---- IP neighbors
+
+type neighborVal struct {
+	iface   string
+	ip      netip.Addr
+	mac     ethernet_types.MacAddress
+	depKeys []string // the interface
+}
+
+func newNeighbor(iface string, ip netip.Addr, mac ethernet_types.MacAddress) *neighborVal {
+	return &neighborVal{iface: iface, ip: ip, mac: mac, depKeys: []string{model.InterfaceKey(iface)}}
+}
+
+func (v *neighborVal) kind() kind     { return kindNeighbor }
+func (v *neighborVal) deps() []string { return v.depKeys }
+func (v *neighborVal) ifKey() string  { return v.depKeys[0] }
+func (v *neighborVal) equal(o value) bool {
+	w := o.(*neighborVal)
+	return v.iface == w.iface && v.ip == w.ip && v.mac == w.mac
+}
+func (v *neighborVal) message() proto.Message {
+	return &model.IPNeighbor{Interface: v.iface, IpAddress: v.ip.String(), MacAddress: v.mac.String()}
+}
+
+func parseNeighbor(m *model.IPNeighbor) (*neighborVal, error) {
+	ip, err := netip.ParseAddr(m.GetIpAddress())
+	if err != nil {
+		return nil, err
+	}
+	mac, err := model.ParseMAC(m.GetMacAddress())
+	if err != nil {
+		return nil, err
+	}
+	return newNeighbor(m.GetInterface(), ip, mac), nil
 }
 
 // ---- NAT44-ED

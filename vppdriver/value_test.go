@@ -19,6 +19,7 @@ var fuzzKinds = []func() proto.Message{
 	func() proto.Message { return &model.Nat44StaticMapping{} },
 	func() proto.Message { return &model.Nat44IdentityMapping{} },
 	func() proto.Message { return &model.Nat44LbStaticMapping{} },
+	func() proto.Message { return &model.IPNeighbor{} },
 }
 
 // FuzzParseValue: every message that model validation accepts converts
@@ -34,6 +35,15 @@ func FuzzParseValue(f *testing.F) {
 		&model.Interface{Name: "m", Type: model.Interface_MEMIF, Memif: &model.MemifLink{Id: 3, RingSize: 2048}},
 		&model.Interface{Name: "t", Type: model.Interface_TAP, Tap: &model.TapLink{HostIfName: "h"}},
 		&model.Interface{Name: "p", Type: model.Interface_AF_PACKET, AfPacket: &model.AfPacketLink{HostIfName: "veth0"}},
+		&model.Interface{Name: "t2", Type: model.Interface_TAP, Unnumbered: "a", Tap: &model.TapLink{HostIfName: "eth0",
+			HostNamespace: "/var/run/netns/p", HostMacAddress: "02:00:00:00:00:01", HostIpAddresses: []string{"10.1.1.2/32", "fd00::2/128"},
+			HostGateways: []string{"10.1.1.1"}}},
+		&model.Interface{Name: "u", Type: model.Interface_EXISTING, Existing: &model.ExistingLink{VppName: "GigabitEthernet0/8/0"},
+			IpAddresses: []string{"192.168.16.1/24"}},
+		&model.Interface{Name: "vx6", Type: model.Interface_VXLAN_TUNNEL, Unnumbered: "a",
+			Vxlan: &model.VxlanLink{SrcAddress: "10.0.0.1", DstAddress: "10.0.0.2", Vni: 8, Payload: model.VxlanLink_PAYLOAD_IPV6}},
+		&model.IPNeighbor{Interface: "vx6", IpAddress: "fe80::2", MacAddress: "02:00:00:00:00:02"},
+		&model.Route{DstNetwork: "10.1.1.2/32", Paths: []*model.Path{{OutgoingInterface: "p", NextHop: "10.1.1.2"}}},
 		&model.VrfTable{Id: 5, Protocol: model.VrfTable_IPV6, Label: "x"},
 		&model.Route{Vrf: 1, DstNetwork: "10.1.0.0/16", Paths: []*model.Path{{OutgoingInterface: "a", NextHop: "10.0.0.2", Weight: 1}, {NextHop: "10.0.0.3", Weight: 5}}},
 		&model.Nat44Global{Sessions: 100},

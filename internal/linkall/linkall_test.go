@@ -48,6 +48,8 @@ import (
 	_ "github.com/vswitchkit/vswitchkit/svcprocessor/svcprocessortest"
 	_ "github.com/vswitchkit/vswitchkit/vppdriver"
 	vppmodel "github.com/vswitchkit/vswitchkit/vppdriver/model"
+	_ "github.com/vswitchkit/vswitchkit/vppdriver/nodeconn"
+	_ "github.com/vswitchkit/vswitchkit/vppdriver/podconn"
 	_ "github.com/vswitchkit/vswitchkit/vppdriver/svcnat"
 	_ "github.com/vswitchkit/vswitchkit/vppdriver/vppdrivertest"
 	_ "github.com/vswitchkit/vswitchkit/vppdriver/vppsim"

@@ -6,6 +6,7 @@
 //	vpp/interface/<name>               Interface
 //	vpp/vrf/<ipv4|ipv6>/<id>           VrfTable
 //	vpp/route/<vrf>/<dst network>      Route (e.g. vpp/route/0/10.2.0.0/16)
+//	vpp/neighbor/<interface>/<ip>      IPNeighbor (e.g. vpp/neighbor/vxlan-2/192.168.30.2)
 //	vpp/nat44/global                   Nat44Global (NAT44-ED plugin enabled)
 //	vpp/nat44/interface/<name>         Nat44Interface
 //	vpp/nat44/pool/<first>-<last>[/twice-nat]        Nat44AddressPool

@@ -15,9 +15,10 @@ const KeyRoot = "vpp/"
 
 // Key prefixes of the model kinds.
 const (
-	InterfaceKeyPrefix = KeyRoot + "interface/"
-	VrfTableKeyPrefix  = KeyRoot + "vrf/"
-	RouteKeyPrefix     = KeyRoot + "route/"
+	InterfaceKeyPrefix  = KeyRoot + "interface/"
+	VrfTableKeyPrefix   = KeyRoot + "vrf/"
+	RouteKeyPrefix      = KeyRoot + "route/"
+	IPNeighborKeyPrefix = KeyRoot + "neighbor/"
 )
 
 // ErrInvalid is wrapped by every validation and key-parsing error.
@@ -40,6 +41,12 @@ func RouteKey(vrf uint32, dst netip.Prefix) string {
 	return RouteKeyPrefix + strconv.FormatUint(uint64(vrf), 10) + "/" + dst.Masked().String()
 }
 
+// IPNeighborKey returns the key of the static neighbor ip on the interface
+// with the given logical name.
+func IPNeighborKey(iface string, ip netip.Addr) string {
+	return IPNeighborKeyPrefix + iface + "/" + ip.String()
+}
+
 func protoName(p VrfTable_Protocol) string {
 	if p == VrfTable_IPV6 {
 		return "ipv6"
@@ -60,6 +67,9 @@ func KeyOf(msg proto.Message) (string, error) {
 	case *Route:
 		p, _ := netip.ParsePrefix(m.GetDstNetwork())
 		return RouteKey(m.GetVrf(), p), nil
+	case *IPNeighbor:
+		ip, _ := netip.ParseAddr(m.GetIpAddress())
+		return IPNeighborKey(m.GetInterface(), ip), nil
 	case *Nat44Global, *Nat44Interface, *Nat44AddressPool, *Nat44StaticMapping, *Nat44IdentityMapping, *Nat44LbStaticMapping:
 		return natKey(m)
 	}
@@ -88,6 +98,8 @@ func NewValueForKey(key string) (proto.Message, error) {
 		return &VrfTable{}, nil
 	case strings.HasPrefix(key, RouteKeyPrefix):
 		return &Route{}, nil
+	case strings.HasPrefix(key, IPNeighborKeyPrefix):
+		return &IPNeighbor{}, nil
 	case key == Nat44GlobalKey:
 		return &Nat44Global{}, nil
 	case strings.HasPrefix(key, Nat44InterfaceKeyPrefix):
@@ -125,6 +137,8 @@ func Validate(msg proto.Message) error {
 		return nil
 	case *Route:
 		return validateRoute(m)
+	case *IPNeighbor:
+		return validateNeighbor(m)
 	case *Nat44Global, *Nat44Interface, *Nat44AddressPool, *Nat44StaticMapping, *Nat44IdentityMapping, *Nat44LbStaticMapping:
 		if _, err := natKey(m); err != nil {
 			return invalid("%v", err)
@@ -138,13 +152,22 @@ func Validate(msg proto.Message) error {
 // VPP's 64-byte interface tag.
 const MaxInterfaceNameLen = 56
 
+// validName reports whether name can be an Interface name: 1 to
+// MaxInterfaceNameLen bytes without '/', '=' or white space.
+func validName(name string) bool {
+	return name != "" && len(name) <= MaxInterfaceNameLen && !strings.ContainsAny(name, "/= \t\n")
+}
+
+// MaxHostIfNameLen bounds Linux interface names (IFNAMSIZ - 1).
+const MaxHostIfNameLen = 15
+
 func validateInterface(m *Interface) error {
 	if m == nil {
 		return invalid("nil interface")
 	}
 	name := m.GetName()
-	if name == "" || len(name) > MaxInterfaceNameLen || strings.ContainsAny(name, "/ \t\n") {
-		return invalid("interface name %q must be 1-%d bytes without '/' or spaces", name, MaxInterfaceNameLen)
+	if !validName(name) {
+		return invalid("interface name %q must be 1-%d bytes without '/', '=' or spaces", name, MaxInterfaceNameLen)
 	}
 	switch m.GetType() {
 	case Interface_LOOPBACK:
@@ -153,6 +176,9 @@ func validateInterface(m *Interface) error {
 			return invalid("interface %q: af_packet needs af_packet.host_if_name", name)
 		}
 	case Interface_TAP:
+		if err := validateTap(m.GetTap()); err != nil {
+			return invalid("interface %q: %v", name, err)
+		}
 	case Interface_MEMIF:
 		mm := m.GetMemif()
 		if rs := mm.GetRingSize(); rs != 0 && (rs&(rs-1) != 0 || rs > 1<<16) {
@@ -165,12 +191,28 @@ func validateInterface(m *Interface) error {
 		if err := validateVxlan(m.GetVxlan()); err != nil {
 			return invalid("interface %q: %v", name, err)
 		}
+	case Interface_EXISTING:
+		vn := m.GetExisting().GetVppName()
+		if vn == "" || len(vn) > 63 {
+			return invalid("interface %q: an existing interface needs existing.vpp_name (1-63 bytes)", name)
+		}
+		if m.GetMacAddress() != "" {
+			return invalid("interface %q: the MAC address of an existing interface is not set by the driver", name)
+		}
 	default:
 		return invalid("interface %q: unsupported type %v", name, m.GetType())
 	}
 	if mac := m.GetMacAddress(); mac != "" {
 		if _, err := ParseMAC(mac); err != nil {
 			return invalid("interface %q: %v", name, err)
+		}
+	}
+	if u := m.GetUnnumbered(); u != "" {
+		if !validName(u) || u == name {
+			return invalid("interface %q: unnumbered %q must name another interface", name, u)
+		}
+		if len(m.GetIpAddresses()) > 0 {
+			return invalid("interface %q: an unnumbered interface has no addresses of its own", name)
 		}
 	}
 	seen := map[netip.Addr]bool{}
@@ -183,6 +225,67 @@ func validateInterface(m *Interface) error {
 			return invalid("interface %q: address %s given twice", name, p.Addr())
 		}
 		seen[p.Addr()] = true
+	}
+	return nil
+}
+
+func validateTap(t *TapLink) error {
+	if len(t.GetHostIfName()) > MaxHostIfNameLen || strings.ContainsAny(t.GetHostIfName(), "/ \t\n") {
+		return fmt.Errorf("tap host_if_name %q must be at most %d bytes without '/' or spaces", t.GetHostIfName(), MaxHostIfNameLen)
+	}
+	if len(t.GetHostNamespace()) > 63 {
+		return fmt.Errorf("tap host_namespace %q is longer than 63 bytes", t.GetHostNamespace())
+	}
+	if mac := t.GetHostMacAddress(); mac != "" {
+		if _, err := ParseMAC(mac); err != nil {
+			return fmt.Errorf("tap host_mac_address: %v", err)
+		}
+	}
+	var fam [2]bool
+	for _, a := range t.GetHostIpAddresses() {
+		p, err := netip.ParsePrefix(a)
+		if err != nil {
+			return fmt.Errorf("tap host address %q: %v", a, err)
+		}
+		if fam[famOf(p.Addr())] {
+			return fmt.Errorf("tap host addresses: at most one of each family")
+		}
+		fam[famOf(p.Addr())] = true
+	}
+	fam = [2]bool{}
+	for _, g := range t.GetHostGateways() {
+		a, err := netip.ParseAddr(g)
+		if err != nil {
+			return fmt.Errorf("tap host gateway %q: %v", g, err)
+		}
+		if fam[famOf(a)] {
+			return fmt.Errorf("tap host gateways: at most one of each family")
+		}
+		fam[famOf(a)] = true
+	}
+	return nil
+}
+
+func famOf(a netip.Addr) int {
+	if a.Is4() {
+		return 0
+	}
+	return 1
+}
+
+func validateNeighbor(m *IPNeighbor) error {
+	if m == nil {
+		return invalid("nil ip neighbor")
+	}
+	if !validName(m.GetInterface()) {
+		return invalid("ip neighbor: interface %q is not a valid interface name", m.GetInterface())
+	}
+	ip, err := netip.ParseAddr(m.GetIpAddress())
+	if err != nil || ip.Zone() != "" || ip.Is4In6() {
+		return invalid("ip neighbor on %q: ip_address %q is not an IPv4 or IPv6 address", m.GetInterface(), m.GetIpAddress())
+	}
+	if _, err := ParseMAC(m.GetMacAddress()); err != nil {
+		return invalid("ip neighbor %s on %q: %v", ip, m.GetInterface(), err)
 	}
 	return nil
 }
@@ -255,6 +358,9 @@ func validateVxlan(v *VxlanLink) error {
 	}
 	if v.GetVni() >= 1<<24 {
 		return fmt.Errorf("vxlan vni %d does not fit 24 bits", v.GetVni())
+	}
+	if _, ok := VxlanLink_Payload_name[int32(v.GetPayload())]; !ok {
+		return fmt.Errorf("vxlan payload %d is unknown", v.GetPayload())
 	}
 	return nil
 }

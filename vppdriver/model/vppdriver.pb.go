@@ -87,6 +87,14 @@ const (
 	Interface_VXLAN_TUNNEL Interface_Type = 4
 	// Shared-memory interface to another VPP or a user-space application.
 	Interface_MEMIF Interface_Type = 5
+	// An interface that VPP has without the driver creating it: a NIC
+	// under DPDK, or one made by VPP's startup configuration. The driver
+	// adopts it by its VPP name (existing.vpp_name) and configures it
+	// (admin state, addresses, unnumbered, VRF binding; not its MAC), and
+	// never deletes it: when the key goes, the driver takes that
+	// configuration back (no addresses, table 0, admin down) and leaves
+	// the interface.
+	Interface_EXISTING Interface_Type = 6
 )
 
 // Enum value maps for Interface_Type.
@@ -98,6 +106,7 @@ var (
 		3: "TAP",
 		4: "VXLAN_TUNNEL",
 		5: "MEMIF",
+		6: "EXISTING",
 	}
 	Interface_Type_value = map[string]int32{
 		"TYPE_UNSPECIFIED": 0,
@@ -106,6 +115,7 @@ var (
 		"TAP":              3,
 		"VXLAN_TUNNEL":     4,
 		"MEMIF":            5,
+		"EXISTING":         6,
 	}
 )
 
@@ -134,6 +144,57 @@ func (x Interface_Type) Number() protoreflect.EnumNumber {
 // Deprecated: Use Interface_Type.Descriptor instead.
 func (Interface_Type) EnumDescriptor() ([]byte, []int) {
 	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{0, 0}
+}
+
+// Payload is the address family of the packets a tunnel carries.
+type VxlanLink_Payload int32
+
+const (
+	// The family of the tunnel's endpoints.
+	VxlanLink_PAYLOAD_AUTO VxlanLink_Payload = 0
+	VxlanLink_PAYLOAD_IPV4 VxlanLink_Payload = 1
+	VxlanLink_PAYLOAD_IPV6 VxlanLink_Payload = 2
+)
+
+// Enum value maps for VxlanLink_Payload.
+var (
+	VxlanLink_Payload_name = map[int32]string{
+		0: "PAYLOAD_AUTO",
+		1: "PAYLOAD_IPV4",
+		2: "PAYLOAD_IPV6",
+	}
+	VxlanLink_Payload_value = map[string]int32{
+		"PAYLOAD_AUTO": 0,
+		"PAYLOAD_IPV4": 1,
+		"PAYLOAD_IPV6": 2,
+	}
+)
+
+func (x VxlanLink_Payload) Enum() *VxlanLink_Payload {
+	p := new(VxlanLink_Payload)
+	*p = x
+	return p
+}
+
+func (x VxlanLink_Payload) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (VxlanLink_Payload) Descriptor() protoreflect.EnumDescriptor {
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_enumTypes[2].Descriptor()
+}
+
+func (VxlanLink_Payload) Type() protoreflect.EnumType {
+	return &file_vswitchkit_vppdriver_v1_vppdriver_proto_enumTypes[2]
+}
+
+func (x VxlanLink_Payload) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use VxlanLink_Payload.Descriptor instead.
+func (VxlanLink_Payload) EnumDescriptor() ([]byte, []int) {
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{3, 0}
 }
 
 type VrfTable_Protocol int32
@@ -166,11 +227,11 @@ func (x VrfTable_Protocol) String() string {
 }
 
 func (VrfTable_Protocol) Descriptor() protoreflect.EnumDescriptor {
-	return file_vswitchkit_vppdriver_v1_vppdriver_proto_enumTypes[2].Descriptor()
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_enumTypes[3].Descriptor()
 }
 
 func (VrfTable_Protocol) Type() protoreflect.EnumType {
-	return &file_vswitchkit_vppdriver_v1_vppdriver_proto_enumTypes[2]
+	return &file_vswitchkit_vppdriver_v1_vppdriver_proto_enumTypes[3]
 }
 
 func (x VrfTable_Protocol) Number() protoreflect.EnumNumber {
@@ -179,11 +240,12 @@ func (x VrfTable_Protocol) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use VrfTable_Protocol.Descriptor instead.
 func (VrfTable_Protocol) EnumDescriptor() ([]byte, []int) {
-	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{5, 0}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{7, 0}
 }
 
-// Interface is a VPP interface that the driver creates and owns, with its
-// admin state, IP addresses and VRF binding. Key: InterfaceKey(name).
+// Interface is a VPP interface that the driver creates and owns (or, type
+// EXISTING, adopts), with its admin state, IP addresses (own or borrowed:
+// unnumbered) and VRF binding. Key: InterfaceKey(name).
 type Interface struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Logical name, unique among interfaces; stored in the VPP interface tag.
@@ -193,17 +255,24 @@ type Interface struct {
 	Enabled bool `protobuf:"varint,3,opt,name=enabled,proto3" json:"enabled,omitempty"`
 	// MAC address "aa:bb:cc:dd:ee:ff"; empty lets VPP choose.
 	MacAddress string `protobuf:"bytes,4,opt,name=mac_address,json=macAddress,proto3" json:"mac_address,omitempty"`
-	// Addresses with prefix length, IPv4 or IPv6, e.g. "10.1.1.1/24".
+	// Addresses with prefix length, IPv4 or IPv6, e.g. "10.1.1.1/24". An
+	// unnumbered interface has none.
 	IpAddresses []string `protobuf:"bytes,5,rep,name=ip_addresses,json=ipAddresses,proto3" json:"ip_addresses,omitempty"`
 	// IPv4 VRF table the interface is bound to (0 = default table).
 	Vrf uint32 `protobuf:"varint,6,opt,name=vrf,proto3" json:"vrf,omitempty"`
 	// IPv6 VRF table the interface is bound to (0 = default table).
 	Ipv6Vrf uint32 `protobuf:"varint,7,opt,name=ipv6_vrf,json=ipv6Vrf,proto3" json:"ipv6_vrf,omitempty"`
 	// Type-specific settings; the one matching Type is used.
-	AfPacket      *AfPacketLink `protobuf:"bytes,8,opt,name=af_packet,json=afPacket,proto3" json:"af_packet,omitempty"`
-	Tap           *TapLink      `protobuf:"bytes,9,opt,name=tap,proto3" json:"tap,omitempty"`
-	Vxlan         *VxlanLink    `protobuf:"bytes,10,opt,name=vxlan,proto3" json:"vxlan,omitempty"`
-	Memif         *MemifLink    `protobuf:"bytes,11,opt,name=memif,proto3" json:"memif,omitempty"`
+	AfPacket *AfPacketLink `protobuf:"bytes,8,opt,name=af_packet,json=afPacket,proto3" json:"af_packet,omitempty"`
+	Tap      *TapLink      `protobuf:"bytes,9,opt,name=tap,proto3" json:"tap,omitempty"`
+	Vxlan    *VxlanLink    `protobuf:"bytes,10,opt,name=vxlan,proto3" json:"vxlan,omitempty"`
+	Memif    *MemifLink    `protobuf:"bytes,11,opt,name=memif,proto3" json:"memif,omitempty"`
+	Existing *ExistingLink `protobuf:"bytes,12,opt,name=existing,proto3" json:"existing,omitempty"`
+	// Logical name of another Interface whose addresses this one borrows
+	// (VPP's unnumbered interface: IPv4 and IPv6 are processed on it with
+	// the other interface's addresses, e.g. pod interfaces that share the
+	// pod gateway address of a loopback); empty: none.
+	Unnumbered    string `protobuf:"bytes,13,opt,name=unnumbered,proto3" json:"unnumbered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -315,6 +384,67 @@ func (x *Interface) GetMemif() *MemifLink {
 	return nil
 }
 
+func (x *Interface) GetExisting() *ExistingLink {
+	if x != nil {
+		return x.Existing
+	}
+	return nil
+}
+
+func (x *Interface) GetUnnumbered() string {
+	if x != nil {
+		return x.Unnumbered
+	}
+	return ""
+}
+
+// ExistingLink names the VPP interface that an EXISTING Interface adopts.
+type ExistingLink struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// VPP's name of the interface, e.g. "GigabitEthernet0/8/0" or
+	// "host-eth0".
+	VppName       string `protobuf:"bytes,1,opt,name=vpp_name,json=vppName,proto3" json:"vpp_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExistingLink) Reset() {
+	*x = ExistingLink{}
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExistingLink) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExistingLink) ProtoMessage() {}
+
+func (x *ExistingLink) ProtoReflect() protoreflect.Message {
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExistingLink.ProtoReflect.Descriptor instead.
+func (*ExistingLink) Descriptor() ([]byte, []int) {
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ExistingLink) GetVppName() string {
+	if x != nil {
+		return x.VppName
+	}
+	return ""
+}
+
 // MemifLink is an Ethernet-mode memif interface.
 type MemifLink struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -336,7 +466,7 @@ type MemifLink struct {
 
 func (x *MemifLink) Reset() {
 	*x = MemifLink{}
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[1]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -348,7 +478,7 @@ func (x *MemifLink) String() string {
 func (*MemifLink) ProtoMessage() {}
 
 func (x *MemifLink) ProtoReflect() protoreflect.Message {
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[1]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -361,7 +491,7 @@ func (x *MemifLink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemifLink.ProtoReflect.Descriptor instead.
 func (*MemifLink) Descriptor() ([]byte, []int) {
-	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{1}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *MemifLink) GetMaster() bool {
@@ -406,7 +536,14 @@ func (x *MemifLink) GetSecret() string {
 	return ""
 }
 
-// VxlanLink is a routed VXLAN tunnel (UDP port 4789).
+// VxlanLink is a routed VXLAN tunnel (UDP port 4789). VPP 26.06
+// encapsulates the bare IP packet (no Ethernet header), so a tunnel carries
+// one payload family: decapsulated packets go to ip4-input or ip6-input.
+// Such a tunnel is not point-to-point: an attached route through it never
+// resolves (ARP cannot run over it), so routes through it need a next
+// hop with a static IPNeighbor on the tunnel; and it must have its IP
+// family enabled (an address, or unnumbered) or VPP drops what it
+// decapsulates.
 type VxlanLink struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Local and remote tunnel endpoints, same address family.
@@ -415,14 +552,17 @@ type VxlanLink struct {
 	// VXLAN network identifier, < 2^24.
 	Vni uint32 `protobuf:"varint,3,opt,name=vni,proto3" json:"vni,omitempty"`
 	// VRF table of the underlay (encapsulated packets).
-	EncapVrf      uint32 `protobuf:"varint,4,opt,name=encap_vrf,json=encapVrf,proto3" json:"encap_vrf,omitempty"`
+	EncapVrf uint32 `protobuf:"varint,4,opt,name=encap_vrf,json=encapVrf,proto3" json:"encap_vrf,omitempty"`
+	// Family of the carried packets (decap-next ip4-input or ip6-input).
+	// Two tunnels between the same endpoints need different VNIs.
+	Payload       VxlanLink_Payload `protobuf:"varint,5,opt,name=payload,proto3,enum=vswitchkit.vppdriver.v1.VxlanLink_Payload" json:"payload,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *VxlanLink) Reset() {
 	*x = VxlanLink{}
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[2]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -434,7 +574,7 @@ func (x *VxlanLink) String() string {
 func (*VxlanLink) ProtoMessage() {}
 
 func (x *VxlanLink) ProtoReflect() protoreflect.Message {
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[2]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -447,7 +587,7 @@ func (x *VxlanLink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VxlanLink.ProtoReflect.Descriptor instead.
 func (*VxlanLink) Descriptor() ([]byte, []int) {
-	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{2}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *VxlanLink) GetSrcAddress() string {
@@ -478,6 +618,13 @@ func (x *VxlanLink) GetEncapVrf() uint32 {
 	return 0
 }
 
+func (x *VxlanLink) GetPayload() VxlanLink_Payload {
+	if x != nil {
+		return x.Payload
+	}
+	return VxlanLink_PAYLOAD_AUTO
+}
+
 // AfPacketLink attaches VPP to an existing host interface (e.g. one end of a
 // veth pair).
 type AfPacketLink struct {
@@ -489,7 +636,7 @@ type AfPacketLink struct {
 
 func (x *AfPacketLink) Reset() {
 	*x = AfPacketLink{}
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[3]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -501,7 +648,7 @@ func (x *AfPacketLink) String() string {
 func (*AfPacketLink) ProtoMessage() {}
 
 func (x *AfPacketLink) ProtoReflect() protoreflect.Message {
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[3]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -514,7 +661,7 @@ func (x *AfPacketLink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AfPacketLink.ProtoReflect.Descriptor instead.
 func (*AfPacketLink) Descriptor() ([]byte, []int) {
-	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{3}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AfPacketLink) GetHostIfName() string {
@@ -524,21 +671,33 @@ func (x *AfPacketLink) GetHostIfName() string {
 	return ""
 }
 
-// TapLink is a tap v2 interface; it needs /dev/vhost-net on the host.
+// TapLink is a tap v2 interface; it needs /dev/vhost-net on the host. VPP
+// creates the Linux side (in host_namespace) and configures it with what
+// is given here, on every creation (so also after a VPP restart).
 type TapLink struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Name of the Linux side; empty lets VPP choose.
+	// Name of the Linux side (at most 15 bytes); empty lets VPP choose.
 	HostIfName string `protobuf:"bytes,1,opt,name=host_if_name,json=hostIfName,proto3" json:"host_if_name,omitempty"`
 	// Ring sizes, 0 = 256.
-	RxRingSize    uint32 `protobuf:"varint,2,opt,name=rx_ring_size,json=rxRingSize,proto3" json:"rx_ring_size,omitempty"`
-	TxRingSize    uint32 `protobuf:"varint,3,opt,name=tx_ring_size,json=txRingSize,proto3" json:"tx_ring_size,omitempty"`
+	RxRingSize uint32 `protobuf:"varint,2,opt,name=rx_ring_size,json=rxRingSize,proto3" json:"rx_ring_size,omitempty"`
+	TxRingSize uint32 `protobuf:"varint,3,opt,name=tx_ring_size,json=txRingSize,proto3" json:"tx_ring_size,omitempty"`
+	// Network namespace of the Linux side: a name under /var/run/netns or a
+	// path (at most 63 bytes); empty: VPP's own namespace.
+	HostNamespace string `protobuf:"bytes,4,opt,name=host_namespace,json=hostNamespace,proto3" json:"host_namespace,omitempty"`
+	// MAC address of the Linux side; empty: the kernel chooses.
+	HostMacAddress string `protobuf:"bytes,5,opt,name=host_mac_address,json=hostMacAddress,proto3" json:"host_mac_address,omitempty"`
+	// Addresses of the Linux side with prefix length: at most one IPv4 and
+	// one IPv6.
+	HostIpAddresses []string `protobuf:"bytes,6,rep,name=host_ip_addresses,json=hostIpAddresses,proto3" json:"host_ip_addresses,omitempty"`
+	// Default gateways of the Linux side: at most one IPv4 and one IPv6.
+	HostGateways  []string `protobuf:"bytes,7,rep,name=host_gateways,json=hostGateways,proto3" json:"host_gateways,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TapLink) Reset() {
 	*x = TapLink{}
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[4]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -550,7 +709,7 @@ func (x *TapLink) String() string {
 func (*TapLink) ProtoMessage() {}
 
 func (x *TapLink) ProtoReflect() protoreflect.Message {
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[4]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -563,7 +722,7 @@ func (x *TapLink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TapLink.ProtoReflect.Descriptor instead.
 func (*TapLink) Descriptor() ([]byte, []int) {
-	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{4}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TapLink) GetHostIfName() string {
@@ -587,6 +746,100 @@ func (x *TapLink) GetTxRingSize() uint32 {
 	return 0
 }
 
+func (x *TapLink) GetHostNamespace() string {
+	if x != nil {
+		return x.HostNamespace
+	}
+	return ""
+}
+
+func (x *TapLink) GetHostMacAddress() string {
+	if x != nil {
+		return x.HostMacAddress
+	}
+	return ""
+}
+
+func (x *TapLink) GetHostIpAddresses() []string {
+	if x != nil {
+		return x.HostIpAddresses
+	}
+	return nil
+}
+
+func (x *TapLink) GetHostGateways() []string {
+	if x != nil {
+		return x.HostGateways
+	}
+	return nil
+}
+
+// IPNeighbor is a static IP neighbor (ARP / IPv6 neighbor entry) on an
+// interface. VPP also adds a host route for it (except for IPv6
+// link-local addresses). Key: IPNeighborKey(interface, ip_address).
+type IPNeighbor struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Logical name of the Interface.
+	Interface string `protobuf:"bytes,1,opt,name=interface,proto3" json:"interface,omitempty"`
+	// IPv4 or IPv6 address, e.g. "10.1.1.2" or "fe80::2".
+	IpAddress string `protobuf:"bytes,2,opt,name=ip_address,json=ipAddress,proto3" json:"ip_address,omitempty"`
+	// MAC address "aa:bb:cc:dd:ee:ff".
+	MacAddress    string `protobuf:"bytes,3,opt,name=mac_address,json=macAddress,proto3" json:"mac_address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IPNeighbor) Reset() {
+	*x = IPNeighbor{}
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IPNeighbor) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IPNeighbor) ProtoMessage() {}
+
+func (x *IPNeighbor) ProtoReflect() protoreflect.Message {
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IPNeighbor.ProtoReflect.Descriptor instead.
+func (*IPNeighbor) Descriptor() ([]byte, []int) {
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *IPNeighbor) GetInterface() string {
+	if x != nil {
+		return x.Interface
+	}
+	return ""
+}
+
+func (x *IPNeighbor) GetIpAddress() string {
+	if x != nil {
+		return x.IpAddress
+	}
+	return ""
+}
+
+func (x *IPNeighbor) GetMacAddress() string {
+	if x != nil {
+		return x.MacAddress
+	}
+	return ""
+}
+
 // VrfTable is a VPP IP table. Key: VrfTableKey(protocol, id).
 type VrfTable struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -600,7 +853,7 @@ type VrfTable struct {
 
 func (x *VrfTable) Reset() {
 	*x = VrfTable{}
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[5]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -612,7 +865,7 @@ func (x *VrfTable) String() string {
 func (*VrfTable) ProtoMessage() {}
 
 func (x *VrfTable) ProtoReflect() protoreflect.Message {
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[5]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -625,7 +878,7 @@ func (x *VrfTable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VrfTable.ProtoReflect.Descriptor instead.
 func (*VrfTable) Descriptor() ([]byte, []int) {
-	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{5}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *VrfTable) GetId() uint32 {
@@ -663,7 +916,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[6]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -675,7 +928,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[6]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -688,7 +941,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{6}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Route) GetVrf() uint32 {
@@ -729,7 +982,7 @@ type Path struct {
 
 func (x *Path) Reset() {
 	*x = Path{}
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[7]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -741,7 +994,7 @@ func (x *Path) String() string {
 func (*Path) ProtoMessage() {}
 
 func (x *Path) ProtoReflect() protoreflect.Message {
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[7]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -754,7 +1007,7 @@ func (x *Path) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Path.ProtoReflect.Descriptor instead.
 func (*Path) Descriptor() ([]byte, []int) {
-	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{7}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Path) GetOutgoingInterface() string {
@@ -794,7 +1047,7 @@ type Nat44Global struct {
 
 func (x *Nat44Global) Reset() {
 	*x = Nat44Global{}
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[8]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -806,7 +1059,7 @@ func (x *Nat44Global) String() string {
 func (*Nat44Global) ProtoMessage() {}
 
 func (x *Nat44Global) ProtoReflect() protoreflect.Message {
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[8]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -819,7 +1072,7 @@ func (x *Nat44Global) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Nat44Global.ProtoReflect.Descriptor instead.
 func (*Nat44Global) Descriptor() ([]byte, []int) {
-	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{8}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Nat44Global) GetSessions() uint32 {
@@ -856,7 +1109,7 @@ type Nat44Interface struct {
 
 func (x *Nat44Interface) Reset() {
 	*x = Nat44Interface{}
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[9]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +1121,7 @@ func (x *Nat44Interface) String() string {
 func (*Nat44Interface) ProtoMessage() {}
 
 func (x *Nat44Interface) ProtoReflect() protoreflect.Message {
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[9]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +1134,7 @@ func (x *Nat44Interface) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Nat44Interface.ProtoReflect.Descriptor instead.
 func (*Nat44Interface) Descriptor() ([]byte, []int) {
-	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{9}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Nat44Interface) GetInterface() string {
@@ -934,7 +1187,7 @@ type Nat44AddressPool struct {
 
 func (x *Nat44AddressPool) Reset() {
 	*x = Nat44AddressPool{}
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[10]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -946,7 +1199,7 @@ func (x *Nat44AddressPool) String() string {
 func (*Nat44AddressPool) ProtoMessage() {}
 
 func (x *Nat44AddressPool) ProtoReflect() protoreflect.Message {
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[10]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -959,7 +1212,7 @@ func (x *Nat44AddressPool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Nat44AddressPool.ProtoReflect.Descriptor instead.
 func (*Nat44AddressPool) Descriptor() ([]byte, []int) {
-	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{10}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Nat44AddressPool) GetFirstIp() string {
@@ -1016,7 +1269,7 @@ type Nat44StaticMapping struct {
 
 func (x *Nat44StaticMapping) Reset() {
 	*x = Nat44StaticMapping{}
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[11]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1281,7 @@ func (x *Nat44StaticMapping) String() string {
 func (*Nat44StaticMapping) ProtoMessage() {}
 
 func (x *Nat44StaticMapping) ProtoReflect() protoreflect.Message {
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[11]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1294,7 @@ func (x *Nat44StaticMapping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Nat44StaticMapping.ProtoReflect.Descriptor instead.
 func (*Nat44StaticMapping) Descriptor() ([]byte, []int) {
-	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{11}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Nat44StaticMapping) GetProtocol() Nat44Protocol {
@@ -1125,7 +1378,7 @@ type Nat44IdentityMapping struct {
 
 func (x *Nat44IdentityMapping) Reset() {
 	*x = Nat44IdentityMapping{}
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[12]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1137,7 +1390,7 @@ func (x *Nat44IdentityMapping) String() string {
 func (*Nat44IdentityMapping) ProtoMessage() {}
 
 func (x *Nat44IdentityMapping) ProtoReflect() protoreflect.Message {
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[12]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1150,7 +1403,7 @@ func (x *Nat44IdentityMapping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Nat44IdentityMapping.ProtoReflect.Descriptor instead.
 func (*Nat44IdentityMapping) Descriptor() ([]byte, []int) {
-	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{12}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Nat44IdentityMapping) GetProtocol() Nat44Protocol {
@@ -1207,7 +1460,7 @@ type Nat44LbStaticMapping struct {
 
 func (x *Nat44LbStaticMapping) Reset() {
 	*x = Nat44LbStaticMapping{}
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[13]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1472,7 @@ func (x *Nat44LbStaticMapping) String() string {
 func (*Nat44LbStaticMapping) ProtoMessage() {}
 
 func (x *Nat44LbStaticMapping) ProtoReflect() protoreflect.Message {
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[13]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1485,7 @@ func (x *Nat44LbStaticMapping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Nat44LbStaticMapping.ProtoReflect.Descriptor instead.
 func (*Nat44LbStaticMapping) Descriptor() ([]byte, []int) {
-	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{13}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Nat44LbStaticMapping) GetProtocol() Nat44Protocol {
@@ -1305,7 +1558,7 @@ type Nat44Backend struct {
 
 func (x *Nat44Backend) Reset() {
 	*x = Nat44Backend{}
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[14]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1317,7 +1570,7 @@ func (x *Nat44Backend) String() string {
 func (*Nat44Backend) ProtoMessage() {}
 
 func (x *Nat44Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[14]
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1330,7 +1583,7 @@ func (x *Nat44Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Nat44Backend.ProtoReflect.Descriptor instead.
 func (*Nat44Backend) Descriptor() ([]byte, []int) {
-	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{14}
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Nat44Backend) GetIp() string {
@@ -1365,7 +1618,7 @@ var File_vswitchkit_vppdriver_v1_vppdriver_proto protoreflect.FileDescriptor
 
 const file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDesc = "" +
 	"\n" +
-	"'vswitchkit/vppdriver/v1/vppdriver.proto\x12\x17vswitchkit.vppdriver.v1\"\xb4\x04\n" +
+	"'vswitchkit/vppdriver/v1/vppdriver.proto\x12\x17vswitchkit.vppdriver.v1\"\xa5\x05\n" +
 	"\tInterface\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12;\n" +
 	"\x04type\x18\x02 \x01(\x0e2'.vswitchkit.vppdriver.v1.Interface.TypeR\x04type\x12\x18\n" +
@@ -1379,14 +1632,21 @@ const file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDesc = "" +
 	"\x03tap\x18\t \x01(\v2 .vswitchkit.vppdriver.v1.TapLinkR\x03tap\x128\n" +
 	"\x05vxlan\x18\n" +
 	" \x01(\v2\".vswitchkit.vppdriver.v1.VxlanLinkR\x05vxlan\x128\n" +
-	"\x05memif\x18\v \x01(\v2\".vswitchkit.vppdriver.v1.MemifLinkR\x05memif\"_\n" +
+	"\x05memif\x18\v \x01(\v2\".vswitchkit.vppdriver.v1.MemifLinkR\x05memif\x12A\n" +
+	"\bexisting\x18\f \x01(\v2%.vswitchkit.vppdriver.v1.ExistingLinkR\bexisting\x12\x1e\n" +
+	"\n" +
+	"unnumbered\x18\r \x01(\tR\n" +
+	"unnumbered\"m\n" +
 	"\x04Type\x12\x14\n" +
 	"\x10TYPE_UNSPECIFIED\x10\x00\x12\f\n" +
 	"\bLOOPBACK\x10\x01\x12\r\n" +
 	"\tAF_PACKET\x10\x02\x12\a\n" +
 	"\x03TAP\x10\x03\x12\x10\n" +
 	"\fVXLAN_TUNNEL\x10\x04\x12\t\n" +
-	"\x05MEMIF\x10\x05\"\xb2\x01\n" +
+	"\x05MEMIF\x10\x05\x12\f\n" +
+	"\bEXISTING\x10\x06\")\n" +
+	"\fExistingLink\x12\x19\n" +
+	"\bvpp_name\x18\x01 \x01(\tR\avppName\"\xb2\x01\n" +
 	"\tMemifLink\x12\x16\n" +
 	"\x06master\x18\x01 \x01(\bR\x06master\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\rR\x02id\x12'\n" +
@@ -1394,24 +1654,40 @@ const file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDesc = "" +
 	"\tring_size\x18\x04 \x01(\rR\bringSize\x12\x1f\n" +
 	"\vbuffer_size\x18\x05 \x01(\rR\n" +
 	"bufferSize\x12\x16\n" +
-	"\x06secret\x18\x06 \x01(\tR\x06secret\"|\n" +
+	"\x06secret\x18\x06 \x01(\tR\x06secret\"\x83\x02\n" +
 	"\tVxlanLink\x12\x1f\n" +
 	"\vsrc_address\x18\x01 \x01(\tR\n" +
 	"srcAddress\x12\x1f\n" +
 	"\vdst_address\x18\x02 \x01(\tR\n" +
 	"dstAddress\x12\x10\n" +
 	"\x03vni\x18\x03 \x01(\rR\x03vni\x12\x1b\n" +
-	"\tencap_vrf\x18\x04 \x01(\rR\bencapVrf\"0\n" +
+	"\tencap_vrf\x18\x04 \x01(\rR\bencapVrf\x12D\n" +
+	"\apayload\x18\x05 \x01(\x0e2*.vswitchkit.vppdriver.v1.VxlanLink.PayloadR\apayload\"?\n" +
+	"\aPayload\x12\x10\n" +
+	"\fPAYLOAD_AUTO\x10\x00\x12\x10\n" +
+	"\fPAYLOAD_IPV4\x10\x01\x12\x10\n" +
+	"\fPAYLOAD_IPV6\x10\x02\"0\n" +
 	"\fAfPacketLink\x12 \n" +
 	"\fhost_if_name\x18\x01 \x01(\tR\n" +
-	"hostIfName\"o\n" +
+	"hostIfName\"\x91\x02\n" +
 	"\aTapLink\x12 \n" +
 	"\fhost_if_name\x18\x01 \x01(\tR\n" +
 	"hostIfName\x12 \n" +
 	"\frx_ring_size\x18\x02 \x01(\rR\n" +
 	"rxRingSize\x12 \n" +
 	"\ftx_ring_size\x18\x03 \x01(\rR\n" +
-	"txRingSize\"\x98\x01\n" +
+	"txRingSize\x12%\n" +
+	"\x0ehost_namespace\x18\x04 \x01(\tR\rhostNamespace\x12(\n" +
+	"\x10host_mac_address\x18\x05 \x01(\tR\x0ehostMacAddress\x12*\n" +
+	"\x11host_ip_addresses\x18\x06 \x03(\tR\x0fhostIpAddresses\x12#\n" +
+	"\rhost_gateways\x18\a \x03(\tR\fhostGateways\"j\n" +
+	"\n" +
+	"IPNeighbor\x12\x1c\n" +
+	"\tinterface\x18\x01 \x01(\tR\tinterface\x12\x1d\n" +
+	"\n" +
+	"ip_address\x18\x02 \x01(\tR\tipAddress\x12\x1f\n" +
+	"\vmac_address\x18\x03 \x01(\tR\n" +
+	"macAddress\"\x98\x01\n" +
 	"\bVrfTable\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12F\n" +
 	"\bprotocol\x18\x02 \x01(\x0e2*.vswitchkit.vppdriver.v1.VrfTable.ProtocolR\bprotocol\x12\x14\n" +
@@ -1497,45 +1773,50 @@ func file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP() []byte {
 	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescData
 }
 
-var file_vswitchkit_vppdriver_v1_vppdriver_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_vswitchkit_vppdriver_v1_vppdriver_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_vswitchkit_vppdriver_v1_vppdriver_proto_goTypes = []any{
 	(Nat44Protocol)(0),           // 0: vswitchkit.vppdriver.v1.Nat44Protocol
 	(Interface_Type)(0),          // 1: vswitchkit.vppdriver.v1.Interface.Type
-	(VrfTable_Protocol)(0),       // 2: vswitchkit.vppdriver.v1.VrfTable.Protocol
-	(*Interface)(nil),            // 3: vswitchkit.vppdriver.v1.Interface
-	(*MemifLink)(nil),            // 4: vswitchkit.vppdriver.v1.MemifLink
-	(*VxlanLink)(nil),            // 5: vswitchkit.vppdriver.v1.VxlanLink
-	(*AfPacketLink)(nil),         // 6: vswitchkit.vppdriver.v1.AfPacketLink
-	(*TapLink)(nil),              // 7: vswitchkit.vppdriver.v1.TapLink
-	(*VrfTable)(nil),             // 8: vswitchkit.vppdriver.v1.VrfTable
-	(*Route)(nil),                // 9: vswitchkit.vppdriver.v1.Route
-	(*Path)(nil),                 // 10: vswitchkit.vppdriver.v1.Path
-	(*Nat44Global)(nil),          // 11: vswitchkit.vppdriver.v1.Nat44Global
-	(*Nat44Interface)(nil),       // 12: vswitchkit.vppdriver.v1.Nat44Interface
-	(*Nat44AddressPool)(nil),     // 13: vswitchkit.vppdriver.v1.Nat44AddressPool
-	(*Nat44StaticMapping)(nil),   // 14: vswitchkit.vppdriver.v1.Nat44StaticMapping
-	(*Nat44IdentityMapping)(nil), // 15: vswitchkit.vppdriver.v1.Nat44IdentityMapping
-	(*Nat44LbStaticMapping)(nil), // 16: vswitchkit.vppdriver.v1.Nat44LbStaticMapping
-	(*Nat44Backend)(nil),         // 17: vswitchkit.vppdriver.v1.Nat44Backend
+	(VxlanLink_Payload)(0),       // 2: vswitchkit.vppdriver.v1.VxlanLink.Payload
+	(VrfTable_Protocol)(0),       // 3: vswitchkit.vppdriver.v1.VrfTable.Protocol
+	(*Interface)(nil),            // 4: vswitchkit.vppdriver.v1.Interface
+	(*ExistingLink)(nil),         // 5: vswitchkit.vppdriver.v1.ExistingLink
+	(*MemifLink)(nil),            // 6: vswitchkit.vppdriver.v1.MemifLink
+	(*VxlanLink)(nil),            // 7: vswitchkit.vppdriver.v1.VxlanLink
+	(*AfPacketLink)(nil),         // 8: vswitchkit.vppdriver.v1.AfPacketLink
+	(*TapLink)(nil),              // 9: vswitchkit.vppdriver.v1.TapLink
+	(*IPNeighbor)(nil),           // 10: vswitchkit.vppdriver.v1.IPNeighbor
+	(*VrfTable)(nil),             // 11: vswitchkit.vppdriver.v1.VrfTable
+	(*Route)(nil),                // 12: vswitchkit.vppdriver.v1.Route
+	(*Path)(nil),                 // 13: vswitchkit.vppdriver.v1.Path
+	(*Nat44Global)(nil),          // 14: vswitchkit.vppdriver.v1.Nat44Global
+	(*Nat44Interface)(nil),       // 15: vswitchkit.vppdriver.v1.Nat44Interface
+	(*Nat44AddressPool)(nil),     // 16: vswitchkit.vppdriver.v1.Nat44AddressPool
+	(*Nat44StaticMapping)(nil),   // 17: vswitchkit.vppdriver.v1.Nat44StaticMapping
+	(*Nat44IdentityMapping)(nil), // 18: vswitchkit.vppdriver.v1.Nat44IdentityMapping
+	(*Nat44LbStaticMapping)(nil), // 19: vswitchkit.vppdriver.v1.Nat44LbStaticMapping
+	(*Nat44Backend)(nil),         // 20: vswitchkit.vppdriver.v1.Nat44Backend
 }
 var file_vswitchkit_vppdriver_v1_vppdriver_proto_depIdxs = []int32{
 	1,  // 0: vswitchkit.vppdriver.v1.Interface.type:type_name -> vswitchkit.vppdriver.v1.Interface.Type
-	6,  // 1: vswitchkit.vppdriver.v1.Interface.af_packet:type_name -> vswitchkit.vppdriver.v1.AfPacketLink
-	7,  // 2: vswitchkit.vppdriver.v1.Interface.tap:type_name -> vswitchkit.vppdriver.v1.TapLink
-	5,  // 3: vswitchkit.vppdriver.v1.Interface.vxlan:type_name -> vswitchkit.vppdriver.v1.VxlanLink
-	4,  // 4: vswitchkit.vppdriver.v1.Interface.memif:type_name -> vswitchkit.vppdriver.v1.MemifLink
-	2,  // 5: vswitchkit.vppdriver.v1.VrfTable.protocol:type_name -> vswitchkit.vppdriver.v1.VrfTable.Protocol
-	10, // 6: vswitchkit.vppdriver.v1.Route.paths:type_name -> vswitchkit.vppdriver.v1.Path
-	0,  // 7: vswitchkit.vppdriver.v1.Nat44StaticMapping.protocol:type_name -> vswitchkit.vppdriver.v1.Nat44Protocol
-	0,  // 8: vswitchkit.vppdriver.v1.Nat44IdentityMapping.protocol:type_name -> vswitchkit.vppdriver.v1.Nat44Protocol
-	0,  // 9: vswitchkit.vppdriver.v1.Nat44LbStaticMapping.protocol:type_name -> vswitchkit.vppdriver.v1.Nat44Protocol
-	17, // 10: vswitchkit.vppdriver.v1.Nat44LbStaticMapping.backends:type_name -> vswitchkit.vppdriver.v1.Nat44Backend
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	8,  // 1: vswitchkit.vppdriver.v1.Interface.af_packet:type_name -> vswitchkit.vppdriver.v1.AfPacketLink
+	9,  // 2: vswitchkit.vppdriver.v1.Interface.tap:type_name -> vswitchkit.vppdriver.v1.TapLink
+	7,  // 3: vswitchkit.vppdriver.v1.Interface.vxlan:type_name -> vswitchkit.vppdriver.v1.VxlanLink
+	6,  // 4: vswitchkit.vppdriver.v1.Interface.memif:type_name -> vswitchkit.vppdriver.v1.MemifLink
+	5,  // 5: vswitchkit.vppdriver.v1.Interface.existing:type_name -> vswitchkit.vppdriver.v1.ExistingLink
+	2,  // 6: vswitchkit.vppdriver.v1.VxlanLink.payload:type_name -> vswitchkit.vppdriver.v1.VxlanLink.Payload
+	3,  // 7: vswitchkit.vppdriver.v1.VrfTable.protocol:type_name -> vswitchkit.vppdriver.v1.VrfTable.Protocol
+	13, // 8: vswitchkit.vppdriver.v1.Route.paths:type_name -> vswitchkit.vppdriver.v1.Path
+	0,  // 9: vswitchkit.vppdriver.v1.Nat44StaticMapping.protocol:type_name -> vswitchkit.vppdriver.v1.Nat44Protocol
+	0,  // 10: vswitchkit.vppdriver.v1.Nat44IdentityMapping.protocol:type_name -> vswitchkit.vppdriver.v1.Nat44Protocol
+	0,  // 11: vswitchkit.vppdriver.v1.Nat44LbStaticMapping.protocol:type_name -> vswitchkit.vppdriver.v1.Nat44Protocol
+	20, // 12: vswitchkit.vppdriver.v1.Nat44LbStaticMapping.backends:type_name -> vswitchkit.vppdriver.v1.Nat44Backend
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_vswitchkit_vppdriver_v1_vppdriver_proto_init() }
@@ -1548,8 +1829,8 @@ func file_vswitchkit_vppdriver_v1_vppdriver_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDesc), len(file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   15,
+			NumEnums:      4,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -11,6 +11,12 @@
 //     VPP's) in a form that compares across restarts;
 //   - [RequestCounter] counts the requests a driver sends to VPP, by
 //     message, through the GoVPP adapters it wraps.
+//   - [RequestRecorder] wraps GoVPP adapters and records the requests a
+//     driver sends (to the stand-in or a real VPP), [Writes] picks the ones
+//     that change VPP;
+//   - [NewNetns], [Veth] and [Netns.Ping] make network namespaces and veth
+//     pairs for packets through a real VPP, and send ICMP echo requests
+//     from a namespace (root only; they skip the test otherwise).
 //
 // For tests that need VPP semantics (dependencies, retvals, restarts) use
 // the real vppdriver.Driver against vppsim instead.
@@ -38,13 +44,13 @@
 //
 // # Concurrency
 //
-// FakeDriver and RequestCounter are safe for concurrent use. A RealVPP is
-// owned by the test that started it.
+// FakeDriver, RequestCounter and RequestRecorder are safe for concurrent
+// use. A RealVPP and a Netns are owned by the test that made them.
 //
 // # Lifecycle
 //
-// FakeDriver: nothing to start or stop. A RealVPP is stopped by
-// t.Cleanup.
+// FakeDriver: nothing to start or stop. A RealVPP is stopped, namespaces
+// and veth pairs are deleted, by t.Cleanup.
 package vppdrivertest
 
 import (

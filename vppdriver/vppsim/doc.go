@@ -3,7 +3,8 @@
 // real VPP.
 //
 // A [VPP] keeps interface (local0, loopbacks, af_packet, tap v2, memif,
-// VXLAN tunnels), address, VRF table, route, bridge-domain and NAT44-ED tables
+// VXLAN tunnels, NICs present from the start), unnumbered, address, IP
+// neighbor, VRF table, route, bridge-domain and NAT44-ED tables
 // and answers the binary-API messages listed by
 // [SupportedMessages] with the retvals and dump contents that VPP 26.06
 // gave in the golden traces in testdata/vpp-traces (see
@@ -53,6 +54,18 @@
 //     the running ring and buffer sizes of an unconnected memif (1 and 0),
 //     as VPP does; socket IDs chosen for socket_id ~0, retvals and the
 //     one-role-per-socket rule follow 7-memif.json.
+//   - Unnumbered interfaces, IP neighbors (and the host FIB entries they
+//     add), attached host routes and get_next_index follow
+//     9-unnumbered_neighbor.json. Host entries that track addresses
+//     (recursive next hops, VXLAN destinations) resolve through connected
+//     prefixes only (not through other routes).
+//   - tap_create_v3 checks a host namespace against [Config.Namespaces]
+//     (-12 otherwise, before the /dev/vhost-net check, as VPP does); the
+//     host-side settings of a tap (namespace, MAC, addresses) are reported
+//     as given: this cannot be compared with a VPP here (no
+//     /dev/vhost-net), and VPP does not report the host gateways.
+//   - NICs of [Config.NICs] have device type "dpdk" (no DPDK VPP here to
+//     compare with).
 //   - Other plugins are absent: their messages are unknown.
 //
 // # Concurrency

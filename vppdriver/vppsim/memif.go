@@ -124,7 +124,7 @@ func (s *state) memifCreate(m api.Message) []api.Message {
 	if i.mac == (ethernet_types.MacAddress{}) {
 		i.mac = s.randomMAC()
 	}
-	s.ifaces[i.idx] = i
+	s.addIface(i)
 	return []api.Message{&memif.MemifCreateV2Reply{SwIfIndex: interface_types.InterfaceIndex(i.idx)}}
 }
 

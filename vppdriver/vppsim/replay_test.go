@@ -18,6 +18,7 @@ import (
 	"go.fd.io/govpp/binapi/ethernet_types"
 	interfaces "go.fd.io/govpp/binapi/interface"
 	"go.fd.io/govpp/binapi/ip"
+	"go.fd.io/govpp/binapi/ip_neighbor"
 	"go.fd.io/govpp/binapi/l2"
 	"go.fd.io/govpp/binapi/memclnt"
 	"go.fd.io/govpp/binapi/memif"
@@ -111,6 +112,10 @@ func normalize(t *testing.T, msg api.Message, autoBD map[uint32]bool) string {
 	case *ip.IPRouteDetails:
 		m.Route.StatsIndex = 0
 		m.Route.NPaths = 0
+	case *ip_neighbor.IPNeighborAddDelReply:
+		m.StatsIndex = 0
+	case *ip_neighbor.IPNeighborDetails:
+		m.Age = 0
 	}
 	switch m := msg.(type) {
 	case *interfaces.SwInterfaceDetails:
@@ -131,22 +136,28 @@ func normalize(t *testing.T, msg api.Message, autoBD map[uint32]bool) string {
 // a MAC given in the request is kept as is).
 func randomMAC(m ethernet_types.MacAddress) bool { return m[0] == 0x02 && m[1] == 0xfe }
 
-var vethRe = regexp.MustCompile(`ip link add (\S+) type veth peer name (\S+)`)
+var (
+	vethRe  = regexp.MustCompile(`ip link add (\S+) type veth peer name (\S+)`)
+	netnsRe = regexp.MustCompile(`ip netns add (\S+)`)
+)
 
 // TestReplayTraces replays every call, dump and pipeline step of the traces
 // recorded on VPP 26.06 for the messages the stand-in implements and
 // compares retvals, replies and dump contents.
 func TestReplayTraces(t *testing.T) {
-	for _, file := range []string{"1-interfaces.json", "2-af_packet.json", "3-routes_vrfs.json", "4-vxlan.json", "5-nat44_ed.json", "7-memif.json", "8-nat44_services.json"} {
+	for _, file := range []string{"1-interfaces.json", "2-af_packet.json", "3-routes_vrfs.json", "4-vxlan.json", "5-nat44_ed.json", "7-memif.json", "8-nat44_services.json", "9-unnumbered_neighbor.json"} {
 		t.Run(file, func(t *testing.T) {
 			steps := loadTrace(t, file)
-			var hosts []string
+			var hosts, namespaces []string
 			for _, s := range steps {
 				if m := vethRe.FindStringSubmatch(s.Action); m != nil {
 					hosts = append(hosts, m[1], m[2])
 				}
+				if m := netnsRe.FindStringSubmatch(s.Action); m != nil {
+					namespaces = append(namespaces, m[1])
+				}
 			}
-			vpp := vppsim.New(vppsim.Config{HostInterfaces: hosts})
+			vpp := vppsim.New(vppsim.Config{HostInterfaces: hosts, Namespaces: namespaces})
 			conn, err := core.Connect(vpp.NewAdapter())
 			require.NoError(t, err)
 			defer conn.Disconnect()

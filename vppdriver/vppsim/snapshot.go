@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"go.fd.io/govpp/binapi/ip_neighbor"
 	"go.fd.io/govpp/binapi/ip_types"
 
 	"github.com/vswitchkit/vswitchkit/vppdriver/internal/vppconv"
@@ -25,8 +26,32 @@ type Interface struct {
 	Vrf        uint32
 	IPv6Vrf    uint32
 	HostIfName string
-	Vxlan      *VxlanTunnel // VXLAN tunnels only
-	Memif      *Memif       // memif interfaces only
+	MAC        string // VPP's side, "aa:bb:cc:dd:ee:ff"
+	// Unnumbered tells that the interface borrows the addresses of the
+	// interface UnnumberedTo (which may no longer exist: VPP keeps the
+	// index when the source is deleted).
+	Unnumbered   bool
+	UnnumberedTo uint32
+	Vxlan        *VxlanTunnel // VXLAN tunnels only
+	Memif        *Memif       // memif interfaces only
+	Tap          *TapHost     // tap interfaces only
+}
+
+// TapHost is a snapshot of the host (Linux) side of a tap interface as
+// tap_create_v3 configured it; invalid prefixes and addresses were not set.
+type TapHost struct {
+	Namespace string // as given, "" if not set
+	MAC       string
+	IP4, IP6  netip.Prefix
+	GW4, GW6  netip.Addr
+}
+
+// Neighbor is a snapshot of one IP neighbor entry.
+type Neighbor struct {
+	SwIfIndex uint32
+	IP        netip.Addr
+	MAC       string
+	Static    bool
 }
 
 // Memif is a snapshot of the memif part of an interface.
@@ -74,6 +99,7 @@ type Snapshot struct {
 	Interfaces []Interface // by SwIfIndex, local0 included
 	Tables     []Table     // IPv4 then IPv6, by ID
 	Routes     []Route     // by table, then prefix
+	Neighbors  []Neighbor  // by interface, then address
 }
 
 // Snapshot returns a deep copy of the current configuration.
@@ -88,7 +114,15 @@ func (v *VPP) Snapshot() Snapshot {
 		out.Interfaces = append(out.Interfaces, Interface{
 			SwIfIndex: i.idx, Name: i.name, DevType: s.ifDetails(i).InterfaceDevType, Tag: i.tag,
 			AdminUp: i.adminUp, Addresses: addrs, Vrf: i.vrf[0], IPv6Vrf: i.vrf[1], HostIfName: i.hostIf,
+			MAC: i.mac.String(), Unnumbered: i.unnumberedOK, UnnumberedTo: i.unnumbered,
 		})
+		if h := i.tap; h != nil {
+			th := &TapHost{MAC: h.mac.String(), IP4: h.ip4, IP6: h.ip6, GW4: h.gw4, GW6: h.gw6}
+			if h.namespaceSet {
+				th.Namespace = h.namespace
+			}
+			out.Interfaces[len(out.Interfaces)-1].Tap = th
+		}
 		if l := i.memif; l != nil {
 			out.Interfaces[len(out.Interfaces)-1].Memif = &Memif{ID: l.id, SocketFilename: s.memifSockets[l.socketID],
 				Master: l.role == 0, RingSize: l.ringSize, BufferSize: l.bufferSize}
@@ -115,6 +149,11 @@ func (v *VPP) Snapshot() Snapshot {
 			return cmp.Or(a.Prefix.Addr().Compare(b.Prefix.Addr()), cmp.Compare(a.Prefix.Bits(), b.Prefix.Bits()))
 		})
 		out.Routes = append(out.Routes, routes...)
+	}
+	for _, k := range s.sortedNeighbors() {
+		n := s.neighbors[k.sw][k.ip]
+		out.Neighbors = append(out.Neighbors, Neighbor{SwIfIndex: k.sw, IP: k.ip, MAC: n.mac.String(),
+			Static: n.flags&ip_neighbor.IP_API_NEIGHBOR_FLAG_STATIC != 0})
 	}
 	return out
 }

@@ -28,6 +28,7 @@ const (
 	rvNoSuchEntry        = -6
 	rvInvalidValue       = -7
 	rvSyscallError1      = -11
+	rvSyscallError2      = -12
 	rvNoPathsInRoute     = -52
 	rvNoMatchingIface    = -54
 	rvAddrNotFound       = -60
@@ -45,6 +46,7 @@ const (
 	devAFP   = "af-packet"
 	devTap   = "virtio"
 	devLocal = "local"
+	devNIC   = "dpdk"
 )
 
 type ifKind uint8
@@ -56,6 +58,7 @@ const (
 	kindTap
 	kindVxlan
 	kindMemif
+	kindNIC // a hardware interface VPP has from its start (Config.NICs)
 )
 
 type simIface struct {
@@ -73,6 +76,23 @@ type simIface struct {
 	vxlan    *vxlanTunnel // kindVxlan
 	memif    *memifLink   // kindMemif
 	txRing   uint16
+	tap      *tapHost // kindTap: the host (Linux) side
+	// unnumbered is the interface whose addresses this one borrows, valid
+	// when unnumberedOK.
+	unnumbered   uint32
+	unnumberedOK bool
+}
+
+// tapHost is what a tap_create_v3 configured on the Linux side.
+type tapHost struct {
+	namespace        string
+	mac              ethernet_types.MacAddress
+	ip4, ip6         netip.Prefix // invalid if not set
+	gw4, gw6         netip.Addr   // invalid if not set
+	ip4Set, ip6Set   bool
+	gw4Set, gw6Set   bool
+	namespaceSet     bool
+	hostMACRequested bool
 }
 
 type tableKey struct {
@@ -110,16 +130,37 @@ type state struct {
 	bds          map[uint32]*bridgeDomain
 	nat          *natState // nil while the NAT44-ED plugin is disabled
 	memifSockets map[uint32]string
-	memifSeed    uint32   // VPP's random_u32 seed for memif socket IDs (0 at start)
-	poolLen      uint32   // sw_if_index pool size (next new index)
-	freed        []uint32 // freed sw_if_indexes, reused last-freed-first like VPP's pools
+	memifSeed    uint32                                 // VPP's random_u32 seed for memif socket IDs (0 at start)
+	poolLen      uint32                                 // sw_if_index pool size (next new index)
+	freed        []uint32                               // freed sw_if_indexes, reused last-freed-first like VPP's pools
+	neighbors    map[uint32]map[netip.Addr]*simNeighbor // by sw_if_index
+	// Indexes, so that one request costs the same with 10 or 10k
+	// interfaces and routes.
+	instances map[ifKind]*instanceSet // used instance numbers per kind
+	vxlans    map[vxlanKey]*simIface  // tunnels by their identity
+	pathRefs  map[uint32]int          // route paths through each sw_if_index
+}
+
+// instanceSet tracks the instance numbers (loopN, tapN, vxlan_tunnelN) of
+// one kind; low is at or below the lowest free one.
+type instanceSet struct {
+	used map[uint32]bool
+	low  uint32
 }
 
 func newState(cfg *Config) *state {
 	s := &state{cfg: cfg, ifaces: map[uint32]*simIface{}, tables: map[tableKey]*simTable{}, nextStats: 33,
-		graph: newGraph(), bds: map[uint32]*bridgeDomain{}, memifSockets: map[uint32]string{0: defaultMemifSocket}}
+		graph: newGraph(), bds: map[uint32]*bridgeDomain{}, memifSockets: map[uint32]string{0: defaultMemifSocket},
+		neighbors: map[uint32]map[netip.Addr]*simNeighbor{}, instances: map[ifKind]*instanceSet{},
+		vxlans: map[vxlanKey]*simIface{}, pathRefs: map[uint32]int{}}
 	s.ifaces[0] = &simIface{idx: 0, kind: kindLocal, name: "local0"}
 	s.poolLen = 1
+	for n, name := range cfg.NICs {
+		i := &simIface{idx: s.poolLen, kind: kindNIC, name: name,
+			mac: ethernet_types.MacAddress{0x02, 0x00, 0x00, 0x5e, 0x00, byte(n + 1)}}
+		s.addIface(i)
+		s.poolLen++
+	}
 	s.addTable(tableKey{false, 0}, "")
 	s.addTable(tableKey{true, 0}, "")
 	return s
@@ -152,17 +193,53 @@ func (s *state) freeIndex() uint32 {
 	return s.poolLen - 1
 }
 
+// freeInstance returns the lowest instance number of kind not in use.
 func (s *state) freeInstance(kind ifKind) uint32 {
-	used := map[uint32]bool{}
-	for _, i := range s.ifaces {
-		if i.kind == kind {
-			used[i.instance] = true
+	set := s.instances[kind]
+	if set == nil {
+		return 0
+	}
+	for set.used[set.low] {
+		set.low++
+	}
+	return set.low
+}
+
+// addIface registers a new interface in the tables and indexes.
+func (s *state) addIface(i *simIface) {
+	s.ifaces[i.idx] = i
+	switch i.kind {
+	case kindLoop, kindTap, kindVxlan:
+		set := s.instances[i.kind]
+		if set == nil {
+			set = &instanceSet{used: map[uint32]bool{}}
+			s.instances[i.kind] = set
+		}
+		set.used[i.instance] = true
+	}
+	if i.vxlan != nil {
+		s.vxlans[i.vxlan.key()] = i
+	}
+}
+
+// setPaths replaces the paths of route r of table t (none: the route goes)
+// and keeps Driver.pathRefs.
+func (s *state) setPaths(t *simTable, r *simRoute, paths []simPath) {
+	for _, sp := range r.paths {
+		if sp.swIfIndex != noIndex {
+			if s.pathRefs[sp.swIfIndex]--; s.pathRefs[sp.swIfIndex] <= 0 {
+				delete(s.pathRefs, sp.swIfIndex)
+			}
 		}
 	}
-	for n := uint32(0); ; n++ {
-		if !used[n] {
-			return n
+	r.paths = paths
+	for _, sp := range r.paths {
+		if sp.swIfIndex != noIndex {
+			s.pathRefs[sp.swIfIndex]++
 		}
+	}
+	if len(r.paths) == 0 {
+		delete(t.routes, r.prefix)
 	}
 }
 
@@ -187,7 +264,7 @@ func (s *state) createLoopback(m api.Message) []api.Message {
 	if i.mac == (ethernet_types.MacAddress{}) {
 		i.mac = ethernet_types.MacAddress{0xde, 0xad, 0, 0, 0, byte(inst)}
 	}
-	s.ifaces[i.idx] = i
+	s.addIface(i)
 	return []api.Message{&interfaces.CreateLoopbackReply{SwIfIndex: interface_types.InterfaceIndex(i.idx)}}
 }
 
@@ -205,6 +282,7 @@ func (s *state) deleteLoopback(m api.Message) []api.Message {
 // route paths through it.
 func (s *state) removeIface(i *simIface) {
 	s.leaveBD(i.idx)
+	delete(s.neighbors, i.idx)
 	if s.nat != nil {
 		delete(s.nat.ifaces, i.idx)
 		s.nat.output = slices.DeleteFunc(s.nat.output, func(sw uint32) bool { return sw == i.idx })
@@ -213,13 +291,21 @@ func (s *state) removeIface(i *simIface) {
 	for _, v6 := range []bool{false, true} {
 		s.unbind(i, v6)
 	}
-	for _, t := range s.tables {
-		for p, r := range t.routes {
-			r.paths = slices.DeleteFunc(r.paths, func(sp simPath) bool { return sp.swIfIndex == i.idx })
-			if len(r.paths) == 0 {
-				delete(t.routes, p)
+	if s.pathRefs[i.idx] > 0 {
+		for _, t := range s.tables {
+			for _, r := range t.routes {
+				if slices.ContainsFunc(r.paths, func(sp simPath) bool { return sp.swIfIndex == i.idx }) {
+					s.setPaths(t, r, slices.DeleteFunc(slices.Clone(r.paths), func(sp simPath) bool { return sp.swIfIndex == i.idx }))
+				}
 			}
 		}
+	}
+	if set := s.instances[i.kind]; set != nil && (i.kind == kindLoop || i.kind == kindTap || i.kind == kindVxlan) {
+		delete(set.used, i.instance)
+		set.low = min(set.low, i.instance)
+	}
+	if i.vxlan != nil && s.vxlans[i.vxlan.key()] == i {
+		delete(s.vxlans, i.vxlan.key())
 	}
 	delete(s.ifaces, i.idx)
 	s.freed = append(s.freed, i.idx)
@@ -249,6 +335,9 @@ func (s *state) maybeDropTable(k tableKey) {
 		if i.vrf[famIdx(k.v6)] == k.id {
 			return
 		}
+	}
+	for _, r := range t.routes {
+		s.setPaths(t, r, nil)
 	}
 	delete(s.tables, k)
 }
@@ -399,6 +488,8 @@ func (s *state) ifDetails(i *simIface) *interfaces.SwInterfaceDetails {
 	case kindTap:
 		d.InterfaceDevType = devTap
 		linkUp = true
+	case kindNIC:
+		d.InterfaceDevType = devNIC
 	case kindMemif:
 		d.InterfaceDevType = devMemif // link stays down: no peer
 	case kindVxlan:
@@ -523,12 +614,10 @@ func (s *state) routeAddDel(m api.Message) []api.Message {
 			return reply(0, noIndex)
 		}
 		if req.IsMultipath && len(paths) > 0 {
-			r.paths = slices.DeleteFunc(r.paths, func(sp simPath) bool { return slices.Contains(paths, sp) })
-			if len(r.paths) > 0 {
-				return reply(0, noIndex)
-			}
+			s.setPaths(t, r, slices.DeleteFunc(slices.Clone(r.paths), func(sp simPath) bool { return slices.Contains(paths, sp) }))
+			return reply(0, noIndex)
 		}
-		delete(t.routes, p)
+		s.setPaths(t, r, nil)
 		return reply(0, noIndex)
 	}
 	if len(paths) == 0 {
@@ -549,14 +638,15 @@ func (s *state) routeAddDel(m api.Message) []api.Message {
 		t.routes[p] = r
 	}
 	if req.IsMultipath {
+		merged := slices.Clone(r.paths)
 		for _, sp := range paths {
-			if !slices.Contains(r.paths, sp) {
-				r.paths = append(r.paths, sp)
+			if !slices.Contains(merged, sp) {
+				merged = append(merged, sp)
 			}
 		}
-	} else {
-		r.paths = paths
+		paths = merged
 	}
+	s.setPaths(t, r, paths)
 	return reply(0, r.stats)
 }
 
@@ -608,7 +698,9 @@ func (s *state) routeDump(m api.Message) []api.Message {
 	details := specialRoutes(v6)
 	seen := map[netip.Prefix]bool{}
 	for _, i := range s.sortedIfaces() {
-		if i.vrf[famIdx(v6)] != t.key.id {
+		// VPP installs connected and local entries of admin-up interfaces
+		// only.
+		if i.vrf[famIdx(v6)] != t.key.id || !i.adminUp {
 			continue
 		}
 		for _, a := range i.addrs {
@@ -634,7 +726,11 @@ func (s *state) routeDump(m api.Message) []api.Message {
 			}
 		}
 	}
-	details = append(details, s.recursiveEntries(t)...)
+	adj := s.neighborEntries(t)
+	details = append(details, s.trackedEntries(t, adj)...)
+	for _, d := range adj {
+		details = append(details, d)
+	}
 	routes := make([]*simRoute, 0, len(t.routes))
 	for _, r := range t.routes {
 		routes = append(routes, r)
@@ -643,7 +739,13 @@ func (s *state) routeDump(m api.Message) []api.Message {
 	for _, r := range routes {
 		paths := make([]fib_types.FibPath, 0, len(r.paths))
 		for _, sp := range r.paths {
-			fp := fibPath(sp.swIfIndex, v6, fib_types.FIB_API_PATH_TYPE_NORMAL, sp.nh)
+			nh := sp.nh
+			if !nh.IsValid() && sp.swIfIndex != noIndex && r.prefix.IsSingleIP() {
+				// An attached host route is an attached next hop: VPP
+				// reports the address as its next hop.
+				nh = r.prefix.Addr()
+			}
+			fp := fibPath(sp.swIfIndex, v6, fib_types.FIB_API_PATH_TYPE_NORMAL, nh)
 			fp.Weight = sp.weight
 			fp.TableID = sp.tableID
 			paths = append(paths, fp)
@@ -656,6 +758,29 @@ func (s *state) routeDump(m api.Message) []api.Message {
 	for n, d := range details {
 		d.Route.TableID = t.key.id
 		out[n] = d
+	}
+	return out
+}
+
+// neighborEntries returns the host entries VPP adds to table t for the IP
+// neighbors (static or dynamic, not link-local) of the interfaces bound to
+// it, keyed by address, except where an API route of the same prefix
+// exists (it takes precedence in the dump). They have no stats index.
+func (s *state) neighborEntries(t *simTable) map[netip.Addr]*ip.IPRouteDetails {
+	v6 := t.key.v6
+	out := map[netip.Addr]*ip.IPRouteDetails{}
+	for _, k := range s.sortedNeighbors() {
+		i := s.ifaces[k.sw]
+		if i == nil || k.ip.Is6() != v6 || i.vrf[famIdx(v6)] != t.key.id || k.ip.IsLinkLocalUnicast() {
+			continue
+		}
+		host := netip.PrefixFrom(k.ip, k.ip.BitLen())
+		if t.routes[host] != nil || out[k.ip] != nil {
+			continue
+		}
+		d := routeDetails(host, fibPath(k.sw, v6, fib_types.FIB_API_PATH_TYPE_NORMAL, k.ip))
+		d.Route.StatsIndex = noIndex
+		out[k.ip] = d
 	}
 	return out
 }
@@ -677,7 +802,7 @@ func (s *state) afPacketCreate(m api.Message) []api.Message {
 	if req.UseRandomHwAddr || i.mac == (ethernet_types.MacAddress{}) {
 		i.mac = s.randomMAC()
 	}
-	s.ifaces[i.idx] = i
+	s.addIface(i)
 	return []api.Message{&af_packet.AfPacketCreateV3Reply{SwIfIndex: interface_types.InterfaceIndex(i.idx)}}
 }
 
@@ -707,6 +832,13 @@ func (s *state) tapCreate(m api.Message) []api.Message {
 	fail := func(rv int32) []api.Message {
 		return []api.Message{&tapv2.TapCreateV3Reply{Retval: rv, SwIfIndex: interface_types.InterfaceIndex(noIndex)}}
 	}
+	ns := ""
+	if req.HostNamespaceSet {
+		ns = netnsPath(req.HostNamespace)
+		if !slices.ContainsFunc(s.cfg.Namespaces, func(n string) bool { return netnsPath(n) == ns }) {
+			return fail(rvSyscallError2) // VPP cannot open the namespace
+		}
+	}
 	if !s.cfg.VhostNet {
 		return fail(rvSyscallError1)
 	}
@@ -715,7 +847,11 @@ func (s *state) tapCreate(m api.Message) []api.Message {
 		id = s.freeInstance(kindTap)
 	}
 	for _, i := range s.ifaces {
-		if i.kind == kindTap && (i.instance == id || (req.HostIfNameSet && i.hostIf == req.HostIfName)) {
+		if i.kind != kindTap {
+			continue
+		}
+		sameNS := i.tap != nil && i.tap.namespace == ns
+		if i.instance == id || (req.HostIfNameSet && sameNS && i.hostIf == req.HostIfName) {
 			return fail(rvIfAlreadyExists)
 		}
 	}
@@ -731,8 +867,34 @@ func (s *state) tapCreate(m api.Message) []api.Message {
 	if req.UseRandomMac || i.mac == (ethernet_types.MacAddress{}) {
 		i.mac = s.randomMAC()
 	}
-	s.ifaces[i.idx] = i
+	h := &tapHost{namespace: ns, namespaceSet: req.HostNamespaceSet, mac: req.HostMacAddr, hostMACRequested: req.HostMacAddrSet}
+	if !req.HostMacAddrSet {
+		h.mac = s.randomMAC()
+	}
+	if req.HostIP4PrefixSet {
+		h.ip4, h.ip4Set = netip.PrefixFrom(netip.AddrFrom4(req.HostIP4Prefix.Address), int(req.HostIP4Prefix.Len)), true
+	}
+	if req.HostIP6PrefixSet {
+		h.ip6, h.ip6Set = netip.PrefixFrom(netip.AddrFrom16(req.HostIP6Prefix.Address), int(req.HostIP6Prefix.Len)), true
+	}
+	if req.HostIP4GwSet {
+		h.gw4, h.gw4Set = netip.AddrFrom4(req.HostIP4Gw), true
+	}
+	if req.HostIP6GwSet {
+		h.gw6, h.gw6Set = netip.AddrFrom16(req.HostIP6Gw), true
+	}
+	i.tap = h
+	s.addIface(i)
 	return []api.Message{&tapv2.TapCreateV3Reply{SwIfIndex: interface_types.InterfaceIndex(i.idx)}}
+}
+
+// netnsPath is the path VPP opens for a tap's host namespace: a name is
+// looked up under /var/run/netns.
+func netnsPath(ns string) string {
+	if strings.HasPrefix(ns, "/") {
+		return ns
+	}
+	return "/var/run/netns/" + ns
 }
 
 func (s *state) tapDelete(m api.Message) []api.Message {
@@ -752,52 +914,84 @@ func (s *state) tapDump(m api.Message) []api.Message {
 		if i.kind != kindTap || (uint32(req.SwIfIndex) != noIndex && uint32(req.SwIfIndex) != i.idx) {
 			continue
 		}
-		out = append(out, &tapv2.SwInterfaceTapV2Details{SwIfIndex: i.idx, ID: i.instance, RxRingSz: i.rxRing,
-			TxRingSz: i.txRing, DevName: i.name, HostIfName: i.hostIf})
+		d := &tapv2.SwInterfaceTapV2Details{SwIfIndex: i.idx, ID: i.instance, RxRingSz: i.rxRing,
+			TxRingSz: i.txRing, DevName: i.name, HostIfName: i.hostIf}
+		if h := i.tap; h != nil {
+			d.HostMacAddr = h.mac
+			if h.namespaceSet {
+				d.HostNamespace = h.namespace
+			}
+			if h.ip4Set {
+				d.HostIP4Prefix = ip_types.IP4AddressWithPrefix{Address: h.ip4.Addr().As4(), Len: uint8(h.ip4.Bits())}
+			}
+			if h.ip6Set {
+				d.HostIP6Prefix = ip_types.IP6AddressWithPrefix{Address: h.ip6.Addr().As16(), Len: uint8(h.ip6.Bits())}
+			}
+		}
+		out = append(out, d)
 	}
 	return out
 }
 
-// recursiveEntries returns the host entries VPP adds to table t to resolve
-// the next hops of recursive paths (sw_if_index ~0) that resolve in t: the
-// entry copies the connected interface it is covered by, or drops.
-func (s *state) recursiveEntries(t *simTable) []*ip.IPRouteDetails {
+// trackedEntries returns the host entries VPP adds to table t to track
+// addresses: the next hops of recursive paths (sw_if_index ~0) that
+// resolve in t, and the destinations of VXLAN tunnels whose encap table
+// is t. An entry copies the connected interface (of an admin-up
+// interface) it is covered by, or drops; none is shown where an API route
+// or a neighbor entry (adj) of the address exists.
+func (s *state) trackedEntries(t *simTable, adj map[netip.Addr]*ip.IPRouteDetails) []*ip.IPRouteDetails {
 	v6 := t.key.v6
-	done := map[netip.Addr]bool{}
-	var out []*ip.IPRouteDetails
+	var tracked []netip.Addr
 	for _, tt := range s.sortedTables() {
 		if tt.key.v6 != v6 {
 			continue
 		}
+		routes := make([]*simRoute, 0, len(tt.routes))
 		for _, r := range tt.routes {
+			routes = append(routes, r)
+		}
+		slices.SortFunc(routes, func(a, b *simRoute) int { return a.prefix.Addr().Compare(b.prefix.Addr()) })
+		for _, r := range routes {
 			for _, sp := range r.paths {
-				if sp.swIfIndex != noIndex || sp.tableID != t.key.id || !sp.nh.IsValid() || done[sp.nh] {
-					continue
+				if sp.swIfIndex == noIndex && sp.tableID == t.key.id && sp.nh.IsValid() {
+					tracked = append(tracked, sp.nh)
 				}
-				done[sp.nh] = true
-				host := netip.PrefixFrom(sp.nh, sp.nh.BitLen())
-				if t.routes[host] != nil {
-					continue
-				}
-				path := fibPath(noIndex, v6, fib_types.FIB_API_PATH_TYPE_DROP, netip.Addr{})
-				for _, i := range s.sortedIfaces() {
-					if i.vrf[famIdx(v6)] != t.key.id {
-						continue
-					}
-					for _, a := range i.addrs {
-						if a.Addr() == sp.nh {
-							path = fib_types.FibPath{} // the local entry is already there
-						} else if a.Addr().Is6() == v6 && a.Contains(sp.nh) && path.Type == fib_types.FIB_API_PATH_TYPE_DROP {
-							path = fibPath(i.idx, v6, fib_types.FIB_API_PATH_TYPE_NORMAL, sp.nh)
-						}
-					}
-				}
-				if path.Weight == 0 {
-					continue
-				}
-				out = append(out, routeDetails(host, path))
 			}
 		}
+	}
+	for _, i := range s.sortedIfaces() {
+		if x := i.vxlan; x != nil && x.dst.Is6() == v6 && x.encapVrf == t.key.id {
+			tracked = append(tracked, x.dst)
+		}
+	}
+	done := map[netip.Addr]bool{}
+	var out []*ip.IPRouteDetails
+	for _, nh := range tracked {
+		if done[nh] {
+			continue
+		}
+		done[nh] = true
+		host := netip.PrefixFrom(nh, nh.BitLen())
+		if t.routes[host] != nil || adj[nh] != nil {
+			continue
+		}
+		path := fibPath(noIndex, v6, fib_types.FIB_API_PATH_TYPE_DROP, netip.Addr{})
+		for _, i := range s.sortedIfaces() {
+			if i.vrf[famIdx(v6)] != t.key.id || !i.adminUp {
+				continue
+			}
+			for _, a := range i.addrs {
+				if a.Addr() == nh {
+					path = fib_types.FibPath{} // the local entry is already there
+				} else if a.Addr().Is6() == v6 && a.Contains(nh) && path.Type == fib_types.FIB_API_PATH_TYPE_DROP {
+					path = fibPath(i.idx, v6, fib_types.FIB_API_PATH_TYPE_NORMAL, nh)
+				}
+			}
+		}
+		if path.Weight == 0 {
+			continue
+		}
+		out = append(out, routeDetails(host, path))
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"go.fd.io/govpp/binapi/af_packet"
 	interfaces "go.fd.io/govpp/binapi/interface"
 	"go.fd.io/govpp/binapi/ip"
+	"go.fd.io/govpp/binapi/ip_neighbor"
 	"go.fd.io/govpp/binapi/l2"
 	"go.fd.io/govpp/binapi/memclnt"
 	"go.fd.io/govpp/binapi/memif"
@@ -30,6 +31,18 @@ type Config struct {
 	// VhostNet makes tap_create_v3 work; without it tap creation returns
 	// -11, as on a host without /dev/vhost-net.
 	VhostNet bool
+
+	// Namespaces lists the Linux network namespaces that tap_create_v3 can
+	// put the host side of a tap into, by name (as under /var/run/netns)
+	// or path; another namespace gives -12, as VPP does when it cannot
+	// open it (checked before /dev/vhost-net). Default: none.
+	Namespaces []string
+
+	// NICs names hardware interfaces (as VPP names DPDK NICs, e.g.
+	// "GigabitEthernet0/8/0") that the VPP has from its start and after
+	// every restart: admin down, without addresses, device type "dpdk".
+	// They cannot be created or deleted over the API. Default: none.
+	NICs []string
 
 	// Hide lists message names (e.g. "ip_route_add_del") that this VPP does
 	// not know, to simulate a VPP that lacks them or has changed their CRC.
@@ -105,7 +118,7 @@ func New(cfg Config) *VPP {
 			if m == d.req {
 				e.handle = d.handle
 				switch m.GetMessageName() {
-				case "control_ping", "sw_interface_get_table", "nat44_show_running_config":
+				case "control_ping", "sw_interface_get_table", "nat44_show_running_config", "get_next_index":
 					e.readOnly = true
 				default:
 					e.readOnly = !d.single
@@ -286,5 +299,10 @@ func handlers() []handlerDef {
 			[]api.Message{&nat44_ed.Nat44EdOutputInterfaceGetReply{}}},
 		{&nat44_ed.Nat44AddDelInterfaceAddr{}, &nat44_ed.Nat44AddDelInterfaceAddrReply{}, true, (*state).natInterfaceAddr, nil},
 		{&nat44_ed.Nat44InterfaceAddrDump{}, &nat44_ed.Nat44InterfaceAddrDetails{}, false, (*state).natInterfaceAddrDump, nil},
+		{&vlib.GetNextIndex{}, &vlib.GetNextIndexReply{}, true, (*state).getNextIndex, nil},
+		{&interfaces.SwInterfaceSetUnnumbered{}, &interfaces.SwInterfaceSetUnnumberedReply{}, true, (*state).setUnnumbered, nil},
+		{&ip.IPUnnumberedDump{}, &ip.IPUnnumberedDetails{}, false, (*state).unnumberedDump, nil},
+		{&ip_neighbor.IPNeighborAddDel{}, &ip_neighbor.IPNeighborAddDelReply{}, true, (*state).neighborAddDel, nil},
+		{&ip_neighbor.IPNeighborDump{}, &ip_neighbor.IPNeighborDetails{}, false, (*state).neighborDump, nil},
 	}
 }

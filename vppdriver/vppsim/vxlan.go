@@ -40,6 +40,17 @@ type vxlanTunnel struct {
 	l3        bool
 }
 
+// vxlanKey is what identifies a tunnel (VPP refuses a second one).
+type vxlanKey struct {
+	src, dst         netip.Addr
+	vni, encapVrf    uint32
+	srcPort, dstPort uint16
+}
+
+func (t *vxlanTunnel) key() vxlanKey {
+	return vxlanKey{src: t.src, dst: t.dst, vni: t.vni, encapVrf: t.encapVrf, srcPort: t.srcPort, dstPort: t.dstPort}
+}
+
 // graph holds the next nodes of the graph nodes add_node_next may extend.
 func newGraph() map[string][]string {
 	return map[string][]string{
@@ -78,14 +89,7 @@ func (s *state) vxlanAddDel(m api.Message) []api.Message {
 	if t.decapNext == noIndex {
 		t.decapNext = decapL2Input
 	}
-	same := func(o *vxlanTunnel) bool {
-		return o.src == t.src && o.dst == t.dst && o.vni == t.vni && o.encapVrf == t.encapVrf &&
-			o.srcPort == t.srcPort && o.dstPort == t.dstPort
-	}
-	for _, i := range s.sortedIfaces() {
-		if i.vxlan == nil || !same(i.vxlan) {
-			continue
-		}
+	if i := s.vxlans[t.key()]; i != nil {
 		if req.IsAdd {
 			return fail(rvTunnelExist)
 		}
@@ -104,19 +108,15 @@ func (s *state) vxlanAddDel(m api.Message) []api.Message {
 	inst := req.Instance
 	if inst == noIndex {
 		inst = s.freeInstance(kindVxlan)
-	} else {
-		for _, i := range s.ifaces {
-			if i.kind == kindVxlan && i.instance == inst {
-				return fail(rvInstanceInUse)
-			}
-		}
+	} else if set := s.instances[kindVxlan]; set != nil && set.used[inst] {
+		return fail(rvInstanceInUse)
 	}
 	i := &simIface{idx: s.freeIndex(), kind: kindVxlan, instance: inst, name: fmt.Sprintf("vxlan_tunnel%d", inst),
 		adminUp: true, vxlan: &t}
 	if !t.l3 {
 		i.mac = s.randomMAC()
 	}
-	s.ifaces[i.idx] = i
+	s.addIface(i)
 	return []api.Message{&vxlan.VxlanAddDelTunnelV3Reply{SwIfIndex: interface_types.InterfaceIndex(i.idx)}}
 }
 

@@ -1,0 +1,459 @@
+package nodeconn
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/nodesync"
+	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+)
+
+// Nodes tells the handler this node's ID and every node of the cluster.
+// *nodesync.NodeSync satisfies it. Both methods are called on the event
+// loop goroutine, from Resync and Update.
+type Nodes interface {
+	GetNodeID() uint32
+	GetAllNodes() nodesync.Nodes
+}
+
+// Publisher publishes this node's VPP-side addresses to the other nodes
+// (they build their tunnels to them). *nodesync.NodeSync satisfies it. It
+// is called from Resync, on the event loop goroutine; it must write only
+// on a real change (nodesync does), as every resync calls it.
+type Publisher interface {
+	PublishNodeIPs(addresses nodesync.IPsWithNetworks, version nodesync.IPVersion) error
+}
+
+// IPAM is the part of the IPAM API the handler uses (*ipam.IPAM satisfies
+// it): this node's addresses and the per-node subnets of the others. It is
+// called on the event loop goroutine.
+type IPAM interface {
+	NodeIPAddress(nodeID uint32) (net.IP, *net.IPNet, error)
+	VxlanIPAddress(nodeID uint32) (net.IP, *net.IPNet, error)
+	HostInterconnectIPInVPP() net.IP
+	HostInterconnectSubnetThisNode() *net.IPNet
+	HostInterconnectSubnetOtherNode(nodeID uint32) (*net.IPNet, error)
+	PodSubnetOtherNode(nodeID uint32) (*net.IPNet, error)
+}
+
+// ErrNotReady is returned (wrapped) while this node has no node ID or IPAM
+// has not computed this node's addresses yet: the handler keeps what it
+// configured before and the loop heals with a later resync.
+var ErrNotReady = errors.New("nodeconn: this node's ID or addresses are not known yet")
+
+// Handler is the node connectivity event handler: it puts this node's
+// uplink, VPP-host interconnect and VXLAN loopback, and a routed VXLAN
+// mesh to every other node, as vppdriver/model values into the loop's
+// transaction. See the package documentation.
+//
+// Handler is safe for concurrent use: its controller.EventHandler methods
+// run on the event loop goroutine; [Handler.Tunnels] may be called from
+// any goroutine.
+type Handler struct {
+	nodes Nodes
+	pub   Publisher
+	ipam  IPAM
+	cfg   Config
+	log   *slog.Logger
+
+	mu    sync.Mutex               // guards the fields below
+	self  *self                    // nil until computed
+	own   controller.KeyValuePairs // this node's values
+	peers map[string]*peer         // by node name
+}
+
+// self is what the handler knows about this node.
+type self struct {
+	id      uint32
+	nodeIP  netip.Prefix // address with the interconnect's prefix length
+	vxlanIP netip.Addr
+	vxlan4  bool // the VXLAN subnet is IPv4
+	hostIP  netip.Prefix
+}
+
+// peer is what the handler configured for another node.
+type peer struct {
+	id     uint32
+	values controller.KeyValuePairs
+}
+
+var _ controller.EventHandler = (*Handler)(nil)
+
+// New returns a handler. nodes and addrs are required; pub may be nil
+// (this node's addresses are then not published). New does no I/O.
+func New(nodes Nodes, pub Publisher, addrs IPAM, cfg Config) (*Handler, error) {
+	if nodes == nil || addrs == nil {
+		return nil, errors.New("nodeconn: nodes and IPAM are required")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Handler{nodes: nodes, pub: pub, ipam: addrs, cfg: cfg, log: cfg.Logger.With(slog.String("component", "nodeconn")),
+		peers: map[string]*peer{}}, nil
+}
+
+// String returns "nodeconn".
+func (h *Handler) String() string { return "nodeconn" }
+
+// HandlesEvent selects resyncs and nodesync.NodeUpdate events.
+func (h *Handler) HandlesEvent(ev controller.Event) bool {
+	if _, ok := ev.(*nodesync.NodeUpdate); ok {
+		return true
+	}
+	m := ev.Method()
+	return m == controller.FullResync || m == controller.UpstreamResync
+}
+
+// Resync puts this node's interfaces and the mesh to every other node
+// that has an ID and a published address of the underlay's family, and
+// publishes this node's node IP. If this node's addresses are not known
+// (see [ErrNotReady]), it puts what it configured before and returns the
+// error, so that the commit removes nothing; before its first successful
+// resync it aborts the event instead (controller.AbortEventError: nothing
+// is committed, the loop resyncs again soon), so that a starting agent
+// does not remove what VPP holds.
+func (h *Handler) Resync(_ controller.Event, _ controller.KubeStateData, _ int, txn controller.ResyncOperations) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s, err := h.computeSelf()
+	if err == nil {
+		var own controller.KeyValuePairs
+		if own, err = h.ownValues(s); err == nil {
+			h.self, h.own = s, own
+		}
+	}
+	if err != nil {
+		if h.self == nil {
+			// Nothing known yet (an agent that starts): abort rather than
+			// let the commit remove what VPP holds from before.
+			return controller.NewAbortEventError(err)
+		}
+		h.putAllLocked(txn)
+		return err
+	}
+	var errs []error
+	if err := h.publish(s); err != nil {
+		errs = append(errs, err)
+	}
+	h.peers = map[string]*peer{}
+	for name, n := range h.nodes.GetAllNodes() {
+		if p := h.peerOf(s, n); p != nil {
+			h.peers[name] = p
+		}
+	}
+	h.putAllLocked(txn)
+	return errors.Join(errs...)
+}
+
+func (h *Handler) putAllLocked(txn controller.ResyncOperations) {
+	controller.PutAll(txn, h.own)
+	for _, p := range h.peers {
+		controller.PutAll(txn, p.values)
+	}
+}
+
+// Update applies a NodeUpdate of another node: its keys are replaced by
+// the new ones, and only keys whose value changed are put (a node whose
+// address changed moves its tunnels; its neighbors and routes are not
+// touched). NodeUpdates of this node are ignored.
+func (h *Handler) Update(ev controller.Event, txn controller.UpdateOperations) (string, error) {
+	nu, ok := ev.(*nodesync.NodeUpdate)
+	if !ok {
+		return "", nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.self == nil {
+		s, err := h.computeSelf()
+		if err != nil {
+			return "", err
+		}
+		h.self = s
+	}
+	if nu.NewState != nil && nu.NewState.ID == h.self.id {
+		return "", nil
+	}
+	old := h.peers[nu.NodeName]
+	var next *peer
+	if nu.NewState != nil {
+		next = h.peerOf(h.self, nu.NewState)
+	}
+	var oldVals, newVals controller.KeyValuePairs
+	if old != nil {
+		oldVals = old.values
+	}
+	if next != nil {
+		newVals = next.values
+		h.peers[nu.NodeName] = next
+	} else {
+		delete(h.peers, nu.NodeName)
+	}
+	changed := 0
+	for k := range oldVals {
+		if _, keep := newVals[k]; !keep {
+			txn.Delete(k)
+			changed++
+		}
+	}
+	for k, v := range newVals {
+		if ov, had := oldVals[k]; !had || !proto.Equal(ov, v) {
+			txn.Put(k, v)
+			changed++
+		}
+	}
+	if changed == 0 {
+		return "", nil
+	}
+	return fmt.Sprintf("node %s: %d key(s) changed", nu.NodeName, changed), nil
+}
+
+// Revert does nothing: the handler handles BestEffort events only.
+func (h *Handler) Revert(controller.Event) error { return nil }
+
+// Tunnels returns the logical names of the tunnel interfaces to the node
+// of that name (one per payload family; none if the node is unknown or
+// has no address yet).
+func (h *Handler) Tunnels(node string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p := h.peers[node]
+	if p == nil {
+		return nil
+	}
+	var out []string
+	for k, v := range p.values {
+		if i, ok := v.(*model.Interface); ok && k == model.InterfaceKey(i.GetName()) {
+			out = append(out, i.GetName())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// computeSelf reads this node's ID and addresses.
+func (h *Handler) computeSelf() (*self, error) {
+	id := h.nodes.GetNodeID()
+	if id == 0 {
+		return nil, fmt.Errorf("%w: no node ID", ErrNotReady)
+	}
+	s := &self{id: id, nodeIP: h.cfg.Uplink.Address}
+	if !s.nodeIP.IsValid() {
+		ip, network, err := h.ipam.NodeIPAddress(id)
+		if err != nil {
+			return nil, fmt.Errorf("nodeconn: node IP of node %d: %w", id, err)
+		}
+		if s.nodeIP, err = prefixOf(ip, network); err != nil {
+			return nil, fmt.Errorf("nodeconn: node IP: %w", err)
+		}
+	}
+	vip, vnet, err := h.ipam.VxlanIPAddress(id)
+	if err != nil {
+		return nil, fmt.Errorf("nodeconn: VXLAN IP of node %d: %w", id, err)
+	}
+	vp, err := prefixOf(vip, vnet)
+	if err != nil {
+		return nil, fmt.Errorf("nodeconn: VXLAN IP: %w", err)
+	}
+	s.vxlanIP, s.vxlan4 = vp.Addr(), vp.Addr().Is4()
+	if h.cfg.HostInterconnect.AfPacketHostIf != "" || h.cfg.HostInterconnect.TapHostIfName != "" {
+		ip, network := h.ipam.HostInterconnectIPInVPP(), h.ipam.HostInterconnectSubnetThisNode()
+		if ip == nil || network == nil {
+			return nil, fmt.Errorf("%w: no VPP-host interconnect address", ErrNotReady)
+		}
+		if s.hostIP, err = prefixOf(ip, network); err != nil {
+			return nil, fmt.Errorf("nodeconn: VPP-host interconnect: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// prefixOf returns ip with the prefix length of network.
+func prefixOf(ip net.IP, network *net.IPNet) (netip.Prefix, error) {
+	a, ok := netip.AddrFromSlice(ip)
+	if !ok || network == nil {
+		return netip.Prefix{}, fmt.Errorf("bad address %v in %v", ip, network)
+	}
+	ones, _ := network.Mask.Size()
+	a = a.Unmap()
+	return netip.PrefixFrom(a, ones), nil
+}
+
+// ownValues returns this node's values: uplink, VPP-host interconnect,
+// VXLAN loopback and the NAT44 identity mapping for VXLAN.
+func (h *Handler) ownValues(s *self) (controller.KeyValuePairs, error) {
+	out := controller.KeyValuePairs{}
+	var errs []error
+	put := func(m proto.Message) {
+		k, err := model.KeyOf(m)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("nodeconn: %w", err)) // e.g. a bad host interface name in Config
+			return
+		}
+		out[k] = m
+	}
+	up := h.cfg.Uplink
+	switch {
+	case up.AfPacketHostIf != "":
+		put(&model.Interface{Name: up.Name, Type: model.Interface_AF_PACKET, Enabled: true, MacAddress: macOr(up.MACAddress, 0, s.id),
+			AfPacket: &model.AfPacketLink{HostIfName: up.AfPacketHostIf}, IpAddresses: []string{s.nodeIP.String()}})
+	case up.VPPName != "":
+		put(&model.Interface{Name: up.Name, Type: model.Interface_EXISTING, Enabled: true,
+			Existing: &model.ExistingLink{VppName: up.VPPName}, IpAddresses: []string{s.nodeIP.String()}})
+	}
+	hi := h.cfg.HostInterconnect
+	switch {
+	case hi.AfPacketHostIf != "":
+		put(&model.Interface{Name: hi.Name, Type: model.Interface_AF_PACKET, Enabled: true, MacAddress: macOr(hi.MACAddress, 1, s.id),
+			AfPacket: &model.AfPacketLink{HostIfName: hi.AfPacketHostIf}, IpAddresses: []string{s.hostIP.String()}})
+	case hi.TapHostIfName != "":
+		put(&model.Interface{Name: hi.Name, Type: model.Interface_TAP, Enabled: true, MacAddress: macOr(hi.MACAddress, 1, s.id),
+			Tap: &model.TapLink{HostIfName: hi.TapHostIfName}, IpAddresses: []string{s.hostIP.String()}})
+	}
+	put(&model.Interface{Name: h.cfg.VxlanLoopbackName, Type: model.Interface_LOOPBACK, Enabled: true, MacAddress: macOr("", 2, s.id),
+		IpAddresses: []string{netip.PrefixFrom(s.vxlanIP, s.vxlanIP.BitLen()).String()}})
+	if h.cfg.NAT44 && s.nodeIP.Addr().Is4() {
+		put(&model.Nat44IdentityMapping{Protocol: model.Nat44Protocol_UDP, Ip: s.nodeIP.Addr().String(), Port: vxlanPort})
+	}
+	return out, errors.Join(errs...)
+}
+
+const vxlanPort = 4789
+
+// publish publishes the node IP (and no address of the other family).
+func (h *Handler) publish(s *self) error {
+	if h.pub == nil {
+		return nil
+	}
+	a := s.nodeIP
+	mine := nodesync.IPsWithNetworks{{Address: a.Addr(), Network: a.Masked()}}
+	v, other := nodesync.IPv4, nodesync.IPv6
+	if a.Addr().Is6() {
+		v, other = other, v
+	}
+	if err := h.pub.PublishNodeIPs(mine, v); err != nil {
+		return fmt.Errorf("nodeconn: publish node IP: %w", err)
+	}
+	if err := h.pub.PublishNodeIPs(nil, other); err != nil {
+		return fmt.Errorf("nodeconn: publish node IP: %w", err)
+	}
+	return nil
+}
+
+// peerOf returns the values for another node: per payload family a
+// tunnel, a static neighbor for the next hop through it, and routes to the
+// node's pod and VPP-host subnets of that family. It returns nil for this
+// node, a node without ID, and a node without an address of the
+// underlay's family.
+func (h *Handler) peerOf(s *self, n *nodesync.Node) *peer {
+	if n == nil || n.ID == 0 || n.ID == s.id {
+		return nil
+	}
+	var remote netip.Addr
+	for _, a := range n.VppIPAddresses {
+		if a.Address.Unmap().Is4() == s.nodeIP.Addr().Is4() {
+			remote = a.Address.Unmap()
+			break
+		}
+	}
+	if !remote.IsValid() || remote == s.nodeIP.Addr() {
+		return nil
+	}
+	var subnets []netip.Prefix
+	if h.cfg.PodCIDRsFromKubernetes {
+		for _, p := range n.PodCIDRs {
+			if p.IsValid() {
+				subnets = append(subnets, p.Masked())
+			}
+		}
+	} else if p, err := h.ipam.PodSubnetOtherNode(n.ID); err == nil {
+		if pp, err := prefixOf(p.IP, p); err == nil {
+			subnets = append(subnets, pp.Masked())
+		}
+	} else {
+		h.log.Debug("no pod subnet of node", slog.String("node", n.Name), slog.Any("error", err))
+	}
+	if p, err := h.ipam.HostInterconnectSubnetOtherNode(n.ID); err == nil {
+		if pp, err := prefixOf(p.IP, p); err == nil {
+			subnets = append(subnets, pp.Masked())
+		}
+	} else {
+		h.log.Debug("no VPP-host subnet of node", slog.String("node", n.Name), slog.Any("error", err))
+	}
+	out := &peer{id: n.ID, values: controller.KeyValuePairs{}}
+	for _, v6 := range []bool{false, true} {
+		var fam []netip.Prefix
+		for _, p := range subnets {
+			if p.Addr().Is6() == v6 {
+				fam = append(fam, p)
+			}
+		}
+		if len(fam) == 0 {
+			continue
+		}
+		name, vni, payload := "vxlan-"+strconv.FormatUint(uint64(n.ID), 10), h.cfg.VNI, model.VxlanLink_PAYLOAD_IPV4
+		if v6 {
+			name, vni, payload = "vxlan6-"+strconv.FormatUint(uint64(n.ID), 10), h.cfg.IPv6VNI, model.VxlanLink_PAYLOAD_IPV6
+		}
+		nh := h.nextHop(s, n.ID, v6)
+		tunnel := &model.Interface{Name: name, Type: model.Interface_VXLAN_TUNNEL, Enabled: true, Unnumbered: h.cfg.VxlanLoopbackName,
+			Vxlan: &model.VxlanLink{SrcAddress: s.nodeIP.Addr().String(), DstAddress: remote.String(), Vni: vni, Payload: payload}}
+		out.values[model.InterfaceKey(name)] = tunnel
+		out.values[model.IPNeighborKey(name, nh)] = &model.IPNeighbor{Interface: name, IpAddress: nh.String(),
+			MacAddress: neighborMAC(n.ID)}
+		for _, p := range fam {
+			out.values[model.RouteKey(0, p)] = &model.Route{DstNetwork: p.String(),
+				Paths: []*model.Path{{OutgoingInterface: name, NextHop: nh.String()}}}
+		}
+	}
+	if len(out.values) == 0 {
+		return nil
+	}
+	return out
+}
+
+// nextHop is the next hop of the routes through the tunnel of one payload
+// family to node id: the node's VXLAN IP when the VXLAN subnet is of that
+// family, otherwise a link-local address made from the ID (fe80::<id>,
+// 169.254.<id/256>.<id%256>). A routed tunnel is not point-to-point in VPP:
+// routes through it need a next hop, resolved by a static neighbor.
+func (h *Handler) nextHop(s *self, id uint32, v6 bool) netip.Addr {
+	if s.vxlan4 != v6 {
+		if ip, _, err := h.ipam.VxlanIPAddress(id); err == nil {
+			if a, ok := netip.AddrFromSlice(ip); ok {
+				return a.Unmap()
+			}
+		}
+	}
+	if v6 {
+		var b [16]byte
+		b[0], b[1] = 0xfe, 0x80
+		b[12], b[13], b[14], b[15] = byte(id>>24), byte(id>>16), byte(id>>8), byte(id)
+		return netip.AddrFrom16(b)
+	}
+	return netip.AddrFrom4([4]byte{169, 254, byte(id >> 8), byte(id)})
+}
+
+// macOr returns mac, or the default MAC 06:<kind>:<node ID> of an
+// interface of this node.
+func macOr(mac string, kind byte, id uint32) string {
+	if mac != "" {
+		return mac
+	}
+	return fmt.Sprintf("06:%02x:%02x:%02x:%02x:%02x", kind, byte(id>>24), byte(id>>16), byte(id>>8), byte(id))
+}
+
+// neighborMAC is the MAC of the static neighbor of node id (a routed
+// tunnel carries no Ethernet header: it is never on the wire).
+func neighborMAC(id uint32) string {
+	return fmt.Sprintf("02:00:%02x:%02x:%02x:%02x", byte(id>>24), byte(id>>16), byte(id>>8), byte(id))
+}
