@@ -211,10 +211,14 @@ func (d *Driver) ifaceCreate(it *item, m *ifaceVal) *op {
 		case model.Interface_LOOPBACK:
 			req = &interfaces.CreateLoopback{MacAddress: m.mac}
 		case model.Interface_AF_PACKET:
+			// Checksum offload as VPP's CLI sets it by default: a veth hands
+			// VPP packets whose checksum the kernel left to the "hardware";
+			// without it VPP forwards them with bad checksums and TCP fails.
 			req = &af_packet.AfPacketCreateV3{
 				Mode: af_packet.AF_PACKET_API_MODE_ETHERNET, HostIfName: l.afpHost,
 				HwAddr: m.mac, UseRandomHwAddr: !m.hasMAC,
 				NumRxQueues: 1, NumTxQueues: 1,
+				Flags: af_packet.AF_PACKET_API_FLAG_CKSUM_GSO,
 			}
 		case model.Interface_TAP:
 			req = d.tapMsg(m)

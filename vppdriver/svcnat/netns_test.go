@@ -80,14 +80,6 @@ func (l *netnsLab) link(name, vppIf string) {
 	l.ip("link", "set", l.hostIf(vppIf), "up")
 	l.ip("-n", ns, "link", "set", "lo", "up")
 	l.ip("-n", ns, "link", "set", "eth0", "up")
-	// The driver creates af_packet interfaces without checksum offload
-	// (flags 0): VPP forwards what a veth hands it as is, and a packet
-	// whose checksum the kernel left to the (veth) hardware arrives with
-	// a bad one. Let the kernel compute checksums.
-	out, err := exec.Command("ip", "netns", "exec", ns, "ethtool", "-K", "eth0", "tx", "off").CombinedOutput()
-	if err != nil {
-		l.t.Fatalf("ethtool in %s: %v\n%s", ns, err, out)
-	}
 }
 
 // addr configures eth0 of namespace name: addr/bits, then routes ("dst via
