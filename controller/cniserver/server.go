@@ -301,6 +301,33 @@ func (s *Server) Attachments(ctx context.Context) ([]Attachment, error) {
 	return out, nil
 }
 
+// PodAttachments returns the completed attachments (Ready) as the pod
+// handlers' durable record of the pods on this node
+// (podconn.Config.Attachments): a pod handler rebuilds exactly these pods
+// on a resync after an agent restart. An attachment whose ADD did not
+// complete is left out; the runtime's DEL (or GC) removes it, or a
+// repeated ADD completes it. Reading the store is bounded by
+// Config.RequestTimeout.
+func (s *Server) PodAttachments() ([]controller.PodAttachment, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+	defer cancel()
+	all, err := s.Attachments(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]controller.PodAttachment, 0, len(all))
+	for _, a := range all {
+		if !a.Ready {
+			continue
+		}
+		out = append(out, controller.PodAttachment{
+			Pod: a.Pod, ContainerID: a.ID.ContainerID, NetworkNamespace: a.Netns,
+			IfName: a.ID.IfName, InterfaceType: a.Type, HostIfName: a.HostIfName,
+		})
+	}
+	return out, nil
+}
+
 func (s *Server) load(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -670,3 +670,25 @@ func TestStatusBeforeStartupResync(t *testing.T) {
 		return err == nil
 	}, 10*time.Second, time.Millisecond)
 }
+
+// TestPodAttachments: the completed attachments are the pod handlers'
+// durable record (podconn.Config.Attachments); an ADD that did not
+// complete is left out.
+func TestPodAttachments(t *testing.T) {
+	ctx := context.Background()
+	store := cniservertest.NewMemStore()
+	unfinished := cniserver.Attachment{ID: cniserver.AttachmentID{ContainerID: "c-half", IfName: "eth0"},
+		Pod: kubemodel.PodID{Namespace: "default", Name: "half"}, Netns: "/run/netns/half", Type: controller.PodInterfaceAfPacket}
+	require.NoError(t, store.PutAttachment(ctx, unfinished)) // an ADD interrupted by a restart
+	u := newUnit(t, unitOptions{store: store, cfg: cniserver.Config{InterfaceType: controller.PodInterfaceAfPacket}})
+	_, netns := u.add("web")
+	all, err := u.srv.Attachments(ctx)
+	require.NoError(t, err)
+	require.Len(t, all, 2)
+	got, err := u.srv.PodAttachments()
+	require.NoError(t, err)
+	assert.Equal(t, []controller.PodAttachment{{
+		Pod: kubemodel.PodID{Namespace: "default", Name: "web"}, ContainerID: "c-web", NetworkNamespace: netns,
+		IfName: "eth0", InterfaceType: controller.PodInterfaceAfPacket, HostIfName: cniserver.HostIfName("c-web", "eth0"),
+	}}, got)
+}

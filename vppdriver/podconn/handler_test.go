@@ -64,6 +64,8 @@ func TestInterfaceType(t *testing.T) {
 		require.Len(t, ev.Interfaces, 1)
 		return ev.Interfaces[0].Type
 	}
+	assert.Equal(t, controller.PodInterfaceMemif, a.Pods.InterfaceTypeOf(podID(1)), "the pod server asks before ADD")
+	assert.Equal(t, controller.PodInterfaceTap, a.Pods.InterfaceTypeOf(podID(0)), "no annotation: Config")
 	assert.Equal(t, controller.PodInterfaceTap, typeOf(addPodEvent(e, 0, controller.PodInterfaceDefault)), "Config")
 	assert.Equal(t, controller.PodInterfaceMemif, typeOf(addPodEvent(e, 1, controller.PodInterfaceDefault)), "annotation")
 	assert.Equal(t, controller.PodInterfaceAfPacket, typeOf(addPodEvent(e, 2, controller.PodInterfaceAfPacket)), "event")
@@ -72,6 +74,7 @@ func TestInterfaceType(t *testing.T) {
 		NewValue: annotated(3, "af_packet")}
 	require.NoError(t, a.Loop.PushEvent(ch))
 	a.Sync(t)
+	assert.Equal(t, controller.PodInterfaceAfPacket, a.Pods.InterfaceTypeOf(podID(3)))
 	assert.Equal(t, controller.PodInterfaceAfPacket, typeOf(addPodEvent(e, 3, controller.PodInterfaceDefault)), "annotation added later")
 	a.WaitConfigured(t)
 	assert.Len(t, a.Pods.Pods(), 4)

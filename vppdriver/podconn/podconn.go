@@ -142,6 +142,21 @@ func (h *Handler) PodInterface(id kubemodel.PodID) (ifName string, ok bool) {
 	return p.name, true
 }
 
+// InterfaceTypeOf returns the interface type that the pod's
+// controller.PodInterfaceTypeAnnotation asks for, as last seen in the
+// Kubernetes state, or Config.InterfaceType when the pod has none (or is
+// not known yet). The pod server calls it before it prepares a new pod
+// (cniserver.Config.InterfaceTypeFor), so that an af_packet veth pair is
+// made only for pods that will use it. It is safe for concurrent use.
+func (h *Handler) InterfaceTypeOf(id kubemodel.PodID) controller.PodInterfaceType {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t, ok := h.annotations[id]; ok {
+		return t
+	}
+	return h.cfg.InterfaceType
+}
+
 // Pods returns the attachments of the pods the handler connected, sorted
 // by pod (types resolved, IfName set).
 func (h *Handler) Pods() []controller.PodAttachment {
