@@ -43,9 +43,12 @@ type Config struct {
 	// DefaultIPv6VNI.
 	IPv6VNI uint32
 
-	// NAT44 adds an identity mapping for UDP port 4789 on the node IP:
-	// set it when the uplink is a NAT44 outside interface (the service
-	// renderer makes it one), which otherwise drops the VXLAN packets.
+	// NAT44 adds an identity mapping for UDP port 4789 on the node IP and
+	// makes every IPv4 tunnel a NAT44 inside and outside interface: set it
+	// when the uplink is a NAT44 outside interface (the service renderer
+	// makes it one), which otherwise drops the VXLAN packets, and so that
+	// replies of service backends on other nodes are translated back. The
+	// NAT44 plugin itself (Nat44Global) is the service renderer's.
 	NAT44 bool
 
 	// PodCIDRsFromKubernetes routes to other nodes' pod subnets taken from

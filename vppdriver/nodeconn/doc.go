@@ -18,7 +18,9 @@
 //   - a loopback with this node's VXLAN IP (IPAM's VxlanIPAddress): the
 //     tunnels borrow its address;
 //   - with [Config].NAT44, a NAT44 identity mapping for UDP 4789 on the
-//     node IP: NAT44-ED on the uplink drops VXLAN otherwise;
+//     node IP (NAT44-ED on the uplink drops VXLAN otherwise), and the IPv4
+//     tunnels as NAT44 inside and outside interfaces (replies of service
+//     backends on other nodes are translated back);
 //   - the node IP is published to the other nodes (nodesync's
 //     PublishNodeIPs), on every resync (nodesync writes only on change).
 //

@@ -16,7 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.fd.io/govpp/adapter"
 	"go.fd.io/govpp/adapter/socketclient"
+	interfaces "go.fd.io/govpp/binapi/interface"
+	"go.fd.io/govpp/binapi/interface_types"
 	"go.fd.io/govpp/binapi/nat44_ed"
+	"go.fd.io/govpp/binapi/nat_types"
 	"go.uber.org/goleak"
 
 	"github.com/vswitchkit/vswitchkit/controller"
@@ -303,20 +306,44 @@ func decap(iface string) string {
 // the NAT44 plugin is enabled (here by external configuration, as the
 // service renderer would).
 func TestNAT44IdentityMapping(t *testing.T) {
-	_, na := simNode()
+	db := nodesynctest.NewMemDB()
 	cfg := meshCfg
 	cfg.NAT44 = true
-	a := agenttest.Start(t, agenttest.Options{Name: "node-1", DB: nodesynctest.NewMemDB(), NewAdapter: na, NodeConn: cfg})
-	ev := controller.NewExternalConfigChange("test", true)
-	ev.UpdatedKVs[model.Nat44GlobalKey] = &model.Nat44Global{}
-	ev.UpdatedKVs[model.Nat44InterfaceKey("uplink")] = &model.Nat44Interface{Interface: "uplink", Outside: true}
-	require.NoError(t, a.Loop.PushEvent(ev))
-	require.NoError(t, ev.Wait())
-	a.WaitConfigured(t)
+	var agents []*agenttest.Agent
+	var adapters []func() adapter.VppAPI
+	for i := 1; i <= 2; i++ {
+		_, na := simNode()
+		a := agenttest.Start(t, agenttest.Options{Name: fmt.Sprintf("node-%d", i), DB: db, NewAdapter: na, NodeConn: cfg})
+		ev := controller.NewExternalConfigChange("test", true)
+		ev.UpdatedKVs[model.Nat44GlobalKey] = &model.Nat44Global{}
+		ev.UpdatedKVs[model.Nat44InterfaceKey("uplink")] = &model.Nat44Interface{Interface: "uplink", Outside: true}
+		require.NoError(t, a.Loop.PushEvent(ev))
+		require.NoError(t, ev.Wait())
+		agents, adapters = append(agents, a), append(adapters, na)
+	}
+	na := adapters[0]
+	require.Eventually(t, func() bool { return len(agents[0].Conn.Tunnels("node-2")) == 1 }, 10*time.Second, 10*time.Millisecond)
+	agents[0].Sync(t)
+	agents[0].WaitConfigured(t)
 	var got []string
 	for _, m := range agenttest.Dump(t, na, &nat44_ed.Nat44IdentityMappingDump{}) {
 		d := m.(*nat44_ed.Nat44IdentityMappingDetails)
 		got = append(got, fmt.Sprintf("%d %s:%d", d.Protocol, d.IPAddress, d.Port))
 	}
 	assert.Equal(t, []string{"17 192.168.16.1:4789"}, got)
+
+	// The tunnel to node 2 is NAT44 inside and outside, so that replies
+	// of a service backend on node 2 are translated back on node 1.
+	names := map[uint32]string{}
+	for _, m := range agenttest.Dump(t, na, &interfaces.SwInterfaceDump{SwIfIndex: ^interface_types.InterfaceIndex(0)}) {
+		d := m.(*interfaces.SwInterfaceDetails)
+		names[uint32(d.SwIfIndex)] = d.Tag
+	}
+	features := map[string]nat_types.NatConfigFlags{}
+	for _, m := range agenttest.Dump(t, na, &nat44_ed.Nat44InterfaceDump{}) {
+		d := m.(*nat44_ed.Nat44InterfaceDetails)
+		features[names[uint32(d.SwIfIndex)]] = d.Flags
+	}
+	assert.Equal(t, nat_types.NAT_IS_INSIDE|nat_types.NAT_IS_OUTSIDE, features["vsk:vxlan-2"], "%v", features)
+	assert.Equal(t, nat_types.NAT_IS_OUTSIDE, features["vsk:uplink"], "%v", features)
 }

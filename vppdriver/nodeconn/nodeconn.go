@@ -408,6 +408,12 @@ func (h *Handler) peerOf(s *self, n *nodesync.Node) *peer {
 		tunnel := &model.Interface{Name: name, Type: model.Interface_VXLAN_TUNNEL, Enabled: true, Unnumbered: h.cfg.VxlanLoopbackName,
 			Vxlan: &model.VxlanLink{SrcAddress: s.nodeIP.Addr().String(), DstAddress: remote.String(), Vni: vni, Payload: payload}}
 		out.values[model.InterfaceKey(name)] = tunnel
+		if h.cfg.NAT44 && !v6 {
+			// Traffic to a service backend on that node leaves through the
+			// tunnel after DNAT: the tunnel is inside and outside, like the
+			// VPP-host link, so that the replies are translated back.
+			out.values[model.Nat44InterfaceKey(name)] = &model.Nat44Interface{Interface: name, Inside: true, Outside: true}
+		}
 		out.values[model.IPNeighborKey(name, nh)] = &model.IPNeighbor{Interface: name, IpAddress: nh.String(),
 			MacAddress: neighborMAC(n.ID)}
 		for _, p := range fam {
