@@ -15,7 +15,9 @@
 // backends (interfaces of local pods that back at least one service) and
 // frontends (all other connected local pods plus [Config.FrontendInterfaces]).
 // AddPod and DeletePod keep them right, also when a pod becomes a backend
-// before its AddPod arrives.
+// before its AddPod arrives, and when kubelet replaces a pod's sandbox: a
+// late DeletePod of the old sandbox (its container ID differs from the one
+// of the AddPod that connected the pod) leaves the pod connected.
 //
 // What the processor needs from other components comes through small
 // interfaces: [PodSubnets] (the IPAM, through [SubnetsFromIPNet]),

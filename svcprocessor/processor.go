@@ -97,6 +97,10 @@ type ServiceProcessor struct {
 	frontends ifSet
 	backends  ifSet
 	nodeIPs   []netip.Addr
+	// Revert of the AddPod being processed: the pod's endpoint before it
+	// (nil if it was not connected).
+	revertEv   controller.Event
+	revertPrev *LocalEndpoint
 }
 
 // New returns a processor that takes pod subnets, node IPs and pod
@@ -217,13 +221,29 @@ func (sp *ServiceProcessor) Update(event controller.Event) error {
 	return err
 }
 
-// Revert is called for a failed AddPod event: it undoes ProcessNewPod. For
-// other events it does nothing.
+// Revert is called for a failed AddPod event: it undoes ProcessNewPod. A
+// pod that was connected before the event (an AddPod of a new sandbox of a
+// running pod) stays connected as it was. For other events it does
+// nothing.
 func (sp *ServiceProcessor) Revert(event controller.Event) error {
 	ev, ok := event.(*controller.AddPod)
 	if !ok {
 		return nil
 	}
+	sp.mu.Lock()
+	prev := sp.revertPrev
+	if sp.revertEv != event {
+		prev = nil
+	}
+	sp.revertEv, sp.revertPrev = nil, nil
+	if prev != nil {
+		if ep := sp.localEps[ev.Pod]; ep != nil && ep.ifName == prev.ifName {
+			ep.sandbox = prev.sandbox
+			sp.mu.Unlock()
+			return nil
+		}
+	}
+	sp.mu.Unlock()
 	return sp.ProcessDeletingPod(ev.Pod.Namespace, ev.Pod.Name)
 }
 
@@ -240,14 +260,17 @@ func (sp *ServiceProcessor) ProcessNewPod(podNamespace string, podName string) e
 	}
 	var o op
 	sp.begin(&o, nil)
-	if err := sp.processNewPod(kubemodel.PodID{Namespace: podNamespace, Name: podName}); err != nil {
+	if err := sp.processNewPod(kubemodel.PodID{Namespace: podNamespace, Name: podName}, ""); err != nil {
 		return err
 	}
 	return sp.finish(&o)
 }
 
 // ProcessDeletingPod is called during pod removal: the pod's interface
-// leaves the frontend or backend set. Unknown pods are ignored.
+// leaves the frontend or backend set. Unknown pods are ignored. (The
+// DeletePod event carries the sandbox: through Update, a DeletePod of a
+// sandbox that no longer holds the pod, replaced by a newer AddPod, leaves
+// the pod connected.)
 func (sp *ServiceProcessor) ProcessDeletingPod(podNamespace string, podName string) error {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
@@ -256,7 +279,7 @@ func (sp *ServiceProcessor) ProcessDeletingPod(podNamespace string, podName stri
 	}
 	var o op
 	sp.begin(&o, nil)
-	sp.processDeletingPod(kubemodel.PodID{Namespace: podNamespace, Name: podName})
+	sp.processDeletingPod(kubemodel.PodID{Namespace: podNamespace, Name: podName}, "")
 	return sp.finish(&o)
 }
 
@@ -419,12 +442,19 @@ func (sp *ServiceProcessor) update(event controller.Event, txn controller.Update
 			return "", nil
 		}
 	case *controller.AddPod:
-		if err := sp.processNewPod(ev.Pod); err != nil {
+		sp.revertEv, sp.revertPrev = ev, nil
+		if ep := sp.localEps[ev.Pod]; ep != nil && ep.ifName != "" {
+			prev := *ep
+			sp.revertPrev = &prev
+		}
+		if err := sp.processNewPod(ev.Pod, ev.ContainerID); err != nil {
 			return "", err
 		}
 		o.desc = "pod connected"
 	case *controller.DeletePod:
-		sp.processDeletingPod(ev.Pod)
+		if !sp.processDeletingPod(ev.Pod, ev.ContainerID) {
+			return "kept pod " + ev.Pod.String() + ": connected by another sandbox than " + ev.ContainerID, nil
+		}
 		o.desc = "pod disconnected"
 	default:
 		if event == nil || !sp.cfg.IsNodeEvent(event) {
@@ -629,7 +659,9 @@ func (sp *ServiceProcessor) removeIf(name string) {
 	}
 }
 
-func (sp *ServiceProcessor) processNewPod(pod kubemodel.PodID) error {
+// processNewPod connects pod; sandbox is the container ID of the AddPod
+// ("" unknown), the holder that a later DeletePod must name.
+func (sp *ServiceProcessor) processNewPod(pod kubemodel.PodID, sandbox string) error {
 	ifName, ok := sp.pods.PodInterface(pod)
 	if !ok || ifName == "" {
 		return fmt.Errorf("process new pod %s: %w", pod, ErrPodNotConnected)
@@ -643,6 +675,9 @@ func (sp *ServiceProcessor) processNewPod(pod kubemodel.PodID) error {
 		sp.removeIf(ep.ifName)
 	}
 	ep.ifName = ifName
+	if sandbox != "" {
+		ep.sandbox = sandbox
+	}
 	if ep.svcCount > 0 {
 		sp.frontends.remove(ifName)
 		sp.backends.add(ifName)
@@ -652,11 +687,19 @@ func (sp *ServiceProcessor) processNewPod(pod kubemodel.PodID) error {
 	return nil
 }
 
-func (sp *ServiceProcessor) processDeletingPod(pod kubemodel.PodID) {
+// processDeletingPod disconnects pod unless sandbox (a DeletePod's
+// container ID) names another sandbox than the one that connected it (both
+// known): then the DeletePod is late, for a sandbox that a newer AddPod
+// replaced, and false is returned.
+func (sp *ServiceProcessor) processDeletingPod(pod kubemodel.PodID, sandbox string) bool {
 	ep := sp.localEps[pod]
 	if ep == nil {
-		return
+		return true
 	}
+	if sandbox != "" && ep.sandbox != "" && sandbox != ep.sandbox {
+		return false
+	}
+	ep.sandbox = ""
 	if ep.ifName != "" {
 		sp.removeIf(ep.ifName)
 		ep.ifName = ""
@@ -664,6 +707,7 @@ func (sp *ServiceProcessor) processDeletingPod(pod kubemodel.PodID) {
 	if ep.svcCount == 0 {
 		delete(sp.localEps, pod)
 	}
+	return true
 }
 
 // readNodeIPs returns the node IPs from the source, sorted and unique.

@@ -195,6 +195,37 @@ func TestPodInterfaces(t *testing.T) {
 			_, ok := f.sp.LocalEndpoint(web)
 			assert.False(t, ok)
 		}, []string{"eth0", "tap-other"}, nil},
+		{"a replaced sandbox's late DeletePod keeps the pod connected", func(t *testing.T, f *fixture) {
+			require.NoError(t, f.sp.Update(controller.NewAddPodEvent(web, "c1", "/proc/1/ns/net")))
+			require.NoError(t, f.sp.Update(controller.NewAddPodEvent(web, "c2", "/proc/2/ns/net"))) // new sandbox
+			require.NoError(t, f.sp.Update(controller.NewDeletePodEvent(web, "c1")))                // the old one's DEL
+			ep, ok := f.sp.LocalEndpoint(web)
+			require.True(t, ok)
+			assert.Equal(t, "tap-web", ep.IfName())
+		}, []string{"eth0", "tap-other", "tap-web"}, nil},
+		{"the holder's DeletePod disconnects", func(t *testing.T, f *fixture) {
+			require.NoError(t, f.sp.Update(controller.NewAddPodEvent(web, "c1", "/proc/1/ns/net")))
+			require.NoError(t, f.sp.Update(controller.NewAddPodEvent(web, "c2", "/proc/2/ns/net")))
+			require.NoError(t, f.sp.Update(controller.NewDeletePodEvent(web, "c2")))
+			_, ok := f.sp.LocalEndpoint(web)
+			assert.False(t, ok)
+		}, []string{"eth0", "tap-other"}, nil},
+		{"a DeletePod without sandbox disconnects", func(t *testing.T, f *fixture) {
+			require.NoError(t, f.sp.Update(controller.NewAddPodEvent(web, "c1", "/proc/1/ns/net")))
+			require.NoError(t, f.sp.Update(controller.NewDeletePodEvent(web, "")))
+			_, ok := f.sp.LocalEndpoint(web)
+			assert.False(t, ok)
+		}, []string{"eth0", "tap-other"}, nil},
+		{"a failed AddPod of a new sandbox keeps the old one connected", func(t *testing.T, f *fixture) {
+			require.NoError(t, f.sp.Update(controller.NewAddPodEvent(web, "c1", "/proc/1/ns/net")))
+			ev := controller.NewAddPodEvent(web, "c2", "/proc/2/ns/net")
+			require.NoError(t, f.sp.Update(ev))
+			require.NoError(t, f.sp.Revert(ev))
+			require.NoError(t, f.sp.Update(controller.NewDeletePodEvent(web, "c2")), "c2 never held it")
+			ep, ok := f.sp.LocalEndpoint(web)
+			require.True(t, ok)
+			assert.Equal(t, "tap-web", ep.IfName())
+		}, []string{"eth0", "tap-other", "tap-web"}, nil},
 		{"backend pod in two services counts twice", func(t *testing.T, f *fixture) {
 			svc2 := mkService("ns", "s2", nil)
 			eps2 := mkEndpoints("ns", "s2", httpSubset(mkAddr("10.1.1.5", "web", thisNode)))

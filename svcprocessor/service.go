@@ -153,6 +153,7 @@ func (s *ContivService) Equal(o *ContivService) bool {
 // neither connected nor a backend.
 type LocalEndpoint struct {
 	ifName   string
+	sandbox  string // container ID of the AddPod that connected it; "" unknown
 	svcCount int
 }
 
