@@ -30,7 +30,8 @@
 //     the route paths through it (routes left without a path are removed).
 //   - Link state: loopbacks are link-up when admin-up; af_packet and tap
 //     interfaces are always link-up. af_packet only attaches to host
-//     interfaces named in [Config.HostInterfaces]; tap creation fails with
+//     interfaces named in [Config.HostInterfaces] (or that
+//     [Config.HostInterfaceExists] knows); tap creation fails with
 //     -11 unless [Config.VhostNet] is set (as on a host without
 //     /dev/vhost-net).
 //   - An IPv6 address that overlaps a subnet on another interface returns

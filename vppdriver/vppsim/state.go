@@ -795,7 +795,8 @@ func (s *state) afPacketCreate(m api.Message) []api.Message {
 	if req.Mode == 0 || req.NumRxQueues == 0 || req.NumTxQueues == 0 {
 		return []api.Message{&af_packet.AfPacketCreateV3Reply{Retval: rvInvalidValue, SwIfIndex: interface_types.InterfaceIndex(noIndex)}}
 	}
-	if !slices.Contains(s.cfg.HostInterfaces, req.HostIfName) {
+	if !slices.Contains(s.cfg.HostInterfaces, req.HostIfName) &&
+		(s.cfg.HostInterfaceExists == nil || !s.cfg.HostInterfaceExists(req.HostIfName)) {
 		return []api.Message{&af_packet.AfPacketCreateV3Reply{Retval: rvInvalidInterface}}
 	}
 	i := &simIface{idx: s.freeIndex(), kind: kindAFP, name: "host-" + req.HostIfName, hostIf: req.HostIfName, mac: req.HwAddr}

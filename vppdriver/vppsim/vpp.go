@@ -28,6 +28,12 @@ type Config struct {
 	// attach to (others give -71). Default: none.
 	HostInterfaces []string
 
+	// HostInterfaceExists, if set, is asked about names that are not in
+	// HostInterfaces, for host interfaces that come and go (for example
+	// the veth ends of pods made by a simulated pod server). It is called
+	// with the stand-in's lock held and must not call into the stand-in.
+	HostInterfaceExists func(name string) bool
+
 	// VhostNet makes tap_create_v3 work; without it tap creation returns
 	// -11, as on a host without /dev/vhost-net.
 	VhostNet bool

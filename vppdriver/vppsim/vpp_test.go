@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.fd.io/govpp/api"
+	"go.fd.io/govpp/binapi/af_packet"
 	"go.fd.io/govpp/binapi/avf"
 	interfaces "go.fd.io/govpp/binapi/interface"
 	"go.fd.io/govpp/binapi/memclnt"
@@ -131,4 +132,24 @@ func TestHide(t *testing.T) {
 	require.NoError(t, err)
 	_, err = vpp.NewAdapter().GetMsgID("delete_loopback", "00000000")
 	require.Error(t, err, "another CRC is another message")
+}
+
+// TestHostInterfaceExists: af_packet attaches to host interfaces listed in
+// Config.HostInterfaces or known to Config.HostInterfaceExists, and to no
+// other (-71, VNET_API_ERROR_INVALID_INTERFACE, as VPP answers).
+func TestHostInterfaceExists(t *testing.T) {
+	hosts := map[string]bool{"veth-a": true}
+	vpp := vppsim.New(vppsim.Config{HostInterfaces: []string{"eth1"}, HostInterfaceExists: func(name string) bool { return hosts[name] }})
+	conn, err := core.Connect(vpp.NewAdapter())
+	require.NoError(t, err)
+	defer conn.Disconnect()
+	for _, tc := range []struct {
+		host   string
+		retval int32
+	}{{"eth1", 0}, {"veth-a", 0}, {"veth-b", -71}} {
+		rep, err := invoke(t, conn, &af_packet.AfPacketCreateV3{Mode: af_packet.AF_PACKET_API_MODE_ETHERNET,
+			HostIfName: tc.host, UseRandomHwAddr: true, NumRxQueues: 1, NumTxQueues: 1})
+		require.NoError(t, err, tc.host)
+		assert.Equal(t, tc.retval, rep.(*af_packet.AfPacketCreateV3Reply).Retval, tc.host)
+	}
 }
