@@ -2,16 +2,12 @@ package vppdriver_test
 
 import (
 	"context"
-	"encoding/binary"
-	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,7 +26,6 @@ import (
 	"github.com/vswitchkit/vswitchkit/vppdriver"
 	"github.com/vswitchkit/vswitchkit/vppdriver/model"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppdrivertest"
-	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
 
 // Tests against a real VPP: see package vppdrivertest for the environment
@@ -39,71 +34,17 @@ import (
 // realDriver runs a driver against the VPP at sock until the test ends. It
 // uses its own tag prefix, so that it owns nothing another user of a shared
 // VPP made. The returned recorder sees the requests the driver sends.
-func realDriver(t *testing.T, sock string) (*vppdriver.Driver, *sentRecorder) {
+func realDriver(t *testing.T, sock string) (*vppdriver.Driver, *vppdrivertest.RequestRecorder) {
 	t.Helper()
 	cfg := testCfg()
 	cfg.TagPrefix = "vsk-it:"
-	rec := &sentRecorder{}
-	d, err := vppdriver.New(func() adapter.VppAPI {
-		return &recordingAdapter{VppAPI: socketclient.NewVppClient(sock), rec: rec}
-	}, cfg)
+	rec := &vppdrivertest.RequestRecorder{}
+	d, err := vppdriver.New(func() adapter.VppAPI { return rec.Wrap(socketclient.NewVppClient(sock)) }, cfg)
 	require.NoError(t, err)
 	runDriver(t, d)
 	require.Eventually(t, d.Connected, 15*time.Second, 10*time.Millisecond)
 	require.NoError(t, d.Compatibility())
 	return d, rec
-}
-
-// sentRecorder records the names of the requests sent to VPP.
-type sentRecorder struct {
-	mu   sync.Mutex
-	sent []string
-}
-
-// take returns the requests recorded since the last call.
-func (r *sentRecorder) take() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := r.sent
-	r.sent = nil
-	return out
-}
-
-// recordingAdapter is a GoVPP adapter that records the name of every
-// request it sends (the messages the stand-in knows).
-type recordingAdapter struct {
-	adapter.VppAPI
-	rec   *sentRecorder
-	names map[uint16]string // message ID -> name; set on the first send
-}
-
-func (a *recordingAdapter) SendMsg(context uint32, data []byte) error {
-	if a.names == nil {
-		a.names = map[uint16]string{}
-		for _, m := range vppsim.SupportedMessages() {
-			if id, err := a.GetMsgID(m.GetMessageName(), m.GetCrcString()); err == nil {
-				a.names[id] = m.GetMessageName()
-			}
-		}
-	}
-	if len(data) >= 2 {
-		name, ok := a.names[binary.BigEndian.Uint16(data)]
-		if !ok {
-			name = fmt.Sprintf("message %d", binary.BigEndian.Uint16(data))
-		}
-		a.rec.mu.Lock()
-		a.rec.sent = append(a.rec.sent, name)
-		a.rec.mu.Unlock()
-	}
-	return a.VppAPI.SendMsg(context, data)
-}
-
-// realWrites filters request names down to the ones that change VPP.
-func realWrites(names []string) []string {
-	return slices.DeleteFunc(names, func(n string) bool {
-		return strings.HasSuffix(n, "_dump") || strings.HasSuffix(n, "_get") || n == "control_ping" ||
-			n == "sw_interface_get_table" || n == "nat44_show_running_config" || n == "get_next_index"
-	})
 }
 
 // realDump runs one dump over a separate connection to the VPP at sock.
@@ -259,10 +200,10 @@ func TestRealVPPNat44(t *testing.T) {
 	// A resync of the same state reads everything back as it is: VPP's
 	// answers match the driver's view of every object, nothing is written.
 	values[model.Nat44LbStaticMappingKey(model.Nat44Protocol_TCP, netip.MustParseAddr("192.0.2.30"), 80)] = lb("10.1.1.12", "10.1.1.13")
-	sent.take()
+	sent.Take()
 	_ = commitErr(t, d, controller.CommitResync, values)
 	waitState(t, d, len(state), 1)
-	assert.Empty(t, realWrites(sent.take()))
+	assert.Empty(t, vppdrivertest.Writes(sent.Take()))
 
 	commit(t, d, controller.CommitUpdate, kv(t, &model.VrfTable{Id: 5, Label: "new"}))
 	waitState(t, d, len(state), 1)
@@ -318,14 +259,14 @@ func TestRealVPPHostInterfaces(t *testing.T) {
 	assert.ElementsMatch(t, []string{"vsk-it:pod1", "vsk-it:m1", "vsk-it:m2", "vsk-it:m3"}, ownedTags(t, sock, "vsk-it:"))
 	assert.Contains(t, vpp.CLI("show", "interface", "addr"), "10.1.5.1/24")
 
-	sent.take()
+	sent.Take()
 	commit(t, d, controller.CommitResync, state)
 	waitConfigured(t, d, len(state))
-	assert.Empty(t, realWrites(sent.take()), "read back unchanged")
+	assert.Empty(t, vppdrivertest.Writes(sent.Take()), "read back unchanged")
 
 	commit(t, d, controller.CommitUpdate, kv(t, memifIf("m1", true, 1, memifSock, 4096)))
 	waitConfigured(t, d, len(state))
-	assert.Subset(t, realWrites(sent.take()), []string{"memif_delete", "memif_create_v2"})
+	assert.Subset(t, vppdrivertest.Writes(sent.Take()), []string{"memif_delete", "memif_create_v2"})
 
 	commit(t, d, controller.CommitResync, controller.KeyValuePairs{})
 	waitConfigured(t, d, 0)

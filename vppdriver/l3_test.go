@@ -88,11 +88,11 @@ func TestL3Attachments(t *testing.T) {
 }
 
 func testL3Attachments(t *testing.T, env l3VPP) {
-	rec := &sentRecorder{}
+	rec := &vppdrivertest.RequestRecorder{}
 	// start runs a new driver (a new agent process) until stop or the end
 	// of the test.
 	start := func() (*vppdriver.Driver, func()) {
-		d, err := vppdriver.New(func() adapter.VppAPI { return &recordingAdapter{VppAPI: env.newAdapter(), rec: rec} }, testCfg())
+		d, err := vppdriver.New(func() adapter.VppAPI { return rec.Wrap(env.newAdapter()) }, testCfg())
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -153,10 +153,10 @@ func testL3Attachments(t *testing.T, env l3VPP) {
 	assert.Equal(t, []string{"via " + strconv.Itoa(int(t6.sw)) + " fe80::2"}, v.routes["fd00:1:2::/64"])
 
 	// A resync finds VPP as desired: nothing is written.
-	rec.take()
+	rec.Take()
 	commit(t, d, controller.CommitResync, state)
 	waitConfigured(t, d, len(state))
-	assert.Empty(t, realWrites(rec.take()), "a resync of an unchanged VPP")
+	assert.Empty(t, vppdrivertest.Writes(rec.Take()), "a resync of an unchanged VPP")
 
 	// An agent restart: a new driver on the populated VPP writes nothing.
 	stop()
@@ -165,7 +165,7 @@ func testL3Attachments(t *testing.T, env l3VPP) {
 	waitConfigured(t, d, len(state))
 	time.Sleep(50 * time.Millisecond) // let the connect resync finish writing, if it writes
 	waitConfigured(t, d, len(state))
-	assert.Empty(t, realWrites(rec.take()), "a new driver on a populated VPP")
+	assert.Empty(t, vppdrivertest.Writes(rec.Take()), "a new driver on a populated VPP")
 
 	// In-place changes: another unnumbered source, another neighbor MAC.
 	upd := kv(t,
@@ -174,7 +174,7 @@ func testL3Attachments(t *testing.T, env l3VPP) {
 		&model.IPNeighbor{Interface: "pod1", IpAddress: "10.1.1.2", MacAddress: "02:00:00:00:01:03"})
 	commit(t, d, controller.CommitUpdate, upd)
 	waitConfigured(t, d, len(state))
-	assert.ElementsMatch(t, []string{"sw_interface_set_unnumbered", "ip_neighbor_add_del"}, realWrites(rec.take()))
+	assert.ElementsMatch(t, []string{"sw_interface_set_unnumbered", "ip_neighbor_add_del"}, vppdrivertest.Writes(rec.Take()))
 	v = dumpVPP(t, env.newAdapter)
 	gw2, _ := v.byTag("vsk:pod-gw2")
 	assert.Equal(t, gw2.sw, v.unnumbered[pod.sw])
@@ -331,21 +331,21 @@ func TestConnectBeforeFirstCommit(t *testing.T) {
 	<-done
 	before := dumpVPP(t, env.newAdapter)
 
-	rec := &sentRecorder{}
-	d, err := vppdriver.New(func() adapter.VppAPI { return &recordingAdapter{VppAPI: env.newAdapter(), rec: rec} }, testCfg())
+	rec := &vppdrivertest.RequestRecorder{}
+	d, err := vppdriver.New(func() adapter.VppAPI { return rec.Wrap(env.newAdapter()) }, testCfg())
 	require.NoError(t, err)
 	runDriver(t, d)
 	require.Eventually(t, d.Connected, 5*time.Second, time.Millisecond)
 	time.Sleep(100 * time.Millisecond) // health probes and retries run; nothing may be deleted
-	assert.Empty(t, realWrites(rec.take()), "connected without a commit")
+	assert.Empty(t, vppdrivertest.Writes(rec.Take()), "connected without a commit")
 	assert.Equal(t, before, dumpVPP(t, env.newAdapter))
 
 	commit(t, d, controller.CommitResync, state)
 	waitConfigured(t, d, len(state))
-	assert.Empty(t, realWrites(rec.take()), "the same state")
+	assert.Empty(t, vppdrivertest.Writes(rec.Take()), "the same state")
 
 	delete(state, model.IPNeighborKey("pod1", netip.MustParseAddr("10.1.1.2")))
 	commit(t, d, controller.CommitResync, state)
 	waitConfigured(t, d, len(state))
-	assert.Equal(t, []string{"ip_neighbor_add_del"}, realWrites(rec.take()))
+	assert.Equal(t, []string{"ip_neighbor_add_del"}, vppdrivertest.Writes(rec.Take()))
 }

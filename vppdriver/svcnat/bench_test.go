@@ -64,14 +64,14 @@ func benchEndpoints(name string, i, backends int) *kubemodel.Endpoints {
 type benchAgent struct {
 	loop      *controller.Loop
 	driver    *vppdriver.Driver
-	requests  *vppdrivertest.RequestCounter
+	requests  *vppdrivertest.RequestRecorder
 	committed chan controller.CommitKind
 	stop      func()
 }
 
 func newBenchAgent(b *testing.B, vpp *vppsim.VPP) *benchAgent {
 	b.Helper()
-	requests := &vppdrivertest.RequestCounter{}
+	requests := &vppdrivertest.RequestRecorder{}
 	driver, err := vppdriver.New(func() adapter.VppAPI { return requests.Wrap(vpp.NewAdapter()) }, vppdriver.Config{})
 	require.NoError(b, err)
 	a := &benchAgent{driver: driver, requests: requests, committed: make(chan controller.CommitKind, 1)}
@@ -146,7 +146,7 @@ func BenchmarkResync(b *testing.B) {
 				b.StartTimer()
 				a.resync(b, ksd)
 				b.StopTimer()
-				writes += a.requests.Writes()
+				writes += a.requests.WriteCount()
 				a.stop()
 				b.StartTimer()
 			}
@@ -164,7 +164,7 @@ func BenchmarkResync(b *testing.B) {
 				b.StartTimer()
 				a.resync(b, ksd)
 				b.StopTimer()
-				writes += a.requests.Writes()
+				writes += a.requests.WriteCount()
 				a.stop()
 				b.StartTimer()
 			}
@@ -189,14 +189,14 @@ func BenchmarkEndpointChange(b *testing.B) {
 			// Two versions: 10 backends, and 11 (one more): each change
 			// adds or removes one backend.
 			eps := []*kubemodel.Endpoints{benchEndpoints(name, n/2, 10), benchEndpoints(name, n/2, 11)}
-			before := a.requests.Writes()
+			before := a.requests.WriteCount()
 			i := 0
 			for b.Loop() {
 				i++
 				a.change(b, &controller.KubeStateChange{Resource: kubemodel.EndpointsResource, Key: key,
 					PrevValue: eps[(i+1)%2], NewValue: eps[i%2]})
 			}
-			b.ReportMetric(float64(a.requests.Writes()-before)/float64(b.N), "VPP-writes/op")
+			b.ReportMetric(float64(a.requests.WriteCount()-before)/float64(b.N), "VPP-writes/op")
 		})
 	}
 }

@@ -102,7 +102,7 @@ type agent struct {
 	node   *nodeHandler
 	state  *kubeState
 	// requests counts what the driver sent to VPP, by message.
-	requests *vppdrivertest.RequestCounter
+	requests *vppdrivertest.RequestRecorder
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -141,7 +141,7 @@ func (s *kubeState) snapshot() controller.KubeStateData {
 
 func startAgent(t *testing.T, vpp *testVPP, state *kubeState, cfg agentConfig) *agent {
 	t.Helper()
-	requests := &vppdrivertest.RequestCounter{}
+	requests := &vppdrivertest.RequestRecorder{}
 	driver, err := vppdriver.New(func() adapter.VppAPI { return requests.Wrap(vpp.adapter()) }, vppdriver.Config{
 		RequestTimeout: 5 * time.Second, RetryInitial: 10 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 		ReconnectInterval: 20 * time.Millisecond, HealthInterval: 100 * time.Millisecond,

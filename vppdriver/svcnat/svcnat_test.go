@@ -135,7 +135,7 @@ func testServices(t *testing.T, vpp *testVPP) {
 		// as its next hop, which the driver's readback takes for a
 		// neighbor's entry: it re-adds the test's pod routes (idempotent
 		// in VPP). The stand-in reports them as added.
-		assert.Zero(t, b.requests.Writes(), "requests that change VPP: %v", b.requests.Counts())
+		assert.Zero(t, b.requests.WriteCount(), "requests that change VPP: %v", b.requests.Counts())
 	}
 	assert.Equal(t, local, vpp.nat(t), "after an agent restart")
 

@@ -9,11 +9,10 @@
 //   - [StartRealVPP] and [RealVPPSocket] give a test a real VPP;
 //   - [ReadNAT44] reads VPP's NAT44-ED tables (the stand-in's or a real
 //     VPP's) in a form that compares across restarts;
-//   - [RequestCounter] counts the requests a driver sends to VPP, by
-//     message, through the GoVPP adapters it wraps.
 //   - [RequestRecorder] wraps GoVPP adapters and records the requests a
-//     driver sends (to the stand-in or a real VPP), [Writes] picks the ones
-//     that change VPP;
+//     driver sends (to the stand-in or a real VPP), in order and counted
+//     by message; [Writes] and [ReadOnlyMessage] tell the ones that change
+//     VPP;
 //   - [NewNetns], [Veth] and [Netns.Ping] make network namespaces and veth
 //     pairs for packets through a real VPP, and send ICMP echo requests
 //     from a namespace (root only; they skip the test otherwise).
@@ -44,8 +43,7 @@
 //
 // # Concurrency
 //
-// FakeDriver, RequestCounter and RequestRecorder are safe for concurrent
-// use. A RealVPP and a Netns are owned by the test that made them.
+// FakeDriver and RequestRecorder are safe for concurrent use. A RealVPP and a Netns are owned by the test that made them.
 //
 // # Lifecycle
 //

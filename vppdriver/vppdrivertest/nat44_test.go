@@ -19,7 +19,7 @@ import (
 )
 
 // TestReadNAT44 applies NAT44 configuration with a driver whose adapters a
-// RequestCounter wraps, and reads it back with ReadNAT44.
+// RequestRecorder wraps, and reads it back with ReadNAT44.
 func TestReadNAT44(t *testing.T) {
 	vpp := vppsim.New(vppsim.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -28,7 +28,7 @@ func TestReadNAT44(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, vppdrivertest.NAT44{}, empty, "plugin disabled")
 
-	var counter vppdrivertest.RequestCounter
+	var counter vppdrivertest.RequestRecorder
 	d, err := vppdriver.New(func() adapter.VppAPI { return counter.Wrap(vpp.NewAdapter()) }, vppdriver.Config{})
 	require.NoError(t, err)
 	runCtx, stop := context.WithCancel(ctx)
@@ -74,7 +74,7 @@ func TestReadNAT44(t *testing.T) {
 	assert.Equal(t, uint64(1), counter.Count("nat44_add_del_lb_static_mapping"))
 	assert.Equal(t, uint64(2), counter.Count("create_loopback"))
 	assert.Positive(t, counter.Count("nat44_show_running_config"), "the driver's readback")
-	writes := counter.Writes()
+	writes := counter.WriteCount()
 	for name, n := range counter.Counts() {
 		if vppdrivertest.ReadOnlyMessage(name) {
 			continue

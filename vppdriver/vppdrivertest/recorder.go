@@ -3,28 +3,33 @@ package vppdrivertest
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 
 	"go.fd.io/govpp/adapter"
-
-	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
 
-// RequestRecorder records the names of the binary-API requests sent
-// through the GoVPP adapters it wraps: a test counts what a driver sent to
-// a VPP (the stand-in or a real one) without asking the VPP. The zero value
-// is ready to use; it is safe for concurrent use.
+// RequestRecorder records the binary-API requests sent through the GoVPP
+// adapters it wraps, in order and counted by message name: the VPP-side
+// view of what a driver did, the same for the stand-in and a real VPP,
+// without asking VPP. Wrap every adapter a driver connects with (e.g. in
+// the function given to vppdriver.New); the records add up over all of
+// them. The zero value is ready to use.
+//
+// RequestRecorder is safe for concurrent use.
 type RequestRecorder struct {
-	mu   sync.Mutex
-	sent []string
+	mu     sync.Mutex
+	sent   []string          // guarded by mu; since the last Take
+	counts map[string]uint64 // guarded by mu; since the start
 }
 
-// Wrap returns an adapter that sends through a and records every request.
-// Requests the stand-in does not know are recorded as "message <id>".
+// Wrap returns an adapter that forwards to a and records what is sent
+// through it. A request whose name the connection never resolved (GetMsgID)
+// is recorded as "message <id>".
 func (r *RequestRecorder) Wrap(a adapter.VppAPI) adapter.VppAPI {
-	return &recordingAdapter{VppAPI: a, rec: r}
+	return &recordingAdapter{VppAPI: a, rec: r, names: map[uint16]string{}}
 }
 
 // Take returns the request names recorded since the last Take, in order.
@@ -36,19 +41,57 @@ func (r *RequestRecorder) Take() []string {
 	return out
 }
 
+// Count returns the number of requests of the message name (e.g.
+// "nat44_lb_static_mapping_add_del_local") sent so far.
+func (r *RequestRecorder) Count(name string) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.counts[name]
+}
+
+// Counts returns a copy of the counts by message name.
+func (r *RequestRecorder) Counts() map[string]uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.counts)
+}
+
+// WriteCount returns the number of requests sent so far that may change
+// VPP's state (see [ReadOnlyMessage]).
+func (r *RequestRecorder) WriteCount() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var n uint64
+	for name, k := range r.counts {
+		if !ReadOnlyMessage(name) {
+			n += k
+		}
+	}
+	return n
+}
+
 func (r *RequestRecorder) add(name string) {
 	r.mu.Lock()
 	r.sent = append(r.sent, name)
+	if r.counts == nil {
+		r.counts = map[string]uint64{}
+	}
+	r.counts[name]++
 	r.mu.Unlock()
 }
 
-// Writes returns the names that may change VPP's state: every request but
-// dumps, control_ping and the read-only gets. The input is not modified.
+// ReadOnlyMessage tells whether a binary-API request of that name only
+// reads VPP's state: dumps, gets, shows, control_ping, get_next_index.
+func ReadOnlyMessage(name string) bool {
+	return strings.HasSuffix(name, "_dump") || strings.HasSuffix(name, "_get") || strings.HasPrefix(name, "show_") ||
+		strings.Contains(name, "_show_") || name == "control_ping" || name == "sw_interface_get_table" ||
+		name == "get_next_index"
+}
+
+// Writes returns the names that may change VPP's state (see
+// [ReadOnlyMessage]). The input is not modified.
 func Writes(names []string) []string {
-	return slices.DeleteFunc(slices.Clone(names), func(n string) bool {
-		return strings.HasSuffix(n, "_dump") || n == "control_ping" || n == "sw_interface_get_table" ||
-			n == "nat44_show_running_config" || n == "get_next_index"
-	})
+	return slices.DeleteFunc(slices.Clone(names), ReadOnlyMessage)
 }
 
 type recordingAdapter struct {
@@ -56,21 +99,23 @@ type recordingAdapter struct {
 	rec *RequestRecorder
 
 	mu    sync.Mutex
-	names map[uint16]string // message ID -> name; learnt on the first send
+	names map[uint16]string // guarded by mu: message IDs of this connection
+}
+
+func (a *recordingAdapter) GetMsgID(name, crc string) (uint16, error) {
+	id, err := a.VppAPI.GetMsgID(name, crc)
+	if err == nil {
+		a.mu.Lock()
+		a.names[id] = name
+		a.mu.Unlock()
+	}
+	return id, err
 }
 
 func (a *recordingAdapter) SendMsg(context uint32, data []byte) error {
 	if len(data) >= 2 {
 		id := binary.BigEndian.Uint16(data)
 		a.mu.Lock()
-		if a.names == nil {
-			a.names = map[uint16]string{}
-			for _, m := range vppsim.SupportedMessages() {
-				if mid, err := a.GetMsgID(m.GetMessageName(), m.GetCrcString()); err == nil {
-					a.names[mid] = m.GetMessageName()
-				}
-			}
-		}
 		name, ok := a.names[id]
 		a.mu.Unlock()
 		if !ok {
