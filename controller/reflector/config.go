@@ -3,6 +3,7 @@ package reflector
 import (
 	"errors"
 	"fmt"
+	"github.com/vswitchkit/vswitchkit/controller/internal/cfgutil"
 	"log/slog"
 	"strings"
 	"time"
@@ -109,24 +110,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.BatchSize < 1 {
 		errs = append(errs, fmt.Errorf("negative BatchSize %d", c.BatchSize))
 	}
-	durations := []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"SessionTTL", &c.SessionTTL, DefaultSessionTTL},
-		{"WriteTimeout", &c.WriteTimeout, DefaultWriteTimeout},
-		{"RetryMinBackoff", &c.RetryMinBackoff, DefaultRetryMinBackoff},
-		{"RetryMaxBackoff", &c.RetryMaxBackoff, DefaultRetryMaxBackoff},
-	}
-	for _, d := range durations {
-		switch {
-		case *d.v == 0:
-			*d.v = d.def
-		case *d.v < 0:
-			errs = append(errs, fmt.Errorf("%s %v is negative", d.name, *d.v))
-		}
-	}
+	errs = append(errs, cfgutil.Durations([]cfgutil.Duration{
+		{Name: "SessionTTL", Value: &c.SessionTTL, Default: DefaultSessionTTL},
+		{Name: "WriteTimeout", Value: &c.WriteTimeout, Default: DefaultWriteTimeout},
+		{Name: "RetryMinBackoff", Value: &c.RetryMinBackoff, Default: DefaultRetryMinBackoff},
+		{Name: "RetryMaxBackoff", Value: &c.RetryMaxBackoff, Default: DefaultRetryMaxBackoff},
+	})...)
 	if c.RetryMaxBackoff < c.RetryMinBackoff {
 		errs = append(errs, fmt.Errorf("RetryMaxBackoff %v is less than RetryMinBackoff %v", c.RetryMaxBackoff, c.RetryMinBackoff))
 	}

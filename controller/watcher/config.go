@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/internal/cfgutil"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	"google.golang.org/protobuf/reflect/protoregistry"
 )
@@ -136,22 +137,11 @@ func (c *EtcdConfig) validate() []error {
 			errs = append(errs, fmt.Errorf("Etcd.Endpoints[%d] is empty", i))
 		}
 	}
-	for _, d := range []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"Etcd.DialTimeout", &c.DialTimeout, DefaultDialTimeout},
-		{"Etcd.KeepAliveTime", &c.KeepAliveTime, DefaultKeepAliveTime},
-		{"Etcd.KeepAliveTimeout", &c.KeepAliveTimeout, DefaultKeepAliveTimeout},
-	} {
-		switch {
-		case *d.v == 0:
-			*d.v = d.def
-		case *d.v < 0:
-			errs = append(errs, fmt.Errorf("%s %v is negative", d.name, *d.v))
-		}
-	}
+	errs = append(errs, cfgutil.Durations([]cfgutil.Duration{
+		{Name: "Etcd.DialTimeout", Value: &c.DialTimeout, Default: DefaultDialTimeout},
+		{Name: "Etcd.KeepAliveTime", Value: &c.KeepAliveTime, Default: DefaultKeepAliveTime},
+		{Name: "Etcd.KeepAliveTimeout", Value: &c.KeepAliveTimeout, Default: DefaultKeepAliveTimeout},
+	})...)
 	if (c.CertFile == "") != (c.KeyFile == "") {
 		errs = append(errs, errors.New("Etcd.CertFile and Etcd.KeyFile must be set together"))
 	}
@@ -250,24 +240,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ExternalConfigTypes == nil {
 		c.ExternalConfigTypes = protoregistry.GlobalTypes
 	}
-	durations := []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"MirrorFallbackDelay", &c.MirrorFallbackDelay, DefaultMirrorFallbackDelay},
-		{"RetryMinBackoff", &c.RetryMinBackoff, DefaultRetryMinBackoff},
-		{"RetryMaxBackoff", &c.RetryMaxBackoff, DefaultRetryMaxBackoff},
-		{"QueueFullTimeout", &c.QueueFullTimeout, DefaultQueueFullTimeout},
-	}
-	for _, d := range durations {
-		switch {
-		case *d.v == 0:
-			*d.v = d.def
-		case *d.v < 0:
-			errs = append(errs, fmt.Errorf("%s %v is negative", d.name, *d.v))
-		}
-	}
+	errs = append(errs, cfgutil.Durations([]cfgutil.Duration{
+		{Name: "MirrorFallbackDelay", Value: &c.MirrorFallbackDelay, Default: DefaultMirrorFallbackDelay},
+		{Name: "RetryMinBackoff", Value: &c.RetryMinBackoff, Default: DefaultRetryMinBackoff},
+		{Name: "RetryMaxBackoff", Value: &c.RetryMaxBackoff, Default: DefaultRetryMaxBackoff},
+		{Name: "QueueFullTimeout", Value: &c.QueueFullTimeout, Default: DefaultQueueFullTimeout},
+	})...)
 	if c.RetryMaxBackoff < c.RetryMinBackoff {
 		errs = append(errs, fmt.Errorf("RetryMaxBackoff %v is less than RetryMinBackoff %v", c.RetryMaxBackoff, c.RetryMinBackoff))
 	}
