@@ -10,8 +10,10 @@ import (
 // implements it; consumers declare the subset they need.
 //
 // Addresses use net.IP / *net.IPNet so that code written against the
-// original interface ports over; [IPAM] also offers netip variants
-// (AllocatePodAddr, PodAddr, PodSubnetThisNodePrefix). Every returned
+// original interface ports over; [IPAM] offers the netip form of every
+// getter beside it (NodeAddr, VxlanAddr, PodSubnetThisNodePrefix,
+// PodGatewayAddr, NatLoopbackAddr, ..., AllocatePodAddr, PodAddr), and the
+// net forms are computed from them. Every returned
 // net.IP and *net.IPNet is a new value owned by the caller.
 type API interface {
 	// NodeIPAddress computes IP address of the node based on the provided node ID.

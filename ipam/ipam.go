@@ -131,59 +131,100 @@ func New(nodes NodeIDSource, cfg Config) (*IPAM, error) {
 // [ErrNoNodeInterconnect]; an ID that gives the broadcast address or falls
 // outside the subnet gives [ErrInvalidNodeID].
 func (i *IPAM) NodeIPAddress(nodeID uint32) (net.IP, *net.IPNet, error) {
-	if !i.lay.nodeNet.IsValid() {
-		return nil, nil, ErrNoNodeInterconnect
-	}
-	a, err := nodeHostAddr("NodeInterconnectCIDR", i.lay.nodeNet, i.lay.gateway, nodeID)
+	a, err := i.NodeAddr(nodeID)
 	if err != nil {
 		return nil, nil, err
 	}
-	return toNetIP(a), toIPNet(i.lay.nodeNet), nil
+	return toNetIP(a.Addr()), toIPNet(a.Masked()), nil
+}
+
+// NodeAddr is NodeIPAddress as a netip.Prefix: the node interconnect
+// address with the prefix length of NodeInterconnectCIDR (192.168.16.5/24).
+func (i *IPAM) NodeAddr(nodeID uint32) (netip.Prefix, error) {
+	if !i.lay.nodeNet.IsValid() {
+		return netip.Prefix{}, ErrNoNodeInterconnect
+	}
+	a, err := nodeHostAddr("NodeInterconnectCIDR", i.lay.nodeNet, i.lay.gateway, nodeID)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a, i.lay.nodeNet.Bits()), nil
 }
 
 // VxlanIPAddress computes the IP address of the VXLAN interface of the node
 // with the given ID (network address of VXLANCIDR plus nodeID) and returns
 // it with the VXLAN subnet.
 func (i *IPAM) VxlanIPAddress(nodeID uint32) (net.IP, *net.IPNet, error) {
-	a, err := nodeHostAddr("VXLANCIDR", i.lay.vxlan, netip.Addr{}, nodeID)
+	a, err := i.VxlanAddr(nodeID)
 	if err != nil {
 		return nil, nil, err
 	}
-	return toNetIP(a), toIPNet(i.lay.vxlan), nil
+	return toNetIP(a.Addr()), toIPNet(a.Masked()), nil
+}
+
+// VxlanAddr is VxlanIPAddress as a netip.Prefix: the VXLAN address with the
+// prefix length of VXLANCIDR (192.168.30.5/24).
+func (i *IPAM) VxlanAddr(nodeID uint32) (netip.Prefix, error) {
+	a, err := nodeHostAddr("VXLANCIDR", i.lay.vxlan, netip.Addr{}, nodeID)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a, i.lay.vxlan.Bits()), nil
 }
 
 // HostInterconnectSubnetAllNodes returns the range of the VPP-to-host links
 // of all nodes.
 func (i *IPAM) HostInterconnectSubnetAllNodes() *net.IPNet { return toIPNet(i.lay.hostAll) }
 
+// HostInterconnectSubnetAllNodesPrefix is HostInterconnectSubnetAllNodes
+// as a netip.Prefix.
+func (i *IPAM) HostInterconnectSubnetAllNodesPrefix() netip.Prefix { return i.lay.hostAll }
+
 // HostInterconnectSubnetOtherNode returns the VPP-host subnet of the node
 // with the given ID.
 func (i *IPAM) HostInterconnectSubnetOtherNode(nodeID uint32) (*net.IPNet, error) {
-	p, err := nodeSlice("VPPHostSubnetCIDR", i.lay.hostAll, i.lay.hostLen, nodeID)
+	p, err := i.HostInterconnectSubnetOtherNodePrefix(nodeID)
 	if err != nil {
 		return nil, err
 	}
 	return toIPNet(p), nil
+}
+
+// HostInterconnectSubnetOtherNodePrefix is HostInterconnectSubnetOtherNode
+// as a netip.Prefix.
+func (i *IPAM) HostInterconnectSubnetOtherNodePrefix(nodeID uint32) (netip.Prefix, error) {
+	return nodeSlice("VPPHostSubnetCIDR", i.lay.hostAll, i.lay.hostLen, nodeID)
 }
 
 // PodSubnetAllNodes returns the pod range of all nodes.
 func (i *IPAM) PodSubnetAllNodes() *net.IPNet { return toIPNet(i.lay.podAll) }
 
+// PodSubnetAllNodesPrefix is PodSubnetAllNodes as a netip.Prefix.
+func (i *IPAM) PodSubnetAllNodesPrefix() netip.Prefix { return i.lay.podAll }
+
 // PodSubnetOtherNode returns the pod subnet of the node with the given ID.
 // In external IPAM mode it returns [ErrExternalIPAM].
 func (i *IPAM) PodSubnetOtherNode(nodeID uint32) (*net.IPNet, error) {
-	if i.lay.external {
-		return nil, ErrExternalIPAM
-	}
-	p, err := nodeSlice("PodSubnetCIDR", i.lay.podAll, i.lay.podLen, nodeID)
+	p, err := i.PodSubnetOtherNodePrefix(nodeID)
 	if err != nil {
 		return nil, err
 	}
 	return toIPNet(p), nil
 }
 
+// PodSubnetOtherNodePrefix is PodSubnetOtherNode as a netip.Prefix.
+func (i *IPAM) PodSubnetOtherNodePrefix(nodeID uint32) (netip.Prefix, error) {
+	if i.lay.external {
+		return netip.Prefix{}, ErrExternalIPAM
+	}
+	return nodeSlice("PodSubnetCIDR", i.lay.podAll, i.lay.podLen, nodeID)
+}
+
 // ServiceNetwork returns the service range.
 func (i *IPAM) ServiceNetwork() *net.IPNet { return toIPNet(i.lay.service) }
+
+// ServiceNetworkPrefix is ServiceNetwork as a netip.Prefix.
+func (i *IPAM) ServiceNetworkPrefix() netip.Prefix { return i.lay.service }
 
 // ---- this node's getters ----
 
@@ -197,41 +238,59 @@ func (i *IPAM) NodeID() uint32 {
 // HostInterconnectSubnetThisNode returns this node's VPP-host subnet, or
 // nil before the first successful Resync.
 func (i *IPAM) HostInterconnectSubnetThisNode() *net.IPNet {
+	return toIPNet(i.HostInterconnectSubnetThisNodePrefix())
+}
+
+// HostInterconnectSubnetThisNodePrefix is HostInterconnectSubnetThisNode as
+// a netip.Prefix; the invalid Prefix before the first successful Resync.
+func (i *IPAM) HostInterconnectSubnetThisNodePrefix() netip.Prefix {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	return toIPNet(i.hostNet)
+	return i.hostNet
 }
 
 // HostInterconnectIPInVPP returns the VPP end of this node's VPP-host link:
 // the first address after the network address of its subnet. Nil before the
 // first successful Resync.
-func (i *IPAM) HostInterconnectIPInVPP() net.IP { return i.hostAddr(1) }
+func (i *IPAM) HostInterconnectIPInVPP() net.IP { return toNetIP(i.HostInterconnectAddrInVPP()) }
+
+// HostInterconnectAddrInVPP is HostInterconnectIPInVPP as a netip.Addr; the
+// invalid Addr before the first successful Resync.
+func (i *IPAM) HostInterconnectAddrInVPP() netip.Addr { return i.hostAddr(1) }
 
 // HostInterconnectIPInLinux returns the host (Linux) end of this node's
 // VPP-host link: the second address of its subnet. Nil before the first
 // successful Resync.
-func (i *IPAM) HostInterconnectIPInLinux() net.IP { return i.hostAddr(2) }
+func (i *IPAM) HostInterconnectIPInLinux() net.IP { return toNetIP(i.HostInterconnectAddrInLinux()) }
+
+// HostInterconnectAddrInLinux is HostInterconnectIPInLinux as a netip.Addr;
+// the invalid Addr before the first successful Resync.
+func (i *IPAM) HostInterconnectAddrInLinux() netip.Addr { return i.hostAddr(2) }
 
 // NatLoopbackIP returns the address of the virtual NAT loopback. It is the
 // last address before the broadcast address of this node's VPP-host subnet
 // (172.30.5.254 for node 5 with the defaults): a vswitch-internal address,
 // so it never takes a pod IP. Nil before the first successful Resync.
-func (i *IPAM) NatLoopbackIP() net.IP {
+func (i *IPAM) NatLoopbackIP() net.IP { return toNetIP(i.NatLoopbackAddr()) }
+
+// NatLoopbackAddr is NatLoopbackIP as a netip.Addr; the invalid Addr before
+// the first successful Resync.
+func (i *IPAM) NatLoopbackAddr() netip.Addr {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if !i.hostNet.IsValid() {
-		return nil
+		return netip.Addr{}
 	}
-	return toNetIP(lastAddr(i.hostNet).Prev())
+	return lastAddr(i.hostNet).Prev()
 }
 
-func (i *IPAM) hostAddr(n uint64) net.IP {
+func (i *IPAM) hostAddr(n uint64) netip.Addr {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if !i.hostNet.IsValid() {
-		return nil
+		return netip.Addr{}
 	}
-	return toNetIP(nthAddr(i.hostNet, u128{lo: n}))
+	return nthAddr(i.hostNet, u128{lo: n})
 }
 
 // PodSubnetThisNode returns this node's pod subnet: slice number nodeID of
@@ -253,13 +312,17 @@ func (i *IPAM) PodSubnetThisNodePrefix() netip.Prefix {
 
 // PodGatewayIP returns the gateway of this node's pod subnet (the first
 // address after the network address), or nil while the subnet is unknown.
-func (i *IPAM) PodGatewayIP() net.IP {
+func (i *IPAM) PodGatewayIP() net.IP { return toNetIP(i.PodGatewayAddr()) }
+
+// PodGatewayAddr is PodGatewayIP as a netip.Addr; the invalid Addr while
+// the subnet is unknown.
+func (i *IPAM) PodGatewayAddr() netip.Addr {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if !i.podNet.IsValid() {
-		return nil
+		return netip.Addr{}
 	}
-	return toNetIP(i.podNet.Addr().Next())
+	return i.podNet.Addr().Next()
 }
 
 // GetPodIP returns the address allocated to the pod, with the mask of this

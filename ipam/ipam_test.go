@@ -338,3 +338,69 @@ func TestAllocateReleaseDoesNotAllocate(t *testing.T) {
 	})
 	assert.Zero(t, allocs)
 }
+
+// TestNetipForms: every getter of the reference API (net.IP, *net.IPNet)
+// has a netip form beside it that gives the same answer, before and after
+// the first Resync.
+func TestNetipForms(t *testing.T) {
+	str := func(v any) string { return fmt.Sprint(v) }
+	ready := newReady(t, 5, ipam.Config{})
+	unready, err := ipam.New(ipamtest.NewNodeID(5), ipam.Config{})
+	require.NoError(t, err)
+	for name, i := range map[string]*ipam.IPAM{"ready": ready, "before resync": unready} {
+		t.Run(name, func(t *testing.T) {
+			pairs := []struct {
+				name      string
+				net, nip  any
+				wantValid bool
+			}{
+				{"PodSubnetAllNodes", i.PodSubnetAllNodes(), i.PodSubnetAllNodesPrefix(), true},
+				{"PodSubnetThisNode", i.PodSubnetThisNode(), i.PodSubnetThisNodePrefix(), i == ready},
+				{"PodGatewayIP", i.PodGatewayIP(), i.PodGatewayAddr(), i == ready},
+				{"HostInterconnectSubnetAllNodes", i.HostInterconnectSubnetAllNodes(), i.HostInterconnectSubnetAllNodesPrefix(), true},
+				{"HostInterconnectSubnetThisNode", i.HostInterconnectSubnetThisNode(), i.HostInterconnectSubnetThisNodePrefix(), i == ready},
+				{"HostInterconnectIPInVPP", i.HostInterconnectIPInVPP(), i.HostInterconnectAddrInVPP(), i == ready},
+				{"HostInterconnectIPInLinux", i.HostInterconnectIPInLinux(), i.HostInterconnectAddrInLinux(), i == ready},
+				{"NatLoopbackIP", i.NatLoopbackIP(), i.NatLoopbackAddr(), i == ready},
+				{"ServiceNetwork", i.ServiceNetwork(), i.ServiceNetworkPrefix(), true},
+			}
+			for _, p := range pairs {
+				if !p.wantValid {
+					assert.Equal(t, "<nil>", str(p.net), p.name)
+					assert.False(t, p.nip.(interface{ IsValid() bool }).IsValid(), p.name)
+					continue
+				}
+				assert.Equal(t, str(p.net), str(p.nip), p.name)
+			}
+		})
+	}
+
+	ip, ipnet, err := ready.NodeIPAddress(7)
+	require.NoError(t, err)
+	addr, err := ready.NodeAddr(7)
+	require.NoError(t, err)
+	assert.Equal(t, "192.168.16.7/24", addr.String())
+	assert.Equal(t, ip.String(), addr.Addr().String())
+	assert.Equal(t, ipnet.String(), addr.Masked().String())
+
+	ip, ipnet, err = ready.VxlanIPAddress(7)
+	require.NoError(t, err)
+	addr, err = ready.VxlanAddr(7)
+	require.NoError(t, err)
+	assert.Equal(t, "192.168.30.7/24", addr.String())
+	assert.Equal(t, ip.String(), addr.Addr().String())
+	assert.Equal(t, ipnet.String(), addr.Masked().String())
+
+	sub, err := ready.PodSubnetOtherNode(9)
+	require.NoError(t, err)
+	p, err := ready.PodSubnetOtherNodePrefix(9)
+	require.NoError(t, err)
+	assert.Equal(t, sub.String(), p.String())
+	sub, err = ready.HostInterconnectSubnetOtherNode(9)
+	require.NoError(t, err)
+	p, err = ready.HostInterconnectSubnetOtherNodePrefix(9)
+	require.NoError(t, err)
+	assert.Equal(t, sub.String(), p.String())
+	_, err = ready.NodeAddr(0)
+	assert.ErrorIs(t, err, ipam.ErrInvalidNodeID)
+}
