@@ -77,7 +77,7 @@ type Uplink struct {
 	// deleted.
 	VPPName string
 	// Address is this node's node-interconnect address with prefix
-	// length, e.g. 192.168.16.5/24. Default: IPAM's NodeIPAddress of
+	// length, e.g. 192.168.16.5/24. Default: IPAM's NodeAddr of
 	// this node's ID.
 	Address netip.Prefix
 	// MACAddress is the MAC of the af_packet interface ("aa:bb:cc:dd:ee:ff"),
@@ -89,7 +89,7 @@ type Uplink struct {
 }
 
 // HostInterconnect configures VPP's side of the VPP-host link; its address
-// is IPAM's HostInterconnectIPInVPP in HostInterconnectSubnetThisNode. At
+// is IPAM's HostInterconnectAddrInVPP in HostInterconnectSubnetThisNodePrefix. At
 // most one of AfPacketHostIf and TapHostIfName may be set; with neither,
 // the handler configures none.
 type HostInterconnect struct {

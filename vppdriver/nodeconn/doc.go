@@ -10,12 +10,12 @@
 //   - the uplink ([Config].Uplink): an af_packet interface on a Linux
 //     interface, or an existing VPP interface (a DPDK NIC) adopted by its
 //     VPP name and never deleted, with the node-interconnect address
-//     (IPAM's NodeIPAddress of this node's ID, or Uplink.Address) and a MAC
+//     (IPAM's NodeAddr of this node's ID, or Uplink.Address) and a MAC
 //     that stays the same over VPP restarts;
 //   - VPP's side of the VPP-host interconnect ([Config].HostInterconnect):
 //     af_packet on the host end of a veth pair, or a tap, with IPAM's
-//     HostInterconnectIPInVPP;
-//   - a loopback with this node's VXLAN IP (IPAM's VxlanIPAddress): the
+//     HostInterconnectAddrInVPP;
+//   - a loopback with this node's VXLAN IP (IPAM's VxlanAddr): the
 //     tunnels borrow its address;
 //   - with [Config].NAT44, a NAT44 identity mapping for UDP 4789 on the
 //     node IP (NAT44-ED on the uplink drops VXLAN otherwise), and the IPv4

@@ -3,7 +3,7 @@ package nodeconn_test
 import (
 	"errors"
 	"fmt"
-	"net"
+
 	"net/netip"
 	"slices"
 	"testing"
@@ -129,7 +129,7 @@ type failingIPAM struct{ nodeconn.IPAM }
 
 var errNoIP = errors.New("no node IP")
 
-func (failingIPAM) NodeIPAddress(uint32) (net.IP, *net.IPNet, error) { return nil, nil, errNoIP }
+func (failingIPAM) NodeAddr(uint32) (netip.Prefix, error) { return netip.Prefix{}, errNoIP }
 
 // TestResyncKeepsOnError: when this node's addresses cannot be computed, a
 // resync keeps what was configured (the commit of a resync removes what is
@@ -157,11 +157,11 @@ type switchIPAM struct {
 	fail bool
 }
 
-func (s *switchIPAM) NodeIPAddress(id uint32) (net.IP, *net.IPNet, error) {
+func (s *switchIPAM) NodeAddr(id uint32) (netip.Prefix, error) {
 	if s.fail {
-		return failingIPAM{}.NodeIPAddress(id)
+		return failingIPAM{}.NodeAddr(id)
 	}
-	return s.IPAM.NodeIPAddress(id)
+	return s.IPAM.NodeAddr(id)
 }
 
 // nodesync and IPAM are what the handler takes nodes and addresses from.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -37,12 +36,12 @@ type Publisher interface {
 // it): this node's addresses and the per-node subnets of the others. It is
 // called on the event loop goroutine.
 type IPAM interface {
-	NodeIPAddress(nodeID uint32) (net.IP, *net.IPNet, error)
-	VxlanIPAddress(nodeID uint32) (net.IP, *net.IPNet, error)
-	HostInterconnectIPInVPP() net.IP
-	HostInterconnectSubnetThisNode() *net.IPNet
-	HostInterconnectSubnetOtherNode(nodeID uint32) (*net.IPNet, error)
-	PodSubnetOtherNode(nodeID uint32) (*net.IPNet, error)
+	NodeAddr(nodeID uint32) (netip.Prefix, error)
+	VxlanAddr(nodeID uint32) (netip.Prefix, error)
+	HostInterconnectAddrInVPP() netip.Addr
+	HostInterconnectSubnetThisNodePrefix() netip.Prefix
+	HostInterconnectSubnetOtherNodePrefix(nodeID uint32) (netip.Prefix, error)
+	PodSubnetOtherNodePrefix(nodeID uint32) (netip.Prefix, error)
 }
 
 // ErrNotReady is returned (wrapped) while this node has no node ID or IPAM
@@ -248,44 +247,25 @@ func (h *Handler) computeSelf() (*self, error) {
 	}
 	s := &self{id: id, nodeIP: h.cfg.Uplink.Address}
 	if !s.nodeIP.IsValid() {
-		ip, network, err := h.ipam.NodeIPAddress(id)
+		p, err := h.ipam.NodeAddr(id)
 		if err != nil {
 			return nil, fmt.Errorf("nodeconn: node IP of node %d: %w", id, err)
 		}
-		if s.nodeIP, err = prefixOf(ip, network); err != nil {
-			return nil, fmt.Errorf("nodeconn: node IP: %w", err)
-		}
+		s.nodeIP = p
 	}
-	vip, vnet, err := h.ipam.VxlanIPAddress(id)
+	vp, err := h.ipam.VxlanAddr(id)
 	if err != nil {
 		return nil, fmt.Errorf("nodeconn: VXLAN IP of node %d: %w", id, err)
 	}
-	vp, err := prefixOf(vip, vnet)
-	if err != nil {
-		return nil, fmt.Errorf("nodeconn: VXLAN IP: %w", err)
-	}
 	s.vxlanIP, s.vxlan4 = vp.Addr(), vp.Addr().Is4()
 	if h.cfg.HostInterconnect.AfPacketHostIf != "" || h.cfg.HostInterconnect.TapHostIfName != "" {
-		ip, network := h.ipam.HostInterconnectIPInVPP(), h.ipam.HostInterconnectSubnetThisNode()
-		if ip == nil || network == nil {
+		ip, network := h.ipam.HostInterconnectAddrInVPP(), h.ipam.HostInterconnectSubnetThisNodePrefix()
+		if !ip.IsValid() || !network.IsValid() {
 			return nil, fmt.Errorf("%w: no VPP-host interconnect address", ErrNotReady)
 		}
-		if s.hostIP, err = prefixOf(ip, network); err != nil {
-			return nil, fmt.Errorf("nodeconn: VPP-host interconnect: %w", err)
-		}
+		s.hostIP = netip.PrefixFrom(ip, network.Bits())
 	}
 	return s, nil
-}
-
-// prefixOf returns ip with the prefix length of network.
-func prefixOf(ip net.IP, network *net.IPNet) (netip.Prefix, error) {
-	a, ok := netip.AddrFromSlice(ip)
-	if !ok || network == nil {
-		return netip.Prefix{}, fmt.Errorf("bad address %v in %v", ip, network)
-	}
-	ones, _ := network.Mask.Size()
-	a = a.Unmap()
-	return netip.PrefixFrom(a, ones), nil
 }
 
 // ownValues returns this node's values: uplink, VPP-host interconnect,
@@ -375,17 +355,13 @@ func (h *Handler) peerOf(s *self, n *nodesync.Node) *peer {
 				subnets = append(subnets, p.Masked())
 			}
 		}
-	} else if p, err := h.ipam.PodSubnetOtherNode(n.ID); err == nil {
-		if pp, err := prefixOf(p.IP, p); err == nil {
-			subnets = append(subnets, pp.Masked())
-		}
+	} else if p, err := h.ipam.PodSubnetOtherNodePrefix(n.ID); err == nil {
+		subnets = append(subnets, p.Masked())
 	} else {
 		h.log.Debug("no pod subnet of node", slog.String("node", n.Name), slog.Any("error", err))
 	}
-	if p, err := h.ipam.HostInterconnectSubnetOtherNode(n.ID); err == nil {
-		if pp, err := prefixOf(p.IP, p); err == nil {
-			subnets = append(subnets, pp.Masked())
-		}
+	if p, err := h.ipam.HostInterconnectSubnetOtherNodePrefix(n.ID); err == nil {
+		subnets = append(subnets, p.Masked())
 	} else {
 		h.log.Debug("no VPP-host subnet of node", slog.String("node", n.Name), slog.Any("error", err))
 	}
@@ -434,10 +410,8 @@ func (h *Handler) peerOf(s *self, n *nodesync.Node) *peer {
 // routes through it need a next hop, resolved by a static neighbor.
 func (h *Handler) nextHop(s *self, id uint32, v6 bool) netip.Addr {
 	if s.vxlan4 != v6 {
-		if ip, _, err := h.ipam.VxlanIPAddress(id); err == nil {
-			if a, ok := netip.AddrFromSlice(ip); ok {
-				return a.Unmap()
-			}
+		if p, err := h.ipam.VxlanAddr(id); err == nil {
+			return p.Addr()
 		}
 	}
 	if v6 {
