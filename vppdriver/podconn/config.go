@@ -27,7 +27,7 @@ type Config struct {
 	InterfaceType controller.PodInterfaceType
 
 	// GatewayName is the logical name of the loopback that holds the pod
-	// gateway address (IPAM's PodGatewayIP); pod interfaces borrow it
+	// gateway address (IPAM's PodGatewayAddr); pod interfaces borrow it
 	// (unnumbered). Default: DefaultGatewayName.
 	GatewayName string
 

@@ -7,7 +7,7 @@
 // # What a pod gets
 //
 // The pod's address comes from IPAM (its handler runs first and allocates
-// it); the pod gateway is IPAM's PodGatewayIP, held by one loopback
+// it); the pod gateway is IPAM's PodGatewayAddr, held by one loopback
 // (vpp/interface/pod-gw, the gateway address as a host prefix). Per pod:
 //
 //	vpp/interface/pod-<h>               the pod's VPP interface, unnumbered to the gateway loopback,

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -25,7 +24,7 @@ import (
 // and the pod gateway. It is called on the event loop goroutine.
 type IPAM interface {
 	PodAddr(pod kubemodel.PodID) (netip.Addr, bool)
-	PodGatewayIP() net.IP
+	PodGatewayAddr() netip.Addr
 }
 
 // Attachments lists the pods attached to this node: the requests of the
@@ -373,11 +372,11 @@ func (h *Handler) Revert(ev controller.Event) error {
 }
 
 func (h *Handler) gateway() (netip.Addr, error) {
-	a, ok := netip.AddrFromSlice(h.ipam.PodGatewayIP())
-	if !ok {
+	a := h.ipam.PodGatewayAddr().Unmap()
+	if !a.IsValid() {
 		return netip.Addr{}, ErrNoGateway
 	}
-	return a.Unmap(), nil
+	return a, nil
 }
 
 func (h *Handler) gatewayValue(gw netip.Addr) (string, proto.Message) {

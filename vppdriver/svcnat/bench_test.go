@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"sync"
 	"testing"
@@ -209,7 +208,7 @@ func BenchmarkRender(b *testing.B) {
 		ksd := clusterState(n, 10)
 		newRig := func() *svcprocessor.ServiceProcessor {
 			nat, err := svcnat.New(svcnat.NodeIPsFunc(func() []netip.Addr { return nil }),
-				svcnat.NATLoopbackFunc(func() net.IP { return net.ParseIP("172.30.1.254") }), svcnat.Config{Uplink: uplink})
+				svcnat.NATLoopbackFunc(func() netip.Addr { return netip.MustParseAddr("172.30.1.254") }), svcnat.Config{Uplink: uplink})
 			require.NoError(b, err)
 			sp, err := svcprocessor.New(svcprocessortest.NewSubnets(netip.MustParsePrefix("10.1.1.0/24"), netip.MustParsePrefix("10.1.0.0/16")), svcprocessor.NodeIPsFunc(func() []netip.Addr { return nil }),
 				svcprocessor.PodInterfacesFunc(func(kubemodel.PodID) (string, bool) { return "", false }), svcprocessor.Config{})

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"slices"
 
@@ -37,12 +36,12 @@ type NodeIPs interface {
 //
 // # Contract
 //
-// NatLoopbackIP is called on the goroutine that calls [Renderer.Render]
-// on every resync. It returns nil while the address is unknown (IPAM
-// before its first resync); the renderer then configures no twice-NAT pool
-// and logs a warning. It must not block.
+// NatLoopbackAddr is called on the goroutine that calls [Renderer.Render]
+// on every resync. It returns the invalid Addr while the address is unknown
+// (IPAM before its first resync); the renderer then configures no
+// twice-NAT pool and logs a warning. It must not block.
 type NATLoopback interface {
-	NatLoopbackIP() net.IP
+	NatLoopbackAddr() netip.Addr
 }
 
 // NodeIPsFunc adapts a function into [NodeIPs].
@@ -52,10 +51,10 @@ type NodeIPsFunc func() []netip.Addr
 func (f NodeIPsFunc) NodeIPs() []netip.Addr { return f() }
 
 // NATLoopbackFunc adapts a function into [NATLoopback].
-type NATLoopbackFunc func() net.IP
+type NATLoopbackFunc func() netip.Addr
 
-// NatLoopbackIP calls f.
-func (f NATLoopbackFunc) NatLoopbackIP() net.IP { return f() }
+// NatLoopbackAddr calls f.
+func (f NATLoopbackFunc) NatLoopbackAddr() netip.Addr { return f() }
 
 var (
 	_ NodeIPs     = NodeIPsFunc(nil)

@@ -2,7 +2,6 @@ package svcnat_test
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 
 	"github.com/vswitchkit/vswitchkit/controller"
@@ -18,7 +17,7 @@ import (
 // prints the keys each transaction writes.
 func Example() {
 	thisNode := svcnat.NodeIPsFunc(func() []netip.Addr { return []netip.Addr{netip.MustParseAddr("192.168.16.1")} })
-	loopback := svcnat.NATLoopbackFunc(func() net.IP { return net.ParseIP("172.30.1.254") }) // e.g. *ipam.IPAM
+	loopback := svcnat.NATLoopbackFunc(func() netip.Addr { return netip.MustParseAddr("172.30.1.254") }) // e.g. *ipam.IPAM
 	nat, err := svcnat.New(thisNode, loopback, svcnat.Config{Uplink: "uplink"})
 	if err != nil {
 		panic(err)

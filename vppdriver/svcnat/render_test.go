@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -51,7 +50,7 @@ func newRig(t testing.TB, cfg svcnat.Config) *rig {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	nat, err := svcnat.New(r.thisIPs, svcnat.NATLoopbackFunc(func() net.IP { return net.ParseIP("172.30.1.254") }), cfg)
+	nat, err := svcnat.New(r.thisIPs, svcnat.NATLoopbackFunc(func() netip.Addr { return netip.MustParseAddr("172.30.1.254") }), cfg)
 	require.NoError(t, err)
 	require.NoError(t, sp.RegisterRenderer(nat))
 	r.sp, r.nat = sp, nat

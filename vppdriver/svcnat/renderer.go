@@ -473,12 +473,12 @@ func (r *Renderer) resync(snap *svcprocessor.Snapshot, w writer) {
 
 	// The plugin, its pools and the interfaces of the configuration.
 	w.put(model.Nat44GlobalKey, &model.Nat44Global{Sessions: r.cfg.MaxSessions, Forwarding: true})
-	if ip := r.loopback.NatLoopbackIP(); ip != nil {
-		if a, ok := netip.AddrFromSlice(ip); ok && a.Unmap().Is4() {
-			w.put(model.Nat44AddressPoolKey(a.Unmap(), a.Unmap(), true),
-				&model.Nat44AddressPool{FirstIp: a.Unmap().String(), Vrf: ^uint32(0), TwiceNat: true})
+	if a := r.loopback.NatLoopbackAddr().Unmap(); a.IsValid() {
+		if a.Is4() {
+			w.put(model.Nat44AddressPoolKey(a, a, true),
+				&model.Nat44AddressPool{FirstIp: a.String(), Vrf: ^uint32(0), TwiceNat: true})
 		} else {
-			r.log.Warn("the NAT loopback address is not IPv4: no twice-NAT pool", slog.String("address", ip.String()))
+			r.log.Warn("the NAT loopback address is not IPv4: no twice-NAT pool", slog.Any("address", a))
 		}
 	} else {
 		r.log.Warn("the NAT loopback address is not known yet: no twice-NAT pool (a pod cannot reach a service backed by itself)")
