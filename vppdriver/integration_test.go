@@ -18,9 +18,7 @@ import (
 	"go.fd.io/govpp/api"
 	interfaces "go.fd.io/govpp/binapi/interface"
 	"go.fd.io/govpp/binapi/interface_types"
-	"go.fd.io/govpp/binapi/memclnt"
 	"go.fd.io/govpp/binapi/nat44_ed"
-	"go.fd.io/govpp/core"
 
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/vppdriver"
@@ -50,25 +48,11 @@ func realDriver(t *testing.T, sock string) (*vppdriver.Driver, *vppdrivertest.Re
 // realDump runs one dump over a separate connection to the VPP at sock.
 func realDump(t *testing.T, sock string, req api.Message) []api.Message {
 	t.Helper()
-	conn, err := core.Connect(socketclient.NewVppClient(sock))
-	require.NoError(t, err)
-	defer conn.Disconnect()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st, err := conn.NewStream(ctx, core.WithReplySize(1024))
+	out, err := vppdrivertest.Dump(ctx, socketclient.NewVppClient(sock), req)
 	require.NoError(t, err)
-	defer func() { _ = st.Close() }()
-	require.NoError(t, st.SendMsg(req))
-	require.NoError(t, st.SendMsg(&memclnt.ControlPing{}))
-	var out []api.Message
-	for {
-		m, err := st.RecvMsg()
-		require.NoError(t, err)
-		if _, ok := m.(*memclnt.ControlPingReply); ok {
-			return out
-		}
-		out = append(out, m)
-	}
+	return out
 }
 
 // ownedTags lists the interface tags with the prefix.

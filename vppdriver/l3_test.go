@@ -21,7 +21,6 @@ import (
 	"go.fd.io/govpp/binapi/ip"
 	"go.fd.io/govpp/binapi/ip_neighbor"
 	"go.fd.io/govpp/binapi/ip_types"
-	"go.fd.io/govpp/binapi/memclnt"
 	"go.fd.io/govpp/binapi/vxlan"
 	"go.fd.io/govpp/core"
 
@@ -242,23 +241,15 @@ func dumpVPP(t *testing.T, newAdapter func() adapter.VppAPI) vppView {
 	conn, err := core.Connect(newAdapter())
 	require.NoError(t, err)
 	defer conn.Disconnect()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := conn.NewStream(ctx, core.WithReplySize(1024))
+	require.NoError(t, err)
+	defer func() { _ = st.Close() }()
 	dump := func(req api.Message) []api.Message {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		st, err := conn.NewStream(ctx, core.WithReplySize(1024))
+		out, err := vppdrivertest.DumpStream(st, req)
 		require.NoError(t, err)
-		defer func() { _ = st.Close() }()
-		require.NoError(t, st.SendMsg(req))
-		require.NoError(t, st.SendMsg(&memclnt.ControlPing{}))
-		var out []api.Message
-		for {
-			m, err := st.RecvMsg()
-			require.NoError(t, err)
-			if _, ok := m.(*memclnt.ControlPingReply); ok {
-				return out
-			}
-			out = append(out, m)
-		}
+		return out
 	}
 	all := interface_types.InterfaceIndex(^uint32(0))
 	v := vppView{addrs: map[uint32][]string{}, unnumbered: map[uint32]uint32{}, neighbors: map[string]string{},

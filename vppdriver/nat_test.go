@@ -11,38 +11,23 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.fd.io/govpp/api"
 	"go.fd.io/govpp/binapi/interface_types"
-	"go.fd.io/govpp/binapi/memclnt"
 	"go.fd.io/govpp/binapi/nat44_ed"
 	"go.fd.io/govpp/binapi/nat_types"
-	"go.fd.io/govpp/core"
 
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppdrivertest"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
 
 // dump runs one dump on its own connection to the VPP.
 func dump(t *testing.T, vpp *vppsim.VPP, req api.Message) []api.Message {
 	t.Helper()
-	conn, err := core.Connect(vpp.NewAdapter())
-	require.NoError(t, err)
-	defer conn.Disconnect()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	st, err := conn.NewStream(ctx, core.WithReplySize(1024))
+	out, err := vppdrivertest.Dump(ctx, vpp.NewAdapter(), req)
 	require.NoError(t, err)
-	defer func() { _ = st.Close() }()
-	require.NoError(t, st.SendMsg(req))
-	require.NoError(t, st.SendMsg(&memclnt.ControlPing{}))
-	var out []api.Message
-	for {
-		m, err := st.RecvMsg()
-		require.NoError(t, err)
-		if _, ok := m.(*memclnt.ControlPingReply); ok {
-			return out
-		}
-		out = append(out, m)
-	}
+	return out
 }
 
 func lbBackends(t *testing.T, vpp *vppsim.VPP) []string {

@@ -12,7 +12,6 @@ import (
 	"go.fd.io/govpp/api"
 	interfaces "go.fd.io/govpp/binapi/interface"
 	"go.fd.io/govpp/binapi/interface_types"
-	"go.fd.io/govpp/binapi/memclnt"
 	"go.fd.io/govpp/binapi/nat44_ed"
 	"go.fd.io/govpp/binapi/nat_types"
 	"go.fd.io/govpp/core"
@@ -84,25 +83,7 @@ func ReadNAT44(ctx context.Context, a adapter.VppAPI, tagPrefix string) (NAT44, 
 	}
 	out.Sessions, out.Forwarding = rc.Sessions, rc.ForwardingEnabled
 
-	dump := func(req api.Message) ([]api.Message, error) {
-		if err := st.SendMsg(req); err != nil {
-			return nil, err
-		}
-		if err := st.SendMsg(&memclnt.ControlPing{}); err != nil {
-			return nil, err
-		}
-		var res []api.Message
-		for {
-			m, err := st.RecvMsg()
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", req.GetMessageName(), err)
-			}
-			if _, ok := m.(*memclnt.ControlPingReply); ok {
-				return res, nil
-			}
-			res = append(res, m)
-		}
-	}
+	dump := func(req api.Message) ([]api.Message, error) { return DumpStream(st, req) }
 	ifs, err := dump(&interfaces.SwInterfaceDump{SwIfIndex: interface_types.InterfaceIndex(^uint32(0))})
 	if err != nil {
 		return out, err

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppdrivertest"
+
 	"github.com/stretchr/testify/require"
 	"go.fd.io/govpp/adapter"
 	"go.fd.io/govpp/api"
@@ -16,7 +18,6 @@ import (
 	"go.fd.io/govpp/binapi/ip"
 	"go.fd.io/govpp/binapi/ip_neighbor"
 	"go.fd.io/govpp/binapi/ip_types"
-	"go.fd.io/govpp/binapi/memclnt"
 	"go.fd.io/govpp/binapi/vxlan"
 	"go.fd.io/govpp/core"
 
@@ -41,7 +42,16 @@ func Tables(t testing.TB, newAdapter func() adapter.VppAPI) map[string]string {
 	conn, err := core.Connect(newAdapter())
 	require.NoError(t, err)
 	defer conn.Disconnect()
-	dump := func(req api.Message) []api.Message { return dumpOn(t, conn, req) }
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := conn.NewStream(ctx, core.WithReplySize(1024))
+	require.NoError(t, err)
+	defer func() { _ = st.Close() }()
+	dump := func(req api.Message) []api.Message {
+		out, err := vppdrivertest.DumpStream(st, req)
+		require.NoError(t, err)
+		return out
+	}
 	all := interface_types.InterfaceIndex(^uint32(0))
 	names := map[uint32]string{}
 	var ifaces []*interfaces.SwInterfaceDetails
@@ -118,28 +128,9 @@ func Tables(t testing.TB, newAdapter func() adapter.VppAPI) map[string]string {
 // Dump runs one dump on a connection of its own and returns the details.
 func Dump(t testing.TB, newAdapter func() adapter.VppAPI, req api.Message) []api.Message {
 	t.Helper()
-	conn, err := core.Connect(newAdapter())
-	require.NoError(t, err)
-	defer conn.Disconnect()
-	return dumpOn(t, conn, req)
-}
-
-func dumpOn(t testing.TB, conn *core.Connection, req api.Message) []api.Message {
-	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st, err := conn.NewStream(ctx, core.WithReplySize(1024))
+	out, err := vppdrivertest.Dump(ctx, newAdapter(), req)
 	require.NoError(t, err)
-	defer func() { _ = st.Close() }()
-	require.NoError(t, st.SendMsg(req))
-	require.NoError(t, st.SendMsg(&memclnt.ControlPing{}))
-	var out []api.Message
-	for {
-		m, err := st.RecvMsg()
-		require.NoError(t, err)
-		if _, ok := m.(*memclnt.ControlPingReply); ok {
-			return out
-		}
-		out = append(out, m)
-	}
+	return out
 }
