@@ -18,10 +18,7 @@ import (
 // (not Ready) before anything is created, so a repeated ADD, a DEL or GC
 // after an agent restart finds what an interrupted ADD left.
 func (s *Server) add(ctx context.Context, r *request) ([]byte, error) {
-	if err := s.load(ctx); err != nil {
-		return nil, err
-	}
-	unlock, err := s.locks.lock(ctx, r.id)
+	prev, known, unlock, err := s.acquire(ctx, r.id)
 	if err != nil {
 		return nil, err
 	}
@@ -31,7 +28,6 @@ func (s *Server) add(ctx context.Context, r *request) ([]byte, error) {
 		}
 	}()
 
-	prev, _, known := s.get(r.id)
 	if known && prev.Ready {
 		// The runtime repeats an ADD it did not get the answer of: the
 		// attachment is connected, return its result.

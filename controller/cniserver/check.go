@@ -19,15 +19,11 @@ import (
 // a chained plugin may add addresses or routes); the prevResult's
 // addresses of the pod interface must be the agent's.
 func (s *Server) check(ctx context.Context, r *request) error {
-	if err := s.load(ctx); err != nil {
-		return err
-	}
-	unlock, err := s.locks.lock(ctx, r.id)
+	a, ok, unlock, err := s.acquire(ctx, r.id)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	a, _, ok := s.get(r.id)
 	if !ok || !a.Ready {
 		return types.NewError(types.ErrUnknownContainer, "the vswitchkit agent has no attachment "+r.id.String(), "")
 	}

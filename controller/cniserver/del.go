@@ -13,15 +13,11 @@ import (
 
 // del serves DEL: idempotent, an unknown attachment is a success.
 func (s *Server) del(ctx context.Context, r *request) error {
-	if err := s.load(ctx); err != nil {
-		return err
-	}
-	unlock, err := s.locks.lock(ctx, r.id)
+	a, ok, unlock, err := s.acquire(ctx, r.id)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	a, _, ok := s.get(r.id)
 	if !ok {
 		// Nothing recorded: no AddPod was ever pushed for it. A veth can
 		// only be left if the store lost its record; its name tells.

@@ -328,6 +328,20 @@ func (s *Server) PodAttachments() ([]controller.PodAttachment, error) {
 	return out, nil
 }
 
+// acquire loads the attachments if needed, takes the lock of id and
+// returns what is recorded for it: the start of every request about one
+// attachment. The caller calls unlock once it is done.
+func (s *Server) acquire(ctx context.Context, id AttachmentID) (a Attachment, known bool, unlock func(), err error) {
+	if err := s.load(ctx); err != nil {
+		return Attachment{}, false, nil, err
+	}
+	if unlock, err = s.locks.lock(ctx, id); err != nil {
+		return Attachment{}, false, nil, err
+	}
+	a, _, known = s.get(id)
+	return a, known, unlock, nil
+}
+
 func (s *Server) load(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
