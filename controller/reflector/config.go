@@ -3,10 +3,11 @@ package reflector
 import (
 	"errors"
 	"fmt"
-	"github.com/vswitchkit/vswitchkit/controller/internal/cfgutil"
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/vswitchkit/vswitchkit/controller/internal/cfgutil"
 )
 
 // Defaults of [Config] fields.

@@ -2,6 +2,7 @@ package reflector_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -106,11 +107,21 @@ func TestStaleEtcdReconciledWithoutGaps(t *testing.T) {
 	got, err := cli.Get(ctx, prefix+"nodesync/node/1")
 	require.NoError(t, err)
 	require.Len(t, got.Kvs, 1)
+	// Watch events arrive in revision order: once the watch delivered a
+	// sentinel written now, it delivered every change before it.
+	const sentinel = "k8s/other/sentinel"
+	put(sentinel, "end")
+	eventually(t, "the watch reaches the sentinel", func() bool {
+		return slices.ContainsFunc(rw.all(), func(ev *clientv3.Event) bool { return string(ev.Kv.Key) == prefix+sentinel })
+	})
 	rw.stop()
 
 	var puts, dels []string
 	for _, ev := range rw.all() {
 		key := strings.TrimPrefix(string(ev.Kv.Key), prefix)
+		if key == sentinel {
+			continue
+		}
 		if ev.Type == mvccpb.DELETE {
 			dels = append(dels, key)
 			_, present := want[key]

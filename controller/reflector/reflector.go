@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/vswitchkit/vswitchkit/controller/internal/retry"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"k8s.io/client-go/tools/cache"
@@ -239,7 +240,7 @@ func (r *Reflector) Run(ctx context.Context) error {
 			continue
 		}
 		r.log.Warn("cannot campaign for leadership; retrying", slog.Any("error", err))
-		if err := sleep(ctx, bo.NextBackOff()); err != nil {
+		if err := retry.Sleep(ctx, bo.NextBackOff()); err != nil {
 			r.log.Info("reflector stopped")
 			return err
 		}
@@ -247,24 +248,7 @@ func (r *Reflector) Run(ctx context.Context) error {
 }
 
 func (r *Reflector) newBackoff() *backoff.ExponentialBackOff {
-	return &backoff.ExponentialBackOff{
-		InitialInterval:     r.cfg.RetryMinBackoff,
-		RandomizationFactor: 0.2,
-		Multiplier:          2,
-		MaxInterval:         r.cfg.RetryMaxBackoff,
-	}
-}
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return retry.NewBackoff(r.cfg.RetryMinBackoff, r.cfg.RetryMaxBackoff)
 }
 
 // newInformer builds the informer of rs on a list-watch that reports
@@ -421,7 +405,7 @@ func (r *Reflector) leaderLoop(lctx context.Context, fence clientv3.Cmp) error {
 			case err != nil:
 				r.writeErrors.Add(1)
 				r.log.Warn("reconcile failed; retrying", slog.Any("error", err))
-				if sleep(lctx, bo.NextBackOff()) != nil {
+				if retry.Sleep(lctx, bo.NextBackOff()) != nil {
 					return errLostLeadership
 				}
 				continue
@@ -453,7 +437,7 @@ func (r *Reflector) leaderLoop(lctx context.Context, fence clientv3.Cmp) error {
 			r.writeErrors.Add(1)
 			r.log.Warn("write failed; reconciling after backoff", slog.Any("error", err))
 			needFull = true
-			if sleep(lctx, bo.NextBackOff()) != nil {
+			if retry.Sleep(lctx, bo.NextBackOff()) != nil {
 				return errLostLeadership
 			}
 		}

@@ -56,22 +56,3 @@ func (p *pusher) push(ctx context.Context, ev controller.Event, giveUp time.Dura
 	}
 	return errGaveUp
 }
-
-// sleep waits for d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// newBackoff returns an exponential backoff from min, doubling up to max,
-// with ±20% jitter. Call NextBackOff for the next wait and Reset after a
-// success. It is owned by one goroutine.
-func newBackoff(min, max time.Duration) *backoff.ExponentialBackOff {
-	return &backoff.ExponentialBackOff{InitialInterval: min, RandomizationFactor: 0.2, Multiplier: 2, MaxInterval: max}
-}

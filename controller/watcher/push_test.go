@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/controllertest"
+	"github.com/vswitchkit/vswitchkit/controller/internal/retry"
 )
 
 func TestPusher(t *testing.T) {
@@ -75,7 +76,7 @@ func TestBackoff(t *testing.T) {
 	// really spreads the waits.
 	lowest, highest := make([]time.Duration, len(bases)), make([]time.Duration, len(bases))
 	for run := range 200 {
-		b := newBackoff(100*time.Millisecond, time.Second)
+		b := retry.NewBackoff(100*time.Millisecond, time.Second)
 		if run%2 == 1 {
 			for range 3 {
 				b.NextBackOff()

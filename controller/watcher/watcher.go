@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/internal/retry"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -215,8 +216,8 @@ func (r *run) loop(ctx context.Context) error {
 	cfg := &w.cfg
 	fallbackAt := time.Now().Add(cfg.MirrorFallbackDelay)
 	fallbackPending := r.mirror != nil
-	connectBackoff := newBackoff(cfg.RetryMinBackoff, cfg.RetryMaxBackoff)
-	watchBackoff := newBackoff(cfg.RetryMinBackoff, cfg.RetryMaxBackoff)
+	connectBackoff := retry.NewBackoff(cfg.RetryMinBackoff, cfg.RetryMaxBackoff)
+	watchBackoff := retry.NewBackoff(cfg.RetryMinBackoff, cfg.RetryMaxBackoff)
 	failing := false
 	for {
 		if err := ctx.Err(); err != nil {
@@ -250,7 +251,7 @@ func (r *run) loop(ctx context.Context) error {
 			if fallbackPending {
 				wait = min(wait, time.Until(fallbackAt))
 			}
-			if err := sleep(ctx, wait); err != nil {
+			if err := retry.Sleep(ctx, wait); err != nil {
 				return err
 			}
 			continue
@@ -296,7 +297,7 @@ func (r *run) loop(ctx context.Context) error {
 			if progressed {
 				watchBackoff.Reset()
 			}
-			if err := sleep(ctx, watchBackoff.NextBackOff()); err != nil {
+			if err := retry.Sleep(ctx, watchBackoff.NextBackOff()); err != nil {
 				return err
 			}
 		}
