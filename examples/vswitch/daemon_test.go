@@ -25,6 +25,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	"github.com/vswitchkit/vswitchkit/controller/watcher/watchertest"
 	"github.com/vswitchkit/vswitchkit/embedetcd"
+	"github.com/vswitchkit/vswitchkit/examples/vswitch/internal/config"
 )
 
 // secureEtcd is an in-process etcd with mutual TLS and authentication on,
@@ -395,4 +396,34 @@ func TestBadConfig(t *testing.T) {
 			assert.ErrorIs(t, err, os.ErrNotExist, "nothing started: no state directory")
 		})
 	}
+}
+
+// TestExampleConfig: the example file decodes strictly, and the only
+// problems validation finds are its files that do not exist here.
+func TestExampleConfig(t *testing.T) {
+	doc, err := os.ReadFile("vswitch.example.yaml")
+	require.NoError(t, err)
+	var cfg config.Config
+	require.NoError(t, config.Decode(doc, &cfg))
+	assert.Equal(t, "worker-1", cfg.NodeName)
+	assert.Len(t, cfg.Etcd.Endpoints, 3)
+	errs := unjoin(cfg.Validate())
+	require.Len(t, errs, 3, "%v", errs)
+	for _, e := range errs {
+		assert.Regexp(t, `^etcd\.(caFile|certFile|passwordFile): .*no such file`, e.Error())
+	}
+}
+
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, unjoin(e)...)
+		}
+		return out
+	}
+	return []error{err}
 }
