@@ -15,7 +15,7 @@
 // accepting requests and finishes those in progress, the event in
 // progress finishes, etcd and BGP are closed cleanly, and VPP is left
 // configured, so pods keep working until the next agent takes over. A
-// failure exits with status 1.
+// second signal ends the daemon at once. A failure exits with status 1.
 package main
 
 import (
@@ -70,6 +70,12 @@ func run(args []string, stderr io.Writer) int {
 	routeGoVPPLogs(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	// After the first signal the default handling is back: a second one
+	// ends the daemon at once.
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	if err := serve(ctx, cfg, log); err != nil {
 		log.Error("vswitch failed", slog.Any("error", err))
 		return exitFailed

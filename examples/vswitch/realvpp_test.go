@@ -41,6 +41,11 @@ import (
 func TestRealVPP(t *testing.T) {
 	sock := vppdrivertest.RealVPPSocket(t)
 	vppdrivertest.NeedNetns(t)
+	for name, i := range vppInterfaces(t, sock) {
+		if strings.HasPrefix(i.tag, "vsk:") {
+			t.Skipf("the VPP at %s holds %s (tag %q) of another vswitchkit agent; the test removes what is tagged vsk: when it ends: give it a VPP of its own", sock, name, i.tag)
+		}
+	}
 	id := strconv.Itoa(os.Getpid() % 100000)
 
 	// The uplink: a veth pair, VPP's end in this namespace, the other end
