@@ -120,6 +120,9 @@ func (l *Loop) noteErr(err error) (others []error, transient bool) {
 // outstanding error; a Resync without one (and without a transient error
 // that might hide one) clears it.
 func (l *Loop) handlerOutcome(h EventHandler, resync bool, err error) {
+	if err != nil {
+		l.typeStats.countHandlerError(h.String())
+	}
 	if err == nil {
 		if resync && len(l.health.handlers) > 0 {
 			l.setHandlerErr(h.String(), nil)

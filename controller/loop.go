@@ -18,9 +18,9 @@ import (
 // registered handlers and commits one transaction per event to the
 // southbound.
 //
-// PushEvent, Register, Healthy, RejectedKeys, Stats and History are safe for
-// concurrent use. GetConfig is only for handlers, called on the loop
-// goroutine. Run is called once.
+// PushEvent, Register, Healthy, RejectedKeys, Stats, EventStats,
+// HandlerStats and History are safe for concurrent use. GetConfig is only
+// for handlers, called on the loop goroutine. Run is called once.
 type Loop struct {
 	handlers []EventHandler
 	sb       Southbound
@@ -29,6 +29,8 @@ type Loop struct {
 	history  *History
 	stats    counters
 	health   health
+	// typeStats counts events per name and errors per handler.
+	typeStats typeStats
 
 	running atomic.Bool
 	regMu   sync.Mutex // serializes Register with the start of Run

@@ -42,6 +42,7 @@ func (l *Loop) process(ctx context.Context, ev Event, followUp bool) {
 	rec.Err = err
 
 	l.stats.processed.Add(1)
+	l.typeStats.countEvent(rec.Name, err != nil, rec.Duration())
 	if followUp {
 		l.stats.followUps.Add(1)
 	}

@@ -374,6 +374,32 @@ func (i *IPAM) Allocations() []Allocation {
 	return out
 }
 
+// PoolUsage describes this node's pod address pool. It is a value.
+type PoolUsage struct {
+	// Subnet is this node's pod subnet; invalid while it is unknown
+	// (before the first Resync, or without a pod CIDR in external mode).
+	Subnet netip.Prefix
+	// Capacity is the number of addresses that can be handed out (the
+	// network, gateway and broadcast addresses excluded; for a slice of 64
+	// or more host bits, the 2^64-2 offsets the pool uses). 0 while Subnet
+	// is invalid.
+	Capacity uint64
+	// Allocated is the number of addresses allocated (reservations whose
+	// record is not settled included).
+	Allocated uint64
+}
+
+// PoolUsage returns the size and use of this node's pod address pool, for
+// metrics. It costs O(1) and is safe for concurrent use.
+func (i *IPAM) PoolUsage() PoolUsage {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.pool == nil {
+		return PoolUsage{Subnet: i.podNet}
+	}
+	return PoolUsage{Subnet: i.podNet, Capacity: i.pool.capacity(), Allocated: i.pool.n}
+}
+
 // ---- allocation ----
 
 // AllocatePodIP allocates an IP address for the pod and returns it.

@@ -219,6 +219,7 @@ func TestPodIPCount(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			i := newReady(t, 5, tc.cfg)
+			require.Equal(t, ipam.PoolUsage{Subnet: i.PodSubnetThisNodePrefix(), Capacity: uint64(tc.want)}, i.PoolUsage())
 			seen := map[string]bool{}
 			var first, last string
 			for n := 0; ; n++ {
@@ -236,10 +237,29 @@ func TestPodIPCount(t *testing.T) {
 				last = ip.String()
 			}
 			assert.Len(t, seen, tc.want)
+			assert.Equal(t, uint64(tc.want), i.PoolUsage().Allocated, "the pool is full")
 			assert.Equal(t, tc.first, first)
 			assert.Equal(t, tc.last, last)
 		})
 	}
+}
+
+// TestPoolUsage: no pool before the node's subnet is known; allocations
+// and releases are counted; a /64 slice reports the offsets the pool uses.
+func TestPoolUsage(t *testing.T) {
+	i, err := ipam.New(ipamtest.NewNodeID(5), ipam.Config{})
+	require.NoError(t, err)
+	assert.Equal(t, ipam.PoolUsage{}, i.PoolUsage(), "before the first resync")
+	require.NoError(t, i.Resync(controller.NewDBResync(), controller.NewKubeStateData(), 1, controllertest.NewTxn()))
+	for _, name := range []string{"a", "b", "c"} {
+		_, err := i.AllocatePodIP(pod(name), "", "")
+		require.NoError(t, err)
+	}
+	require.NoError(t, i.ReleasePodIP(pod("b")))
+	assert.Equal(t, ipam.PoolUsage{Subnet: pfx("10.1.5.0/24"), Capacity: 253, Allocated: 2}, i.PoolUsage())
+
+	v6 := newReady(t, 5, ipam.Config{PodSubnetCIDR: pfx("fd00::/48"), PodSubnetOneNodePrefixLen: 64})
+	assert.Equal(t, ipam.PoolUsage{Subnet: pfx("fd00:0:0:5::/64"), Capacity: ^uint64(0) - 2}, v6.PoolUsage())
 }
 
 func TestNextAfterLast(t *testing.T) {

@@ -461,6 +461,22 @@ func (d *Driver) Applied() map[string]proto.Message {
 	return out
 }
 
+// Desired returns a copy of the desired state of the keys the driver owns:
+// the values last committed for them, invalid ones included (their
+// status is Failed; see [Driver.Status]). With [Driver.Applied] it shows
+// desired against applied per key.
+func (d *Driver) Desired() map[string]proto.Message {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[string]proto.Message{}
+	for k, it := range d.items {
+		if it.desired() && it.msg != nil {
+			out[k] = proto.Clone(it.msg)
+		}
+	}
+	return out
+}
+
 // Connected tells whether the driver currently holds a VPP connection
 // (and has finished the resync that follows connecting).
 func (d *Driver) Connected() bool {

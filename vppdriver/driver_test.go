@@ -142,6 +142,12 @@ func TestApplyChangeResync(t *testing.T) {
 	_, ok = routeIn(s, 0, "10.9.0.0/16")
 	assert.False(t, ok, "route applied by the driver removed")
 	assert.Len(t, d.Applied(), len(final))
+	desired := d.Desired()
+	require.Len(t, desired, len(final))
+	for k, v := range final {
+		assert.True(t, proto.Equal(v, desired[k]), "desired %s", k)
+		assert.True(t, proto.Equal(v, d.Applied()[k]), "applied %s", k)
+	}
 }
 
 func countTag(s vppsim.Snapshot, tag string) int {
@@ -363,6 +369,8 @@ func TestCommitInvalid(t *testing.T) {
 				assert.ErrorIs(t, s.Err, vppdriver.ErrInvalidValue)
 				assert.Equal(t, 0, s.Attempts)
 				assert.True(t, s.NextRetry.IsZero())
+				assert.True(t, proto.Equal(tc.values[k], d.Desired()[k]), "the invalid value is desired")
+				assert.NotContains(t, d.Applied(), k)
 			}
 			st := d.Stats()
 			assert.Equal(t, uint64(i+1), st.InvalidRejected)
@@ -379,6 +387,7 @@ func TestCommitInvalid(t *testing.T) {
 	_, err = d.Commit(context.Background(), &controller.Commit{Kind: controller.CommitUpdate, Values: del})
 	require.NoError(t, err)
 	assert.Empty(t, d.Statuses())
+	assert.Empty(t, d.Desired())
 	assert.Zero(t, d.Stats().Keys)
 }
 

@@ -39,6 +39,7 @@ type Server struct {
 
 	running atomic.Bool
 	locks   keyedLocks
+	stats   stats
 
 	// wg counts the goroutines that wait for events and undo abandoned
 	// ADDs; Run waits for them.
@@ -195,6 +196,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var resp wire.Response
 	if err != nil {
+		s.stats.countBad()
 		resp.Error = types.NewError(types.ErrDecodingFailure, "cannot decode the request from the plugin", err.Error())
 	} else {
 		resp = s.handle(r.Context(), &req)
@@ -212,6 +214,7 @@ func (s *Server) handle(ctx context.Context, wr *wire.Request) wire.Response {
 	start := time.Now()
 	r, cerr := parseRequest(wr)
 	if cerr != nil {
+		s.stats.countBad()
 		s.log.Debug("bad request", slog.String("command", wr.Command), slog.String("container", wr.ContainerID), slog.Any("error", cerr))
 		return wire.Response{Error: cerr}
 	}
@@ -231,7 +234,9 @@ func (s *Server) handle(ctx context.Context, wr *wire.Request) wire.Response {
 	case cmdStatus:
 		err = s.status(ctx)
 	}
-	log := s.log.With(slog.String("command", r.cmd), slog.String("attachment", r.id.String()), slog.Duration("took", time.Since(start)))
+	took := time.Since(start)
+	s.stats.count(r.cmd, err != nil, took)
+	log := s.log.With(slog.String("command", r.cmd), slog.String("attachment", r.id.String()), slog.Duration("took", took))
 	if err != nil {
 		cerr := toCNIError(r.cmd, err)
 		log.Debug("request failed", slog.Uint64("code", uint64(cerr.Code)), slog.String("error", cerr.Error()))

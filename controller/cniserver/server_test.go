@@ -692,3 +692,30 @@ func TestPodAttachments(t *testing.T) {
 		IfName: "eth0", InterfaceType: controller.PodInterfaceAfPacket, HostIfName: cniserver.HostIfName("c-web", "eth0"),
 	}}, got)
 }
+
+// TestStats: every request is counted under its command, failures too;
+// a request the server cannot parse counts as a bad request.
+func TestStats(t *testing.T) {
+	u := newUnit(t, unitOptions{})
+	require.Empty(t, u.srv.Stats().Commands)
+	_, netns := u.add("web")
+	_, err := u.do(call{cmd: "ADD", container: "c-gone", netns: "/run/netns/gone", args: podArgs("gone")})
+	require.Error(t, err, "no such namespace")
+	_, err = u.do(call{cmd: "DEL", container: "c-web", netns: netns, args: podArgs("web")})
+	require.NoError(t, err)
+	_, err = u.do(call{cmd: "ADD", container: "", netns: netns, args: podArgs("web")})
+	require.Error(t, err, "no container ID")
+
+	st := u.srv.Stats()
+	require.Len(t, st.Commands, 2)
+	add, del := st.Commands["ADD"], st.Commands["DEL"]
+	assert.Equal(t, uint64(2), add.Requests)
+	assert.Equal(t, uint64(1), add.Failed)
+	assert.Positive(t, add.Duration)
+	assert.Equal(t, uint64(1), del.Requests)
+	assert.Zero(t, del.Failed)
+	assert.Equal(t, uint64(1), st.BadRequests)
+
+	st.Commands["ADD"] = cniserver.CommandStats{}
+	assert.Equal(t, uint64(2), u.srv.Stats().Commands["ADD"].Requests, "a copy")
+}

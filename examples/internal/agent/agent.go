@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.fd.io/govpp/adapter"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/vswitchkit/vswitchkit/bgp"
 	"github.com/vswitchkit/vswitchkit/bgp/bgpglue"
@@ -73,9 +74,44 @@ type Agent struct {
 	BGP *BGP
 
 	db      *etcddb.DB
-	runners []func(context.Context) error // started by Run
-	closers []func() error                // local files, closed by Run's end or Close
+	runners []runner       // started by Run
+	closers []func() error // local files, closed by Run's end or Close
+	stopped chan struct{}  // closed when Run begins to stop
 }
+
+// runner is a component's Run with the stage in which Run stops it.
+type runner struct {
+	name  string
+	stage stopStage
+	run   func(context.Context) error
+}
+
+// stopStage orders the shutdown: Run stops the components stage by stage,
+// in this order, each after the previous one has returned.
+type stopStage int
+
+const (
+	// The pod server first: it stops accepting requests and finishes those
+	// in progress while the loop still answers their events.
+	stopPods stopStage = iota
+	// The producers of events and BGP's control loop: nothing new reaches
+	// the loop; the BGP controller withdraws (or leaves routes for
+	// graceful restart) while its manager still runs.
+	stopProducers
+	// The BGP speakers: sessions end (Cease, or silently for graceful
+	// restart).
+	stopSpeakers
+	// The loop: it finishes the event in progress and processes the
+	// Shutdown event (the reference handlers remove nothing on it).
+	stopLoop
+	// The IPAM store in etcd, which the loop's handlers write to.
+	stopStores
+	// The VPP driver last: it applies what the loop committed, then
+	// disconnects and leaves VPP configured, so pods keep working until
+	// the next agent resyncs.
+	stopDriver
+	numStopStages
+)
 
 // BGP is the agent's BGP control plane.
 type BGP struct {
@@ -88,10 +124,10 @@ type BGP struct {
 // stores in Config.StateDir, created if missing). It starts nothing; call
 // Run. Close releases the files of an agent that is never run.
 func Open(cfg Config, deps Deps) (a *Agent, err error) {
-	cfg, err = cfg.withDefaults()
-	if err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("agent config: %w", err)
 	}
+	cfg, _ = cfg.withDefaults()
 	switch {
 	case deps.Etcd == nil:
 		return nil, errors.New("agent: no etcd client")
@@ -101,7 +137,7 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 		return nil, errors.New("agent: no Linux implementation for the pod server")
 	}
 	log := discard(deps.Logger).With(slog.String("node", cfg.NodeName))
-	a = &Agent{cfg: cfg, log: log}
+	a = &Agent{cfg: cfg, log: log, stopped: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -121,7 +157,8 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 	if err != nil {
 		return nil, err
 	}
-	a.runners = append(a.runners, a.Driver.Run, a.Loop.Run)
+	a.add("vppdriver", stopDriver, a.Driver.Run)
+	a.add("controller", stopLoop, a.Loop.Run)
 
 	// Node IDs, with local state for starts without etcd.
 	a.db, err = etcddb.NewFromClient(deps.Etcd, etcddb.Config{Logger: log})
@@ -136,7 +173,7 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 	if err != nil {
 		return nil, err
 	}
-	a.runners = append(a.runners, a.NodeSync.Run)
+	a.add("nodesync", stopProducers, a.NodeSync.Run)
 
 	// Pod IPs with a durable store.
 	store, err := a.openIPAMStore(deps.Etcd)
@@ -198,7 +235,8 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 			return nil, err
 		}
 		handlers = append(handlers, a.BGP.Source)
-		a.runners = append(a.runners, a.BGP.Manager.Run, a.BGP.Controller.Run)
+		a.add("bgp-gobgp", stopSpeakers, a.BGP.Manager.Run)
+		a.add("bgp-controller", stopProducers, a.BGP.Controller.Run)
 	}
 	if err := a.Loop.Register(handlers...); err != nil {
 		return nil, err
@@ -216,7 +254,7 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 	if err != nil {
 		return nil, err
 	}
-	a.runners = append(a.runners, a.Watcher.Run)
+	a.add("watcher", stopProducers, a.Watcher.Run)
 
 	// The pod server.
 	cniStore, err := cniserver.OpenBoltStore(cfg.statePath("cni.db"))
@@ -236,7 +274,7 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 	if err != nil {
 		return nil, err
 	}
-	a.runners = append(a.runners, a.CNI.Run)
+	a.add("cniserver", stopPods, a.CNI.Run)
 	return a, nil
 }
 
@@ -246,7 +284,7 @@ func (a *Agent) openIPAMStore(cli *clientv3.Client) (ipam.Store, error) {
 		if err != nil {
 			return nil, err
 		}
-		a.runners = append(a.runners, s.Run)
+		a.add("ipam-etcdstore", stopStores, s.Run)
 		return s, nil
 	}
 	s, err := boltstore.Open(a.cfg.statePath("ipam.db"), boltstore.Config{Logger: a.log})
@@ -296,10 +334,16 @@ func (a *Agent) uplinkName() string {
 func (a *Agent) Config() Config { return a.cfg }
 
 // Ready reports nil once the agent can serve pods: the start-up resync
-// is done and VPP is connected.
+// has been processed, IPAM has this node's ID (its resync succeeded) and
+// VPP is connected.
 func (a *Agent) Ready() error {
-	if !a.Loop.Stats().StartupResyncDone {
+	// Before the start-up DBResync nothing else is processed, so the
+	// first processed event is that resync.
+	if st := a.Loop.Stats(); !st.StartupResyncDone || st.Processed == 0 {
 		return errors.New("no start-up resync yet")
+	}
+	if a.IPAM.NodeID() == 0 {
+		return errors.New("no node ID yet: the start-up resync of IPAM has not succeeded")
 	}
 	if !a.Driver.Connected() {
 		return errors.New("VPP not connected")
@@ -307,29 +351,105 @@ func (a *Agent) Ready() error {
 	return nil
 }
 
+func (a *Agent) add(name string, stage stopStage, run func(context.Context) error) {
+	a.runners = append(a.runners, runner{name: name, stage: stage, run: run})
+}
+
 // Run runs every component until ctx ends or one of them fails, then
-// stops them all, closes the local state files and returns: nil after
-// ctx ended, else the first error. Run is called once.
+// stops them in order, closes the local state files and returns: nil
+// after ctx ended, else the first error. Run is called once.
+//
+// The order of the shutdown: the pod server stops accepting requests and
+// finishes those in progress (their events still run); the watcher, node
+// sync and the BGP controller stop; then the BGP speakers; then the loop,
+// which finishes the event in progress; then the IPAM store in etcd;
+// the VPP driver last, which disconnects without removing anything: VPP
+// stays configured and pods keep working while no agent runs, and the
+// next agent takes over what is there. Each stage gets Config.StopTimeout
+// to return before the next one is stopped anyway (a pod request that
+// waits for an event the loop cannot process yet, say before the start-up
+// resync, then gets its answer from the stopping loop); Run still waits
+// for every component.
 func (a *Agent) Run(ctx context.Context) error {
 	defer a.Close()
-	g, gctx := errgroup.WithContext(ctx)
-	for _, run := range a.runners {
-		g.Go(func() error {
-			err := run(gctx)
-			if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
-				return nil
+	var (
+		errMu    sync.Mutex
+		firstErr error
+		failed   = make(chan struct{})
+		failOnce sync.Once
+	)
+	fail := func(name string, err error) {
+		errMu.Lock()
+		if firstErr == nil {
+			firstErr = fmt.Errorf("%s: %w", name, err)
+		}
+		errMu.Unlock()
+		failOnce.Do(func() { close(failed) })
+	}
+	var (
+		cancels [numStopStages]context.CancelFunc
+		dones   [numStopStages][]chan struct{}
+	)
+	base := context.WithoutCancel(ctx)
+	for st := range cancels {
+		var sctx context.Context
+		sctx, cancels[st] = context.WithCancel(base)
+		for _, r := range a.runners {
+			if r.stage != stopStage(st) {
+				continue
 			}
-			if err == nil {
-				err = errors.New("stopped")
-			}
-			return err
-		})
+			done := make(chan struct{})
+			dones[st] = append(dones[st], done)
+			go func() {
+				defer close(done)
+				err := r.run(sctx)
+				if sctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
+					return // stopped as asked
+				}
+				if err == nil {
+					err = errors.New("stopped")
+				}
+				fail(r.name, err)
+			}()
+		}
 	}
 	a.log.Info("agent started")
-	err := g.Wait()
+	select {
+	case <-ctx.Done():
+	case <-failed:
+	}
+	close(a.stopped)
+	a.log.Info("agent stopping", slog.Any("cause", context.Cause(ctx)))
+	for st := range cancels {
+		cancels[st]()
+		deadline := time.NewTimer(a.cfg.StopTimeout)
+	stage:
+		for _, done := range dones[st] {
+			select {
+			case <-done:
+			case <-deadline.C:
+				a.log.Warn("a component did not stop in time; stopping the next ones",
+					slog.Int("stage", st), slog.Duration("stopTimeout", a.cfg.StopTimeout))
+				break stage
+			}
+		}
+		deadline.Stop()
+	}
+	for _, ds := range dones {
+		for _, done := range ds {
+			<-done
+		}
+	}
+	errMu.Lock()
+	err := firstErr
+	errMu.Unlock()
 	a.log.Info("agent stopped", slog.Any("error", err))
 	return err
 }
+
+// Stopping returns a channel that is closed when Run begins to stop (its
+// context ended or a component failed).
+func (a *Agent) Stopping() <-chan struct{} { return a.stopped }
 
 // Close closes the local state files. Run calls it when it returns; call it
 // for an agent that was opened but never run. It is safe to call twice.

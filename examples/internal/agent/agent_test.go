@@ -3,12 +3,15 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +23,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/cniserver"
 	"github.com/vswitchkit/vswitchkit/controller/cniserver/cniplugin"
 	"github.com/vswitchkit/vswitchkit/controller/cniserver/cniservertest"
@@ -42,9 +46,12 @@ type simNode struct {
 	agent  *agent.Agent
 	socket string
 	done   chan error
+	// stop ends the agent's Run and returns its result (once; later calls
+	// return the same).
+	stop func() error
 }
 
-func startNode(t *testing.T, cli *clientv3.Client, name string) *simNode {
+func startNode(t *testing.T, cli *clientv3.Client, name string, edit ...func(*agent.Config)) *simNode {
 	t.Helper()
 	n := &simNode{name: name, linux: cniservertest.NewFakeLinux(), done: make(chan error, 1)}
 	n.vpp = vppsim.New(vppsim.Config{HostInterfaces: []string{"eth1", "vpp1"}, HostInterfaceExists: func(host string) bool {
@@ -54,21 +61,31 @@ func startNode(t *testing.T, cli *clientv3.Client, name string) *simNode {
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	n.socket = filepath.Join(dir, "cni.sock")
-	a, err := agent.Open(agent.Config{
+	cfg := agent.Config{
 		NodeName: name, StateDir: dir, CNISocket: n.socket,
 		Uplink:             nodeconn.Uplink{AfPacketHostIf: "eth1"},
 		HostInterconnect:   nodeconn.HostInterconnect{AfPacketHostIf: "vpp1"},
 		BGP:                agent.BGPConfig{Disabled: true},
 		LocalFallbackDelay: time.Second,
-	}, agent.Deps{Etcd: cli, VPP: func() adapter.VppAPI { return n.vpp.NewAdapter() }, Linux: n.linux})
+	}
+	for _, e := range edit {
+		e(&cfg)
+	}
+	a, err := agent.Open(cfg, agent.Deps{Etcd: cli, VPP: func() adapter.VppAPI { return n.vpp.NewAdapter() }, Linux: n.linux})
 	require.NoError(t, err)
 	n.agent = a
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { n.done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		assert.NoError(t, <-n.done, "Run of %s", name)
-	})
+	var once sync.Once
+	var runErr error
+	n.stop = func() error {
+		once.Do(func() {
+			cancel()
+			runErr = <-n.done
+		})
+		return runErr
+	}
+	t.Cleanup(func() { assert.NoError(t, n.stop(), "Run of %s", name) })
 	require.Eventually(t, func() bool { return a.Ready() == nil }, time.Minute, 10*time.Millisecond, "%s ready", name)
 	return n
 }
@@ -160,4 +177,154 @@ func TestTwoNodes(t *testing.T) {
 			return slices.ContainsFunc(n.nat(t).Static, func(s string) bool { return strings.HasPrefix(s, want) })
 		}, time.Minute, 10*time.Millisecond, "service on %s: %v", n.name, n.nat(t).Static)
 	}
+}
+
+// startEtcd starts an in-process etcd with one node object per name.
+func startEtcd(t *testing.T, nodes ...string) *clientv3.Client {
+	t.Helper()
+	etcd, err := embedetcd.Start(context.Background(), embedetcd.Config{UnsafeNoFsync: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { etcd.Close() })
+	cli, err := etcd.Client()
+	require.NoError(t, err)
+	t.Cleanup(func() { cli.Close() })
+	for i, name := range nodes {
+		put(t, cli, kubemodel.NodeKey(name), &kubemodel.Node{Name: name, Addresses: []*kubemodel.NodeAddress{
+			{Type: kubemodel.NodeAddress_INTERNAL_IP, Address: fmt.Sprintf("192.168.0.%d", i+1)}}})
+	}
+	return cli
+}
+
+// TestShutdownFinishesPodRequests: a pod ADD in progress when the agent is
+// told to stop completes (the pod server stops accepting requests first
+// and the loop still answers the ADD's event), and the agent leaves VPP
+// configured: the pod's interface and route stay for the next agent.
+func TestShutdownFinishesPodRequests(t *testing.T) {
+	cli := startEtcd(t, "node-1")
+	n := startNode(t, cli, "node-1")
+	entered, gate := make(chan struct{}), make(chan struct{})
+	n.linux.SetFuncs(cniservertest.LinuxFuncs{EnsureVeth: func(context.Context, cniserver.Veth) error {
+		close(entered)
+		<-gate
+		return nil
+	}})
+	require.NoError(t, n.linux.AddNetns("/run/netns/web"))
+	type result struct {
+		out []byte
+		err error
+	}
+	added := make(chan result, 1)
+	go func() {
+		out, err := cniplugin.Call(context.Background(), n.socket, "ADD", &skel.CmdArgs{
+			ContainerID: "c-web", Netns: "/run/netns/web", IfName: "eth0",
+			Args:      "K8S_POD_NAMESPACE=default;K8S_POD_NAME=web",
+			StdinData: []byte(`{"cniVersion":"1.1.0","name":"vswitchkit","type":"vswitchkit-cni"}`),
+		})
+		added <- result{out, err}
+	}()
+	<-entered
+
+	stopped := make(chan error, 1)
+	go func() { stopped <- n.stop() }()
+	<-n.agent.Stopping()
+	require.Eventually(t, func() bool {
+		c, err := net.Dial("unix", n.socket)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	}, time.Minute, 10*time.Millisecond, "the pod server stops accepting requests")
+	select {
+	case err := <-stopped:
+		t.Fatalf("Run returned while a pod request was in progress: %v", err)
+	default:
+	}
+
+	close(gate)
+	res := <-added
+	require.NoError(t, res.err, "the ADD in progress completes")
+	assert.Contains(t, string(res.out), "10.1.1.")
+	require.NoError(t, <-stopped)
+	_, err := os.Stat(n.socket)
+	assert.ErrorIs(t, err, os.ErrNotExist, "the socket is removed")
+
+	// VPP stays configured: the pod, its host route, the uplink.
+	host := cniserver.HostIfName("c-web", "eth0")
+	assert.True(t, slices.ContainsFunc(n.vpp.Snapshot().Interfaces, func(i vppsim.Interface) bool { return i.HostIfName == host }),
+		"the pod's interface is left in VPP: %v", n.vpp.Snapshot().Interfaces)
+	assert.True(t, n.hasInterface("uplink"), "the uplink is left in VPP")
+	assert.True(t, slices.ContainsFunc(n.vpp.Snapshot().Routes, func(r vppsim.Route) bool {
+		return r.Prefix.Bits() == 32 && netip.MustParsePrefix("10.1.1.0/24").Contains(r.Prefix.Addr())
+	}), "the pod's route is left in VPP")
+}
+
+// TestValidate: every bad field is reported by its JSON name, the IPAM
+// plan's included.
+func TestValidate(t *testing.T) {
+	good := agent.Config{NodeName: "node-1"}
+	require.NoError(t, good.Validate())
+	for _, tc := range []struct {
+		name string
+		edit func(*agent.Config)
+		want []string
+	}{
+		{"node name", func(c *agent.Config) { c.NodeName = "Node_1" }, []string{"nodeName:"}},
+		{"relative state dir", func(c *agent.Config) { c.StateDir = "state" }, []string{`stateDir: "state" is not an absolute path`}},
+		{"ipam store", func(c *agent.Config) { c.IPAMStore = "zk" }, []string{"ipamStore:"}},
+		{"pod interface type", func(c *agent.Config) { c.PodInterfaceType = "veth" }, []string{"podInterfaceType:"}},
+		{"negative stop timeout", func(c *agent.Config) { c.StopTimeout = -time.Second }, []string{"stopTimeout: -1s is negative"}},
+		{"ipam prefix with host bits", func(c *agent.Config) { c.IPAM.PodSubnetCIDR = netip.MustParsePrefix("10.1.0.1/16") },
+			[]string{"ipam.podSubnetCIDR: 10.1.0.1/16: has host bits set"}},
+		{"several", func(c *agent.Config) {
+			c.CNISocket = "cni.sock"
+			c.IPAM.StoreTimeout = -time.Second
+			c.IPAM.ServiceCIDR = netip.MustParsePrefix("10.96.0.1/12")
+		}, []string{"cniSocket:", "ipam.storeTimeout: -1s: must not be negative", "ipam.serviceCIDR: 10.96.0.1/12"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := good
+			tc.edit(&c)
+			err := c.Validate()
+			require.Error(t, err)
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
+			}
+			_, err = agent.Open(c, agent.Deps{})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want[0], "Open validates the same way")
+		})
+	}
+}
+
+// TestShutdownStopTimeout: a pod request stuck in the pod server does not
+// hold the rest of the shutdown: after StopTimeout the next stages stop
+// (the loop too), and Run returns once the request gave up.
+func TestShutdownStopTimeout(t *testing.T) {
+	cli := startEtcd(t, "node-1")
+	n := startNode(t, cli, "node-1", func(c *agent.Config) { c.StopTimeout = 100 * time.Millisecond })
+	entered, gate := make(chan struct{}), make(chan struct{})
+	n.linux.SetFuncs(cniservertest.LinuxFuncs{EnsureVeth: func(context.Context, cniserver.Veth) error {
+		close(entered)
+		<-gate
+		return nil
+	}})
+	require.NoError(t, n.linux.AddNetns("/run/netns/web"))
+	added := make(chan error, 1)
+	go func() {
+		_, err := cniplugin.Call(context.Background(), n.socket, "ADD", &skel.CmdArgs{
+			ContainerID: "c-web", Netns: "/run/netns/web", IfName: "eth0",
+			Args:      "K8S_POD_NAMESPACE=default;K8S_POD_NAME=web",
+			StdinData: []byte(`{"cniVersion":"1.1.0","name":"vswitchkit","type":"vswitchkit-cni"}`),
+		})
+		added <- err
+	}()
+	<-entered
+	stopped := make(chan error, 1)
+	go func() { stopped <- n.stop() }()
+	require.Eventually(t, func() bool {
+		return errors.Is(n.agent.Loop.PushEvent(controller.NewDBResync()), controller.ErrStopped)
+	}, time.Minute, 10*time.Millisecond, "the loop stops while the pod request is stuck")
+	close(gate)
+	assert.Error(t, <-added, "the request gets the stopped loop's answer")
+	require.NoError(t, <-stopped)
 }

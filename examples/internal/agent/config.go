@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/netip"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"time"
 
 	"github.com/vswitchkit/vswitchkit/controller"
@@ -65,6 +67,10 @@ type Config struct {
 	// LocalFallbackDelay is how long the watcher and nodesync wait for
 	// etcd at start-up before they start from local state. Default: 5s.
 	LocalFallbackDelay time.Duration `json:"localFallbackDelay"`
+	// StopTimeout is how long Agent.Run waits for one stage of its
+	// shutdown (see Agent.Run) before it stops the next stage anyway.
+	// Default: 10s.
+	StopTimeout time.Duration `json:"stopTimeout"`
 }
 
 // BGPConfig configures the agent's BGP speaker. Peers and ASNs come from
@@ -115,6 +121,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.CNISocket != "" && !filepath.IsAbs(c.CNISocket) {
 		errs = append(errs, fmt.Errorf("cniSocket: %q is not an absolute path", c.CNISocket))
 	}
+	if c.StopTimeout < 0 {
+		errs = append(errs, fmt.Errorf("stopTimeout: %v is negative", c.StopTimeout))
+	} else if c.StopTimeout == 0 {
+		c.StopTimeout = 10 * time.Second
+	}
 	if c.LocalFallbackDelay < 0 {
 		errs = append(errs, fmt.Errorf("localFallbackDelay: %v is negative", c.LocalFallbackDelay))
 	}
@@ -139,4 +150,71 @@ func discard(l *slog.Logger) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return l
+}
+
+// Validate reports every invalid field of c, the IPAM plan included, each
+// named by its JSON name (the keys of the daemon's configuration file,
+// e.g. "ipam.podSubnetCIDR"); nil if c is valid. It does no I/O. Open
+// validates the same way.
+func (c Config) Validate() error {
+	_, err := c.withDefaults()
+	errs := []error{err}
+	ipamCfg := c.IPAM
+	if ipamCfg.ExternalIPAM {
+		if ipamCfg.NodeName == "" {
+			ipamCfg.NodeName = c.NodeName
+		}
+		ipamCfg.EventLoop = noLoop{} // Open sets the loop
+	}
+	if _, err := ipam.New(ipam.NodeIDFunc(func() uint32 { return 0 }), ipamCfg); err != nil {
+		errs = append(errs, ipamFieldErrors(err))
+	}
+	return errors.Join(errs...)
+}
+
+// noLoop stands in for the event loop when the IPAM plan is validated.
+type noLoop struct{}
+
+func (noLoop) PushEvent(controller.Event) error { return errors.New("no event loop") }
+
+// ipamFieldErrors renames the fields of ipam's ConfigErrors to their JSON
+// names under "ipam.".
+func ipamFieldErrors(err error) error {
+	var out []error
+	var walk func(error)
+	walk = func(err error) {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		var ce *ipam.ConfigError
+		if !errors.As(err, &ce) {
+			out = append(out, fmt.Errorf("ipam: %w", err))
+			return
+		}
+		name := "ipam." + jsonName(reflect.TypeFor[ipam.Config](), ce.Field)
+		if ce.Value != "" {
+			out = append(out, fmt.Errorf("%s: %s: %s", name, ce.Value, ce.Reason))
+		} else {
+			out = append(out, fmt.Errorf("%s: %s", name, ce.Reason))
+		}
+	}
+	walk(err)
+	return errors.Join(out...)
+}
+
+// jsonName returns the JSON name of the struct field named field of t, or
+// field itself if it has none.
+func jsonName(t reflect.Type, field string) string {
+	f, ok := t.FieldByName(field)
+	if !ok {
+		return field
+	}
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	if name == "" || name == "-" {
+		return field
+	}
+	return name
 }

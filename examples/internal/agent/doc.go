@@ -12,8 +12,11 @@
 //
 // # Lifecycle
 //
-// [New] builds every component and does no I/O. [Agent.Run] runs them all
-// until its context ends or one fails, and returns after every goroutine
-// has exited. Components are exposed for observation (metrics, debug
-// views); they must not be reconfigured.
+// [Open] builds every component and opens the local state files;
+// [Config.Validate] checks a configuration without doing anything.
+// [Agent.Run] runs them all until its context ends or one fails, then
+// stops them in order (the pod server first, the VPP driver last, which
+// leaves VPP configured) and returns after every goroutine has exited.
+// Components are exposed for observation (metrics, debug views); they
+// must not be reconfigured.
 package agent

@@ -1,0 +1,419 @@
+package httpapi
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"net/netip"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/vswitchkit/vswitchkit/bgp"
+	"github.com/vswitchkit/vswitchkit/bgp/gobgp"
+	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/examples/internal/agent"
+	"github.com/vswitchkit/vswitchkit/svcprocessor"
+)
+
+// The JSON shapes of the debug views. Durations are strings such as
+// "1.5ms"; errors are strings, empty when there is none.
+
+type eventView struct {
+	Seq             uint64        `json:"seq"`
+	Name            string        `json:"name"`
+	Description     string        `json:"description"`
+	Method          string        `json:"method"`
+	Direction       string        `json:"direction,omitempty"`
+	TransactionType string        `json:"transactionType,omitempty"`
+	FollowUp        bool          `json:"followUp,omitempty"`
+	ResyncCount     int           `json:"resyncCount,omitempty"`
+	Start           time.Time     `json:"start"`
+	Duration        string        `json:"duration"`
+	Handlers        []handlerView `json:"handlers"`
+	Committed       bool          `json:"committed"`
+	TxnSeq          uint64        `json:"txnSeq,omitempty"`
+	CommitError     string        `json:"commitError,omitempty"`
+	Error           string        `json:"error,omitempty"`
+}
+
+type handlerView struct {
+	Handler  string `json:"handler"`
+	Change   string `json:"change,omitempty"`
+	Error    string `json:"error,omitempty"`
+	Duration string `json:"duration"`
+	Reverted bool   `json:"reverted,omitempty"`
+}
+
+type eventStatsView struct {
+	Processed     uint64 `json:"processed"`
+	Failed        uint64 `json:"failed"`
+	TotalDuration string `json:"totalDuration"`
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// debugEvents: the loop's counters and its history, oldest first; ?n=
+// keeps the last n events.
+func debugEvents(r *http.Request, a *agent.Agent) (any, error) {
+	h := a.Loop.History()
+	n := h.Cap()
+	if s := r.URL.Query().Get("n"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("n: %q is not a count", s)
+		}
+		n = min(v, n)
+	}
+	st := a.Loop.Stats()
+	out := struct {
+		HistoryCapacity int                       `json:"historyCapacity"`
+		Queued          int                       `json:"queued"`
+		Processed       uint64                    `json:"processed"`
+		Failed          uint64                    `json:"failed"`
+		StartupResync   bool                      `json:"startupResyncDone"`
+		Healthy         string                    `json:"healthy"`
+		ByEvent         map[string]eventStatsView `json:"byEvent"`
+		HandlerErrors   map[string]uint64         `json:"handlerErrors"`
+		Events          []eventView               `json:"events"`
+	}{
+		HistoryCapacity: h.Cap(), Queued: st.Queued, Processed: st.Processed, Failed: st.Failed,
+		StartupResync: st.StartupResyncDone, Healthy: "ok",
+		ByEvent: map[string]eventStatsView{}, HandlerErrors: map[string]uint64{}, Events: []eventView{},
+	}
+	if err := a.Loop.Healthy(); err != nil {
+		out.Healthy = err.Error()
+	}
+	for name, es := range a.Loop.EventStats() {
+		out.ByEvent[name] = eventStatsView{Processed: es.Processed, Failed: es.Failed, TotalDuration: es.Duration.String()}
+	}
+	for name, hs := range a.Loop.HandlerStats() {
+		out.HandlerErrors[name] = hs.Errors
+	}
+	for _, rec := range h.Last(n) {
+		ev := eventView{
+			Seq: rec.Seq, Name: rec.Name, Description: rec.Description, Method: rec.Method.String(),
+			FollowUp: rec.FollowUp, ResyncCount: rec.ResyncCount, Start: rec.Start, Duration: rec.Duration().String(),
+			Handlers: []handlerView{}, Committed: rec.Committed, TxnSeq: rec.TxnSeq,
+			CommitError: errString(rec.CommitErr), Error: errString(rec.Err),
+		}
+		if rec.Method == controller.Update {
+			ev.Direction, ev.TransactionType = rec.Direction.String(), rec.TransactionType.String()
+		}
+		for _, ho := range rec.Handlers {
+			ev.Handlers = append(ev.Handlers, handlerView{Handler: ho.Handler, Change: ho.Change, Error: errString(ho.Err),
+				Duration: ho.Duration.String(), Reverted: ho.Reverted})
+		}
+		out.Events = append(out.Events, ev)
+	}
+	return out, nil
+}
+
+func ipString(ip net.IP) string {
+	if ip == nil {
+		return ""
+	}
+	return ip.String()
+}
+
+func ipNetString(n *net.IPNet) string {
+	if n == nil {
+		return ""
+	}
+	return n.String()
+}
+
+// debugIPAM: the address plan, this node's pool and its allocations.
+func debugIPAM(_ *http.Request, a *agent.Agent) (any, error) {
+	i := a.IPAM
+	id := i.NodeID()
+	type allocation struct {
+		Pod         string     `json:"pod"`
+		Address     netip.Addr `json:"address"`
+		ContainerID string     `json:"containerID,omitempty"`
+	}
+	out := struct {
+		NodeID               uint32       `json:"nodeID"`
+		PodSubnetAllNodes    string       `json:"podSubnetAllNodes"`
+		ServiceCIDR          string       `json:"serviceCIDR"`
+		PodSubnet            string       `json:"podSubnet"`
+		PodGateway           string       `json:"podGateway"`
+		Capacity             uint64       `json:"capacity"`
+		Allocated            uint64       `json:"allocated"`
+		HostInterconnect     string       `json:"hostInterconnectSubnet"`
+		HostInterconnectVPP  string       `json:"hostInterconnectVPP"`
+		HostInterconnectHost string       `json:"hostInterconnectLinux"`
+		NodeIP               string       `json:"nodeIP"`
+		VXLANIP              string       `json:"vxlanIP"`
+		Allocations          []allocation `json:"allocations"`
+	}{
+		NodeID: id, PodSubnetAllNodes: ipNetString(i.PodSubnetAllNodes()), ServiceCIDR: ipNetString(i.ServiceNetwork()),
+		PodGateway: ipString(i.PodGatewayIP()), HostInterconnect: ipNetString(i.HostInterconnectSubnetThisNode()),
+		HostInterconnectVPP: ipString(i.HostInterconnectIPInVPP()), HostInterconnectHost: ipString(i.HostInterconnectIPInLinux()),
+		Allocations: []allocation{},
+	}
+	pu := i.PoolUsage()
+	if pu.Subnet.IsValid() {
+		out.PodSubnet = pu.Subnet.String()
+	}
+	out.Capacity, out.Allocated = pu.Capacity, pu.Allocated
+	if id != 0 {
+		if ip, n, err := i.NodeIPAddress(id); err == nil {
+			out.NodeIP = (&net.IPNet{IP: ip, Mask: n.Mask}).String()
+		}
+		if ip, n, err := i.VxlanIPAddress(id); err == nil {
+			out.VXLANIP = (&net.IPNet{IP: ip, Mask: n.Mask}).String()
+		}
+	}
+	for _, al := range i.Allocations() {
+		out.Allocations = append(out.Allocations, allocation{Pod: al.Pod.String(), Address: al.Addr, ContainerID: al.ContainerID})
+	}
+	return out, nil
+}
+
+// debugNodes: the nodes node sync knows, by ID.
+func debugNodes(_ *http.Request, a *agent.Agent) (any, error) {
+	type node struct {
+		ID             uint32         `json:"id"`
+		Name           string         `json:"name"`
+		VPPAddresses   []string       `json:"vppAddresses"`
+		MgmtAddresses  []string       `json:"mgmtAddresses"`
+		PodCIDRs       []netip.Prefix `json:"podCIDRs"`
+		ThisNode       bool           `json:"thisNode,omitempty"`
+		HasVswitchNode bool           `json:"hasVswitch"`
+	}
+	out := struct {
+		NodeName string `json:"nodeName"`
+		NodeID   uint32 `json:"nodeID"`
+		Nodes    []node `json:"nodes"`
+	}{NodeName: a.Config().NodeName, NodeID: a.NodeSync.GetNodeID(), Nodes: []node{}}
+	for name, n := range a.NodeSync.GetAllNodes() {
+		v := node{ID: n.ID, Name: name, VPPAddresses: []string{}, MgmtAddresses: []string{}, PodCIDRs: n.PodCIDRs,
+			ThisNode: name == out.NodeName, HasVswitchNode: n.ID != 0}
+		if v.PodCIDRs == nil {
+			v.PodCIDRs = []netip.Prefix{}
+		}
+		for _, ip := range n.VppIPAddresses {
+			v.VPPAddresses = append(v.VPPAddresses, netip.PrefixFrom(ip.Address, ip.Network.Bits()).String())
+		}
+		for _, ip := range n.MgmtIPAddresses {
+			v.MgmtAddresses = append(v.MgmtAddresses, ip.String())
+		}
+		out.Nodes = append(out.Nodes, v)
+	}
+	slices.SortFunc(out.Nodes, func(x, y node) int { return cmp.Or(cmp.Compare(x.ID, y.ID), strings.Compare(x.Name, y.Name)) })
+	return out, nil
+}
+
+// debugServices: the combined service views and the NAT44 renderer's
+// counters.
+func debugServices(_ *http.Request, a *agent.Agent) (any, error) {
+	type backend struct {
+		IP          netip.Addr `json:"ip"`
+		Port        uint16     `json:"port"`
+		Pod         string     `json:"pod,omitempty"`
+		Local       bool       `json:"local,omitempty"`
+		HostNetwork bool       `json:"hostNetwork,omitempty"`
+		Ready       bool       `json:"ready"`
+		Terminating bool       `json:"terminating,omitempty"`
+	}
+	type port struct {
+		Name             string    `json:"name"`
+		Protocol         string    `json:"protocol"`
+		Port             uint16    `json:"port"`
+		NodePort         uint16    `json:"nodePort,omitempty"`
+		Backends         []backend `json:"backends"`
+		NotReadyBackends []backend `json:"notReadyBackends,omitempty"`
+	}
+	type service struct {
+		ID                     string       `json:"id"`
+		Type                   string       `json:"type"`
+		ClusterIPs             []netip.Addr `json:"clusterIPs"`
+		ExternalIPs            []netip.Addr `json:"externalIPs,omitempty"`
+		Ports                  []port       `json:"ports"`
+		ExternalTrafficPolicy  string       `json:"externalTrafficPolicy"`
+		InternalTrafficPolicy  string       `json:"internalTrafficPolicy"`
+		SessionAffinityTimeout uint32       `json:"sessionAffinityTimeoutSeconds,omitempty"`
+	}
+	backends := func(bs []svcprocessor.ServiceBackend) []backend {
+		out := []backend{}
+		for _, b := range bs {
+			v := backend{IP: b.IP, Port: b.Port, Local: b.Local, HostNetwork: b.HostNetwork, Ready: b.Ready, Terminating: b.Terminating}
+			if b.Pod.Name != "" {
+				v.Pod = b.Pod.String()
+			}
+			out = append(out, v)
+		}
+		return out
+	}
+	snap := a.Services.Snapshot()
+	out := struct {
+		Services  []service    `json:"services"`
+		NodeIPs   []netip.Addr `json:"nodeIPs"`
+		Frontends []string     `json:"frontendInterfaces"`
+		Backends  []string     `json:"backendInterfaces"`
+		NAT44     any          `json:"nat44"`
+	}{Services: []service{}, NodeIPs: snap.NodeIPs, Frontends: snap.Frontends, Backends: snap.Backends, NAT44: lowerCamel(a.NAT.Stats())}
+	for _, s := range snap.Services {
+		v := service{ID: s.ID.String(), Type: s.Type.String(), ClusterIPs: s.ClusterIPs, ExternalIPs: s.ExternalIPs,
+			ExternalTrafficPolicy: s.ExternalTrafficPolicy.String(), InternalTrafficPolicy: s.InternalTrafficPolicy.String(),
+			SessionAffinityTimeout: s.SessionAffinityTimeout, Ports: []port{}}
+		for _, p := range s.Ports {
+			v.Ports = append(v.Ports, port{Name: p.Name, Protocol: p.Protocol.String(), Port: p.Port, NodePort: p.NodePort,
+				Backends: backends(p.Backends), NotReadyBackends: backends(p.NotReadyBackends)})
+		}
+		out.Services = append(out.Services, v)
+	}
+	return out, nil
+}
+
+// debugVPP: per key, the desired and the applied value and the status.
+// Filters: ?state=configured|pending|failed, ?kind=route, ?prefix=vpp/...
+func debugVPP(r *http.Request, a *agent.Agent) (any, error) {
+	q := r.URL.Query()
+	wantState, wantKind, prefix := q.Get("state"), q.Get("kind"), q.Get("prefix")
+	type key struct {
+		Key       string          `json:"key"`
+		Kind      string          `json:"kind"`
+		State     string          `json:"state"`
+		PendingOn []string        `json:"pendingOn,omitempty"`
+		Error     string          `json:"error,omitempty"`
+		Attempts  int             `json:"attempts,omitempty"`
+		NextRetry *time.Time      `json:"nextRetry,omitempty"`
+		Desired   json.RawMessage `json:"desired"`
+		Applied   json.RawMessage `json:"applied"`
+	}
+	ds := a.Driver.Stats()
+	out := struct {
+		Connected     bool   `json:"connected"`
+		Compatibility string `json:"compatibility,omitempty"`
+		Stats         any    `json:"stats"`
+		Keys          []key  `json:"keys"`
+	}{Connected: ds.Connected, Compatibility: errString(a.Driver.Compatibility()), Stats: lowerCamel(ds), Keys: []key{}}
+	statuses, desired, applied := a.Driver.Statuses(), a.Driver.Desired(), a.Driver.Applied()
+	all := map[string]bool{}
+	for k := range statuses {
+		all[k] = true
+	}
+	for k := range applied {
+		all[k] = true // applied but no longer desired: being removed
+	}
+	for _, k := range slices.Sorted(maps.Keys(all)) {
+		st, isDesired := statuses[k]
+		v := key{Key: k, Kind: KeyKind(k), State: "removing", Desired: protoJSON(desired[k]), Applied: protoJSON(applied[k])}
+		if isDesired {
+			v.State, v.PendingOn, v.Error, v.Attempts = st.State.String(), st.PendingOn, errString(st.Err), st.Attempts
+			if !st.NextRetry.IsZero() {
+				v.NextRetry = &st.NextRetry
+			}
+		}
+		if (wantState != "" && v.State != wantState) || (wantKind != "" && v.Kind != wantKind) || !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		out.Keys = append(out.Keys, v)
+	}
+	return out, nil
+}
+
+var protoJSONOptions = protojson.MarshalOptions{UseProtoNames: false, EmitUnpopulated: false}
+
+func protoJSON(m proto.Message) json.RawMessage {
+	if m == nil {
+		return json.RawMessage("null")
+	}
+	b, err := protoJSONOptions.Marshal(m)
+	if err != nil {
+		b, _ = json.Marshal(map[string]string{"error": err.Error()})
+	}
+	return b
+}
+
+// debugBGP: the controller's status and the sessions; ?routes=1 adds the
+// routes advertised to each established peer.
+func debugBGP(r *http.Request, a *agent.Agent) (any, error) {
+	type peer struct {
+		LocalASN   uint32                `json:"localASN"`
+		Peer       netip.Addr            `json:"peer"`
+		PeerASN    uint32                `json:"peerASN"`
+		State      string                `json:"state"`
+		Uptime     string                `json:"uptime,omitempty"`
+		Negotiated []bgp.Family          `json:"negotiated"`
+		Disabled   map[bgp.Family]string `json:"disabled,omitempty"`
+		Advertised map[bgp.Family]int    `json:"advertised"`
+		Received   map[bgp.Family]int    `json:"received"`
+		Routes     map[bgp.Family][]any  `json:"advertisedRoutes,omitempty"`
+	}
+	out := struct {
+		Enabled    bool   `json:"enabled"`
+		Policy     string `json:"policy,omitempty"`
+		LastError  string `json:"lastError,omitempty"`
+		Reconciles uint64 `json:"reconciles"`
+		Error      string `json:"error,omitempty"`
+		Peers      []peer `json:"peers"`
+	}{Peers: []peer{}}
+	if a.BGP == nil {
+		return out, nil
+	}
+	out.Enabled = true
+	st := a.BGP.Controller.Status()
+	out.Policy, out.LastError, out.Reconciles = st.Policy, errString(st.LastError), st.Reconciles
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	peers, err := a.BGP.Manager.Peers(ctx)
+	if err != nil {
+		out.Error = err.Error()
+		return out, nil
+	}
+	withRoutes := r.URL.Query().Get("routes") != ""
+	for _, p := range peers {
+		v := peer{LocalASN: p.LocalASN, Peer: p.PeerAddress, PeerASN: p.PeerASN, State: string(p.State),
+			Negotiated: p.Negotiated, Disabled: p.Disabled, Advertised: p.Advertised, Received: p.Received}
+		if v.Negotiated == nil {
+			v.Negotiated = []bgp.Family{}
+		}
+		if p.State == bgp.SessionEstablished {
+			v.Uptime = p.Uptime.Round(time.Second).String()
+		}
+		if withRoutes && p.State == bgp.SessionEstablished {
+			v.Routes = map[bgp.Family][]any{}
+			for _, fam := range p.Negotiated {
+				routes, err := a.BGP.Manager.Routes(ctx, gobgp.RouteQuery{LocalASN: p.LocalASN, Peer: p.PeerAddress, Family: fam})
+				if err != nil {
+					continue
+				}
+				for _, rt := range routes {
+					v.Routes[fam] = append(v.Routes[fam], map[string]any{"prefix": rt.Prefix, "nextHop": rt.NextHop, "asPath": rt.ASPath})
+				}
+			}
+		}
+		out.Peers = append(out.Peers, v)
+	}
+	return out, nil
+}
+
+// lowerCamel returns the exported fields of struct v by their names with
+// a lower-case first letter, the style of the other JSON fields.
+func lowerCamel(v any) map[string]any {
+	rv := reflect.ValueOf(v)
+	out := map[string]any{}
+	for i, f := range reflect.VisibleFields(rv.Type()) {
+		if f.IsExported() && !f.Anonymous {
+			out[strings.ToLower(f.Name[:1])+f.Name[1:]] = rv.Field(i).Interface()
+		}
+	}
+	return out
+}

@@ -1,0 +1,4 @@
+package httpapi
+
+// QuantilesOf exports quantilesOf to the tests.
+var QuantilesOf = quantilesOf
