@@ -12,6 +12,7 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
@@ -205,6 +206,18 @@ type Config struct {
 	// nest, a key belongs to the longest one that matches.
 	Resources []kubemodel.Resource
 
+	// Keep, when set, chooses the Kubernetes values the watcher delivers
+	// and keeps: a value for which it returns false is treated as absent.
+	// It is not in a DBResync and not mirrored; a change to it is not
+	// delivered, except that a key whose value stops being kept is
+	// delivered as deleted and one whose value starts being kept as added.
+	// [NodePods] keeps only one node's pods, which is all a node's agent
+	// needs of the cluster's pods, at a fraction of the memory. Keep is
+	// called on the Run goroutine with the resource name, the key
+	// (relative to KubeStatePrefix) and the decoded value, which it must
+	// not modify. Default: nil, every value is kept.
+	Keep func(resource, key string, value proto.Message) bool
+
 	// MirrorPath is the bbolt file of the local mirror. Default: empty, no
 	// mirror (and no start-up without etcd).
 	MirrorPath string
@@ -278,4 +291,18 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("watcher config: %w", err)
 	}
 	return c, nil
+}
+
+// NodePods returns a [Config.Keep] function that keeps the pods of the
+// node named nodeName (kubemodel.Pod.NodeName) and every value of the
+// other resources. A pod that is not scheduled yet is left out until it
+// is scheduled on that node.
+func NodePods(nodeName string) func(resource, key string, value proto.Message) bool {
+	return func(resource, _ string, value proto.Message) bool {
+		if resource != kubemodel.PodResource {
+			return true
+		}
+		p, ok := value.(*kubemodel.Pod)
+		return !ok || p.GetNodeName() == nodeName
+	}
 }

@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/protobuf/proto"
 )
 
 // Watcher turns the Kubernetes-state and external-configuration key spaces
@@ -106,6 +108,9 @@ type Stats struct {
 	// MirrorWrites and MirrorErrors count mirror transactions that
 	// committed and that failed.
 	MirrorWrites, MirrorErrors uint64
+	// Unkept counts values left out by Config.Keep (in snapshots and
+	// changes).
+	Unkept uint64
 	// Revision is the highest etcd revision delivered (of a remote snapshot
 	// or of a change); 0 before the first remote snapshot.
 	Revision int64
@@ -121,6 +126,7 @@ type counters struct {
 	watchErrors                  atomic.Uint64
 	pushRetries, forcedResyncs   atomic.Uint64
 	mirrorWrites, mirrorErrors   atomic.Uint64
+	unkept                       atomic.Uint64
 	revision                     atomic.Int64
 }
 
@@ -135,6 +141,7 @@ func (w *Watcher) Stats() Stats {
 		Compactions:   c.compactions.Load(), Reconnects: c.reconnects.Load(), WatchErrors: c.watchErrors.Load(),
 		PushRetries: c.pushRetries.Load(), ForcedResyncs: c.forcedResyncs.Load(),
 		MirrorWrites: c.mirrorWrites.Load(), MirrorErrors: c.mirrorErrors.Load(),
+		Unkept:   c.unkept.Load(),
 		Revision: c.revision.Load(),
 	}
 }
@@ -149,7 +156,8 @@ var (
 type run struct {
 	w      *Watcher
 	client *clientv3.Client
-	mirror *mirror // nil without a mirror
+	mirror *mirror       // nil without a mirror
+	writer *mirrorWriter // writes mirror; nil without a mirror
 	push   pusher
 	st     *state // delivered state; nil before the first DBResync
 
@@ -192,6 +200,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 		if w.hookMirror != nil {
 			w.hookMirror(m)
 		}
+		r.writer = newMirrorWriter(m, &w.stats, w.log)
+		go r.writer.run()
+		defer r.writer.close() // before m.close
 	}
 	if w.client == nil {
 		defer func() {
@@ -375,6 +386,9 @@ func (r *run) snapshot(ctx context.Context, fallbackPending bool, fallbackAt tim
 				w.reportBad(err)
 				continue
 			}
+			if !w.keep(res, rel, msg) {
+				continue
+			}
 			st.part(kind)[rel] = &entry{res: res, raw: kv.Value, msg: msg, rev: kv.ModRevision}
 		}
 	}
@@ -407,6 +421,9 @@ func (r *run) startLocal(ctx context.Context) error {
 				w.reportBad(err)
 				continue
 			}
+			if !w.keep(res, rel, msg) {
+				continue
+			}
 			st.part(kind)[rel] = &entry{res: res, raw: raw, msg: msg}
 		}
 	}
@@ -418,6 +435,16 @@ func (r *run) startLocal(ctx context.Context) error {
 	w.log.Warn("etcd unreachable; delivered DBResync from the local mirror",
 		slog.Int64("mirror_revision", snap.rev), slog.Int("kube_keys", len(st.kube)), slog.Int("external_keys", len(st.ext)))
 	return nil
+}
+
+// keep applies Config.Keep to a decoded value (res is nil for external
+// configuration, which is always kept) and counts what it leaves out.
+func (w *Watcher) keep(res *kubemodel.Resource, rel string, msg proto.Message) bool {
+	if res == nil || w.cfg.Keep == nil || w.cfg.Keep(res.Name, rel, msg) {
+		return true
+	}
+	w.stats.unkept.Add(1)
+	return false
 }
 
 func (w *Watcher) reportBad(err error) {
@@ -573,11 +600,12 @@ func (r *run) apply(ctx context.Context, stream keyKind, events []*clientv3.Even
 		var cur *entry
 		if ev.Type == clientv3.EventTypePut {
 			res, msg, err := w.reg.decodeRel(kind, rel, kv.Value)
-			if err != nil {
+			switch {
+			case err != nil:
 				// The key no longer holds a usable value: it is skipped,
 				// which for a delivered key means it is deleted.
 				w.reportBad(err)
-			} else {
+			case w.keep(res, rel, msg):
 				cur = &entry{res: res, raw: kv.Value, msg: msg, rev: rev}
 			}
 		}
@@ -670,28 +698,18 @@ func (r *run) flushMirror() {
 	r.writeMirror()
 }
 
+// writeMirror hands the queued changes, or the whole state when the
+// mirror is out of step with it, to the mirror writer.
 func (r *run) writeMirror() {
-	if r.mirror == nil || r.st == nil {
+	if r.writer == nil || r.st == nil {
 		return
 	}
 	w := r.w
-	var err error
-	if r.mirrorDirty {
+	r.writer.submit(r.pending, r.pendingRev, r.mirrorDirty, func() *mirrorSnapshot {
 		snap := r.st.mirrorSnapshot(w.cfg.KubeStatePrefix, w.cfg.ExternalConfigPrefix)
 		snap.rev = max(snap.rev, r.pendingRev)
-		err = r.mirror.rewrite(snap)
-	} else {
-		err = r.mirror.apply(r.pendingRev, r.pending)
-	}
-	r.pending = r.pending[:0]
-	if err != nil {
-		// The failed transaction left the previous consistent content;
-		// rewrite it completely next time.
-		r.mirrorDirty = true
-		w.stats.mirrorErrors.Add(1)
-		w.log.Warn("cannot write the local mirror", slog.Any("error", err))
-		return
-	}
+		return snap
+	})
+	r.pending = nil // the writer owns it now
 	r.mirrorDirty = false
-	w.stats.mirrorWrites.Add(1)
 }
