@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.fd.io/govpp/adapter"
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/vswitchkit/vswitchkit/bgp"
 	"github.com/vswitchkit/vswitchkit/bgp/bgpglue"
@@ -204,8 +205,14 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 		return nil, err
 	}
 
-	// The Kubernetes state and this node's external configuration.
+	// The Kubernetes state (of the pods, this node's) and this node's
+	// external configuration.
+	var keep func(string, string, proto.Message) bool
+	if !cfg.AllPods {
+		keep = watcher.NodePods(cfg.NodeName)
+	}
 	a.Watcher, err = watcher.NewWithClient(deps.Etcd, a.Loop, watcher.Config{
+		Keep:                 keep,
 		KubeStatePrefix:      cfg.KubeStatePrefix,
 		ExternalConfigPrefix: cfg.ExternalConfigPrefix,
 		Resources:            []kubemodel.Resource{bgpmodel.PolicyResource()},
