@@ -1,0 +1,126 @@
+package envelope
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+// Table writes the results as a table, one row per cluster size.
+func Table(w io.Writer, results []Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "nodes\tpods\tservices\tendpoints\tresync done\tprogrammed\tVPP requests\tVPP keys\tpeak RSS\tlive heap\t")
+	for _, m := range Measures {
+		fmt.Fprintf(tw, "%s p50/p99\t", m)
+	}
+	fmt.Fprintln(tw)
+	for _, r := range results {
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%s\t%s\t", r.Nodes, r.Pods, r.Services, r.Endpoints,
+			seconds(r.ResyncDone), seconds(r.Programmed), r.VPPRequests, r.VPPKeys, mib(r.PeakRSS), mib(r.LiveHeap))
+		for _, m := range Measures {
+			l := r.Latency[m]
+			fmt.Fprintf(tw, "%s / %s\t", millis(l.P50), millis(l.P99))
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}
+
+func seconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + " s" }
+
+func millis(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 2, 64) + " ms"
+}
+
+func mib(b uint64) string { return strconv.FormatFloat(float64(b)/(1<<20), 'f', 0, 64) + " MiB" }
+
+// Plot writes a PNG of the results to path: start-up time and memory
+// against cluster size, and the p50 and p99 of every incremental measure
+// against cluster size.
+func Plot(path string, results []Result) error {
+	xy := func(f func(Result) float64) plotter.XYs {
+		out := make(plotter.XYs, len(results))
+		for i, r := range results {
+			out[i] = plotter.XY{X: float64(r.Nodes), Y: f(r)}
+		}
+		return out
+	}
+	newPlot := func(title, y string) *plot.Plot {
+		p := plot.New()
+		p.Title.Text = title
+		p.X.Label.Text = "nodes (30 pods and 2 services per node)"
+		p.Y.Label.Text = y
+		p.Y.Min = 0
+		p.Add(plotter.NewGrid())
+		p.Legend.Top = true
+		p.Legend.Left = true
+		return p
+	}
+	startup := newPlot("Agent start-up", "seconds from process start")
+	if err := plotutil.AddLinePoints(startup,
+		"start-up resync done", xy(func(r Result) float64 { return r.ResyncDone.Seconds() }),
+		"every VPP key applied", xy(func(r Result) float64 { return r.Programmed.Seconds() }),
+	); err != nil {
+		return err
+	}
+	memory := newPlot("Agent memory", "MiB")
+	if err := plotutil.AddLinePoints(memory,
+		"peak RSS", xy(func(r Result) float64 { return float64(r.PeakRSS) / (1 << 20) }),
+		"live heap after start-up", xy(func(r Result) float64 { return float64(r.LiveHeap) / (1 << 20) }),
+	); err != nil {
+		return err
+	}
+	latency := func(title string, pick func(Latency) time.Duration) (*plot.Plot, error) {
+		p := newPlot(title, "milliseconds")
+		var vs []any
+		for _, m := range Measures {
+			vs = append(vs, string(m), xy(func(r Result) float64 { return float64(pick(r.Latency[m])) / float64(time.Millisecond) }))
+		}
+		return p, plotutil.AddLinePoints(p, vs...)
+	}
+	p50, err := latency("Incremental latency, p50", func(l Latency) time.Duration { return l.P50 })
+	if err != nil {
+		return err
+	}
+	p99, err := latency("Incremental latency, p99", func(l Latency) time.Duration { return l.P99 })
+	if err != nil {
+		return err
+	}
+
+	img := vgimg.New(16*vg.Inch, 11*vg.Inch)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 2, Cols: 2, PadX: vg.Inch / 3, PadY: vg.Inch / 3,
+		PadTop: vg.Inch / 6, PadBottom: vg.Inch / 6, PadLeft: vg.Inch / 6, PadRight: vg.Inch / 6}
+	plots := [][]*plot.Plot{{startup, memory}, {p50, p99}}
+	canvases := plot.Align(plots, tiles, dc)
+	for i := range plots {
+		for j := range plots[i] {
+			plots[i][j].Draw(canvases[i][j])
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(f)
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(bw); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := bw.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
+}
