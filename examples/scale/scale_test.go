@@ -53,10 +53,10 @@ func TestScaleSmall(t *testing.T) {
 	for _, m := range envelope.Measures {
 		assert.Contains(t, strings.Join(header, " "), string(m)+" p50/p99")
 	}
-	// nodes pods services endpoints, resync and programmed ("0.12 s"),
-	// requests, keys, RSS and heap ("12 MiB"), then "1.00 ms / 2.00 ms"
-	// per measure.
-	want := 4 + 2*2 + 2 + 2*2 + 5*len(envelope.Measures)
+	// nodes pods services endpoints, snapshot, resync and programmed
+	// ("0.12 s"), requests, keys, RSS and heap ("12 MiB"), then
+	// "1.00 ms / 2.00 ms" per measure.
+	want := 4 + 3*2 + 2 + 2*2 + 5*len(envelope.Measures)
 	for _, n := range []string{"20", "50"} {
 		require.Len(t, rows[n], want, "row of %s nodes: %v", n, rows[n])
 		for _, f := range rows[n] {

@@ -178,9 +178,20 @@ func run(cfg Config, start time.Time, commands io.Reader, out *reporter) (err er
 				return err
 			}
 		}
-		out.send(Report{Type: "programmed", Startup: &Startup{
-			Main: start.UnixNano(), ResyncDone: resyncDone.UnixNano(), Programmed: programmed.UnixNano(), Stats: programmedStats,
-		}})
+		up := &Startup{Main: start.UnixNano(), ResyncStart: resyncDone.UnixNano(), ResyncDone: resyncDone.UnixNano(),
+			Programmed: programmed.UnixNano(), Stats: programmedStats}
+		// The loop's record of the start-up resync has the exact times.
+		for _, r := range a.Loop.History().First(100) {
+			if r.Name == (&controller.DBResync{}).GetName() {
+				var handlers time.Duration
+				for _, h := range r.Handlers {
+					handlers += h.Duration
+				}
+				up.ResyncStart, up.ResyncDone = r.Start.UnixNano(), r.Start.Add(handlers).UnixNano()
+				break
+			}
+		}
+		out.send(Report{Type: "programmed", Startup: up})
 	}
 
 	var lastSeq uint64

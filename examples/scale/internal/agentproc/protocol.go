@@ -99,9 +99,15 @@ type Report struct {
 
 // Startup describes the agent's start-up. Times are Unix nanoseconds.
 type Startup struct {
-	Main       int64 // the child's main began
-	ResyncDone int64 // the loop finished its start-up resync
-	Programmed int64 // every VPP key was configured (and stayed so)
+	Main int64 // the child's main began
+	// ResyncStart is when the loop began the start-up resync: the
+	// watcher had read, decoded and delivered the etcd snapshot.
+	ResyncStart int64
+	// ResyncDone is when its handlers were done: the agent had computed
+	// its desired state (then the driver applies it to VPP).
+	ResyncDone int64
+	// Programmed is when every VPP key was configured (and stayed so).
+	Programmed int64
 	Stats
 }
 

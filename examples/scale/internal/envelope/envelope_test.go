@@ -26,7 +26,8 @@ func TestSummarize(t *testing.T) {
 func results() []Result {
 	var out []Result
 	for i, n := range []int{500, 1000} {
-		r := Result{Nodes: n, Pods: 30 * n, Services: 2 * n, Endpoints: 20 * n, ResyncDone: time.Duration(i+1) * 100 * time.Millisecond,
+		r := Result{Nodes: n, Pods: 30 * n, Services: 2 * n, Endpoints: 20 * n,
+			ResyncStart: time.Duration(i+1) * 50 * time.Millisecond, ResyncDone: time.Duration(i+1) * 100 * time.Millisecond,
 			Programmed: time.Duration(i+1) * 200 * time.Millisecond, VPPRequests: uint64(7 * n), VPPKeys: 4 * n,
 			PeakRSS: uint64(n) << 18, LiveHeap: uint64(n) << 16, Latency: map[Measure]Latency{}}
 		for k, m := range Measures {
@@ -43,7 +44,7 @@ func TestTable(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 	require.Len(t, lines, 3)
 	assert.Contains(t, lines[0], "node leave p50/p99")
-	assert.Equal(t, []string{"1000", "30000", "2000", "20000", "0.20", "s", "0.40", "s", "7000", "4000", "250", "MiB", "62", "MiB",
+	assert.Equal(t, []string{"1000", "30000", "2000", "20000", "0.10", "s", "0.20", "s", "0.40", "s", "7000", "4000", "250", "MiB", "62", "MiB",
 		"0.10", "ms", "/", "1.00", "ms", "0.20", "ms", "/", "2.00", "ms", "0.30", "ms", "/", "3.00", "ms",
 		"0.40", "ms", "/", "4.00", "ms", "0.50", "ms", "/", "5.00", "ms"}, strings.Fields(lines[2]))
 }

@@ -20,14 +20,14 @@ import (
 // Table writes the results as a table, one row per cluster size.
 func Table(w io.Writer, results []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "nodes\tpods\tservices\tendpoints\tresync done\tprogrammed\tVPP requests\tVPP keys\tpeak RSS\tlive heap\t")
+	fmt.Fprint(tw, "nodes\tpods\tservices\tendpoints\tsnapshot in\tresync done\tprogrammed\tVPP requests\tVPP keys\tpeak RSS\tlive heap\t")
 	for _, m := range Measures {
 		fmt.Fprintf(tw, "%s p50/p99\t", m)
 	}
 	fmt.Fprintln(tw)
 	for _, r := range results {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%s\t%s\t", r.Nodes, r.Pods, r.Services, r.Endpoints,
-			seconds(r.ResyncDone), seconds(r.Programmed), r.VPPRequests, r.VPPKeys, mib(r.PeakRSS), mib(r.LiveHeap))
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t", r.Nodes, r.Pods, r.Services, r.Endpoints,
+			seconds(r.ResyncStart), seconds(r.ResyncDone), seconds(r.Programmed), r.VPPRequests, r.VPPKeys, mib(r.PeakRSS), mib(r.LiveHeap))
 		for _, m := range Measures {
 			l := r.Latency[m]
 			fmt.Fprintf(tw, "%s / %s\t", millis(l.P50), millis(l.P99))
@@ -69,7 +69,8 @@ func Plot(path string, results []Result) error {
 	}
 	startup := newPlot("Agent start-up", "seconds from process start")
 	if err := plotutil.AddLinePoints(startup,
-		"start-up resync done", xy(func(r Result) float64 { return r.ResyncDone.Seconds() }),
+		"etcd snapshot delivered", xy(func(r Result) float64 { return r.ResyncStart.Seconds() }),
+		"start-up resync done (desired state)", xy(func(r Result) float64 { return r.ResyncDone.Seconds() }),
 		"every VPP key applied", xy(func(r Result) float64 { return r.Programmed.Seconds() }),
 	); err != nil {
 		return err
