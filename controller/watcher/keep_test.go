@@ -90,3 +90,52 @@ func TestKeepNodePods(t *testing.T) {
 	}
 	assert.Equal(t, []string{kubemodel.PodKey("default", "pending")}, pods)
 }
+
+func TestNodePods(t *testing.T) {
+	keep := NodePods("n1")
+	full := &kubemodel.Pod{Namespace: "default", Name: "web", NodeName: "n1", Labels: map[string]string{"app": "web"},
+		IpAddress: "10.1.1.2", Containers: []*kubemodel.Container{{Name: "c", Ports: []*kubemodel.ContainerPort{{ContainerPort: 80}}}}}
+	other := proto.Clone(full).(*kubemodel.Pod)
+	other.NodeName = "n2"
+	twice := append(mustMarshal(t, full), mustMarshal(t, &kubemodel.Pod{NodeName: "n2"})...) // the last node_name wins
+	tests := []struct {
+		name     string
+		resource string
+		raw      []byte
+		want     bool
+	}{
+		{"this node's pod", kubemodel.PodResource, mustMarshal(t, full), true},
+		{"another node's pod", kubemodel.PodResource, mustMarshal(t, other), false},
+		{"not scheduled", kubemodel.PodResource, mustMarshal(t, &kubemodel.Pod{Name: "p"}), false},
+		{"empty value", kubemodel.PodResource, nil, false},
+		{"node name given twice", kubemodel.PodResource, twice, false},
+		{"not a message: kept, to be reported", kubemodel.PodResource, []byte{0xff, 0xff}, true},
+		{"another resource", kubemodel.ServiceResource, mustMarshal(t, &kubemodel.Service{Name: "s"}), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, keep(tt.resource, "k", tt.raw))
+		})
+	}
+	raw := mustMarshal(t, full)
+	assert.Zero(t, testing.AllocsPerRun(100, func() { keep(kubemodel.PodResource, "k", raw) }))
+}
+
+// FuzzNodePods: whenever a value decodes as a pod, NodePods (which reads
+// only its node name) keeps it exactly when the decoded pod is on the node.
+func FuzzNodePods(f *testing.F) {
+	f.Add(mustMarshal(f, &kubemodel.Pod{Name: "p", NodeName: "n1", Labels: map[string]string{"a": "b"}}))
+	f.Add(mustMarshal(f, &kubemodel.Pod{Name: "p", NodeName: "n2"}))
+	f.Add([]byte{0x42, 0x02, 'n', '1', 0x42, 0x00})
+	keep := NodePods("n1")
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got := keep(kubemodel.PodResource, "k", raw)
+		var p kubemodel.Pod
+		if err := proto.Unmarshal(raw, &p); err != nil {
+			return
+		}
+		if got != (p.GetNodeName() == "n1") {
+			t.Fatalf("kept %v, decoded node name %q", got, p.GetNodeName())
+		}
+	})
+}

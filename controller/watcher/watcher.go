@@ -381,12 +381,12 @@ func (r *run) snapshot(ctx context.Context, fallbackPending bool, fallbackAt tim
 			if kind == foreignKey {
 				continue
 			}
-			res, msg, err := w.reg.decodeRel(kind, rel, kv.Value)
+			res, msg, kept, err := w.decode(kind, rel, kv.Value)
 			if err != nil {
 				w.reportBad(err)
 				continue
 			}
-			if !w.keep(res, rel, msg) {
+			if !kept {
 				continue
 			}
 			st.part(kind)[rel] = &entry{res: res, raw: kv.Value, msg: msg, rev: kv.ModRevision}
@@ -416,12 +416,12 @@ func (r *run) startLocal(ctx context.Context) error {
 	st := newState(snap.rev)
 	for kind, part := range map[keyKind]map[string][]byte{kubeKey: snap.kube, extKey: snap.ext} {
 		for rel, raw := range part {
-			res, msg, err := w.reg.decodeRel(kind, rel, raw)
+			res, msg, kept, err := w.decode(kind, rel, raw)
 			if err != nil {
 				w.reportBad(err)
 				continue
 			}
-			if !w.keep(res, rel, msg) {
+			if !kept {
 				continue
 			}
 			st.part(kind)[rel] = &entry{res: res, raw: raw, msg: msg}
@@ -437,14 +437,23 @@ func (r *run) startLocal(ctx context.Context) error {
 	return nil
 }
 
-// keep applies Config.Keep to a decoded value (res is nil for external
-// configuration, which is always kept) and counts what it leaves out.
-func (w *Watcher) keep(res *kubemodel.Resource, rel string, msg proto.Message) bool {
-	if res == nil || w.cfg.Keep == nil || w.cfg.Keep(res.Name, rel, msg) {
-		return true
+// decode decodes the value of rel, a key relative to the prefix of kind,
+// unless Config.Keep leaves it out: then kept is false and nothing is
+// decoded (the value is counted in Stats.Unkept).
+func (w *Watcher) decode(kind keyKind, rel string, raw []byte) (res *kubemodel.Resource, msg proto.Message, kept bool, err error) {
+	if kind != kubeKey || w.cfg.Keep == nil {
+		res, msg, err = w.reg.decodeRel(kind, rel, raw)
+		return res, msg, true, err
 	}
-	w.stats.unkept.Add(1)
-	return false
+	if res, err = w.reg.resourceOf(rel); err != nil {
+		return nil, nil, false, err
+	}
+	if !w.cfg.Keep(res.Name, rel, raw) {
+		w.stats.unkept.Add(1)
+		return res, nil, false, nil
+	}
+	msg, err = w.reg.decodeKube(res, rel, raw)
+	return res, msg, true, err
 }
 
 func (w *Watcher) reportBad(err error) {
@@ -599,13 +608,13 @@ func (r *run) apply(ctx context.Context, stream keyKind, events []*clientv3.Even
 		}
 		var cur *entry
 		if ev.Type == clientv3.EventTypePut {
-			res, msg, err := w.reg.decodeRel(kind, rel, kv.Value)
+			res, msg, kept, err := w.decode(kind, rel, kv.Value)
 			switch {
 			case err != nil:
 				// The key no longer holds a usable value: it is skipped,
 				// which for a delivered key means it is deleted.
 				w.reportBad(err)
-			case w.keep(res, rel, msg):
+			case kept:
 				cur = &entry{res: res, raw: kv.Value, msg: msg, rev: rev}
 			}
 		}

@@ -11,7 +11,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.fd.io/govpp/adapter"
 	"golang.org/x/sync/errgroup"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/vswitchkit/vswitchkit/bgp"
 	"github.com/vswitchkit/vswitchkit/bgp/bgpglue"
@@ -207,7 +206,7 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 
 	// The Kubernetes state (of the pods, this node's) and this node's
 	// external configuration.
-	var keep func(string, string, proto.Message) bool
+	var keep func(string, string, []byte) bool
 	if !cfg.AllPods {
 		keep = watcher.NodePods(cfg.NodeName)
 	}
