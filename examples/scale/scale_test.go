@@ -40,13 +40,17 @@ func TestScaleSmall(t *testing.T) {
 
 	var header []string
 	rows := map[string][]string{}
+	split := map[string][]string{}
 	for line := range strings.Lines(stdout.String()) {
 		f := strings.Fields(line)
 		switch {
-		case len(f) > 0 && f[0] == "nodes":
+		case len(f) == 0:
+		case f[0] == "nodes" && header == nil:
 			header = f
-		case len(f) > 0 && (f[0] == "20" || f[0] == "50"):
+		case f[0] == "20" || f[0] == "50":
 			rows[f[0]] = f
+		case f[0] == "split" && len(f) > 1:
+			split[f[1]] = f
 		}
 	}
 	require.NotEmpty(t, header, "table header")
@@ -62,6 +66,11 @@ func TestScaleSmall(t *testing.T) {
 		for _, f := range rows[n] {
 			assert.NotEqual(t, "0.00", f, "a zero in the row of %s nodes: %v", n, rows[n])
 		}
+	}
+
+	// The etcd and agent parts of the four measures that write to etcd.
+	for _, n := range []string{"20", "50"} {
+		require.Len(t, split[n], 2+4*2*5, "split of %s nodes: %v", n, split[n])
 	}
 
 	f, err := os.Open(plot)

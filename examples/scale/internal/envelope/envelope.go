@@ -104,6 +104,15 @@ type Result struct {
 	EtcdRSS uint64
 
 	Latency map[Measure]Latency
+	// Etcd is, for the measures that write to etcd, the part of their
+	// latency that is etcd's: from the write to a watch of the runner
+	// (another etcd client, like the agent's watcher) receiving it.
+	Etcd map[Measure]Latency
+	// Agent is, for the same measures, the rest of every sample: from
+	// the runner's watch receiving the change (the agent's watcher
+	// receives it at about the same time) to the stand-in receiving the
+	// last request.
+	Agent map[Measure]Latency
 }
 
 // Run measures every size in turn.
@@ -192,7 +201,7 @@ func (s *sizeRun) childConfig(mode agentproc.Mode, etcd string) agentproc.Config
 }
 
 func (s *sizeRun) run(ctx context.Context, etcd string) (Result, error) {
-	res := Result{Nodes: s.n, Latency: map[Measure]Latency{}}
+	res := Result{Nodes: s.n, Latency: map[Measure]Latency{}, Etcd: map[Measure]Latency{}, Agent: map[Measure]Latency{}}
 
 	// The measured node first runs alone in the cluster, and gets its pods
 	// through its pod server, as on a node that joined and got pods.
@@ -349,6 +358,18 @@ func (s *sizeRun) prepare(ctx context.Context, c *child, st Stage) ([]netip.Addr
 // measure takes the samples of measure m (for NodeJoin, of NodeLeave too).
 func (s *sizeRun) measure(ctx context.Context, c *child, m Measure, res *Result) error {
 	samples := map[Measure][]time.Duration{}
+	etcdPart := map[Measure][]time.Duration{}
+	w, err := startEtcdWatch(ctx, s.cli, kubemodel.DefaultPrefix)
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	// etcd notes the etcd part of the last measured change.
+	etcd := func(m Measure) error {
+		d, err := w.last(ctx)
+		etcdPart[m] = append(etcdPart[m], d)
+		return err
+	}
 	total := s.cfg.Events
 	if m == NodeJoin {
 		total *= 2
@@ -390,14 +411,17 @@ func (s *sizeRun) measure(ctx context.Context, c *child, m Measure, res *Result)
 			ns, name := s.spec.ServiceName(svc)
 			key := kubemodel.EtcdKey("", kubemodel.EndpointsKey(ns, name))
 			d, err := c.latency(ctx, []string{agentproc.LBLocalAdd(ext, local)}, func() error {
-				return synth.Txn(ctx, s.cli, []synth.KV{{Key: key, Value: s.spec.EndpointsOf(svc, []netip.Addr{extra})}}, nil)
+				return w.txn(ctx, []synth.KV{{Key: key, Value: s.spec.EndpointsOf(svc, []netip.Addr{extra})}}, nil)
 			})
 			if err != nil {
 				return err
 			}
 			samples[EndpointChange] = append(samples[EndpointChange], d)
+			if err := etcd(EndpointChange); err != nil {
+				return err
+			}
 			if _, err := c.latency(ctx, []string{agentproc.LBLocalDel(ext, local)}, func() error {
-				return synth.Txn(ctx, s.cli, []synth.KV{{Key: key, Value: s.spec.EndpointsOf(svc, nil)}}, nil)
+				return w.txn(ctx, []synth.KV{{Key: key, Value: s.spec.EndpointsOf(svc, nil)}}, nil)
 			}); err != nil {
 				return fmt.Errorf("revert: %w", err)
 			}
@@ -413,7 +437,7 @@ func (s *sizeRun) measure(ctx context.Context, c *child, m Measure, res *Result)
 			svcKey := kubemodel.EtcdKey("", kubemodel.ServiceKey(ns, name))
 			epKey := kubemodel.EtcdKey("", kubemodel.EndpointsKey(ns, name))
 			d, err := c.latency(ctx, []string{agentproc.LBAdd(ext)}, func() error {
-				return synth.Txn(ctx, s.cli, []synth.KV{
+				return w.txn(ctx, []synth.KV{
 					{Key: svcKey, Value: synth.ServiceObject(ns, name, ip, synth.ClusterIPService, false, i)},
 					{Key: epKey, Value: synth.EndpointsObject(ns, name, false, addrs)},
 				}, nil)
@@ -422,8 +446,11 @@ func (s *sizeRun) measure(ctx context.Context, c *child, m Measure, res *Result)
 				return err
 			}
 			samples[ServiceAdd] = append(samples[ServiceAdd], d)
+			if err := etcd(ServiceAdd); err != nil {
+				return err
+			}
 			if _, err := c.latency(ctx, []string{agentproc.LBDel(ext)}, func() error {
-				return synth.Txn(ctx, s.cli, nil, []string{svcKey, epKey})
+				return w.txn(ctx, nil, []string{svcKey, epKey})
 			}); err != nil {
 				return fmt.Errorf("remove: %w", err)
 			}
@@ -433,12 +460,15 @@ func (s *sizeRun) measure(ctx context.Context, c *child, m Measure, res *Result)
 			kvs := synth.NodeKVs(name, id)
 			d, err := c.latency(ctx, []string{agentproc.VxlanAdd(synth.NodeIP(id)),
 				agentproc.RouteAdd(synth.PodSubnet(id)), agentproc.RouteAdd(synth.HostSubnet(id))}, func() error {
-				return synth.Txn(ctx, s.cli, kvs, nil)
+				return w.txn(ctx, kvs, nil)
 			})
 			if err != nil {
 				return err
 			}
 			samples[NodeJoin] = append(samples[NodeJoin], d)
+			if err := etcd(NodeJoin); err != nil {
+				return err
+			}
 			st.Add(1)
 			var keys []string
 			for _, kv := range kvs {
@@ -446,19 +476,32 @@ func (s *sizeRun) measure(ctx context.Context, c *child, m Measure, res *Result)
 			}
 			d, err = c.latency(ctx, []string{agentproc.VxlanDel(synth.NodeIP(id)),
 				agentproc.RouteDel(synth.PodSubnet(id)), agentproc.RouteDel(synth.HostSubnet(id))}, func() error {
-				return synth.Txn(ctx, s.cli, nil, keys)
+				return w.txn(ctx, nil, keys)
 			})
 			if err != nil {
 				return fmt.Errorf("%s: %w", NodeLeave, err)
 			}
 			samples[NodeLeave] = append(samples[NodeLeave], d)
+			if err := etcd(NodeLeave); err != nil {
+				return err
+			}
 		}
 		st.Add(1)
 	}
 	for k, v := range samples {
 		res.Latency[k] = summarize(v)
 		l := res.Latency[k]
-		s.log.Info("measured", slog.String("measure", string(k)), slog.Duration("p50", l.P50), slog.Duration("p99", l.P99), slog.Duration("max", l.Max))
+		e := summarize(etcdPart[k])
+		if e.N > 0 {
+			res.Etcd[k] = e
+			agent := make([]time.Duration, len(v))
+			for i := range v {
+				agent[i] = v[i] - etcdPart[k][i]
+			}
+			res.Agent[k] = summarize(agent)
+		}
+		s.log.Info("measured", slog.String("measure", string(k)), slog.Duration("p50", l.P50), slog.Duration("p99", l.P99), slog.Duration("max", l.Max),
+			slog.Duration("etcd p50", e.P50), slog.Duration("etcd p99", e.P99))
 	}
 	evs, err := c.events(ctx)
 	if err != nil {

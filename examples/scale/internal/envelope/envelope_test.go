@@ -49,6 +49,19 @@ func TestTable(t *testing.T) {
 		"0.40", "ms", "/", "4.00", "ms", "0.50", "ms", "/", "5.00", "ms"}, strings.Fields(lines[2]))
 }
 
+func TestTableSplit(t *testing.T) {
+	rs := results()
+	rs[1].Etcd = map[Measure]Latency{EndpointChange: {N: 200, P50: 300 * time.Microsecond, P99: time.Millisecond}}
+	rs[1].Agent = map[Measure]Latency{EndpointChange: {N: 200, P50: 200 * time.Microsecond, P99: 500 * time.Microsecond}}
+	var b bytes.Buffer
+	require.NoError(t, Table(&b, rs))
+	out := b.String()
+	split := out[strings.Index(out, "split:"):]
+	assert.Contains(t, split, "endpoint change: etcd")
+	assert.NotContains(t, split, "pod add")
+	assert.Regexp(t, `split +1000 +0\.30 ms / 1\.00 ms +0\.20 ms / 0\.50 ms`, split)
+}
+
 func TestPlot(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "e.png")
 	require.NoError(t, Plot(path, results()))

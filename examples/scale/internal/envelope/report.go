@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -31,6 +32,34 @@ func Table(w io.Writer, results []Result) error {
 		for _, m := range Measures {
 			l := r.Latency[m]
 			fmt.Fprintf(tw, "%s / %s\t", millis(l.P50), millis(l.P99))
+		}
+		fmt.Fprintln(tw)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// The part of the latencies that is etcd's, where there is one.
+	var ms []Measure
+	for _, m := range Measures {
+		if slices.ContainsFunc(results, func(r Result) bool { return r.Etcd[m].N > 0 }) {
+			ms = append(ms, m)
+		}
+	}
+	if len(ms) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\nsplit: etcd (from the write to another client's watch receiving it) + agent (the rest), p50/p99:")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "\tnodes\t")
+	for _, m := range ms {
+		fmt.Fprintf(tw, "%s: etcd\tagent\t", m)
+	}
+	fmt.Fprintln(tw)
+	for _, r := range results {
+		fmt.Fprintf(tw, "split\t%d\t", r.Nodes)
+		for _, m := range ms {
+			e, a := r.Etcd[m], r.Agent[m]
+			fmt.Fprintf(tw, "%s / %s\t%s / %s\t", millis(e.P50), millis(e.P99), millis(a.P50), millis(a.P99))
 		}
 		fmt.Fprintln(tw)
 	}

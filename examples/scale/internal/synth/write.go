@@ -73,19 +73,23 @@ func Write(ctx context.Context, cli *clientv3.Client, kvs iter.Seq[KV], progress
 	return n, err
 }
 
-// Txn applies puts and deletes in one transaction.
-func Txn(ctx context.Context, cli *clientv3.Client, puts []KV, deletes []string) error {
+// Txn applies puts and deletes in one transaction and returns its
+// revision.
+func Txn(ctx context.Context, cli *clientv3.Client, puts []KV, deletes []string) (int64, error) {
 	ops := make([]clientv3.Op, 0, len(puts)+len(deletes))
 	for _, kv := range puts {
 		raw, err := proto.Marshal(kv.Value)
 		if err != nil {
-			return fmt.Errorf("encode %s: %w", kv.Key, err)
+			return 0, fmt.Errorf("encode %s: %w", kv.Key, err)
 		}
 		ops = append(ops, clientv3.OpPut(kv.Key, string(raw)))
 	}
 	for _, k := range deletes {
 		ops = append(ops, clientv3.OpDelete(k))
 	}
-	_, err := cli.Txn(ctx).Then(ops...).Commit()
-	return err
+	resp, err := cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return 0, err
+	}
+	return resp.Header.Revision, nil
 }
