@@ -9,10 +9,12 @@
 //	go run ./examples/scale                       # the four sizes
 //	go run ./examples/scale -sizes 50,200 -events 50
 //	go run ./examples/scale -profile /tmp/prof    # CPU and heap profiles of the agent
+//	go run ./examples/scale -v                    # log the steps and the agent loop's event times
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -42,6 +44,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	sizes := fs.String("sizes", "500,1000,2000,5000", "comma-separated cluster sizes (nodes)")
 	events := fs.Int("events", 200, "samples per incremental measure")
 	out := fs.String("plot", "envelope.png", "PNG file to write the plot to (empty: none)")
+	jsonOut := fs.String("json", "", "file to write the results to as JSON (durations in nanoseconds)")
 	profile := fs.String("profile", "", "directory for CPU and heap profiles of the agent, per size")
 	logs := fs.String("agent-logs", "", "file for the agent's logs (warnings and errors)")
 	verbose := fs.Bool("v", false, "log the runner's steps")
@@ -94,6 +97,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if err := envelope.Table(stdout, results); err != nil {
 			fmt.Fprintf(stderr, "scale: %v\n", err)
 			return 1
+		}
+		if *jsonOut != "" {
+			raw, err := json.MarshalIndent(results, "", "  ")
+			if err == nil {
+				err = os.WriteFile(*jsonOut, append(raw, '\n'), 0o644)
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "scale: %v\n", err)
+				return 1
+			}
 		}
 		if *out != "" {
 			if err := envelope.Plot(*out, results); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -31,7 +32,8 @@ func TestScaleSmall(t *testing.T) {
 	dir := t.TempDir()
 	plot := filepath.Join(dir, "envelope.png")
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"-sizes", "20,50", "-events", "20", "-plot", plot, "-agent-logs", filepath.Join(dir, "agent.log")}, &stdout, &stderr)
+	results := filepath.Join(dir, "envelope.json")
+	code := run([]string{"-sizes", "20,50", "-events", "20", "-plot", plot, "-json", results, "-agent-logs", filepath.Join(dir, "agent.log")}, &stdout, &stderr)
 	if code != 0 {
 		logs, _ := os.ReadFile(filepath.Join(dir, "agent.log"))
 		t.Fatalf("exit %d\nstderr:\n%s\nagent logs:\n%s", code, stderr.String(), logs)
@@ -72,6 +74,14 @@ func TestScaleSmall(t *testing.T) {
 	for _, n := range []string{"20", "50"} {
 		require.Len(t, split[n], 2+4*2*5, "split of %s nodes: %v", n, split[n])
 	}
+
+	raw, err := os.ReadFile(results)
+	require.NoError(t, err)
+	var rs []envelope.Result
+	require.NoError(t, json.Unmarshal(raw, &rs))
+	require.Len(t, rs, 2)
+	assert.Equal(t, 50, rs[1].Nodes)
+	assert.Equal(t, 20, rs[1].Latency[envelope.PodAdd].N)
 
 	f, err := os.Open(plot)
 	require.NoError(t, err)

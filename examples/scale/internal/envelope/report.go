@@ -85,10 +85,15 @@ func Plot(path string, results []Result) error {
 		}
 		return out
 	}
+	var ticks []plot.Tick
+	for _, r := range results {
+		ticks = append(ticks, plot.Tick{Value: float64(r.Nodes), Label: strconv.Itoa(r.Nodes)})
+	}
 	newPlot := func(title, y string) *plot.Plot {
 		p := plot.New()
 		p.Title.Text = title
 		p.X.Label.Text = "nodes (30 pods and 2 services per node)"
+		p.X.Tick.Marker = plot.ConstantTicks(ticks)
 		p.Y.Label.Text = y
 		p.Y.Min = 0
 		p.Add(plotter.NewGrid())
@@ -96,6 +101,9 @@ func Plot(path string, results []Result) error {
 		p.Legend.Left = true
 		return p
 	}
+	// roomForLegend raises the top of p's Y axis so that the legend (top
+	// left) sits above the lines.
+	roomForLegend := func(p *plot.Plot) { p.Y.Max *= 1.4 }
 	startup := newPlot("Agent start-up", "seconds from process start")
 	if err := plotutil.AddLinePoints(startup,
 		"etcd snapshot delivered", xy(func(r Result) float64 { return r.ResyncStart.Seconds() }),
@@ -104,6 +112,7 @@ func Plot(path string, results []Result) error {
 	); err != nil {
 		return err
 	}
+	roomForLegend(startup)
 	memory := newPlot("Agent memory", "MiB")
 	if err := plotutil.AddLinePoints(memory,
 		"peak RSS", xy(func(r Result) float64 { return float64(r.PeakRSS) / (1 << 20) }),
@@ -111,13 +120,16 @@ func Plot(path string, results []Result) error {
 	); err != nil {
 		return err
 	}
+	roomForLegend(memory)
 	latency := func(title string, pick func(Latency) time.Duration) (*plot.Plot, error) {
 		p := newPlot(title, "milliseconds")
 		var vs []any
 		for _, m := range Measures {
 			vs = append(vs, string(m), xy(func(r Result) float64 { return float64(pick(r.Latency[m])) / float64(time.Millisecond) }))
 		}
-		return p, plotutil.AddLinePoints(p, vs...)
+		err := plotutil.AddLinePoints(p, vs...)
+		roomForLegend(p)
+		return p, err
 	}
 	p50, err := latency("Incremental latency, p50", func(l Latency) time.Duration { return l.P50 })
 	if err != nil {
