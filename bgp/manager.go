@@ -150,6 +150,18 @@ type ServiceLister interface {
 	ListServices() []Service
 }
 
+// ServiceRanger is an optional interface of a [ServiceLister]: a manager
+// that finds it reads the services in place with RangeServices instead of
+// copying them with ListServices at every reconcile (with thousands of
+// services the copy is most of the garbage a reconcile makes).
+// RangeServices calls yield with every service, in no particular order,
+// until yield returns false. The *Service and everything in it are
+// read-only and valid only during the call to yield; yield must not call
+// back into the lister or the manager.
+type ServiceRanger interface {
+	RangeServices(yield func(*Service) bool)
+}
+
 // ServiceListerFunc adapts a function into a [ServiceLister].
 type ServiceListerFunc func() []Service
 

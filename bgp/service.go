@@ -2,6 +2,7 @@ package bgp
 
 import (
 	"fmt"
+	"iter"
 	"net/netip"
 	"slices"
 
@@ -29,13 +30,28 @@ import (
 // Invalid and unspecified addresses are skipped; IPv4-mapped IPv6 addresses
 // count as IPv4. An invalid selector is an error.
 func (vr VirtualRouter) ServicePrefixes(services []Service) ([]netip.Prefix, error) {
+	return vr.ServicePrefixesOf(func(yield func(*Service) bool) {
+		for i := range services {
+			if !yield(&services[i]) {
+				return
+			}
+		}
+	})
+}
+
+// ServicePrefixesOf is [VirtualRouter.ServicePrefixes] over a sequence of
+// services, such as a [ServiceRanger]'s RangeServices, which it ranges over
+// once and does not keep. A nil sequence has no services.
+func (vr VirtualRouter) ServicePrefixesOf(services iter.Seq[*Service]) ([]netip.Prefix, error) {
 	m, err := vr.serviceMatcher()
 	if err != nil {
 		return nil, err
 	}
 	var out []netip.Prefix
-	for i := range services {
-		out = m.appendPrefixes(out, &services[i])
+	if services != nil {
+		for svc := range services {
+			out = m.appendPrefixes(out, svc)
+		}
 	}
 	slices.SortFunc(out, comparePrefix)
 	return slices.Compact(out), nil
@@ -108,7 +124,12 @@ func (l serviceLabels) Get(key string) string {
 }
 
 func (m *serviceMatcher) appendPrefixes(out []netip.Prefix, svc *Service) []netip.Prefix {
-	if m.sel == nil || !m.sel.Matches(serviceLabels{svc}) {
+	// A service without an address of the advertised kinds (in a large
+	// cluster, most: ClusterIP services when LoadBalancer IPs are
+	// advertised) is passed over before the selector, which costs more.
+	candidate := (m.lb && len(svc.LoadBalancerIPs) > 0) || (m.ext && len(svc.ExternalIPs) > 0) ||
+		(m.cluster && len(svc.ClusterIPs) > 0)
+	if m.sel == nil || !candidate || !m.sel.Matches(serviceLabels{svc}) {
 		return out
 	}
 	externalOK := !svc.ExternalTrafficPolicyLocal || svc.HasLocalBackend

@@ -1,7 +1,9 @@
 package bgp_test
 
 import (
+	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -101,6 +103,13 @@ func TestServicePrefixes(t *testing.T) {
 			got, err := vr.ServicePrefixes(tt.services)
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
+			var seq []*bgp.Service
+			for i := range tt.services {
+				seq = append(seq, &tt.services[i])
+			}
+			got, err = vr.ServicePrefixesOf(slices.Values(seq))
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got, "ServicePrefixesOf")
 		})
 	}
 	vr := bgp.VirtualRouter{LocalASN: 7, ServiceSelector: &bgp.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}}
@@ -123,4 +132,37 @@ func BenchmarkServicePrefixes10k(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkServicePrefixes10kMostlyClusterIP is the mix of a large cluster:
+// of 10000 services one in fifty is a LoadBalancer service, the others have
+// cluster IPs only, and the virtual router advertises LoadBalancer IPs
+// (the default).
+func BenchmarkServicePrefixes10kMostlyClusterIP(b *testing.B) {
+	services := make([]bgp.Service, 10000)
+	for i := range services {
+		services[i] = bgp.Service{Namespace: "ns", Name: fmt.Sprintf("svc-%d", i), Labels: map[string]string{"app": "web"},
+			ClusterIPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)})}}
+		if i%50 == 1 {
+			services[i].Labels = map[string]string{"app": "web", "bgp": "on"}
+			services[i].LoadBalancerIPs = []netip.Addr{netip.AddrFrom4([4]byte{100, 64, byte(i >> 8), byte(i)})}
+		}
+	}
+	p := &bgp.PeeringPolicy{VirtualRouters: []bgp.VirtualRouter{{LocalASN: 1,
+		ServiceSelector: &bgp.LabelSelector{MatchExpressions: []bgp.LabelSelectorRequirement{{Key: "bgp", Operator: bgp.SelectorOpIn, Values: []string{"on"}}}}}}}
+	vr := p.WithDefaults().VirtualRouters[0]
+	b.ReportAllocs()
+	for b.Loop() {
+		got, err := vr.ServicePrefixes(services)
+		if err != nil || len(got) != 200 {
+			b.Fatal(len(got), err)
+		}
+	}
+}
+
+func TestServicePrefixesOfNil(t *testing.T) {
+	p := &bgp.PeeringPolicy{VirtualRouters: []bgp.VirtualRouter{{LocalASN: 1, ServiceSelector: &bgp.LabelSelector{}}}}
+	got, err := p.WithDefaults().VirtualRouters[0].ServicePrefixesOf(nil)
+	require.NoError(t, err)
+	assert.Empty(t, got)
 }

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/controllertest"
@@ -56,6 +57,29 @@ func TestStartupGate(t *testing.T) {
 		require.NoError(t, l.Healthy())
 		require.NoError(t, early.result(t))
 		require.Equal(t, 0, l.Stats().Queued)
+	})
+}
+
+// TestStartupResyncDoneAfterProcessing: StartupResyncDone (what an agent's
+// readiness check reads) turns true once the start-up DBResync has been
+// processed and committed, not while its handlers run.
+func TestStartupResyncDoneAfterProcessing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		h := &controller.HandlerFuncs{Name: "slow", ResyncFunc: func(controller.Event, controller.KubeStateData, int, controller.ResyncOperations) error {
+			<-release
+			return nil
+		}}
+		sb := &controllertest.Southbound{}
+		l := newLoop(t, []controller.EventHandler{h}, sb, controller.Config{})
+		run(t, l)
+		require.NoError(t, l.PushEvent(controller.NewDBResync()))
+		synctest.Wait()
+		assert.False(t, l.Stats().StartupResyncDone, "the start-up resync's handler still runs")
+		close(release)
+		synctest.Wait()
+		require.True(t, l.Stats().StartupResyncDone)
+		require.Equal(t, uint64(1), l.Stats().Commits)
 	})
 }
 

@@ -89,7 +89,9 @@ func (l *Loop) resync(ctx context.Context, ev Event) error {
 	healing := l.applyResyncInput(ev)
 	if _, ok := ev.(*DBResync); ok && !l.gateOpen {
 		l.gateOpen = true
-		l.stats.startupDone.Store(true)
+		// Done once processed (committed, or failed), not while the
+		// handlers run: readiness checks read it.
+		defer l.stats.startupDone.Store(true)
 	}
 
 	t := &l.txn

@@ -19,7 +19,7 @@ type Stats struct {
 	QueueFull          uint64 // PushEvent calls refused with ErrQueueFull
 	PermanentErrors    uint64 // permanent errors from handlers and the southbound (each KeyError counts once)
 	RejectedKeys       int    // keys rejected for good right now (see Loop.RejectedKeys)
-	StartupResyncDone  bool
+	StartupResyncDone  bool   // the first DBResync has been processed: its handlers ran and its transaction was committed (or the event failed)
 	StartupDeadlineHit bool
 }
 

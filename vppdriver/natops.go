@@ -2,7 +2,6 @@ package vppdriver
 
 import (
 	"fmt"
-	"slices"
 
 	"go.fd.io/govpp/api"
 	"go.fd.io/govpp/binapi/interface_types"
@@ -152,42 +151,54 @@ func (d *Driver) natPut(it *item) *op {
 			}
 			return c
 		}
-		find := func(bs []backendVal, b backendVal) (backendVal, bool) {
-			i, ok := slices.BinarySearchFunc(bs, b, cmpBackend)
-			if !ok {
-				return backendVal{}, false
+		add, remove, readd := lbDiff(old.backends, m.backends)
+		calls := func(bs []backendVal, isAdd bool) func() []call {
+			return func() []call {
+				cs := make([]call, 0, len(bs))
+				for _, b := range bs {
+					cs = append(cs, local(b, isAdd))
+				}
+				return cs
 			}
-			return bs[i], true
 		}
-		o.stages = append(o.stages, func() []call {
-			var cs []call
-			for _, b := range m.backends {
-				if _, ok := find(old.backends, b); !ok {
-					cs = append(cs, local(b, true))
-				}
-			}
-			return cs
-		}, func() []call {
-			var cs []call
-			for _, b := range old.backends {
-				if n, ok := find(m.backends, b); !ok || n != b {
-					cs = append(cs, local(b, false))
-				}
-			}
-			return cs
-		}, func() []call {
-			var cs []call
-			for _, b := range m.backends {
-				if ob, ok := find(old.backends, b); ok && ob != b {
-					cs = append(cs, local(b, true))
-				}
-			}
-			return cs
-		})
+		o.stages = append(o.stages, calls(add, true), calls(remove, false), calls(readd, true))
 	default:
 		o.err = fmt.Errorf("unsupported value %T", it.want)
 	}
 	return o
+}
+
+// lbDiff compares the backends of a load-balanced mapping (both sorted by
+// address and port) in one merge walk: add are the new backends whose
+// address and port no old one has; remove the old ones that the first new
+// one with their address and port is not equal to (or that no new one
+// has); readd the new ones that the first old one with their address and
+// port is not equal to (changed: removed, then added back).
+func lbDiff(old, new []backendVal) (add, remove, readd []backendVal) {
+	i, j := 0, 0
+	for i < len(old) || j < len(new) {
+		switch {
+		case j == len(new) || (i < len(old) && cmpBackend(old[i], new[j]) < 0):
+			remove = append(remove, old[i])
+			i++
+		case i == len(old) || cmpBackend(old[i], new[j]) > 0:
+			add = append(add, new[j])
+			j++
+		default:
+			firstOld, firstNew := old[i], new[j]
+			for ; i < len(old) && cmpBackend(old[i], firstNew) == 0; i++ {
+				if old[i] != firstNew {
+					remove = append(remove, old[i])
+				}
+			}
+			for ; j < len(new) && cmpBackend(new[j], firstOld) == 0; j++ {
+				if new[j] != firstOld {
+					readd = append(readd, new[j])
+				}
+			}
+		}
+	}
+	return add, remove, readd
 }
 
 func (d *Driver) natDelete(it *item) *op {

@@ -727,21 +727,37 @@ func parseLB(m *model.Nat44LbStaticMapping) (*lbVal, error) {
 // (nothing whose sessions an in-place change would preserve), deleting and
 // adding the mapping (two requests) is cheaper. Both lists are sorted by
 // address and port.
+//
+// One merge walk over the two lists (a mapping may have hundreds of
+// backends and one changes at a time): an old backend is kept if the first
+// new one with its address and port equals it, else removed; a new one is
+// added if no old one has its address and port.
 func lbInPlace(old, new []backendVal) bool {
 	kept, added, removed := 0, 0, 0
-	for _, b := range old {
-		i, ok := slices.BinarySearchFunc(new, b, cmpBackend)
-		switch {
-		case !ok || new[i] != b:
+	i, j := 0, 0
+	for i < len(old) && j < len(new) {
+		switch c := cmpBackend(old[i], new[j]); {
+		case c < 0:
 			removed++
-		default:
-			kept++
-		}
-	}
-	for _, b := range new {
-		if _, ok := slices.BinarySearchFunc(old, b, cmpBackend); !ok {
+			i++
+		case c > 0:
 			added++
+			j++
+		default:
+			first := new[j]
+			for ; i < len(old) && cmpBackend(old[i], first) == 0; i++ {
+				if old[i] == first {
+					kept++
+				} else {
+					removed++
+				}
+			}
+			for j < len(new) && cmpBackend(new[j], first) == 0 {
+				j++
+			}
 		}
 	}
+	removed += len(old) - i
+	added += len(new) - j
 	return removed == 0 || (kept > 0 && kept+added >= 2)
 }

@@ -1,8 +1,12 @@
 package vppdriver
 
 import (
+	"math/rand/v2"
+	"net/netip"
+	"slices"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/vswitchkit/vswitchkit/vppdriver/model"
@@ -96,4 +100,117 @@ func FuzzParseValue(f *testing.F) {
 			t.Fatalf("%s: needs re-creation into its own canonical form", key)
 		}
 	})
+}
+
+// lbInPlaceOracle is lbInPlace by binary search, as it was first written:
+// the reference for the linear merge.
+func lbInPlaceOracle(old, new []backendVal) bool {
+	kept, added, removed := 0, 0, 0
+	for _, b := range old {
+		i, ok := slices.BinarySearchFunc(new, b, cmpBackend)
+		if !ok || new[i] != b {
+			removed++
+		} else {
+			kept++
+		}
+	}
+	for _, b := range new {
+		if _, ok := slices.BinarySearchFunc(old, b, cmpBackend); !ok {
+			added++
+		}
+	}
+	return removed == 0 || (kept > 0 && kept+added >= 2)
+}
+
+// TestLBInPlaceModel compares lbInPlace with the oracle on random backend
+// lists (few addresses and ports, so that keys repeat: duplicates, changed
+// probabilities, overlaps).
+func TestLBInPlaceModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	list := func() []backendVal {
+		var out []backendVal
+		for range rng.IntN(7) {
+			out = append(out, newBackend(netip.AddrFrom4([4]byte{10, 0, 0, byte(rng.IntN(4))}), uint16(80+rng.IntN(2)), uint8(rng.IntN(2)), 0))
+		}
+		slices.SortFunc(out, cmpBackend)
+		return out
+	}
+	for i := range 20000 {
+		old, new := list(), list()
+		if i%3 == 0 && len(old) > 0 { // mostly the same, one changed
+			new = slices.Clone(old)
+			new[rng.IntN(len(new))].prob++
+		}
+		require.Equal(t, lbInPlaceOracle(old, new), lbInPlace(old, new), "old %v new %v", old, new)
+	}
+}
+
+// BenchmarkLBInPlace250 is one backend added to a mapping with 250 (a
+// Kubernetes EndpointSlice's maximum).
+func BenchmarkLBInPlace250(b *testing.B) {
+	var old []backendVal
+	for i := range 250 {
+		old = append(old, newBackend(netip.AddrFrom4([4]byte{10, 128, byte(i / 30), byte(i%30 + 2)}), 8080, 0, 0))
+	}
+	slices.SortFunc(old, cmpBackend)
+	new := append(slices.Clone(old), newBackend(netip.MustParseAddr("10.129.0.250"), 8080, 0, 0))
+	slices.SortFunc(new, cmpBackend)
+	for b.Loop() {
+		if !lbInPlace(old, new) {
+			b.Fatal("not in place")
+		}
+	}
+}
+
+// lbDiffOracle is the backend diff by binary search, as natPut first
+// computed it.
+func lbDiffOracle(old, new []backendVal) (add, remove, readd []backendVal) {
+	find := func(bs []backendVal, b backendVal) (backendVal, bool) {
+		i, ok := slices.BinarySearchFunc(bs, b, cmpBackend)
+		if !ok {
+			return backendVal{}, false
+		}
+		return bs[i], true
+	}
+	for _, b := range new {
+		if _, ok := find(old, b); !ok {
+			add = append(add, b)
+		}
+	}
+	for _, b := range old {
+		if n, ok := find(new, b); !ok || n != b {
+			remove = append(remove, b)
+		}
+	}
+	for _, b := range new {
+		if ob, ok := find(old, b); ok && ob != b {
+			readd = append(readd, b)
+		}
+	}
+	return add, remove, readd
+}
+
+// TestLBDiffModel compares lbDiff with the oracle on random backend lists.
+func TestLBDiffModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	list := func() []backendVal {
+		var out []backendVal
+		for range rng.IntN(7) {
+			out = append(out, newBackend(netip.AddrFrom4([4]byte{10, 0, 0, byte(rng.IntN(4))}), uint16(80+rng.IntN(2)), uint8(rng.IntN(2)), 0))
+		}
+		slices.SortFunc(out, cmpBackend)
+		return out
+	}
+	for i := range 20000 {
+		old, new := list(), list()
+		if i%3 == 0 && len(old) > 0 {
+			new = slices.Clone(old)
+			new[rng.IntN(len(new))].prob++
+		}
+		a, r, ra := lbDiff(old, new)
+		wa, wr, wra := lbDiffOracle(old, new)
+		require.Equal(t, wa, a, "add: old %v new %v", old, new)
+		require.Equal(t, wr, r, "remove: old %v new %v", old, new)
+		require.Equal(t, wra, ra, "readd: old %v new %v", old, new)
+	}
 }

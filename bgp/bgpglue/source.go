@@ -112,6 +112,7 @@ var (
 	_ bgp.NodeSource                  = (*Source)(nil)
 	_ bgp.PolicySource                = (*Source)(nil)
 	_ bgp.ServiceLister               = (*Source)(nil)
+	_ bgp.ServiceRanger               = (*Source)(nil)
 )
 
 // New returns a source for the node named nodeName that signals sig on
@@ -340,6 +341,20 @@ func (s *Source) ListServices() []bgp.Service {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.list)
+}
+
+// RangeServices calls yield with every service, in no particular order,
+// until yield returns false (bgp.ServiceRanger): the manager reads them in
+// place, without the copy ListServices makes. The source's lock is held
+// meanwhile, so the event loop's updates of the source wait for it.
+func (s *Source) RangeServices(yield func(*bgp.Service) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.list {
+		if !yield(&s.list[i]) {
+			return
+		}
+	}
 }
 
 // Policies returns copies of the valid peering policies (see

@@ -199,6 +199,15 @@ func sorted(svcs []bgp.Service) []bgp.Service {
 	return svcs
 }
 
+// ranged collects what RangeServices yields.
+func ranged(s *bgpglue.Source) []bgp.Service {
+	var out []bgp.Service
+	for svc := range s.RangeServices {
+		out = append(out, *svc)
+	}
+	return out
+}
+
 func TestServices(t *testing.T) {
 	sig := bgp.NewSignaler()
 	s, err := bgpglue.New("n1", sig, bgpglue.Config{})
@@ -241,9 +250,14 @@ func TestServices(t *testing.T) {
 	for _, st := range steps {
 		require.NoError(t, s.Render(st.ev), st.name)
 		got := sorted(s.ListServices())
+		assert.Equal(t, got, sorted(ranged(s)), "RangeServices and ListServices: %s", st.name)
 		assert.Equal(t, st.local, got[1].HasLocalBackend, st.name)
 		assert.Equal(t, st.signal, drained(sig), st.name)
 	}
+
+	n := 0
+	s.RangeServices(func(*bgp.Service) bool { n++; return false })
+	assert.Equal(t, 1, n, "RangeServices stops when yield returns false (of 2 services)")
 
 	// Service changes through the loop.
 	update := func(key string, v *kubemodel.Service) string {
@@ -268,6 +282,8 @@ func TestServices(t *testing.T) {
 	assert.Len(t, s.ListServices(), 1)
 	assert.Empty(t, update(kubemodel.ServiceKey("prod", "gone"), nil), "deleting an unknown service is no change")
 	assert.Empty(t, update("k8s/service/bad key", lbService("a", "b", "192.0.2.9")), "malformed keys are ignored")
+
+	assert.Equal(t, sorted(s.ListServices()), sorted(ranged(s)))
 
 	// ListServices returns a new slice each time.
 	l := s.ListServices()
@@ -320,4 +336,43 @@ func TestServicesModel(t *testing.T) {
 	resync(t, fresh, map[string]controller.KeyValuePairs{kubemodel.ServiceResource: state})
 	assert.Equal(t, sorted(fresh.ListServices()), sorted(s.ListServices()))
 	assert.Len(t, s.ListServices(), len(state))
+}
+
+// BenchmarkReconcileServices10k is what a BGP reconcile does with the
+// services of a large cluster (10000, one in fifty a LoadBalancer service):
+// compute a virtual router's service prefixes from the source, through a
+// copy (ListServices, what a manager did before bgp.ServiceRanger) or in
+// place (RangeServices).
+func BenchmarkReconcileServices10k(b *testing.B) {
+	s, err := bgpglue.New("n1", bgp.NewSignaler(), bgpglue.Config{})
+	require.NoError(b, err)
+	svcs := controller.KeyValuePairs{}
+	for i := range 10000 {
+		m := &kubemodel.Service{Namespace: "ns", Name: fmt.Sprintf("svc-%d", i), Labels: map[string]string{"app": "web"},
+			ClusterIps: []string{fmt.Sprintf("10.96.%d.%d", i>>8, i&255)}}
+		if i%50 == 1 {
+			m.Type, m.Labels["bgp"], m.LbIngressIps = kubemodel.Service_LOAD_BALANCER, "on", []string{fmt.Sprintf("198.18.%d.%d", i>>8, i&255)}
+		}
+		svcs[kubemodel.ServiceKey(m.Namespace, m.Name)] = m
+	}
+	require.NoError(b, s.Resync(controller.NewDBResync(), controller.KubeStateData{kubemodel.ServiceResource: svcs}, 1, controllertest.NewTxn()))
+	p := &bgp.PeeringPolicy{VirtualRouters: []bgp.VirtualRouter{{LocalASN: 1,
+		ServiceSelector: &bgp.LabelSelector{MatchLabels: map[string]string{"bgp": "on"}}}}}
+	vr := p.WithDefaults().VirtualRouters[0]
+	for _, tc := range []struct {
+		name string
+		get  func() ([]netip.Prefix, error)
+	}{
+		{"ListServices", func() ([]netip.Prefix, error) { return vr.ServicePrefixes(s.ListServices()) }},
+		{"RangeServices", func() ([]netip.Prefix, error) { return vr.ServicePrefixesOf(s.RangeServices) }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if got, err := tc.get(); err != nil || len(got) != 200 {
+					b.Fatal(len(got), err)
+				}
+			}
+		})
+	}
 }

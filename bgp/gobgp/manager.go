@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"maps"
 	"net/netip"
@@ -31,7 +32,8 @@ const selectionDeferralTime = 1
 // Config configures a [Manager]. The zero value is valid.
 type Config struct {
 	// Services lists the services whose addresses virtual routers with a
-	// ServiceSelector advertise. Default nil: no service is advertised.
+	// ServiceSelector advertise; the manager reads them in place if it
+	// implements bgp.ServiceRanger. Default nil: no service is advertised.
 	Services bgp.ServiceLister
 	// ListenAddresses are the addresses a server listens on when the node
 	// annotates a local port for its ASN. Default: all addresses (0.0.0.0
@@ -155,9 +157,20 @@ func (m *Manager) ConfigurePeers(ctx context.Context, policy *bgp.PeeringPolicy,
 	if err != nil {
 		return err
 	}
-	var services []bgp.Service
+	var services iter.Seq[*bgp.Service]
 	if m.cfg.Services != nil && slices.ContainsFunc(policy.VirtualRouters, func(vr bgp.VirtualRouter) bool { return vr.ServiceSelector != nil }) {
-		services = m.cfg.Services.ListServices()
+		if r, ok := m.cfg.Services.(bgp.ServiceRanger); ok {
+			services = r.RangeServices
+		} else {
+			list := m.cfg.Services.ListServices()
+			services = func(yield func(*bgp.Service) bool) {
+				for i := range list {
+					if !yield(&list[i]) {
+						return
+					}
+				}
+			}
+		}
 	}
 
 	desired := make(map[uint32]bool, len(policy.VirtualRouters))
@@ -264,12 +277,12 @@ type neighborSpec struct {
 	disabled map[bgp.Family]string
 }
 
-func desiredRouter(vr bgp.VirtualRouter, state *bgp.ControlPlaneState, nh nextHops, podCIDRs []netip.Prefix, services []bgp.Service) (routerSpec, error) {
+func desiredRouter(vr bgp.VirtualRouter, state *bgp.ControlPlaneState, nh nextHops, podCIDRs []netip.Prefix, services iter.Seq[*bgp.Service]) (routerSpec, error) {
 	rid, err := state.RouterID(vr.LocalASN)
 	if err != nil {
 		return routerSpec{}, err
 	}
-	svcPrefixes, err := vr.ServicePrefixes(services)
+	svcPrefixes, err := vr.ServicePrefixesOf(services)
 	if err != nil {
 		return routerSpec{}, err
 	}

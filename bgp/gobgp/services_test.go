@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,4 +92,53 @@ func prefixStrings(m map[netip.Prefix]netip.Addr) []string {
 		out = append(out, p.String())
 	}
 	return out
+}
+
+// rangerOnly is a lister whose services must be read in place: its
+// ListServices fails the test.
+type rangerOnly struct {
+	t        *testing.T
+	services []bgp.Service
+	ranges   atomic.Int32
+}
+
+func (r *rangerOnly) ListServices() []bgp.Service {
+	r.t.Error("ListServices called on a bgp.ServiceRanger")
+	return nil
+}
+
+func (r *rangerOnly) RangeServices(yield func(*bgp.Service) bool) {
+	r.ranges.Add(1)
+	for i := range r.services {
+		if !yield(&r.services[i]) {
+			return
+		}
+	}
+}
+
+// TestServiceRangerReadInPlace: a lister that is a bgp.ServiceRanger is
+// read with RangeServices, never copied with ListServices, and its
+// services are advertised.
+func TestServiceRangerReadInPlace(t *testing.T) {
+	ctx := context.Background()
+	local := netip.MustParseAddr("127.0.0.43")
+	peer := startTestPeer(t, "127.0.0.44", 65044, peerOpts{neighbor: local, asn: 65043})
+	lister := &rangerOnly{t: t}
+	for i, ip := range []string{"192.0.2.1", "192.0.2.2"} {
+		s := bgp.ServiceFromModel(&kubemodel.Service{Type: kubemodel.Service_LOAD_BALANCER, Labels: map[string]string{"bgp": "on"},
+			LbIngressIps: []string{ip}})
+		s.Namespace, s.Name = "prod", []string{"a", "b"}[i]
+		lister.services = append(lister.services, s)
+	}
+	m := runManager(t, Config{Services: lister})
+	state := testState(testNode())
+	state.IPv4 = local.AsSlice()
+	p := testPolicy(65043, neighborOf(peer, "127.0.0.43"))
+	p.VirtualRouters[0].ExportPodCIDR = false
+	p.VirtualRouters[0].ServiceSelector = &bgp.LabelSelector{MatchLabels: map[string]string{"bgp": "on"}}
+	require.NoError(t, m.ConfigurePeers(ctx, p, state))
+	require.Eventually(t, func() bool {
+		return slices.Equal(prefixStrings(peer.received(t, "v4")), []string{"192.0.2.1/32", "192.0.2.2/32"})
+	}, waitFor, 20*time.Millisecond)
+	require.Equal(t, int32(1), lister.ranges.Load())
 }

@@ -68,17 +68,21 @@ func BenchmarkDeliverChanges(b *testing.B) {
 // BenchmarkMirrorRewrite measures one atomic rewrite of a mirror holding
 // 10000 pods.
 func BenchmarkMirrorRewrite(b *testing.B) {
-	m, err := openMirror(filepath.Join(b.TempDir(), "m.db"))
-	require.NoError(b, err)
-	defer m.close()
-	snap := &mirrorSnapshot{rev: 1, kube: map[string][]byte{}, ext: map[string][]byte{}}
-	for i := range 10000 {
-		p := pod("ns", fmt.Sprintf("p%d", i), "10.0.0.1")
-		snap.kube[kubemodel.PodKey(p.Namespace, p.Name)] = mustMarshal(b, p)
+	for _, n := range []int{10000, 100000} {
+		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+			m, err := openMirror(filepath.Join(b.TempDir(), "m.db"))
+			require.NoError(b, err)
+			defer m.close()
+			snap := &mirrorSnapshot{rev: 1, kube: map[string][]byte{}, ext: map[string][]byte{}}
+			for i := range n {
+				p := pod("ns", fmt.Sprintf("p%d", i), "10.0.0.1")
+				snap.kube[kubemodel.PodKey(p.Namespace, p.Name)] = mustMarshal(b, p)
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				require.NoError(b, m.rewrite(snap))
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e6, "ms/rewrite")
+		})
 	}
-	b.ResetTimer()
-	for b.Loop() {
-		require.NoError(b, m.rewrite(snap))
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e6, "ms/rewrite")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/internal/cfgutil"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
@@ -195,6 +196,20 @@ type Config struct {
 	// nest, a key belongs to the longest one that matches.
 	Resources []kubemodel.Resource
 
+	// Keep, when set, chooses the Kubernetes values the watcher delivers
+	// and keeps: a value for which it returns false is treated as absent.
+	// It is not decoded (nor checked), not in a DBResync and not
+	// mirrored; a change to it is not delivered, except that a key whose
+	// value stops being kept is delivered as deleted and one whose value
+	// starts being kept as added. [NodePods] keeps only one node's pods,
+	// which is all a node's agent needs of the cluster's pods, at a
+	// fraction of the memory and start-up time. Keep is called on the Run
+	// goroutine, before decoding, with the resource name, the key
+	// (relative to KubeStatePrefix) and the value as stored in etcd (the
+	// resource's message in binary protobuf), which it must neither modify
+	// nor keep. Default: nil, every value is kept.
+	Keep func(resource, key string, raw []byte) bool
+
 	// MirrorPath is the bbolt file of the local mirror. Default: empty, no
 	// mirror (and no start-up without etcd).
 	MirrorPath string
@@ -256,4 +271,49 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("watcher config: %w", err)
 	}
 	return c, nil
+}
+
+// NodePods returns a [Config.Keep] function that keeps the pods of the
+// node named nodeName (kubemodel.Pod.NodeName) and every value of the
+// other resources. A pod that is not scheduled yet is left out until it
+// is scheduled on that node. It reads the node name from the encoded pod
+// without decoding the rest; a value it cannot read is kept (and then
+// reported as a bad value when it does not decode).
+func NodePods(nodeName string) func(resource, key string, raw []byte) bool {
+	return func(resource, _ string, raw []byte) bool {
+		if resource != kubemodel.PodResource {
+			return true
+		}
+		name, ok := podNodeName(raw)
+		return !ok || string(name) == nodeName
+	}
+}
+
+// podNodeNameField is the field number of kubemodel.Pod's node_name.
+var podNodeNameField = (&kubemodel.Pod{}).ProtoReflect().Descriptor().Fields().ByName("node_name").Number()
+
+// podNodeName returns the node name of an encoded kubemodel.Pod (the last
+// node_name field, as decoding takes it); ok is false if raw is not a
+// well-formed message.
+func podNodeName(raw []byte) (name []byte, ok bool) {
+	for len(raw) > 0 {
+		num, typ, n := protowire.ConsumeTag(raw)
+		if n < 0 {
+			return nil, false
+		}
+		raw = raw[n:]
+		if num == podNodeNameField && typ == protowire.BytesType {
+			v, n := protowire.ConsumeBytes(raw)
+			if n < 0 {
+				return nil, false
+			}
+			name, raw = v, raw[n:]
+			continue
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, raw); n < 0 {
+			return nil, false
+		}
+		raw = raw[n:]
+	}
+	return name, true
 }

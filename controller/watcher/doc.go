@@ -56,14 +56,24 @@
 // namespaced flag). A key belongs to the resource with the longest matching
 // key prefix.
 //
+// [Config.Keep] narrows what is delivered: a node's agent needs the pods of
+// its own node only, and with [NodePods] the cluster's other pods (most of
+// the Kubernetes state of a large cluster) are decoded, counted in
+// [Stats] (Unkept) and dropped, neither delivered nor kept nor mirrored. A
+// key whose value starts or stops being kept is delivered as added or
+// deleted.
+//
 // # Mirror
 //
 // With [Config.MirrorPath] set, everything delivered is written to a bbolt
 // file: a DBResync rewrites the whole mirror in a single transaction, and
-// changes are applied in batched transactions (one per burst of watch
-// responses) after they were pushed. A crash, even in the middle of a
-// rewrite, leaves the previous consistent content. A failed write is logged
-// and counted, and the next write rewrites the whole mirror.
+// changes are applied in batched transactions after they were pushed. The
+// writes run on a goroutine of their own, in order, each taking what has
+// accumulated since the previous one: delivering a change never waits for
+// the disk. A crash, even in the middle of a rewrite, leaves the previous
+// consistent content. A failed write is logged and counted, and the next
+// write rewrites the whole mirror. Run writes what is queued before it
+// returns.
 //
 // When no snapshot can be read from etcd within [Config.MirrorFallbackDelay]
 // after Run starts, the mirrored state is pushed as a DBResync with

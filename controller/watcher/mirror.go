@@ -4,6 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -58,6 +62,9 @@ type mirror struct {
 	// rewrite with the number of puts so far; an error aborts the
 	// transaction as a crash would.
 	hookPut func(n int) error
+	// hookWrite, when set (tests only), is called at the start of every
+	// write transaction.
+	hookWrite func()
 }
 
 func openMirror(path string) (*mirror, error) {
@@ -116,6 +123,9 @@ func (m *mirror) load() (snap *mirrorSnapshot, ok bool, err error) {
 
 // rewrite replaces the whole content with snap in one transaction.
 func (m *mirror) rewrite(snap *mirrorSnapshot) error {
+	if m.hookWrite != nil {
+		m.hookWrite()
+	}
 	err := m.db.Update(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{bucketMeta, bucketKube, bucketExt} {
 			if err := tx.DeleteBucket(name); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
@@ -132,7 +142,12 @@ func (m *mirror) rewrite(snap *mirrorSnapshot) error {
 			if err != nil {
 				return err
 			}
-			for k, v := range kvs {
+			// In key order: bbolt keeps a node's keys sorted until the
+			// commit, so a put in random order moves half the node (a
+			// rewrite of n keys costs O(n²)); in order it appends.
+			b.FillPercent = 1
+			for _, k := range slices.Sorted(maps.Keys(kvs)) {
+				v := kvs[k]
 				if err := b.Put([]byte(k), v); err != nil {
 					return fmt.Errorf("put %q: %w", k, err)
 				}
@@ -162,6 +177,9 @@ func (m *mirror) rewrite(snap *mirrorSnapshot) error {
 // apply applies ops and records rev in one transaction. The mirror must hold
 // a complete snapshot.
 func (m *mirror) apply(rev int64, ops []mirrorOp) error {
+	if m.hookWrite != nil {
+		m.hookWrite()
+	}
 	err := m.db.Update(func(tx *bolt.Tx) error {
 		meta, kube, ext := tx.Bucket(bucketMeta), tx.Bucket(bucketKube), tx.Bucket(bucketExt)
 		if meta == nil || kube == nil || ext == nil {
@@ -206,4 +224,111 @@ func putMeta(meta *bolt.Bucket, rev int64, kubePrefix, extPrefix string) error {
 		}
 	}
 	return nil
+}
+
+// mirrorWriter writes the mirror on a goroutine of its own, so that a slow
+// disk (every transaction ends in an fsync) never delays the delivery of
+// changes. The Run goroutine submits changes or full snapshots; the writer
+// writes whatever has accumulated in one transaction, in submission order.
+// A failed write makes the next submission a full snapshot (the failed
+// transaction left the previous consistent content).
+type mirrorWriter struct {
+	m     *mirror
+	stats *counters
+	log   *slog.Logger
+	wake  chan struct{} // capacity 1
+	done  chan struct{} // closed when run returns
+
+	mu     sync.Mutex      // guards the fields below
+	snap   *mirrorSnapshot // a full rewrite to do (with later changes merged in); nil if none
+	ops    []mirrorOp      // changes to apply on top of the mirror (when snap is nil)
+	rev    int64           // revision of what is queued
+	failed bool            // the last write failed: the next submission must be a snapshot
+	closed bool
+}
+
+func newMirrorWriter(m *mirror, stats *counters, log *slog.Logger) *mirrorWriter {
+	return &mirrorWriter{m: m, stats: stats, log: log, wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// submit queues the changes ops (up to revision rev), or, when full is set
+// or the last write failed, a rewrite with snapshot(), which is called on
+// the caller's goroutine. The writer owns ops afterwards.
+func (mw *mirrorWriter) submit(ops []mirrorOp, rev int64, full bool, snapshot func() *mirrorSnapshot) {
+	mw.mu.Lock()
+	switch {
+	case full || mw.failed:
+		mw.snap, mw.ops, mw.failed = snapshot(), nil, false
+		mw.rev = max(mw.rev, mw.snap.rev, rev)
+	case mw.snap != nil:
+		for _, op := range ops { // merge into the pending rewrite
+			part := mw.snap.kube
+			if op.ext {
+				part = mw.snap.ext
+			}
+			if op.value == nil {
+				delete(part, op.key)
+			} else {
+				part[op.key] = op.value
+			}
+		}
+		mw.rev = max(mw.rev, rev)
+	default:
+		mw.ops = append(mw.ops, ops...)
+		mw.rev = max(mw.rev, rev)
+	}
+	mw.mu.Unlock()
+	select {
+	case mw.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run writes until close, and what is queued then.
+func (mw *mirrorWriter) run() {
+	defer close(mw.done)
+	for range mw.wake {
+		mw.mu.Lock()
+		snap, ops, rev, closed := mw.snap, mw.ops, mw.rev, mw.closed
+		mw.snap, mw.ops = nil, nil
+		mw.mu.Unlock()
+		if snap != nil || len(ops) > 0 {
+			mw.write(snap, ops, rev)
+		}
+		if closed {
+			return
+		}
+	}
+}
+
+func (mw *mirrorWriter) write(snap *mirrorSnapshot, ops []mirrorOp, rev int64) {
+	var err error
+	if snap != nil {
+		snap.rev = max(snap.rev, rev)
+		err = mw.m.rewrite(snap)
+	} else {
+		err = mw.m.apply(rev, ops)
+	}
+	if err != nil {
+		mw.mu.Lock()
+		mw.failed = true
+		mw.mu.Unlock()
+		mw.stats.mirrorErrors.Add(1)
+		mw.log.Warn("cannot write the local mirror", slog.Any("error", err))
+		return
+	}
+	mw.stats.mirrorWrites.Add(1)
+}
+
+// close writes what is queued and stops the writer; it returns when run
+// has returned.
+func (mw *mirrorWriter) close() {
+	mw.mu.Lock()
+	mw.closed = true
+	mw.mu.Unlock()
+	select {
+	case mw.wake <- struct{}{}:
+	default:
+	}
+	<-mw.done
 }

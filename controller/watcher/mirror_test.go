@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -336,4 +339,59 @@ func TestMirrorSurvivesKillDuringRewrite(t *testing.T) {
 		require.Equal(t, genSnapshot(int(snap.rev), crashKeys), snap, "round %d: generation %d incomplete or mixed", round, snap.rev)
 		t.Logf("round %d (pause %v, delay %v): mirror holds generation %d complete", round, tc.pause, tc.delay, snap.rev)
 	}
+}
+
+// TestSlowMirrorDoesNotDelayChanges blocks the mirror's disk writes: the
+// changes keep arriving meanwhile (a write costs an fsync; a watcher that
+// wrote the mirror between two deliveries made every change wait for the
+// previous one's fsync), and once the disk answers the mirror holds them
+// all.
+func TestSlowMirrorDoesNotDelayChanges(t *testing.T) {
+	ctx := testCtx(t)
+	srv, cli := startEtcd(t)
+	putPod(t, ctx, cli, pod("default", "a", "10.0.0.1"))
+	rec := &controllertest.EventRecorder{}
+	cfg := baseConfig(srv)
+	cfg.MirrorPath = filepath.Join(t.TempDir(), "m.db")
+	w, err := NewWithClient(cli, rec, cfg)
+	require.NoError(t, err)
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	var writes atomic.Int32
+	w.hookMirror = func(m *mirror) {
+		m.hookWrite = func() {
+			if writes.Add(1) > 1 { // the start-up rewrite passes, then the disk hangs
+				<-release
+			}
+		}
+	}
+	r := start(t, w)
+	t.Cleanup(unblock) // before the watcher is stopped: cleanups run last in, first out
+	_, err = rec.WaitFor(ctx, 1)
+	require.NoError(t, err)
+	waitFor(t, ctx, "the start-up rewrite", func() bool { return w.Stats().MirrorWrites == 1 })
+
+	putPod(t, ctx, cli, pod("default", "b", "10.0.0.2"))
+	_, err = rec.WaitFor(ctx, 2)
+	require.NoError(t, err)
+	waitFor(t, ctx, "a blocked mirror write", func() bool { return writes.Load() == 2 })
+	for i := range 3 {
+		putPod(t, ctx, cli, pod("default", fmt.Sprintf("c%d", i), "10.0.0.3"))
+	}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, err = rec.WaitFor(wctx, 5)
+	require.NoError(t, err, "changes delivered while the mirror write hangs")
+
+	unblock()
+	r.stop(t) // writes what is queued
+	m, err := openMirror(cfg.MirrorPath)
+	require.NoError(t, err)
+	defer m.close()
+	got, ok, err := m.load()
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, []string{"k8s/pod/default/a", "k8s/pod/default/b", "k8s/pod/default/c0", "k8s/pod/default/c1", "k8s/pod/default/c2"}, sortedKeys(got.kube))
+	assert.Zero(t, w.Stats().MirrorErrors)
 }

@@ -12,11 +12,13 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/internal/retry"
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/protobuf/proto"
 )
 
 // Watcher turns the Kubernetes-state and external-configuration key spaces
@@ -107,6 +109,9 @@ type Stats struct {
 	// MirrorWrites and MirrorErrors count mirror transactions that
 	// committed and that failed.
 	MirrorWrites, MirrorErrors uint64
+	// Unkept counts values left out by Config.Keep (in snapshots and
+	// changes).
+	Unkept uint64
 	// Revision is the highest etcd revision delivered (of a remote snapshot
 	// or of a change); 0 before the first remote snapshot.
 	Revision int64
@@ -122,6 +127,7 @@ type counters struct {
 	watchErrors                  atomic.Uint64
 	pushRetries, forcedResyncs   atomic.Uint64
 	mirrorWrites, mirrorErrors   atomic.Uint64
+	unkept                       atomic.Uint64
 	revision                     atomic.Int64
 }
 
@@ -136,6 +142,7 @@ func (w *Watcher) Stats() Stats {
 		Compactions:   c.compactions.Load(), Reconnects: c.reconnects.Load(), WatchErrors: c.watchErrors.Load(),
 		PushRetries: c.pushRetries.Load(), ForcedResyncs: c.forcedResyncs.Load(),
 		MirrorWrites: c.mirrorWrites.Load(), MirrorErrors: c.mirrorErrors.Load(),
+		Unkept:   c.unkept.Load(),
 		Revision: c.revision.Load(),
 	}
 }
@@ -150,7 +157,8 @@ var (
 type run struct {
 	w      *Watcher
 	client *clientv3.Client
-	mirror *mirror // nil without a mirror
+	mirror *mirror       // nil without a mirror
+	writer *mirrorWriter // writes mirror; nil without a mirror
 	push   pusher
 	st     *state // delivered state; nil before the first DBResync
 
@@ -193,6 +201,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 		if w.hookMirror != nil {
 			w.hookMirror(m)
 		}
+		r.writer = newMirrorWriter(m, &w.stats, w.log)
+		go r.writer.run()
+		defer r.writer.close() // before m.close
 	}
 	if w.client == nil {
 		defer func() {
@@ -371,9 +382,12 @@ func (r *run) snapshot(ctx context.Context, fallbackPending bool, fallbackAt tim
 			if kind == foreignKey {
 				continue
 			}
-			res, msg, err := w.reg.decodeRel(kind, rel, kv.Value)
+			res, msg, kept, err := w.decode(kind, rel, kv.Value)
 			if err != nil {
 				w.reportBad(err)
+				continue
+			}
+			if !kept {
 				continue
 			}
 			st.part(kind)[rel] = &entry{res: res, raw: kv.Value, msg: msg, rev: kv.ModRevision}
@@ -403,9 +417,12 @@ func (r *run) startLocal(ctx context.Context) error {
 	st := newState(snap.rev)
 	for kind, part := range map[keyKind]map[string][]byte{kubeKey: snap.kube, extKey: snap.ext} {
 		for rel, raw := range part {
-			res, msg, err := w.reg.decodeRel(kind, rel, raw)
+			res, msg, kept, err := w.decode(kind, rel, raw)
 			if err != nil {
 				w.reportBad(err)
+				continue
+			}
+			if !kept {
 				continue
 			}
 			st.part(kind)[rel] = &entry{res: res, raw: raw, msg: msg}
@@ -419,6 +436,25 @@ func (r *run) startLocal(ctx context.Context) error {
 	w.log.Warn("etcd unreachable; delivered DBResync from the local mirror",
 		slog.Int64("mirror_revision", snap.rev), slog.Int("kube_keys", len(st.kube)), slog.Int("external_keys", len(st.ext)))
 	return nil
+}
+
+// decode decodes the value of rel, a key relative to the prefix of kind,
+// unless Config.Keep leaves it out: then kept is false and nothing is
+// decoded (the value is counted in Stats.Unkept).
+func (w *Watcher) decode(kind keyKind, rel string, raw []byte) (res *kubemodel.Resource, msg proto.Message, kept bool, err error) {
+	if kind != kubeKey || w.cfg.Keep == nil {
+		res, msg, err = w.reg.decodeRel(kind, rel, raw)
+		return res, msg, true, err
+	}
+	if res, err = w.reg.resourceOf(rel); err != nil {
+		return nil, nil, false, err
+	}
+	if !w.cfg.Keep(res.Name, rel, raw) {
+		w.stats.unkept.Add(1)
+		return res, nil, false, nil
+	}
+	msg, err = w.reg.decodeKube(res, rel, raw)
+	return res, msg, true, err
 }
 
 func (w *Watcher) reportBad(err error) {
@@ -573,12 +609,13 @@ func (r *run) apply(ctx context.Context, stream keyKind, events []*clientv3.Even
 		}
 		var cur *entry
 		if ev.Type == clientv3.EventTypePut {
-			res, msg, err := w.reg.decodeRel(kind, rel, kv.Value)
-			if err != nil {
+			res, msg, kept, err := w.decode(kind, rel, kv.Value)
+			switch {
+			case err != nil:
 				// The key no longer holds a usable value: it is skipped,
 				// which for a delivered key means it is deleted.
 				w.reportBad(err)
-			} else {
+			case kept:
 				cur = &entry{res: res, raw: kv.Value, msg: msg, rev: rev}
 			}
 		}
@@ -671,28 +708,18 @@ func (r *run) flushMirror() {
 	r.writeMirror()
 }
 
+// writeMirror hands the queued changes, or the whole state when the
+// mirror is out of step with it, to the mirror writer.
 func (r *run) writeMirror() {
-	if r.mirror == nil || r.st == nil {
+	if r.writer == nil || r.st == nil {
 		return
 	}
 	w := r.w
-	var err error
-	if r.mirrorDirty {
+	r.writer.submit(r.pending, r.pendingRev, r.mirrorDirty, func() *mirrorSnapshot {
 		snap := r.st.mirrorSnapshot(w.cfg.KubeStatePrefix, w.cfg.ExternalConfigPrefix)
 		snap.rev = max(snap.rev, r.pendingRev)
-		err = r.mirror.rewrite(snap)
-	} else {
-		err = r.mirror.apply(r.pendingRev, r.pending)
-	}
-	r.pending = r.pending[:0]
-	if err != nil {
-		// The failed transaction left the previous consistent content;
-		// rewrite it completely next time.
-		r.mirrorDirty = true
-		w.stats.mirrorErrors.Add(1)
-		w.log.Warn("cannot write the local mirror", slog.Any("error", err))
-		return
-	}
+		return snap
+	})
+	r.pending = nil // the writer owns it now
 	r.mirrorDirty = false
-	w.stats.mirrorWrites.Add(1)
 }

@@ -56,6 +56,16 @@ func protoName(p VrfTable_Protocol) string {
 
 // KeyOf returns the key under which msg must be stored, after validating it.
 func KeyOf(msg proto.Message) (string, error) {
+	switch msg.(type) {
+	case *Nat44Global, *Nat44Interface, *Nat44AddressPool, *Nat44StaticMapping, *Nat44IdentityMapping, *Nat44LbStaticMapping:
+		// natKey validates as it computes the key: once is enough (a
+		// load-balanced mapping may have hundreds of backends).
+		k, err := natKey(msg)
+		if err != nil {
+			return "", invalid("%v", err)
+		}
+		return k, nil
+	}
 	if err := Validate(msg); err != nil {
 		return "", err
 	}
@@ -70,8 +80,6 @@ func KeyOf(msg proto.Message) (string, error) {
 	case *IPNeighbor:
 		ip, _ := netip.ParseAddr(m.GetIpAddress())
 		return IPNeighborKey(m.GetInterface(), ip), nil
-	case *Nat44Global, *Nat44Interface, *Nat44AddressPool, *Nat44StaticMapping, *Nat44IdentityMapping, *Nat44LbStaticMapping:
-		return natKey(m)
 	}
 	return "", invalid("unsupported message type %T", msg)
 }

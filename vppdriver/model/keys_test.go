@@ -1,6 +1,7 @@
 package model_test
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -170,4 +171,20 @@ func lower(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// BenchmarkKeyOfLB250 is the key of a load-balanced mapping with 250
+// backends (a full EndpointSlice), which the driver computes for every
+// change of the service.
+func BenchmarkKeyOfLB250(b *testing.B) {
+	m := &model.Nat44LbStaticMapping{ExternalIp: "10.96.0.10", ExternalPort: 80, Protocol: model.Nat44Protocol_TCP}
+	for i := range 250 {
+		m.Backends = append(m.Backends, &model.Nat44Backend{Ip: fmt.Sprintf("10.128.%d.%d", i/30, i%30+2), Port: 8080, Probability: 1})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := model.KeyOf(m); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -178,7 +178,7 @@ func natKey(msg any) (string, error) {
 		if len(m.GetBackends()) < 2 {
 			return "", fmt.Errorf("nat44 lb %s: needs at least 2 backends (VPP rejects fewer)", ext)
 		}
-		seen := map[netip.AddrPort]bool{}
+		seen := make(map[netip.AddrPort]struct{}, len(m.GetBackends()))
 		for i, b := range m.GetBackends() {
 			ip, err := netip.ParseAddr(b.GetIp())
 			if err != nil || !ip.Is4() {
@@ -188,10 +188,10 @@ func natKey(msg any) (string, error) {
 				return "", err
 			}
 			ap := netip.AddrPortFrom(ip, uint16(b.GetPort()))
-			if seen[ap] {
+			if _, dup := seen[ap]; dup {
 				return "", fmt.Errorf("nat44 lb %s: backend %s given twice", ext, ap)
 			}
-			seen[ap] = true
+			seen[ap] = struct{}{}
 			if b.GetProbability() < 1 || b.GetProbability() > 100 {
 				return "", fmt.Errorf("nat44 lb %s: backend %s probability %d not in 1-100", ext, ap, b.GetProbability())
 			}

@@ -242,8 +242,14 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 		return nil, err
 	}
 
-	// The Kubernetes state and this node's external configuration.
+	// The Kubernetes state (of the pods, this node's) and this node's
+	// external configuration.
+	var keep func(string, string, []byte) bool
+	if !cfg.AllPods {
+		keep = watcher.NodePods(cfg.NodeName)
+	}
 	a.Watcher, err = watcher.NewWithClient(deps.Etcd, a.Loop, watcher.Config{
+		Keep:                 keep,
 		KubeStatePrefix:      cfg.KubeStatePrefix,
 		ExternalConfigPrefix: cfg.ExternalConfigPrefix,
 		Resources:            []kubemodel.Resource{bgpmodel.PolicyResource()},

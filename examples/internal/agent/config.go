@@ -38,6 +38,11 @@ type Config struct {
 	// ExternalConfigPrefix is this node's external-configuration prefix.
 	// Default: /vswitchkit/config/<nodeName>/.
 	ExternalConfigPrefix string `json:"externalConfigPrefix"`
+	// AllPods makes the watcher deliver the pods of every node. By
+	// default it delivers this node's pods only (watcher.NodePods): no
+	// handler of the agent uses the others, and in a large cluster they
+	// are most of the Kubernetes state (memory and start-up time).
+	AllPods bool `json:"allPods"`
 	// IPAM is the address plan (see ipam.Config; Store, EventLoop and
 	// Logger are set by the agent).
 	IPAM ipam.Config `json:"ipam"`

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/vswitchkit/vswitchkit/examples/scale/internal/agentproc"
+	"github.com/vswitchkit/vswitchkit/examples/scale/internal/envelope"
+)
+
+// TestMain runs the agent child when the test binary is started as one
+// (the runner re-executes its own program).
+func TestMain(m *testing.M) {
+	if agentproc.IsChild() {
+		os.Exit(agentproc.Main())
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// TestScaleSmall runs the whole envelope at two small sizes: the table has
+// a row per size with every column, and the plot is a PNG.
+func TestScaleSmall(t *testing.T) {
+	dir := t.TempDir()
+	plot := filepath.Join(dir, "envelope.png")
+	var stdout, stderr bytes.Buffer
+	results := filepath.Join(dir, "envelope.json")
+	code := run([]string{"-sizes", "20,50", "-events", "20", "-plot", plot, "-json", results, "-agent-logs", filepath.Join(dir, "agent.log")}, &stdout, &stderr)
+	if code != 0 {
+		logs, _ := os.ReadFile(filepath.Join(dir, "agent.log"))
+		t.Fatalf("exit %d\nstderr:\n%s\nagent logs:\n%s", code, stderr.String(), logs)
+	}
+	t.Log("\n" + stdout.String())
+
+	var header []string
+	rows := map[string][]string{}
+	split := map[string][]string{}
+	for line := range strings.Lines(stdout.String()) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 0:
+		case f[0] == "nodes" && header == nil:
+			header = f
+		case f[0] == "20" || f[0] == "50":
+			rows[f[0]] = f
+		case f[0] == "split" && len(f) > 1:
+			split[f[1]] = f
+		}
+	}
+	require.NotEmpty(t, header, "table header")
+	for _, m := range envelope.Measures {
+		assert.Contains(t, strings.Join(header, " "), string(m)+" p50/p99")
+	}
+	// nodes pods services endpoints, snapshot, resync and programmed
+	// ("0.12 s"), requests, keys, RSS and heap ("12 MiB"), then
+	// "1.00 ms / 2.00 ms" per measure.
+	want := 4 + 3*2 + 2 + 2*2 + 5*len(envelope.Measures)
+	for _, n := range []string{"20", "50"} {
+		require.Len(t, rows[n], want, "row of %s nodes: %v", n, rows[n])
+		for _, f := range rows[n] {
+			assert.NotEqual(t, "0.00", f, "a zero in the row of %s nodes: %v", n, rows[n])
+		}
+	}
+
+	// The etcd and agent parts of the four measures that write to etcd.
+	for _, n := range []string{"20", "50"} {
+		require.Len(t, split[n], 2+4*2*5, "split of %s nodes: %v", n, split[n])
+	}
+
+	raw, err := os.ReadFile(results)
+	require.NoError(t, err)
+	var rs []envelope.Result
+	require.NoError(t, json.Unmarshal(raw, &rs))
+	require.Len(t, rs, 2)
+	assert.Equal(t, 50, rs[1].Nodes)
+	assert.Equal(t, 20, rs[1].Latency[envelope.PodAdd].N)
+
+	f, err := os.Open(plot)
+	require.NoError(t, err)
+	defer f.Close()
+	img, err := png.Decode(f)
+	require.NoError(t, err, "the plot is a PNG")
+	assert.Greater(t, img.Bounds().Dx(), 1000)
+	assert.Contains(t, stdout.String(), "plot: "+plot)
+}
+
+func TestBadFlags(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, 2, run([]string{"-sizes", "x"}, &stdout, &stderr))
+	assert.Contains(t, stderr.String(), "-sizes")
+	stderr.Reset()
+	assert.Equal(t, 1, run([]string{"-sizes", "1"}, &stdout, &stderr))
+	assert.Contains(t, stderr.String(), "want 2 to 10000 nodes")
+}
