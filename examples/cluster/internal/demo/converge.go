@@ -34,13 +34,14 @@ func (c *check) miss(format string, args ...any) {
 // (with what is missing).
 func (c *cluster) await(ctx context.Context, name string, f func(context.Context) (check, error)) error {
 	var st *stage
+	start := time.Now()
 	defer func() {
 		if st != nil {
 			st.abort()
 		}
 	}()
 	var last check
-	err := c.poll(ctx, 100*time.Millisecond, func() (bool, string, error) {
+	err := c.poll(ctx, 50*time.Millisecond, func() (bool, string, error) {
 		ch, err := f(ctx)
 		if err != nil {
 			return false, "", err
@@ -60,6 +61,7 @@ func (c *cluster) await(ctx context.Context, name string, f func(context.Context
 		return fmt.Errorf("%s (%d/%d): %w", name, last.done, last.total, err)
 	}
 	st.finish()
+	c.step(name, start)
 	return nil
 }
 

@@ -105,6 +105,13 @@ type cluster struct {
 	failed     chan struct{}  // closed on the first component failure
 	failOnce   sync.Once
 	failureErr error
+
+	steps []Step // wall times of the steps so far
+}
+
+// step records the wall time of a step that started at start.
+func (c *cluster) step(name string, start time.Time) {
+	c.steps = append(c.steps, Step{Name: name, Duration: Duration(time.Since(start))})
 }
 
 func (c *cluster) run(ctx context.Context, out io.Writer, start time.Time) (*Result, error) {
@@ -139,6 +146,7 @@ func (c *cluster) run(ctx context.Context, out io.Writer, start time.Time) (*Res
 	res.Diff = diffSummaries(res.Before, res.After)
 	res.Timings.Change = Duration(time.Since(changeStart))
 	res.Timings.Total = Duration(time.Since(start))
+	res.Timings.Steps = c.steps
 	c.prog.flush()
 	if c.opts.JSON {
 		enc := json.NewEncoder(out)
@@ -336,6 +344,7 @@ func (c *cluster) setup(ctx context.Context) error {
 func (c *cluster) startEtcd(ctx context.Context) error {
 	st := c.prog.stage("etcd", 1)
 	defer st.abort()
+	defer c.step("etcd", time.Now())
 	if len(c.opts.Etcd) == 0 {
 		srv, err := embedetcd.Start(ctx, embedetcd.Config{Dir: filepath.Join(c.dir, "etcd"), UnsafeNoFsync: true,
 			Logger: c.log.With(slog.String("component", "etcd"))})
@@ -437,6 +446,7 @@ func (c *cluster) syncSlices(ctx context.Context, svcs ...*service) error {
 func (c *cluster) addPods(ctx context.Context) error {
 	st := c.prog.stage("pods (CNI ADD via pod server)", len(c.nodes)*c.opts.PodsPerNode)
 	defer st.abort()
+	defer c.step("pods (CNI ADD via pod server)", time.Now())
 	var plan [][]*pod
 	for _, n := range c.nodes {
 		var pods []*pod
@@ -488,6 +498,7 @@ func (c *cluster) addPods(ctx context.Context) error {
 func (c *cluster) startBGP(ctx context.Context) error {
 	st := c.prog.stage("BGP speakers (one at a time)", len(c.nodes))
 	defer st.abort()
+	defer c.step("BGP speakers (one at a time)", time.Now())
 	for i, n := range c.nodes {
 		if err := c.labelNode(ctx, n.name, bgpLabel, "enabled"); err != nil {
 			return err
@@ -561,6 +572,7 @@ func (c *cluster) change(ctx context.Context) ([]string, error) {
 	}
 	c.mu.Unlock()
 	if victim != nil {
+		start := time.Now()
 		if err := c.syncSlices(ctx, c.service(victim.service)); err != nil {
 			return nil, err
 		}
@@ -573,6 +585,7 @@ func (c *cluster) change(ctx context.Context) ([]string, error) {
 		changes = append(changes, fmt.Sprintf("pod %s (%s, a backend of %s) deleted on %s: dropped from the EndpointSlice, CNI DEL through the pod server, pod object deleted",
 			victim.name, victim.ip, victim.service, first.name))
 		c.prog.note("  %s", changes[len(changes)-1])
+		c.step("change: pod deleted", start)
 	}
 
 	// A backend added: of the Local-traffic service (else the first) on
@@ -589,6 +602,7 @@ func (c *cluster) change(ctx context.Context) ([]string, error) {
 			break
 		}
 	}
+	start := time.Now()
 	p := c.newPod(target.name, func(int) string { return svc.name })
 	if err := c.podUp(ctx, target, p); err != nil {
 		return nil, err
@@ -599,6 +613,7 @@ func (c *cluster) change(ctx context.Context) ([]string, error) {
 	changes = append(changes, fmt.Sprintf("pod %s added on %s (CNI ADD through the pod server: %s) and to the EndpointSlice of %s: a new backend",
 		p.name, target.name, p.ip, svc.name))
 	c.prog.note("  %s", changes[len(changes)-1])
+	c.step("change: backend added", start)
 
 	// A node leaving: the machine goes (its agent stops), its pods and its
 	// Kubernetes node are deleted, the cluster releases its node ID, and
@@ -607,6 +622,7 @@ func (c *cluster) change(ctx context.Context) ([]string, error) {
 		return changes, nil
 	}
 	gone := live[len(live)-1]
+	start = time.Now()
 	if err := gone.stop(); err != nil {
 		return nil, err
 	}
@@ -652,6 +668,7 @@ func (c *cluster) change(ctx context.Context) ([]string, error) {
 	changes = append(changes, fmt.Sprintf("%s left: its agent stopped, its %d pods and its Kubernetes node deleted, node ID %v released (nodesync.ReleaseNode), its route-reflector client removed",
 		gone.name, len(podsGone), ids))
 	c.prog.note("  %s", changes[len(changes)-1])
+	c.step("change: node left", start)
 	return changes, nil
 }
 

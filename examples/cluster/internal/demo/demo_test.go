@@ -64,6 +64,12 @@ func TestCluster(t *testing.T) {
 	require.NoError(t, err, "progress:\n%s", progress.String())
 	assertEmptyDir(t, tmp)
 	t.Logf("setup %s, change %s", mustText(res.Timings.Setup), mustText(res.Timings.Change))
+	var steps []string
+	for _, s := range res.Timings.Steps {
+		steps = append(steps, s.Name)
+	}
+	assert.Subset(t, steps, []string{"etcd", "nodes ready", "routes at the route reflector", "change: pod deleted",
+		"change: backend added", "change: node left", "route reflector (after the change)"}, "timed steps")
 
 	// --json wrote the result.
 	var decoded demo.Result

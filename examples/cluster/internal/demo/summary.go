@@ -42,6 +42,15 @@ type Timings struct {
 	// Total is the whole run up to the printed diff (without RunFor and
 	// the shutdown).
 	Total Duration `json:"total"`
+	// Steps are the steps of the run in order (the progress stages and the
+	// steps of the scripted change) with their wall times.
+	Steps []Step `json:"steps"`
+}
+
+// Step is a step of a run and its wall time.
+type Step struct {
+	Name     string   `json:"name"`
+	Duration Duration `json:"duration"`
 }
 
 // Duration is a time.Duration that reads as "1.234s" in JSON.
