@@ -122,6 +122,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	// Output piped into a program that exits early (| head) makes writes
+	// fail instead of killing the process, so that it still cleans up.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// After the first signal the demo shuts down; a second one kills it.
