@@ -87,6 +87,9 @@ func startNode(t *testing.T, cli *clientv3.Client, name string, edit ...func(*ag
 	}
 	t.Cleanup(func() { assert.NoError(t, n.stop(), "Run of %s", name) })
 	require.Eventually(t, func() bool { return a.Ready() == nil }, time.Minute, 10*time.Millisecond, "%s ready", name)
+	// Ready turns nil when the loop starts the start-up resync, in which
+	// nodesync may still wait for the node ID.
+	require.Eventually(t, func() bool { return a.NodeSync.GetNodeID() != 0 }, time.Minute, 10*time.Millisecond, "%s has a node ID", name)
 	return n
 }
 

@@ -1,0 +1,57 @@
+// Package demo is the program behind `go run ./examples/cluster`: a
+// working vswitchkit cluster on one machine, without root.
+//
+// [Run] builds it, in one process:
+//
+//   - etcd: an embedded server on loopback (package embedetcd, temporary
+//     data directory) or an external one ([Options].Etcd);
+//   - the Kubernetes reflector (controller/reflector with the built-in
+//     resources and bgp/bgpreflector's BGPPeeringPolicy) against
+//     client-go's fake clientsets, which the demo fills as a cluster
+//     would be filled: nodes with labels and BGP annotations, pods whose
+//     status.podIP is set from the CNI result (as kubelet does), services
+//     of every kind with EndpointSlices of their pods' addresses (as the
+//     endpoint-slice controller does) and a BGP peering policy;
+//   - N simulated nodes, each the full agent of examples/internal/agent in
+//     its own event loop on its own VPP stand-in (vppdriver/vppsim) with a
+//     simulated Linux (cniservertest.FakeLinux) and a GoBGP speaker on its
+//     own 127.0.0.x address; pods are added and deleted through each
+//     agent's pod server over its unix socket with the request the CNI
+//     plugin sends (cniplugin.Call);
+//   - a route reflector: a GoBGP server (pkg/server) on 127.0.0.1 with a
+//     route-reflector client for every node.
+//
+// It waits until every node's VPP has the mesh, every service's NAT44
+// mappings have the right backends on every node and the route reflector
+// has received every node's routes, showing progress; prints the
+// [Summary]; makes a scripted change (a pod deleted, a backend added, a
+// node leaving) and prints what changed.
+//
+// # Sessions between the speakers and the route reflector
+//
+// One peering policy applies to every node and names one neighbor, the
+// route reflector. Its sessions are opened by the route reflector: each
+// node's speaker listens on its own 127.0.0.x address (the port is the
+// node's local-port annotation), and the policy marks the neighbor
+// passive. The other way round, every node would connect to 127.0.0.1 from
+// 127.0.0.1 (a policy has one local address for all nodes), and the route
+// reflector could not tell the nodes apart.
+//
+// # GoBGP speakers in one process
+//
+// GoBGP keeps its route-selection options in package variables that every
+// server writes when it starts and reads while it works (see package
+// bgp/gobgp). A real agent runs one speaker per process; here N+1 share one,
+// so the demo starts them one after the other: the route reflector first,
+// then the nodes join the peering policy one at a time (the demo labels
+// them), each after the previous one has applied it, and the route
+// reflector connects only after all of them have started. Every start is
+// then ordered before the other speakers' work, and the demo (and its
+// test) runs clean under the race detector.
+//
+// # Lifecycle
+//
+// Run joins every goroutine it starts and removes its temporary
+// directories before it returns, also when its context is cancelled
+// (Ctrl-C).
+package demo

@@ -1,0 +1,98 @@
+package demo
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+)
+
+// Defaults of [Options].
+const (
+	DefaultNodes       = 3
+	DefaultPodsPerNode = 4
+	DefaultServices    = 5
+	DefaultTimeout     = 2 * time.Minute
+)
+
+// Limits of [Options]: the node addresses are 127.0.0.11 and up, and the
+// node IDs of IPAM's default layout (a /24 of pods per node in
+// 10.1.0.0/16) end at 255.
+const (
+	MaxNodes       = 240
+	MaxPodsPerNode = 200
+	MaxServices    = 200
+)
+
+// Options configure a [Run]. The zero value is valid: the defaults below.
+// Options is a plain value, copied by Run.
+type Options struct {
+	// Nodes is the number of simulated nodes, 1..MaxNodes. Default 3.
+	// The scripted change lets the last node leave when there are at
+	// least two.
+	Nodes int
+	// PodsPerNode is the number of pods created on every node,
+	// 1..MaxPodsPerNode. Default 4.
+	PodsPerNode int
+	// Services is the number of services, 1..MaxServices, of the kinds
+	// ClusterIP, NodePort, LoadBalancer, ClusterIP with an external IP and
+	// LoadBalancer with externalTrafficPolicy Local, in turn. Pods back
+	// them round-robin. Default 5 (one of each kind).
+	Services int
+	// Etcd lists the client URLs of an external etcd to use instead of the
+	// embedded one. The keys under /vswitchkit/ must be empty at the start
+	// (Run refuses to mix with another cluster's state); Run deletes what
+	// it wrote there when it ends. Default: an embedded etcd on loopback
+	// with a temporary data directory.
+	Etcd []string
+	// RunFor keeps the cluster running this long after the scripted
+	// change (for a look at etcd or the processes), then Run returns.
+	// Default 0: return at once.
+	RunFor time.Duration
+	// JSON writes the result to out as one JSON document instead of text.
+	JSON bool
+	// Progress receives the progress reports. Default nil: none.
+	Progress io.Writer
+	// Live shows live progress bars on Progress (a terminal); otherwise
+	// progress is plain lines.
+	Live bool
+	// Timeout bounds every wait for the cluster to converge; Run fails
+	// with what is missing when it passes. Default 2m.
+	Timeout time.Duration
+	// Logger receives the logs of every component (agents, reflector,
+	// route reflector). Default: discard.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() (Options, error) {
+	var errs []error
+	check := func(name string, v *int, def, maxV int) {
+		switch {
+		case *v == 0:
+			*v = def
+		case *v < 0 || *v > maxV:
+			errs = append(errs, fmt.Errorf("%s: %d is not in 1..%d", name, *v, maxV))
+		}
+	}
+	check("nodes", &o.Nodes, DefaultNodes, MaxNodes)
+	check("pods per node", &o.PodsPerNode, DefaultPodsPerNode, MaxPodsPerNode)
+	check("services", &o.Services, DefaultServices, MaxServices)
+	if o.RunFor < 0 {
+		errs = append(errs, fmt.Errorf("run-for: %v is negative", o.RunFor))
+	}
+	switch {
+	case o.Timeout == 0:
+		o.Timeout = DefaultTimeout
+	case o.Timeout < 0:
+		errs = append(errs, fmt.Errorf("timeout: %v is negative", o.Timeout))
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+		o.Live = false
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o, errors.Join(errs...)
+}
