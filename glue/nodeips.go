@@ -30,9 +30,12 @@ type NodeIPSetConfig struct {
 // exposed: the VPP-side addresses that nodes publish through nodesync and
 // their management addresses from Kubernetes. It implements
 // svcprocessor.NodeIPs, and it is a controller.EventHandler that keeps the
-// set up to date: register it after the nodesync handler and before the
-// service processor's handler. A resync reads every node once
-// (GetAllNodes); a [nodesync.NodeUpdate] changes only that node's entry.
+// set up to date: register it after the nodesync handler and after the
+// handler that publishes this node's VPP addresses (vppdriver/nodeconn:
+// nodesync reports another node's address changes as NodeUpdate, not this
+// node's), and before the service processor's handler. A resync reads
+// every node once (GetAllNodes); a [nodesync.NodeUpdate] changes only that
+// node's entry.
 //
 // NodeIPSet is safe for concurrent use.
 type NodeIPSet struct {

@@ -229,7 +229,10 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 
 	// Dependency order: node IDs, pod IPs, node addresses, the mesh, pods,
 	// services (and their renderers), BGP.
-	handlers := []controller.EventHandler{a.NodeSync, a.IPAM, a.NodeIPs, a.NodeConn, a.PodConn, a.Services.Handler()}
+	// NodeIPs after nodeconn: nodeconn publishes this node's VPP addresses
+	// (nodesync does not report a node's own VPP addresses as a
+	// NodeUpdate), and NodeIPs reads them in the same resync.
+	handlers := []controller.EventHandler{a.NodeSync, a.IPAM, a.NodeConn, a.NodeIPs, a.PodConn, a.Services.Handler()}
 	if !cfg.BGP.Disabled {
 		if a.BGP, err = a.newBGP(); err != nil {
 			return nil, err

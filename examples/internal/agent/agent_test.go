@@ -160,6 +160,11 @@ func TestTwoNodes(t *testing.T) {
 		return n1.hasInterface("vxlan-2") && n2.hasInterface("vxlan-1") && n1.hasRoute("10.1.2.0/24") && n2.hasRoute("10.1.1.0/24")
 	}, time.Minute, 10*time.Millisecond, "the mesh")
 
+	// NodePorts are exposed on this node's addresses: its uplink address
+	// (which nodeconn publishes during the start-up resync) and its
+	// InternalIP.
+	assert.Equal(t, []netip.Addr{netip.MustParseAddr("192.168.0.1"), netip.MustParseAddr("192.168.16.1")}, n1.agent.NodeIPs.NodeIPs())
+
 	web := n1.addPod(t, "web")
 	assert.True(t, netip.MustParsePrefix("10.1.1.0/24").Contains(web), "%v in node 1's pod subnet", web)
 	assert.True(t, n1.hasRoute(web.String()+"/32"), "host route to the pod")
