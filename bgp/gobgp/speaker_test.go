@@ -1,17 +1,13 @@
 package gobgp
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
-	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vswitchkit/vswitchkit/bgp"
+	"github.com/vswitchkit/vswitchkit/bgp/gobgp/gobgptest"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 )
 
@@ -37,49 +34,15 @@ type speakerSpec struct {
 
 // speakerProcess is a Manager in a child process.
 type speakerProcess struct {
-	mu  sync.Mutex // serializes commands
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out *bufio.Reader
+	*gobgptest.Child
 }
 
 func startSpeaker(t testing.TB) *speakerProcess {
 	t.Helper()
-	s := &speakerProcess{cmd: exec.Command(os.Args[0], "-test.run=^$")}
-	s.cmd.Env = append(os.Environ(), speakerEnv+"=1")
-	s.cmd.Stderr = os.Stderr
-	var err error
-	s.in, err = s.cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := s.cmd.StdoutPipe()
-	require.NoError(t, err)
-	s.out = bufio.NewReader(stdout)
-	require.NoError(t, s.cmd.Start())
-	t.Cleanup(func() {
-		s.in.Close() // the child stops its manager and exits on EOF
-		_ = s.cmd.Wait()
-	})
-	_, err = s.do("ping")
+	s := &speakerProcess{gobgptest.StartChild(t, speakerEnv+"=1")}
+	_, err := s.Do("ping")
 	require.NoError(t, err, "speaker process did not start")
 	return s
-}
-
-// do sends one command line and returns the reply after "ok".
-func (s *speakerProcess) do(args ...string) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, err := fmt.Fprintln(s.in, strings.Join(args, " ")); err != nil {
-		return "", err
-	}
-	line, err := s.out.ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	line = strings.TrimSpace(line)
-	if rest, ok := strings.CutPrefix(line, "ok"); ok {
-		return strings.TrimSpace(rest), nil
-	}
-	return "", errors.New(line)
 }
 
 // apply calls ConfigurePeers in the child.
@@ -87,7 +50,7 @@ func (s *speakerProcess) apply(t testing.TB, spec speakerSpec) {
 	t.Helper()
 	b, err := json.Marshal(spec)
 	require.NoError(t, err)
-	_, err = s.do("apply", string(b))
+	_, err = s.Do("apply", string(b))
 	require.NoError(t, err)
 }
 
@@ -95,8 +58,8 @@ func (s *speakerProcess) apply(t testing.TB, spec speakerSpec) {
 // kernel closes its sockets.
 func (s *speakerProcess) kill(t testing.TB) {
 	t.Helper()
-	require.NoError(t, s.cmd.Process.Signal(syscall.SIGKILL))
-	_ = s.cmd.Wait()
+	require.NoError(t, s.Cmd.Process.Signal(syscall.SIGKILL))
+	_ = s.Cmd.Wait()
 }
 
 func runSpeakerProcess() int {
@@ -112,17 +75,10 @@ func runSpeakerProcess() int {
 		cancel()
 		<-done
 	}()
-	in := bufio.NewScanner(os.Stdin)
-	in.Buffer(nil, 1<<20)
-	for in.Scan() {
-		cmd, arg, _ := strings.Cut(in.Text(), " ")
-		reply, err := speakerCommand(ctx, m, cmd, arg)
-		if err != nil {
-			fmt.Printf("err %v\n", strings.ReplaceAll(err.Error(), "\n", "; "))
-			continue
-		}
-		fmt.Printf("ok %s\n", reply)
-	}
+	gobgptest.ServeLines(os.Stdin, os.Stdout, func(line string) (string, error) {
+		cmd, arg, _ := strings.Cut(line, " ")
+		return speakerCommand(ctx, m, cmd, arg)
+	})
 	return 0
 }
 

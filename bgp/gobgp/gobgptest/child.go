@@ -1,7 +1,6 @@
 package gobgptest
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -48,15 +47,9 @@ func runChild(spec string) int {
 		fmt.Fprintln(os.Stderr, "gobgptest: start:", err)
 		return 1
 	}
-	in := bufio.NewScanner(os.Stdin)
-	for in.Scan() {
-		reply, err := command(ctx, srv, addr, strings.Fields(in.Text()))
-		if err != nil {
-			fmt.Printf("err %s\n", strings.ReplaceAll(err.Error(), "\n", "; "))
-			continue
-		}
-		fmt.Printf("ok %s\n", reply)
-	}
+	ServeLines(os.Stdin, os.Stdout, func(line string) (string, error) {
+		return command(ctx, srv, addr, strings.Fields(line))
+	})
 	return 0
 }
 

@@ -1,17 +1,12 @@
 package gobgptest
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -68,10 +63,7 @@ type Peer struct {
 	port int
 	asn  uint32
 
-	mu  sync.Mutex // serializes commands
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out *bufio.Reader
+	child *Child
 }
 
 // StartPeer starts a peer and stops it when the test ends. It fails the test
@@ -94,25 +86,7 @@ func StartPeer(t testing.TB, cfg PeerConfig) *Peer {
 		cfg.Port = FreePort(t, cfg.Address)
 	}
 	p := &Peer{addr: cfg.Address, port: cfg.Port, asn: cfg.ASN}
-	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	p.cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%d,%s", peerEnv, cfg.Address, cfg.ASN, cfg.Port, cfg.RouterID))
-	p.cmd.Stderr = os.Stderr
-	var err error
-	if p.in, err = p.cmd.StdinPipe(); err != nil {
-		t.Fatalf("gobgptest: %v", err)
-	}
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatalf("gobgptest: %v", err)
-	}
-	p.out = bufio.NewReader(stdout)
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("gobgptest: start peer: %v", err)
-	}
-	t.Cleanup(func() {
-		p.in.Close() // the child stops its server and exits on EOF
-		_ = p.cmd.Wait()
-	})
+	p.child = StartChild(t, fmt.Sprintf("%s=%s,%d,%d,%s", peerEnv, cfg.Address, cfg.ASN, cfg.Port, cfg.RouterID))
 	if _, err := p.do("ping"); err != nil {
 		t.Fatalf("gobgptest: peer did not start (is gobgptest.Main called in TestMain?): %v", err)
 	}
@@ -274,19 +248,4 @@ func (p *Peer) must(t testing.TB, args ...string) string {
 }
 
 // do sends one command line and returns the reply after "ok".
-func (p *Peer) do(args ...string) (string, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, err := fmt.Fprintln(p.in, strings.Join(args, " ")); err != nil {
-		return "", err
-	}
-	line, err := p.out.ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	line = strings.TrimSpace(line)
-	if rest, ok := strings.CutPrefix(line, "ok"); ok {
-		return strings.TrimSpace(rest), nil
-	}
-	return "", errors.New(line)
-}
+func (p *Peer) do(args ...string) (string, error) { return p.child.Do(args...) }
