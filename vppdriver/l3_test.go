@@ -22,7 +22,6 @@ import (
 	"go.fd.io/govpp/binapi/ip_neighbor"
 	"go.fd.io/govpp/binapi/ip_types"
 	"go.fd.io/govpp/binapi/vxlan"
-	"go.fd.io/govpp/core"
 
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/vppdriver"
@@ -238,16 +237,13 @@ func (v vppView) byName(name string) (dumpedIf, bool) {
 // dumpVPP reads the VPP's tables over a connection of its own.
 func dumpVPP(t *testing.T, newAdapter func() adapter.VppAPI) vppView {
 	t.Helper()
-	conn, err := core.Connect(newAdapter())
-	require.NoError(t, err)
-	defer conn.Disconnect()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := conn.NewStream(ctx, core.WithReplySize(1024))
+	d, err := vppdrivertest.NewDumper(ctx, newAdapter())
 	require.NoError(t, err)
-	defer func() { _ = st.Close() }()
+	defer d.Close()
 	dump := func(req api.Message) []api.Message {
-		out, err := vppdrivertest.DumpStream(st, req)
+		out, err := d.Dump(req)
 		require.NoError(t, err)
 		return out
 	}

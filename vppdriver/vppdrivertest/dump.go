@@ -15,17 +15,43 @@ import (
 // that follows them. It disconnects before it returns. ctx bounds the
 // whole dump.
 func Dump(ctx context.Context, a adapter.VppAPI, req api.Message) ([]api.Message, error) {
+	d, err := NewDumper(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.Dump(req)
+}
+
+// A Dumper runs dumps one after the other on a connection of its own, for
+// tests that read several of VPP's tables at once.
+type Dumper struct {
+	conn *core.Connection
+	st   api.Stream
+}
+
+// NewDumper connects to a VPP through a. ctx bounds every dump the Dumper
+// runs; Close disconnects.
+func NewDumper(ctx context.Context, a adapter.VppAPI) (*Dumper, error) {
 	conn, err := core.Connect(a)
 	if err != nil {
 		return nil, fmt.Errorf("connect to VPP: %w", err)
 	}
-	defer conn.Disconnect()
 	st, err := conn.NewStream(ctx, core.WithReplySize(1024))
 	if err != nil {
+		conn.Disconnect()
 		return nil, err
 	}
-	defer func() { _ = st.Close() }()
-	return DumpStream(st, req)
+	return &Dumper{conn: conn, st: st}, nil
+}
+
+// Dump runs one dump request and returns its details.
+func (d *Dumper) Dump(req api.Message) ([]api.Message, error) { return DumpStream(d.st, req) }
+
+// Close closes the stream and disconnects.
+func (d *Dumper) Close() {
+	_ = d.st.Close()
+	d.conn.Disconnect()
 }
 
 // DumpStream runs one dump on an open stream: the request, then a

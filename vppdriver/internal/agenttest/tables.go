@@ -19,7 +19,6 @@ import (
 	"go.fd.io/govpp/binapi/ip_neighbor"
 	"go.fd.io/govpp/binapi/ip_types"
 	"go.fd.io/govpp/binapi/vxlan"
-	"go.fd.io/govpp/core"
 
 	"github.com/vswitchkit/vswitchkit/vppdriver/internal/vppconv"
 )
@@ -39,16 +38,13 @@ const TagPrefix = "vsk:"
 // Adopted interfaces are named "=<name>".
 func Tables(t testing.TB, newAdapter func() adapter.VppAPI) map[string]string {
 	t.Helper()
-	conn, err := core.Connect(newAdapter())
-	require.NoError(t, err)
-	defer conn.Disconnect()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := conn.NewStream(ctx, core.WithReplySize(1024))
+	d, err := vppdrivertest.NewDumper(ctx, newAdapter())
 	require.NoError(t, err)
-	defer func() { _ = st.Close() }()
+	defer d.Close()
 	dump := func(req api.Message) []api.Message {
-		out, err := vppdrivertest.DumpStream(st, req)
+		out, err := d.Dump(req)
 		require.NoError(t, err)
 		return out
 	}
