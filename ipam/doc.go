@@ -56,7 +56,9 @@
 // after the handlers that use it have torn the pod down. When a pod is
 // deleted from the Kubernetes state while IPAM still holds the address the
 // deleted object had, IPAM releases it too (it was recovered from a state
-// that lagged behind a CNI DEL).
+// that lagged behind a CNI DEL) — unless a known sandbox holds it: that may
+// be the sandbox of a pod re-created under the same name, and the address
+// stays with it until its own DEL (see Sandboxes).
 //
 // # Sandboxes
 //

@@ -660,7 +660,12 @@ func (r *rebuilder) cursor() uint64 {
 //     or with the holder's, releases the address, and so does any
 //     DeletePod when the holder is unknown (the pod was recovered from the
 //     Kubernetes state, or allocated without a container ID), as IPAM
-//     cannot tell its sandboxes apart.
+//     cannot tell its sandboxes apart;
+//   - the deletion of a pod from the Kubernetes state releases the address
+//     the deleted object had only while its holder is unknown: a known
+//     sandbox keeps it until its own DEL, since it may be the sandbox of
+//     a pod re-created under the same name whose AddPod took the address
+//     over before the agent saw the old object's deletion.
 //
 // The holder is kept with the allocation (in memory and in the Store's
 // record), so it survives a Resync and, with a Store, a restart. Without
@@ -721,12 +726,20 @@ func (i *IPAM) Update(event controller.Event, _ controller.UpdateOperations) (st
 	return "", nil
 }
 
+// kubeDeletion stands for the sandbox of a pod deleted from the
+// Kubernetes state in release: no real sandbox, so an address held by a
+// known sandbox is kept, and one whose holder is unknown is released.
+const kubeDeletion = "\x00deleted from Kubernetes"
+
 // podDeleted releases the address of a pod removed from the Kubernetes
-// state, if IPAM still holds it: normally DeletePod released it already,
-// but an allocation recovered from a lagging state (the pod was torn down
-// before its deletion was reflected) would otherwise leak. Only the
-// address the deleted object had is released, so a late deletion event of
-// a pod re-created under the same name does not touch the new pod.
+// state, if IPAM still holds it with an unknown holder: normally DeletePod
+// released it already, but an allocation recovered from a lagging state
+// (the pod was torn down before its deletion was reflected) would
+// otherwise leak. Only the address the deleted object had is released, so
+// a late deletion event of a pod re-created under the same name does not
+// touch the new pod's new address; and an address a known sandbox holds
+// stays with it until that sandbox's DEL (or CNI GC): the sandbox may be
+// the re-created pod's, which took the address over (see [IPAM.Update]).
 func (i *IPAM) podDeleted(ev *controller.KubeStateChange) (string, error) {
 	id, ok := podIDFromKey(ev.Key)
 	prev, _ := ev.PrevValue.(*kubemodel.Pod)
@@ -738,12 +751,17 @@ func (i *IPAM) podDeleted(ev *controller.KubeStateChange) (string, error) {
 		if err != nil {
 			continue
 		}
-		r, err := i.release(id, a.Unmap(), "")
+		r, err := i.release(id, a.Unmap(), kubeDeletion)
 		if err != nil {
 			return "", err
 		}
 		if r.addr.IsValid() {
 			return fmt.Sprintf("released %s of pod %s deleted from Kubernetes", r.addr, id), nil
+		}
+		if r.kept.IsValid() {
+			i.log.Debug("pod deleted from Kubernetes: its address stays with the sandbox that holds it",
+				slog.String("pod", id.String()), slog.String("address", r.kept.String()), slog.String("sandbox", r.holder))
+			return fmt.Sprintf("pod %s deleted from Kubernetes: %s stays with sandbox %s until its DEL", id, r.kept, r.holder), nil
 		}
 	}
 	return "", nil

@@ -534,3 +534,48 @@ func runSandboxOps(t *testing.T, withStore bool, ops []byte) {
 		check(step)
 	}
 }
+
+// TestLateKubeDeletionKeepsSandboxAddress: a pod re-created under the
+// same name (a StatefulSet pod) while the agent's view of Kubernetes lags
+// (an etcd outage): the new sandbox (c2) took the pod's address over
+// before the old sandbox's DEL, and the deletion of the old pod object
+// arrives last. The deletion names the address the new sandbox holds;
+// releasing it would hand the address of a running pod to the next pod.
+// Only the holding sandbox's DEL (or CNI GC) releases it. An allocation
+// whose holder is unknown (recovered from the Kubernetes state) is still
+// released by the deletion, as TestPodDeletedFromKubeState checks.
+func TestLateKubeDeletionKeepsSandboxAddress(t *testing.T) {
+	for _, withStore := range []bool{false, true} {
+		t.Run(fmt.Sprintf("store=%v", withStore), func(t *testing.T) {
+			store := &ipamtest.MemStore{}
+			cfg := ipam.Config{}
+			if withStore {
+				cfg.Store = store
+			}
+			i := newReady(t, 5, cfg)
+			web := pod("web")
+			update(t, i, controller.NewAddPodEvent(web, "c1", "/proc/1/ns/net"))
+			update(t, i, controller.NewAddPodEvent(web, "c2", "/proc/2/ns/net"))
+			update(t, i, controller.NewDeletePodEvent(web, "c1"))
+			addr, ok := i.PodAddr(web)
+			require.True(t, ok)
+
+			old := kpod("web", addr.String())
+			desc := update(t, i, &controller.KubeStateChange{Resource: kubemodel.PodResource, Key: kubemodel.PodKey(old.Namespace, old.Name), PrevValue: old})
+			assert.Equal(t, "pod default/web deleted from Kubernetes: 10.1.5.2 stays with sandbox c2 until its DEL", desc)
+			got, ok := i.PodAddr(web)
+			require.True(t, ok, "the late deletion of the old pod object released the address of the running sandbox c2")
+			require.Equal(t, addr, got)
+			next, err := i.AllocatePodAddr(pod("next"))
+			require.NoError(t, err)
+			require.NotEqual(t, addr, next, "duplicate pod IP")
+			if withStore {
+				assert.Len(t, store.Records(), 2)
+			}
+
+			update(t, i, controller.NewDeletePodEvent(web, "c2"))
+			_, ok = i.PodAddr(web)
+			assert.False(t, ok, "the holding sandbox's DEL releases")
+		})
+	}
+}
