@@ -25,6 +25,7 @@ const (
 	DefaultKeepAliveTimeout     = 5 * time.Second
 	DefaultKubeStatePrefix      = kubemodel.DefaultPrefix
 	DefaultMirrorFallbackDelay  = 5 * time.Second
+	DefaultMirrorWriteDelay     = 100 * time.Millisecond
 	DefaultRetryMinBackoff      = 100 * time.Millisecond
 	DefaultRetryMaxBackoff      = 5 * time.Second
 	DefaultQueueFullTimeout     = 10 * time.Second
@@ -219,10 +220,17 @@ type Config struct {
 	// Local=true). Default: [DefaultMirrorFallbackDelay].
 	MirrorFallbackDelay time.Duration
 
+	// MirrorWriteDelay is how long changes accumulate before they are
+	// written to the mirror in one transaction (one fsync for a burst,
+	// and none while a change is being processed); the mirror lags etcd
+	// by about that much. Default: [DefaultMirrorWriteDelay].
+	MirrorWriteDelay time.Duration
+
 	// RetryMinBackoff and RetryMaxBackoff bound the exponential backoff
 	// between failed attempts to read a snapshot or to restart a lost
 	// watch (doubling from the minimum, each wait jittered by ±20%), and
-	// the gRPC reconnect backoff of a client made by [New].
+	// between failed writes of the mirror, and the gRPC reconnect backoff
+	// of a client made by [New].
 	// Defaults: [DefaultRetryMinBackoff], [DefaultRetryMaxBackoff].
 	RetryMinBackoff time.Duration
 	RetryMaxBackoff time.Duration
@@ -257,6 +265,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	errs = append(errs, cfgutil.Durations([]cfgutil.Duration{
 		{Name: "MirrorFallbackDelay", Value: &c.MirrorFallbackDelay, Default: DefaultMirrorFallbackDelay},
+		{Name: "MirrorWriteDelay", Value: &c.MirrorWriteDelay, Default: DefaultMirrorWriteDelay},
 		{Name: "RetryMinBackoff", Value: &c.RetryMinBackoff, Default: DefaultRetryMinBackoff},
 		{Name: "RetryMaxBackoff", Value: &c.RetryMaxBackoff, Default: DefaultRetryMaxBackoff},
 		{Name: "QueueFullTimeout", Value: &c.QueueFullTimeout, Default: DefaultQueueFullTimeout},

@@ -68,12 +68,17 @@
 // With [Config.MirrorPath] set, everything delivered is written to a bbolt
 // file: a DBResync rewrites the whole mirror in a single transaction, and
 // changes are applied in batched transactions after they were pushed. The
-// writes run on a goroutine of their own, in order, each taking what has
-// accumulated since the previous one: delivering a change never waits for
-// the disk. A crash, even in the middle of a rewrite, leaves the previous
-// consistent content. A failed write is logged and counted, and the next
-// write rewrites the whole mirror. Run writes what is queued before it
-// returns.
+// writes run on a goroutine of their own, in order: delivering a change
+// never waits for the disk. A write starts [Config.MirrorWriteDelay] after
+// the first change queued and takes everything queued by then, so a burst
+// of changes costs one transaction (one fsync) and no fsync competes with
+// the processing of a lone change; the mirror lags the delivered state by
+// about that delay, which is what a crash can lose from it (the mirror is
+// a cache for starting without etcd; etcd stays the truth). A crash, even
+// in the middle of a rewrite, leaves the previous consistent content. A
+// failed write is logged, counted and retried with backoff
+// ([Config.RetryMinBackoff] to [Config.RetryMaxBackoff]) together with the
+// changes queued meanwhile. Run writes what is queued before it returns.
 //
 // When no snapshot can be read from etcd within [Config.MirrorFallbackDelay]
 // after Run starts, the mirrored state is pushed as a DBResync with

@@ -8,7 +8,9 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -229,49 +231,45 @@ func putMeta(meta *bolt.Bucket, rev int64, kubePrefix, extPrefix string) error {
 // mirrorWriter writes the mirror on a goroutine of its own, so that a slow
 // disk (every transaction ends in an fsync) never delays the delivery of
 // changes. The Run goroutine submits changes or full snapshots; the writer
-// writes whatever has accumulated in one transaction, in submission order.
-// A failed write makes the next submission a full snapshot (the failed
-// transaction left the previous consistent content).
+// waits delay after the first queued change (a burst becomes one
+// transaction, and no fsync competes with the processing of a change),
+// then writes whatever has accumulated in one transaction, in submission
+// order. A failed transaction leaves the previous consistent content: the
+// writer puts its work back in front of the queue and retries with
+// backoff, so a change is never lost from the mirror while Run runs.
 type mirrorWriter struct {
 	m     *mirror
 	stats *counters
 	log   *slog.Logger
+	delay time.Duration // from the first queued change to its write
+	retry *backoff.ExponentialBackOff
 	wake  chan struct{} // capacity 1
+	stop  chan struct{} // closed by close: write at once
 	done  chan struct{} // closed when run returns
 
 	mu     sync.Mutex      // guards the fields below
 	snap   *mirrorSnapshot // a full rewrite to do (with later changes merged in); nil if none
 	ops    []mirrorOp      // changes to apply on top of the mirror (when snap is nil)
 	rev    int64           // revision of what is queued
-	failed bool            // the last write failed: the next submission must be a snapshot
 	closed bool
 }
 
-func newMirrorWriter(m *mirror, stats *counters, log *slog.Logger) *mirrorWriter {
-	return &mirrorWriter{m: m, stats: stats, log: log, wake: make(chan struct{}, 1), done: make(chan struct{})}
+func newMirrorWriter(m *mirror, stats *counters, log *slog.Logger, delay time.Duration, retry *backoff.ExponentialBackOff) *mirrorWriter {
+	return &mirrorWriter{m: m, stats: stats, log: log, delay: delay, retry: retry,
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
-// submit queues the changes ops (up to revision rev), or, when full is set
-// or the last write failed, a rewrite with snapshot(), which is called on
-// the caller's goroutine. The writer owns ops afterwards.
+// submit queues the changes ops (up to revision rev), or, when full is
+// set, a rewrite with snapshot(), which is called on the caller's
+// goroutine. The writer owns ops afterwards.
 func (mw *mirrorWriter) submit(ops []mirrorOp, rev int64, full bool, snapshot func() *mirrorSnapshot) {
 	mw.mu.Lock()
 	switch {
-	case full || mw.failed:
-		mw.snap, mw.ops, mw.failed = snapshot(), nil, false
+	case full:
+		mw.snap, mw.ops = snapshot(), nil
 		mw.rev = max(mw.rev, mw.snap.rev, rev)
 	case mw.snap != nil:
-		for _, op := range ops { // merge into the pending rewrite
-			part := mw.snap.kube
-			if op.ext {
-				part = mw.snap.ext
-			}
-			if op.value == nil {
-				delete(part, op.key)
-			} else {
-				part[op.key] = op.value
-			}
-		}
+		mergeOps(mw.snap, ops)
 		mw.rev = max(mw.rev, rev)
 	default:
 		mw.ops = append(mw.ops, ops...)
@@ -284,24 +282,83 @@ func (mw *mirrorWriter) submit(ops []mirrorOp, rev int64, full bool, snapshot fu
 	}
 }
 
-// run writes until close, and what is queued then.
-func (mw *mirrorWriter) run() {
-	defer close(mw.done)
-	for range mw.wake {
-		mw.mu.Lock()
-		snap, ops, rev, closed := mw.snap, mw.ops, mw.rev, mw.closed
-		mw.snap, mw.ops = nil, nil
-		mw.mu.Unlock()
-		if snap != nil || len(ops) > 0 {
-			mw.write(snap, ops, rev)
+// mergeOps applies ops to a snapshot that is still to be written.
+func mergeOps(snap *mirrorSnapshot, ops []mirrorOp) {
+	for _, op := range ops {
+		part := snap.kube
+		if op.ext {
+			part = snap.ext
 		}
-		if closed {
-			return
+		if op.value == nil {
+			delete(part, op.key)
+		} else {
+			part[op.key] = op.value
 		}
 	}
 }
 
-func (mw *mirrorWriter) write(snap *mirrorSnapshot, ops []mirrorOp, rev int64) {
+// requeue puts the work of a failed write back in front of what was
+// queued since; a full snapshot queued since supersedes it.
+func (mw *mirrorWriter) requeue(snap *mirrorSnapshot, ops []mirrorOp) {
+	mw.mu.Lock()
+	defer mw.mu.Unlock()
+	switch {
+	case mw.snap != nil:
+	case snap != nil:
+		mergeOps(snap, mw.ops)
+		mw.snap, mw.ops = snap, nil
+	default:
+		mw.ops = append(ops, mw.ops...)
+	}
+}
+
+// run writes until close, and what is queued then.
+func (mw *mirrorWriter) run() {
+	defer close(mw.done)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	wait := func(d time.Duration) {
+		if d <= 0 {
+			return
+		}
+		timer.Reset(d)
+		select {
+		case <-timer.C:
+		case <-mw.stop:
+			timer.Stop()
+		}
+	}
+	for range mw.wake {
+		wait(mw.delay)
+		for {
+			mw.mu.Lock()
+			snap, ops, rev, closed := mw.snap, mw.ops, mw.rev, mw.closed
+			mw.snap, mw.ops = nil, nil
+			mw.mu.Unlock()
+			if snap == nil && len(ops) == 0 {
+				if closed {
+					return
+				}
+				break
+			}
+			if mw.write(snap, ops, rev) {
+				mw.retry.Reset()
+				if closed {
+					return
+				}
+				break
+			}
+			if closed {
+				return // the mirror keeps its previous content
+			}
+			mw.requeue(snap, ops)
+			wait(mw.retry.NextBackOff())
+		}
+	}
+}
+
+// write writes one transaction and reports whether it succeeded.
+func (mw *mirrorWriter) write(snap *mirrorSnapshot, ops []mirrorOp, rev int64) bool {
 	var err error
 	if snap != nil {
 		snap.rev = max(snap.rev, rev)
@@ -310,14 +367,12 @@ func (mw *mirrorWriter) write(snap *mirrorSnapshot, ops []mirrorOp, rev int64) {
 		err = mw.m.apply(rev, ops)
 	}
 	if err != nil {
-		mw.mu.Lock()
-		mw.failed = true
-		mw.mu.Unlock()
 		mw.stats.mirrorErrors.Add(1)
-		mw.log.Warn("cannot write the local mirror", slog.Any("error", err))
-		return
+		mw.log.Warn("cannot write the local mirror; retrying", slog.Any("error", err))
+		return false
 	}
 	mw.stats.mirrorWrites.Add(1)
+	return true
 }
 
 // close writes what is queued and stops the writer; it returns when run
@@ -326,6 +381,7 @@ func (mw *mirrorWriter) close() {
 	mw.mu.Lock()
 	mw.closed = true
 	mw.mu.Unlock()
+	close(mw.stop)
 	select {
 	case mw.wake <- struct{}{}:
 	default:

@@ -201,7 +201,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 		if w.hookMirror != nil {
 			w.hookMirror(m)
 		}
-		r.writer = newMirrorWriter(m, &w.stats, w.log)
+		r.writer = newMirrorWriter(m, &w.stats, w.log, w.cfg.MirrorWriteDelay, retry.NewBackoff(w.cfg.RetryMinBackoff, w.cfg.RetryMaxBackoff))
 		go r.writer.run()
 		defer r.writer.close() // before m.close
 	}
