@@ -178,21 +178,21 @@ func lbDiff(old, new []backendVal) (add, remove, readd []backendVal) {
 	i, j := 0, 0
 	for i < len(old) || j < len(new) {
 		switch {
-		case j == len(new) || (i < len(old) && cmpBackend(old[i], new[j]) < 0):
+		case j == len(new) || (i < len(old) && old[i].cmp(&new[j]) < 0):
 			remove = append(remove, old[i])
 			i++
-		case i == len(old) || cmpBackend(old[i], new[j]) > 0:
+		case i == len(old) || old[i].cmp(&new[j]) > 0:
 			add = append(add, new[j])
 			j++
 		default:
-			firstOld, firstNew := old[i], new[j]
-			for ; i < len(old) && cmpBackend(old[i], firstNew) == 0; i++ {
-				if old[i] != firstNew {
+			firstOld, firstNew := &old[i], &new[j]
+			for ; i < len(old) && old[i].cmp(firstNew) == 0; i++ {
+				if old[i] != *firstNew {
 					remove = append(remove, old[i])
 				}
 			}
-			for ; j < len(new) && cmpBackend(new[j], firstOld) == 0; j++ {
-				if new[j] != firstOld {
+			for ; j < len(new) && new[j].cmp(firstOld) == 0; j++ {
+				if new[j] != *firstOld {
 					readd = append(readd, new[j])
 				}
 			}

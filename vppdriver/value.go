@@ -2,6 +2,7 @@ package vppdriver
 
 import (
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -658,13 +659,30 @@ type backendVal struct {
 	prob  uint8
 	vrf   uint32
 	ident netip.AddrPort // ip:port, the backend's identity in VPP
+	order uint64         // an IPv4 ip and port as one number (NAT44 backends are IPv4)
 }
 
 func newBackend(ip netip.Addr, port uint16, prob uint8, vrf uint32) backendVal {
-	return backendVal{ip: ip, port: port, prob: prob, vrf: vrf, ident: netip.AddrPortFrom(ip, port)}
+	b := backendVal{ip: ip, port: port, prob: prob, vrf: vrf, ident: netip.AddrPortFrom(ip, port)}
+	if ip.Is4() {
+		a := ip.As4()
+		b.order = uint64(binary.BigEndian.Uint32(a[:]))<<16 | uint64(port)
+	}
+	return b
 }
 
-func cmpBackend(a, b backendVal) int { return cmp.Or(a.ip.Compare(b.ip), cmp.Compare(a.port, b.port)) }
+// cmpBackend orders backends by address, then port.
+func cmpBackend(a, b backendVal) int { return a.cmp(&b) }
+
+// cmp is cmpBackend without copying the backends: the merge walks over a
+// mapping's backends (hundreds of them) compare a lot, and IPv4 backends
+// compare as one number.
+func (b *backendVal) cmp(o *backendVal) int {
+	if b.ip.Is4() && o.ip.Is4() {
+		return cmp.Compare(b.order, o.order)
+	}
+	return cmp.Or(b.ip.Compare(o.ip), cmp.Compare(b.port, o.port))
+}
 
 // lbHead is everything of a load-balanced mapping but its backends.
 type lbHead struct {
@@ -736,7 +754,7 @@ func lbInPlace(old, new []backendVal) bool {
 	kept, added, removed := 0, 0, 0
 	i, j := 0, 0
 	for i < len(old) && j < len(new) {
-		switch c := cmpBackend(old[i], new[j]); {
+		switch c := old[i].cmp(&new[j]); {
 		case c < 0:
 			removed++
 			i++
@@ -744,15 +762,15 @@ func lbInPlace(old, new []backendVal) bool {
 			added++
 			j++
 		default:
-			first := new[j]
-			for ; i < len(old) && cmpBackend(old[i], first) == 0; i++ {
-				if old[i] == first {
+			first := &new[j]
+			for ; i < len(old) && old[i].cmp(first) == 0; i++ {
+				if old[i] == *first {
 					kept++
 				} else {
 					removed++
 				}
 			}
-			for j < len(new) && cmpBackend(new[j], first) == 0 {
+			for j < len(new) && new[j].cmp(first) == 0 {
 				j++
 			}
 		}

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -178,7 +179,7 @@ func natKey(msg any) (string, error) {
 		if len(m.GetBackends()) < 2 {
 			return "", fmt.Errorf("nat44 lb %s: needs at least 2 backends (VPP rejects fewer)", ext)
 		}
-		seen := make(map[netip.AddrPort]struct{}, len(m.GetBackends()))
+		seen := make(map[uint64]struct{}, len(m.GetBackends())) // IPv4 address and port
 		for i, b := range m.GetBackends() {
 			ip, err := netip.ParseAddr(b.GetIp())
 			if err != nil || !ip.Is4() {
@@ -188,10 +189,12 @@ func natKey(msg any) (string, error) {
 				return "", err
 			}
 			ap := netip.AddrPortFrom(ip, uint16(b.GetPort()))
-			if _, dup := seen[ap]; dup {
+			a4 := ip.As4()
+			id := uint64(binary.BigEndian.Uint32(a4[:]))<<16 | uint64(b.GetPort())
+			if _, dup := seen[id]; dup {
 				return "", fmt.Errorf("nat44 lb %s: backend %s given twice", ext, ap)
 			}
-			seen[ap] = struct{}{}
+			seen[id] = struct{}{}
 			if b.GetProbability() < 1 || b.GetProbability() > 100 {
 				return "", fmt.Errorf("nat44 lb %s: backend %s probability %d not in 1-100", ext, ap, b.GetProbability())
 			}

@@ -175,19 +175,25 @@ func BenchmarkResync(b *testing.B) {
 // BenchmarkEndpointChange changes the backends of one service (one backend
 // replaced by a new one, alternately added and removed) with n services of
 // 10 backends installed, through the loop, the renderer and the driver into
-// the stand-in; it reports the VPP requests per change.
+// the stand-in; it reports the VPP requests per change. The last case
+// changes a service at the Kubernetes maximum of 250 endpoints per slice.
 func BenchmarkEndpointChange(b *testing.B) {
-	for _, n := range []int{100, 10000} {
-		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+	for _, c := range []struct{ services, backends int }{{100, 10}, {10000, 10}, {10000, 250}} {
+		n := c.services
+		b.Run(fmt.Sprintf("services=%d/backends=%d", n, c.backends), func(b *testing.B) {
 			vpp := vppsim.New(vppsim.Config{})
 			a := newBenchAgent(b, vpp)
 			defer a.stop()
 			a.resync(b, clusterState(n, 10))
 			name := fmt.Sprintf("svc-%d", n/2)
 			key := kubemodel.EndpointsKey("default", name)
-			// Two versions: 10 backends, and 11 (one more): each change
-			// adds or removes one backend.
-			eps := []*kubemodel.Endpoints{benchEndpoints(name, n/2, 10), benchEndpoints(name, n/2, 11)}
+			// Two versions, one backend apart: each change adds or
+			// removes one backend.
+			eps := []*kubemodel.Endpoints{benchEndpoints(name, n/2, c.backends), benchEndpoints(name, n/2, c.backends+1)}
+			if c.backends != 10 { // the resync installed 10
+				a.change(b, &controller.KubeStateChange{Resource: kubemodel.EndpointsResource, Key: key,
+					PrevValue: benchEndpoints(name, n/2, 10), NewValue: eps[0]})
+			}
 			before := a.requests.WriteCount()
 			i := 0
 			for b.Loop() {
