@@ -152,7 +152,7 @@ func testMesh(t *testing.T, start func(*testing.T, int) meshNode) {
 	}
 	for i := range agents {
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			tables := agenttest.Tables(t, vpps[i])
+			tables := agenttest.Tables(c, vpps[i])
 			var want []string
 			for j := 1; j <= 3; j++ {
 				if j != i+1 {
@@ -176,7 +176,7 @@ func testMesh(t *testing.T, start func(*testing.T, int) meshNode) {
 	tables1 := agenttest.Tables(t, vpps[0])
 	mns[0].restart()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Equal(c, tables1, agenttest.Tables(t, vpps[0]))
+		assert.Equal(c, tables1, agenttest.Tables(c, vpps[0]))
 	}, 30*time.Second, 50*time.Millisecond, "VPP restart")
 	agents[0].WaitConfigured(t)
 	agents[0].Stop()
@@ -196,7 +196,7 @@ func testMesh(t *testing.T, start func(*testing.T, int) meshNode) {
 	require.NoError(t, err)
 	for i := range 2 {
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			tables := agenttest.Tables(t, vpps[i])
+			tables := agenttest.Tables(c, vpps[i])
 			assert.Equal(c, []string{fmt.Sprint(2 - i)}, peers(tables))
 			for k := range tables {
 				assert.NotContains(c, k, "vxlan-3")
@@ -214,7 +214,7 @@ func testMesh(t *testing.T, start func(*testing.T, int) meshNode) {
 	cfg2.Uplink.Address = netip.MustParsePrefix("192.168.16.22/24")
 	agents[1] = agenttest.Start(t, agenttest.Options{Name: "node-2", DB: db, NewAdapter: vpps[1], Node: nodes[1], NodeConn: cfg2})
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		checkPeer(c, agenttest.Tables(t, vpps[0]), 1, 2, "192.168.16.22")
+		checkPeer(c, agenttest.Tables(c, vpps[0]), 1, 2, "192.168.16.22")
 	}, 10*time.Second, 20*time.Millisecond)
 	agents[0].Sync(t)
 	agents[0].WaitConfigured(t)
@@ -243,7 +243,7 @@ func testMesh(t *testing.T, start func(*testing.T, int) meshNode) {
 	}
 	assert.Equal(t, []string{model.InterfaceKey("vxlan-2")}, changed, "only node 2's tunnel is in node 1's transactions")
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		checkPeer(c, agenttest.Tables(t, vpps[1]), 22, 1, "192.168.16.1")
+		checkPeer(c, agenttest.Tables(c, vpps[1]), 22, 1, "192.168.16.1")
 	}, 10*time.Second, 20*time.Millisecond)
 }
 
@@ -283,7 +283,7 @@ func TestMeshFamilies(t *testing.T) {
 					IPAM: tc.ipam, NodeConn: tc.cfg, KubeState: kube})
 			}
 			require.EventuallyWithT(t, func(c *assert.CollectT) {
-				tables := agenttest.Tables(t, vpp1)
+				tables := agenttest.Tables(c, vpp1)
 				for k, v := range tc.routes {
 					assert.Equal(c, v, tables[k], k)
 				}

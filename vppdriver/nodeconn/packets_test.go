@@ -91,7 +91,7 @@ func TestMeshPackets(t *testing.T) {
 	}
 	for _, n := range nodes {
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			assert.Len(c, peers(agenttest.Tables(t, n.newAdapter)), 1)
+			assert.Len(c, peers(agenttest.Tables(c, n.newAdapter)), 1)
 		}, 10*time.Second, 20*time.Millisecond)
 		n.agent.WaitConfigured(t)
 	}
@@ -131,7 +131,7 @@ func TestMeshPackets(t *testing.T) {
 	_, err := nodesync.ReleaseNode(ctx, db, "", "node-2")
 	require.NoError(t, err)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		for k := range agenttest.Tables(t, nodes[0].newAdapter) {
+		for k := range agenttest.Tables(c, nodes[0].newAdapter) {
 			assert.False(c, strings.Contains(k, "vxlan-2") || strings.Contains(k, "10.1.2.0/24"), k)
 		}
 	}, 10*time.Second, 20*time.Millisecond)

@@ -231,7 +231,7 @@ func TestRestarts(t *testing.T) {
 
 			e.restart()
 			require.EventuallyWithT(t, func(c *assert.CollectT) {
-				assert.Equal(c, before, agenttest.Tables(t, e.newAdapter))
+				assert.Equal(c, before, agenttest.Tables(c, e.newAdapter))
 			}, 30*time.Second, 50*time.Millisecond, "VPP restart")
 
 			a.Stop()

@@ -36,8 +36,14 @@ const TagPrefix = "vsk:"
 //	"neighbor <name> <ip>"    MAC of a static neighbor
 //
 // Adopted interfaces are named "=<name>".
-func Tables(t testing.TB, newAdapter func() adapter.VppAPI) map[string]string {
-	t.Helper()
+//
+// A failure to read (VPP not up yet after a restart) fails t now: inside
+// require.EventuallyWithT pass its CollectT, so that the attempt fails
+// and the next one runs.
+func Tables(t require.TestingT, newAdapter func() adapter.VppAPI) map[string]string {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	d, err := vppdrivertest.NewDumper(ctx, newAdapter())
