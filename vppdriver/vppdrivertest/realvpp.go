@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -29,12 +30,14 @@ const (
 const scriptTimeout = 2 * time.Minute
 
 // RealVPP is a real VPP process started for one test by the control
-// script named by $VPP_SH, in a directory of its own. It is not safe for
-// concurrent use; it is owned by the test that started it.
+// script named by $VPP_SH, in a directory of its own. It is owned by the
+// test that started it; only APISocket may be called from other goroutines
+// (a driver's adapter factory reconnecting while the test restarts VPP).
 type RealVPP struct {
 	t      testing.TB
 	script string
 	dir    string
+	mu     sync.Mutex // guards socket: Restart sets it while a driver reconnects
 	socket string
 }
 
@@ -79,7 +82,11 @@ func RealVPPSocket(t testing.TB) string {
 
 // APISocket returns the path of the binary-API socket (the same after a
 // restart).
-func (v *RealVPP) APISocket() string { return v.socket }
+func (v *RealVPP) APISocket() string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.socket
+}
 
 // Dir returns the directory the VPP's files live in.
 func (v *RealVPP) Dir() string { return v.dir }
@@ -126,7 +133,9 @@ func (v *RealVPP) started(out []byte, err error) {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		if sock, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), EnvAPISocket+"="); ok {
+			v.mu.Lock()
 			v.socket = sock
+			v.mu.Unlock()
 			return
 		}
 	}
