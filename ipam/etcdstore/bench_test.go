@@ -1,12 +1,8 @@
 package etcdstore_test
 
 import (
-	"fmt"
 	"testing"
 
-	"github.com/vswitchkit/vswitchkit/controller"
-	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
-	"github.com/vswitchkit/vswitchkit/ipam"
 	"github.com/vswitchkit/vswitchkit/ipam/etcdstore"
 	"github.com/vswitchkit/vswitchkit/ipam/ipamtest"
 )
@@ -33,26 +29,5 @@ func BenchmarkIPAMAllocateRelease(b *testing.B) {
 	stop := runBench(s)
 	defer stop()
 	<-s.Owned()
-	i, err := ipam.New(ipamtest.NewNodeID(5), ipam.Config{Store: s})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := i.Resync(controller.NewDBResync(), controller.NewKubeStateData(), 1, nil); err != nil {
-		b.Fatal(err)
-	}
-	for n := range 200 {
-		if _, err := i.AllocatePodAddr(kubemodel.PodID{Namespace: "default", Name: fmt.Sprint("resident-", n)}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	p := kubemodel.PodID{Namespace: "default", Name: "churn"}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := i.AllocatePodAddr(p); err != nil {
-			b.Fatal(err)
-		}
-		if err := i.ReleasePodIP(p); err != nil {
-			b.Fatal(err)
-		}
-	}
+	ipamtest.BenchmarkStore(b, s)
 }

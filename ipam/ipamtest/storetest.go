@@ -224,3 +224,34 @@ func storeCrash(t *testing.T, h StoreHarness) {
 		t.Errorf("records after the restart = %v, want the allocations %v", got, want)
 	}
 }
+
+// BenchmarkStore measures an [ipam.Store] under IPAM: with 200 pods
+// allocated, every iteration allocates and releases one more pod's
+// address (two writes to the store). Use it from a benchmark of a Store
+// implementation:
+//
+//	func BenchmarkIPAMAllocateRelease(b *testing.B) { ipamtest.BenchmarkStore(b, openStore(b)) }
+func BenchmarkStore(b *testing.B, s ipam.Store) {
+	i, err := ipam.New(NewNodeID(5), ipam.Config{Store: s})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := i.Resync(controller.NewDBResync(), controller.NewKubeStateData(), 1, nil); err != nil {
+		b.Fatal(err)
+	}
+	for n := range 200 {
+		if _, err := i.AllocatePodAddr(kubemodel.PodID{Namespace: "default", Name: fmt.Sprint("resident-", n)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	p := kubemodel.PodID{Namespace: "default", Name: "churn"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := i.AllocatePodAddr(p); err != nil {
+			b.Fatal(err)
+		}
+		if err := i.ReleasePodIP(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
