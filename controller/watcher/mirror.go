@@ -244,14 +244,13 @@ type mirrorWriter struct {
 	delay time.Duration // from the first queued change to its write
 	retry *backoff.ExponentialBackOff
 	wake  chan struct{} // capacity 1
-	stop  chan struct{} // closed by close: write at once
+	stop  chan struct{} // closed by close: write what is queued at once, then return
 	done  chan struct{} // closed when run returns
 
-	mu     sync.Mutex      // guards the fields below
-	snap   *mirrorSnapshot // a full rewrite to do (with later changes merged in); nil if none
-	ops    []mirrorOp      // changes to apply on top of the mirror (when snap is nil)
-	rev    int64           // revision of what is queued
-	closed bool
+	mu   sync.Mutex      // guards the fields below
+	snap *mirrorSnapshot // a full rewrite to do (with later changes merged in); nil if none
+	ops  []mirrorOp      // changes to apply on top of the mirror (when snap is nil)
+	rev  int64           // revision of what is queued
 }
 
 func newMirrorWriter(m *mirror, stats *counters, log *slog.Logger, delay time.Duration, retry *backoff.ExponentialBackOff) *mirrorWriter {
@@ -332,28 +331,36 @@ func (mw *mirrorWriter) run() {
 		wait(mw.delay)
 		for {
 			mw.mu.Lock()
-			snap, ops, rev, closed := mw.snap, mw.ops, mw.rev, mw.closed
+			snap, ops, rev := mw.snap, mw.ops, mw.rev
 			mw.snap, mw.ops = nil, nil
 			mw.mu.Unlock()
-			if snap == nil && len(ops) == 0 {
-				if closed {
-					return
+			closed := mw.closing()
+			if snap != nil || len(ops) > 0 {
+				if mw.write(snap, ops, rev) {
+					mw.retry.Reset()
+				} else if !closed { // closing: the mirror keeps its previous content
+					mw.requeue(snap, ops)
+					wait(mw.retry.NextBackOff())
+					continue
 				}
-				break
-			}
-			if mw.write(snap, ops, rev) {
-				mw.retry.Reset()
-				if closed {
-					return
-				}
-				break
 			}
 			if closed {
-				return // the mirror keeps its previous content
+				return
 			}
-			mw.requeue(snap, ops)
-			wait(mw.retry.NextBackOff())
+			break
 		}
+	}
+}
+
+// closing reports whether close was called. Nothing is submitted after
+// close (Run's goroutine closes the writer after its last submission), so
+// a queue taken after close was called holds everything.
+func (mw *mirrorWriter) closing() bool {
+	select {
+	case <-mw.stop:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -378,9 +385,6 @@ func (mw *mirrorWriter) write(snap *mirrorSnapshot, ops []mirrorOp, rev int64) b
 // close writes what is queued and stops the writer; it returns when run
 // has returned.
 func (mw *mirrorWriter) close() {
-	mw.mu.Lock()
-	mw.closed = true
-	mw.mu.Unlock()
 	close(mw.stop)
 	select {
 	case mw.wake <- struct{}{}:
