@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -98,14 +99,16 @@ type RRRoute struct {
 	From    string       `json:"from"`
 }
 
+// clientNames returns a copy of the node names of the clients, by address.
+func (r *routeReflector) clientNames() map[netip.Addr]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.clients)
+}
+
 // sessions returns the state of every client's session, by node name.
 func (r *routeReflector) sessions(ctx context.Context) ([]RRSession, error) {
-	r.mu.Lock()
-	clients := make(map[netip.Addr]string, len(r.clients))
-	for a, n := range r.clients {
-		clients[a] = n
-	}
-	r.mu.Unlock()
+	clients := r.clientNames()
 	var out []RRSession
 	err := r.srv.ListPeer(ctx, &api.ListPeerRequest{}, func(p *api.Peer) {
 		addr, err := netip.ParseAddr(p.GetConf().GetNeighborAddress())
@@ -128,12 +131,7 @@ func (r *routeReflector) sessions(ctx context.Context) ([]RRSession, error) {
 // routes returns the IPv4 routes received from every client (its
 // Adj-RIB-In), by prefix and node.
 func (r *routeReflector) routes(ctx context.Context) ([]RRRoute, error) {
-	r.mu.Lock()
-	clients := make(map[netip.Addr]string, len(r.clients))
-	for a, n := range r.clients {
-		clients[a] = n
-	}
-	r.mu.Unlock()
+	clients := r.clientNames()
 	var out []RRRoute
 	for addr, node := range clients {
 		if err := ctx.Err(); err != nil {
