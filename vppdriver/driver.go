@@ -364,12 +364,8 @@ func (d *Driver) desireLocked(key string, msg proto.Message) *controller.KeyErro
 // parseChecked validates msg as the value of key (model validation) and
 // parses it into its value. Errors wrap ErrInvalidValue.
 func parseChecked(key string, msg proto.Message) (value, error) {
-	want, err := model.KeyOf(msg)
-	if err != nil {
+	if err := model.CheckKey(key, msg); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidValue, err)
-	}
-	if want != key {
-		return nil, fmt.Errorf("%w: the value belongs under key %q", ErrInvalidValue, want)
 	}
 	v, err := parseValue(msg)
 	if err != nil {

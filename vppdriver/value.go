@@ -658,12 +658,11 @@ type backendVal struct {
 	port  uint16
 	prob  uint8
 	vrf   uint32
-	ident netip.AddrPort // ip:port, the backend's identity in VPP
-	order uint64         // an IPv4 ip and port as one number (NAT44 backends are IPv4)
+	order uint64 // an IPv4 ip and port as one number (NAT44 backends are IPv4)
 }
 
 func newBackend(ip netip.Addr, port uint16, prob uint8, vrf uint32) backendVal {
-	b := backendVal{ip: ip, port: port, prob: prob, vrf: vrf, ident: netip.AddrPortFrom(ip, port)}
+	b := backendVal{ip: ip, port: port, prob: prob, vrf: vrf}
 	if ip.Is4() {
 		a := ip.As4()
 		b.order = uint64(binary.BigEndian.Uint32(a[:]))<<16 | uint64(port)

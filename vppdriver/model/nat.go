@@ -1,7 +1,6 @@
 package model
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -189,8 +188,7 @@ func natKey(msg any) (string, error) {
 				return "", err
 			}
 			ap := netip.AddrPortFrom(ip, uint16(b.GetPort()))
-			a4 := ip.As4()
-			id := uint64(binary.BigEndian.Uint32(a4[:]))<<16 | uint64(b.GetPort())
+			id := uint64(u32(ip))<<16 | uint64(b.GetPort())
 			if _, dup := seen[id]; dup {
 				return "", fmt.Errorf("nat44 lb %s: backend %s given twice", ext, ap)
 			}
