@@ -284,6 +284,28 @@ func DeleteAll(txn UpdateOperations, values KeyValuePairs) {
 	}
 }
 
+// ReplaceAll prepares the change from the values old to the values new in
+// a single transaction: Delete for the keys of old that new lacks, Put for
+// the keys of new that old lacks or holds another value under
+// (proto.Equal). It returns the number of operations; values that stay as
+// they are cost none.
+func ReplaceAll(txn UpdateOperations, old, new KeyValuePairs) int {
+	n := 0
+	for k := range old {
+		if _, keep := new[k]; !keep {
+			txn.Delete(k)
+			n++
+		}
+	}
+	for k, v := range new {
+		if ov, had := old[k]; !had || !proto.Equal(ov, v) {
+			txn.Put(k, v)
+			n++
+		}
+	}
+	return n
+}
+
 // HandlerFuncs adapts plain functions into an [EventHandler]. Nil fields
 // mean: Handles - every event is handled; Resync, Update, Revert - do nothing
 // and succeed. The zero value is a valid handler named "handler" that does

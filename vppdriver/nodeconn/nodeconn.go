@@ -197,19 +197,7 @@ func (h *Handler) Update(ev controller.Event, txn controller.UpdateOperations) (
 	} else {
 		delete(h.peers, nu.NodeName)
 	}
-	changed := 0
-	for k := range oldVals {
-		if _, keep := newVals[k]; !keep {
-			txn.Delete(k)
-			changed++
-		}
-	}
-	for k, v := range newVals {
-		if ov, had := oldVals[k]; !had || !proto.Equal(ov, v) {
-			txn.Put(k, v)
-			changed++
-		}
-	}
+	changed := controller.ReplaceAll(txn, oldVals, newVals)
 	if changed == 0 {
 		return "", nil
 	}

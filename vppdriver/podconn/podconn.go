@@ -315,18 +315,11 @@ func (h *Handler) addPod(ev *controller.AddPod, txn controller.UpdateOperations)
 		txn.Put(k, v)
 		h.gw = gw
 	}
+	var oldVals controller.KeyValuePairs // those of the pod's previous sandbox
 	if old != nil {
-		for k := range old.values {
-			if _, keep := p.values[k]; !keep {
-				txn.Delete(k) // the pod's previous sandbox
-			}
-		}
+		oldVals = old.values
 	}
-	for k, v := range p.values {
-		if old == nil || !proto.Equal(old.values[k], v) {
-			txn.Put(k, v)
-		}
-	}
+	controller.ReplaceAll(txn, oldVals, p.values)
 	h.pods[ev.Pod] = p
 	ev.Interfaces = append(ev.Interfaces, p.iface)
 	ev.Routes = append(ev.Routes, p.route)
@@ -338,9 +331,7 @@ func (h *Handler) deletePod(ev *controller.DeletePod, txn controller.UpdateOpera
 	if p == nil || (ev.ContainerID != "" && ev.ContainerID != p.att.ContainerID) {
 		return "", nil // not attached, or an earlier sandbox of the pod
 	}
-	for k := range p.values {
-		txn.Delete(k)
-	}
+	controller.DeleteAll(txn, p.values)
 	delete(h.pods, ev.Pod)
 	return fmt.Sprintf("disconnected pod %s", ev.Pod), nil
 }
