@@ -30,9 +30,20 @@ type pusher struct {
 // up instead of waiting past it; 0 retries until ctx is done. It returns
 // nil, errGaveUp, ctx.Err() or an error wrapping controller.ErrStopped.
 func (p *pusher) push(ctx context.Context, ev controller.Event, giveUp time.Duration) error {
-	refusals := 0
-	_, err := backoff.Retry(ctx, func() (struct{}, error) {
-		err := p.loop.PushEvent(ev)
+	// The first attempt outside backoff.Retry, which allocates its state:
+	// a change normally gets into the loop at once.
+	err := p.loop.PushEvent(ev)
+	if err == nil {
+		return nil
+	}
+	first, refusals := err, 0 // first: the operation's first answer
+	_, err = backoff.Retry(ctx, func() (struct{}, error) {
+		err := first
+		if first != nil {
+			first = nil
+		} else {
+			err = p.loop.PushEvent(ev)
+		}
 		switch {
 		case err == nil:
 			return struct{}{}, nil
