@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/vswitchkit/vswitchkit/controller/internal/cfgutil"
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 )
 
 // Defaults of [Config] fields.
 const (
 	// DefaultPrefix is the Kubernetes-state prefix that the etcd watcher
 	// (controller/watcher) reads by default.
-	DefaultPrefix = "/vswitchkit/"
+	DefaultPrefix = kubemodel.DefaultPrefix
 	// DefaultElectionPrefix is the prefix of the leader-election keys.
 	DefaultElectionPrefix = "/vswitchkit/reflector/leader"
 	// DefaultBatchSize is etcd's default limit of operations per

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 	"github.com/vswitchkit/vswitchkit/controller/internal/retry"
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"k8s.io/client-go/tools/cache"
@@ -92,7 +93,7 @@ func New(client *clientv3.Client, resources []Resource, cfg Config) (*Reflector,
 				errs = append(errs, fmt.Errorf("resources %q and %q: key prefixes %q and %q overlap", o.Name, res.Name, o.KeyPrefix, res.KeyPrefix))
 			}
 		}
-		full := fullKey(cfg.Prefix, res.KeyPrefix)
+		full := kubemodel.EtcdKey(cfg.Prefix, res.KeyPrefix)
 		if res.KeyPrefix != "" && (strings.HasPrefix(cfg.ElectionPrefix, full) || strings.HasPrefix(full, cfg.ElectionPrefix)) {
 			errs = append(errs, fmt.Errorf("ElectionPrefix %q overlaps the keys of resource %q", cfg.ElectionPrefix, res.Name))
 		}

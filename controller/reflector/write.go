@@ -187,8 +187,6 @@ func (r *Reflector) noteBad(rs *resState, id string, bad error) {
 // fullKey is the etcd key of a key relative to the Kubernetes-state
 // prefix: prefix + relative key (e.g. "/vswitchkit/" + kubemodel.PodKey).
 // It is the one place where keys are composed.
-func fullKey(prefix, rel string) string { return prefix + rel }
-
 // op is one write: a put (value non-nil) or a delete of a relative key.
 type op struct {
 	rs    *resState
@@ -379,9 +377,9 @@ func (r *Reflector) txn(ctx context.Context, fence clientv3.Cmp, batch []op) err
 	etcdOps := make([]clientv3.Op, len(batch))
 	for i, o := range batch {
 		if o.value == nil {
-			etcdOps[i] = clientv3.OpDelete(fullKey(r.cfg.Prefix, o.key))
+			etcdOps[i] = clientv3.OpDelete(kubemodel.EtcdKey(r.cfg.Prefix, o.key))
 		} else {
-			etcdOps[i] = clientv3.OpPut(fullKey(r.cfg.Prefix, o.key), string(o.value))
+			etcdOps[i] = clientv3.OpPut(kubemodel.EtcdKey(r.cfg.Prefix, o.key), string(o.value))
 		}
 	}
 	tctx, cancel := context.WithTimeout(ctx, r.cfg.WriteTimeout)
