@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/internal/cfgutil"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 )
 
@@ -79,16 +80,10 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MTU < 0 || c.MTU > 65535 {
 		errs = append(errs, fmt.Errorf("MTU %d out of range", c.MTU))
 	}
-	if c.RequestTimeout < 0 {
-		errs = append(errs, fmt.Errorf("RequestTimeout %v is negative", c.RequestTimeout))
-	} else if c.RequestTimeout == 0 {
-		c.RequestTimeout = 2 * time.Minute
-	}
-	if c.CleanupTimeout < 0 {
-		errs = append(errs, fmt.Errorf("CleanupTimeout %v is negative", c.CleanupTimeout))
-	} else if c.CleanupTimeout == 0 {
-		c.CleanupTimeout = time.Minute
-	}
+	errs = append(errs, cfgutil.Durations([]cfgutil.Duration{
+		{Name: "RequestTimeout", Value: &c.RequestTimeout, Default: 2 * time.Minute},
+		{Name: "CleanupTimeout", Value: &c.CleanupTimeout, Default: time.Minute},
+	})...)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
