@@ -134,7 +134,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		if s.peerURL, err = resolveAddr("http", cfg.PeerAddr); err != nil {
 			break
 		}
-		if lastErr = s.Restart(ctx); lastErr == nil {
+		if lastErr = s.start(ctx, false); lastErr == nil {
 			break
 		}
 		if ctx.Err() != nil {
@@ -215,7 +215,13 @@ func (s *Server) Running() bool {
 // Restart starts the server again after Stop, on the same ports and data
 // directory, and waits until it serves clients. It does nothing if the
 // server is running, and returns an error after Close.
-func (s *Server) Restart(ctx context.Context) error {
+func (s *Server) Restart(ctx context.Context) error { return s.start(ctx, true) }
+
+// start starts etcd on the server's ports. retryBind retries a failed
+// start until StartTimeout (the ports of a stopped server may be briefly
+// unavailable); without it a failure returns at once, so that Start can
+// probe other ports.
+func (s *Server) start(ctx context.Context, retryBind bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -256,7 +262,7 @@ func (s *Server) Restart(ctx context.Context) error {
 	// The ports may be briefly unavailable right after a Stop: retry.
 	for {
 		e, err = embed.StartEtcd(cfg)
-		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+		if err == nil || !retryBind || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)

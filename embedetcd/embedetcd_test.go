@@ -148,3 +148,22 @@ func TestConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestStartFailureReturnsTheCause: etcd cannot start in a data directory
+// that is a file. Start returns that failure, probing fresh ports a few
+// times, instead of retrying each attempt until StartTimeout (the retry
+// of Restart, for ports briefly unavailable after a Stop): with a
+// StartTimeout longer than ctx, it used to end only with ctx's error.
+func TestStartFailureReturnsTheCause(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "not-a-dir")
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	srv, err := embedetcd.Start(ctx, embedetcd.Config{Dir: file, StartTimeout: time.Hour})
+	if err == nil {
+		srv.Close()
+	}
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, context.DeadlineExceeded, "Start kept retrying the same failure: %v", err)
+	assert.NoError(t, ctx.Err())
+}
