@@ -175,11 +175,6 @@ func (i *IPAM) Resync(_ controller.Event, kubeStateData controller.KubeStateData
 	i.nodeID, i.hostNet, i.pool, i.byPod, i.holder = id, hostNet, p, byPod, r.holder
 	i.setPodNet(podNet)
 	i.waitResync = false
-	for pod := range i.unsure {
-		if _, ok := byPod[pod]; !ok {
-			delete(i.unsure, pod)
-		}
-	}
 	n := len(byPod)
 	i.mu.Unlock()
 	i.log.Debug("resynced", slog.Uint64("nodeID", uint64(id)), slog.Any("podSubnet", podNet), slog.Int("pods", n))
