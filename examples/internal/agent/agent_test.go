@@ -281,6 +281,8 @@ func TestValidate(t *testing.T) {
 		{"ipam store", func(c *agent.Config) { c.IPAMStore = "zk" }, []string{"ipamStore:"}},
 		{"pod interface type", func(c *agent.Config) { c.PodInterfaceType = "veth" }, []string{"podInterfaceType:"}},
 		{"negative stop timeout", func(c *agent.Config) { c.StopTimeout = -time.Second }, []string{"stopTimeout: -1s is negative"}},
+		{"negative healing delays", func(c *agent.Config) { c.HealingDelay, c.MaxHealingDelay = -time.Second, -time.Minute },
+			[]string{"healingDelay: -1s is negative", "maxHealingDelay: -1m0s is negative"}},
 		{"ipam prefix with host bits", func(c *agent.Config) { c.IPAM.PodSubnetCIDR = netip.MustParsePrefix("10.1.0.1/16") },
 			[]string{"ipam.podSubnetCIDR: 10.1.0.1/16: has host bits set"}},
 		{"several", func(c *agent.Config) {

@@ -131,8 +131,13 @@ func (c Config) withDefaults() (Config, error) {
 	} else if c.StopTimeout == 0 {
 		c.StopTimeout = 10 * time.Second
 	}
-	if c.LocalFallbackDelay < 0 {
-		errs = append(errs, fmt.Errorf("localFallbackDelay: %v is negative", c.LocalFallbackDelay))
+	for _, d := range []struct {
+		field string
+		d     time.Duration
+	}{{"healingDelay", c.HealingDelay}, {"maxHealingDelay", c.MaxHealingDelay}, {"localFallbackDelay", c.LocalFallbackDelay}} {
+		if d.d < 0 {
+			errs = append(errs, fmt.Errorf("%s: %v is negative", d.field, d.d))
+		}
 	}
 	for i, a := range c.BGP.ListenAddresses {
 		if !a.IsValid() {

@@ -166,6 +166,17 @@ func TestBadConfig(t *testing.T) {
 	}
 }
 
+// Negative durations are named once each: the daemon's checks and the
+// agent's do not both report them.
+func TestNegativeDurationsReportedOnce(t *testing.T) {
+	file := writeFile(t, "vswitch.yaml", "nodeName: n1\nhealingDelay: -1s\nmaxHealingDelay: -2s\nlocalFallbackDelay: -3s\n")
+	_, err := config.Load([]string{"-config", file}, io.Discard)
+	require.Error(t, err)
+	for _, w := range []string{"healingDelay: -1s is negative", "maxHealingDelay: -2s is negative", "localFallbackDelay: -3s is negative"} {
+		assert.Equal(t, 1, strings.Count(err.Error(), w), "%q in %v", w, err)
+	}
+}
+
 func TestHelpAndMissingFile(t *testing.T) {
 	var usage strings.Builder
 	_, err := config.Load([]string{"-h"}, &usage)

@@ -122,16 +122,8 @@ func (c Config) Validate() error {
 	if err := lvl.UnmarshalText([]byte(c.Log.Level)); err != nil {
 		bad("log.level", "%q is not debug, info, warn or error", c.Log.Level)
 	}
-	for _, d := range []struct {
-		field string
-		d     Duration
-	}{{"healingDelay", c.HealingDelay}, {"maxHealingDelay", c.MaxHealingDelay}, {"localFallbackDelay", c.LocalFallbackDelay}} {
-		if d.d < 0 {
-			bad(d.field, "%v is negative", d.d)
-		}
-	}
-
-	// The agent's own fields and the IPAM plan, named the same way.
+	// The agent's own fields (durations included) and the IPAM plan,
+	// named the same way.
 	ac := c.Agent()
 	if ac.NodeName == "" {
 		ac.NodeName = "node" // reported above
