@@ -182,9 +182,6 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 	}
 	ipamCfg := cfg.IPAM
 	ipamCfg.Store, ipamCfg.EventLoop, ipamCfg.Logger = store, a.Loop, log
-	if ipamCfg.ExternalIPAM && ipamCfg.NodeName == "" {
-		ipamCfg.NodeName = cfg.NodeName
-	}
 	a.IPAM, err = ipam.New(a.NodeSync, ipamCfg)
 	if err != nil {
 		return nil, err

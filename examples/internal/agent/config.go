@@ -131,6 +131,9 @@ func (c Config) withDefaults() (Config, error) {
 	} else if c.StopTimeout == 0 {
 		c.StopTimeout = 10 * time.Second
 	}
+	if c.IPAM.ExternalIPAM && c.IPAM.NodeName == "" {
+		c.IPAM.NodeName = c.NodeName // this node's object carries the pod CIDR
+	}
 	for _, d := range []struct {
 		field string
 		d     time.Duration
@@ -167,13 +170,10 @@ func discard(l *slog.Logger) *slog.Logger {
 // e.g. "ipam.podSubnetCIDR"); nil if c is valid. It does no I/O. Open
 // validates the same way.
 func (c Config) Validate() error {
-	_, err := c.withDefaults()
+	d, err := c.withDefaults()
 	errs := []error{err}
-	ipamCfg := c.IPAM
+	ipamCfg := d.IPAM
 	if ipamCfg.ExternalIPAM {
-		if ipamCfg.NodeName == "" {
-			ipamCfg.NodeName = c.NodeName
-		}
 		ipamCfg.EventLoop = noLoop{} // Open sets the loop
 	}
 	if _, err := ipam.New(ipam.NodeIDFunc(func() uint32 { return 0 }), ipamCfg); err != nil {
