@@ -590,14 +590,14 @@ func (r *rebuilder) claim(id kubemodel.PodID, off uint64, holder string) {
 	delete(r.byPod, cur)
 	delete(r.holder, cur)
 	r.byPod[id] = off
-	r.setHolder(id, holder)
+	setHolder(&r.holder, id, holder)
 	r.owner[off] = id
 }
 
 func (r *rebuilder) take(id kubemodel.PodID, off uint64, holder string) {
 	r.byPod[id] = off
 	if holder != "" {
-		r.setHolder(id, holder)
+		setHolder(&r.holder, id, holder)
 	}
 	if r.owner != nil {
 		r.owner[off] = id
@@ -606,18 +606,6 @@ func (r *rebuilder) take(id kubemodel.PodID, off uint64, holder string) {
 	if !r.hasMax || off > r.maxOff {
 		r.maxOff, r.hasMax = off, true
 	}
-}
-
-// setHolder records the holder of id's claim (none if holder is empty).
-func (r *rebuilder) setHolder(id kubemodel.PodID, holder string) {
-	if holder == "" {
-		delete(r.holder, id)
-		return
-	}
-	if r.holder == nil {
-		r.holder = make(map[kubemodel.PodID]string)
-	}
-	r.holder[id] = holder
 }
 
 // cursor returns where the allocator continues after a rebuild: after the
@@ -832,11 +820,7 @@ func (i *IPAM) restoreHolder(pod kubemodel.PodID, container, prev string) error 
 		i.mu.Unlock()
 		return nil // released or moved on since
 	}
-	if prev == "" {
-		delete(i.holder, pod)
-	} else {
-		i.holder[pod] = prev
-	}
+	setHolder(&i.holder, pod, prev)
 	a := i.podAddr(off)
 	i.mu.Unlock()
 	if i.store == nil {

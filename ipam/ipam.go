@@ -487,15 +487,12 @@ func (i *IPAM) allocate(pod kubemodel.PodID, container, ipamType, ipamData strin
 	if off, ok := i.byPod[pod]; ok {
 		r := allocResult{addr: i.podAddr(off)}
 		_, unsure := i.unsure[pod]
-		holder := ""
-		if unsure || container != "" {
-			holder = i.holder[pod]
-		}
+		holder := i.holder[pod]
 		if container != "" && container != holder {
 			// A re-created sandbox of the pod: it gets the pod's address,
 			// and the DEL of the old sandbox must not release it.
 			r.outcome, r.prev, holder = allocMoved, holder, container
-			i.setHolder(pod, container)
+			setHolder(&i.holder, pod, container)
 		}
 		i.mu.Unlock()
 		if unsure {
@@ -539,7 +536,7 @@ func (i *IPAM) allocate(pod kubemodel.PodID, container, ipamType, ipamData strin
 	}
 	i.byPod[pod] = off
 	if container != "" {
-		i.setHolder(pod, container)
+		setHolder(&i.holder, pod, container)
 	}
 	addr := i.podAddr(off)
 	i.mu.Unlock()
@@ -557,21 +554,18 @@ func allocPersistError(pod kubemodel.PodID, addr netip.Addr, err error) error {
 		pod, addr, err)
 }
 
-// setHolder records container as the holder of pod's address. Caller
-// holds mu (and ioMu with a Store).
-func (i *IPAM) setHolder(pod kubemodel.PodID, container string) {
-	if i.holder == nil {
-		i.holder = make(map[kubemodel.PodID]string)
+// setHolder records holder as the sandbox holding pod's address in the
+// holder map *m (made on first use), or forgets pod's holder when holder
+// is "" (unknown). The IPAM's map: caller holds mu (and ioMu with a Store).
+func setHolder(m *map[kubemodel.PodID]string, pod kubemodel.PodID, holder string) {
+	if holder == "" {
+		delete(*m, pod)
+		return
 	}
-	i.holder[pod] = container
-}
-
-// dropHolder forgets the holder of pod's address (cheaply when no holder
-// is known at all). Caller holds mu (and ioMu with a Store).
-func (i *IPAM) dropHolder(pod kubemodel.PodID) {
-	if len(i.holder) > 0 {
-		delete(i.holder, pod)
+	if *m == nil {
+		*m = make(map[kubemodel.PodID]string)
 	}
+	(*m)[pod] = holder
 }
 
 // put persists the allocation of pod (which holds addr, held by the
@@ -710,7 +704,7 @@ func (i *IPAM) release(pod kubemodel.PodID, only netip.Addr, container string) (
 			}
 		}
 		delete(i.byPod, pod)
-		i.dropHolder(pod)
+		delete(i.holder, pod)
 		i.pool.release(off)
 		a := i.podAddr(off)
 		i.mu.Unlock()
@@ -760,7 +754,7 @@ func (i *IPAM) release(pod kubemodel.PodID, only netip.Addr, container string) (
 	a := i.podAddr(off)
 	i.mu.Lock()
 	delete(i.byPod, pod)
-	i.dropHolder(pod)
+	delete(i.holder, pod)
 	delete(i.unsure, pod)
 	i.pool.release(off)
 	i.mu.Unlock()
