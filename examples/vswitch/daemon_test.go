@@ -235,12 +235,19 @@ log:
 	var ipamView struct {
 		NodeID      uint32 `json:"nodeID"`
 		PodSubnet   string `json:"podSubnet"`
+		Plan        map[string]any
 		Allocated   uint64 `json:"allocated"`
 		Allocations []struct {
 			Pod, Address, ContainerID string
 		} `json:"allocations"`
 	}
 	d.getJSON("/debug/ipam", &ipamView)
+	d.getJSON("/debug/ipam", &ipamView.Plan)
+	for field, want := range map[string]string{"podSubnetAllNodes": "10.1.0.0/16", "serviceCIDR": "10.96.0.0/12", "podGateway": "10.1.1.1",
+		"hostInterconnectSubnet": "172.30.1.0/24", "hostInterconnectVPP": "172.30.1.1", "hostInterconnectLinux": "172.30.1.2",
+		"nodeIP": "192.168.16.1/24", "vxlanIP": "192.168.30.1/24"} {
+		assert.Equal(t, want, ipamView.Plan[field], field)
+	}
 	assert.Equal(t, uint32(1), ipamView.NodeID)
 	assert.Equal(t, "10.1.1.0/24", ipamView.PodSubnet)
 	require.Len(t, ipamView.Allocations, 1)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
 	"net/netip"
 	"reflect"
@@ -123,18 +122,20 @@ func debugEvents(r *http.Request, a *agent.Agent) (any, error) {
 	return out, nil
 }
 
-func ipString(ip net.IP) string {
-	if ip == nil {
+// addrString and prefixString print a valid address or prefix, "" for
+// one not known yet.
+func addrString(a netip.Addr) string {
+	if !a.IsValid() {
 		return ""
 	}
-	return ip.String()
+	return a.String()
 }
 
-func ipNetString(n *net.IPNet) string {
-	if n == nil {
+func prefixString(p netip.Prefix) string {
+	if !p.IsValid() {
 		return ""
 	}
-	return n.String()
+	return p.String()
 }
 
 // debugIPAM: the address plan, this node's pool and its allocations.
@@ -161,22 +162,20 @@ func debugIPAM(_ *http.Request, a *agent.Agent) (any, error) {
 		VXLANIP              string       `json:"vxlanIP"`
 		Allocations          []allocation `json:"allocations"`
 	}{
-		NodeID: id, PodSubnetAllNodes: ipNetString(i.PodSubnetAllNodes()), ServiceCIDR: ipNetString(i.ServiceNetwork()),
-		PodGateway: ipString(i.PodGatewayIP()), HostInterconnect: ipNetString(i.HostInterconnectSubnetThisNode()),
-		HostInterconnectVPP: ipString(i.HostInterconnectIPInVPP()), HostInterconnectHost: ipString(i.HostInterconnectIPInLinux()),
+		NodeID: id, PodSubnetAllNodes: prefixString(i.PodSubnetAllNodesPrefix()), ServiceCIDR: prefixString(i.ServiceNetworkPrefix()),
+		PodGateway: addrString(i.PodGatewayAddr()), HostInterconnect: prefixString(i.HostInterconnectSubnetThisNodePrefix()),
+		HostInterconnectVPP: addrString(i.HostInterconnectAddrInVPP()), HostInterconnectHost: addrString(i.HostInterconnectAddrInLinux()),
 		Allocations: []allocation{},
 	}
 	pu := i.PoolUsage()
-	if pu.Subnet.IsValid() {
-		out.PodSubnet = pu.Subnet.String()
-	}
+	out.PodSubnet = prefixString(pu.Subnet)
 	out.Capacity, out.Allocated = pu.Capacity, pu.Allocated
 	if id != 0 {
-		if ip, n, err := i.NodeIPAddress(id); err == nil {
-			out.NodeIP = (&net.IPNet{IP: ip, Mask: n.Mask}).String()
+		if p, err := i.NodeAddr(id); err == nil {
+			out.NodeIP = p.String()
 		}
-		if ip, n, err := i.VxlanIPAddress(id); err == nil {
-			out.VXLANIP = (&net.IPNet{IP: ip, Mask: n.Mask}).String()
+		if p, err := i.VxlanAddr(id); err == nil {
+			out.VXLANIP = p.String()
 		}
 	}
 	for _, al := range i.Allocations() {
