@@ -258,15 +258,15 @@ func newMirrorWriter(m *mirror, stats *counters, log *slog.Logger, delay time.Du
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
-// submit queues the changes ops (up to revision rev), or, when full is
-// set, a rewrite with snapshot(), which is called on the caller's
-// goroutine. The writer owns ops afterwards.
-func (mw *mirrorWriter) submit(ops []mirrorOp, rev int64, full bool, snapshot func() *mirrorSnapshot) {
+// submit queues the changes ops (up to revision rev), or, when snap is
+// set, a rewrite with the whole state snap (which ops are part of). The
+// writer owns ops and snap afterwards.
+func (mw *mirrorWriter) submit(ops []mirrorOp, rev int64, snap *mirrorSnapshot) {
 	mw.mu.Lock()
 	switch {
-	case full:
-		mw.snap, mw.ops = snapshot(), nil
-		mw.rev = max(mw.rev, mw.snap.rev, rev)
+	case snap != nil:
+		mw.snap, mw.ops = snap, nil
+		mw.rev = max(mw.rev, snap.rev, rev)
 	case mw.snap != nil:
 		mergeOps(mw.snap, ops)
 		mw.rev = max(mw.rev, rev)

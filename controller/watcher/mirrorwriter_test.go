@@ -47,13 +47,13 @@ func TestMirrorWriter(t *testing.T) {
 				go mw.run()
 				start := time.Now()
 				want = genSnapshot(1, 5)
-				mw.submit(nil, 1, true, func() *mirrorSnapshot { return genSnapshot(1, 5) })
+				mw.submit(nil, 1, genSnapshot(1, 5))
 				for i, key := range []string{"k8s/pod/ns/new", "k8s/pod/ns/p0", "k8s/pod/ns/p1"} {
 					var value []byte
 					if i == 0 {
 						value = []byte("n")
 					}
-					mw.submit([]mirrorOp{{key: key, value: value}}, int64(2+i), false, nil)
+					mw.submit([]mirrorOp{{key: key, value: value}}, int64(2+i), nil)
 					if value == nil {
 						delete(want.kube, key)
 					} else {
@@ -67,7 +67,7 @@ func TestMirrorWriter(t *testing.T) {
 				// A change while the writer retries joins the retried work.
 				time.Sleep(delay)
 				synctest.Wait()
-				mw.submit([]mirrorOp{{ext: true, key: "y", value: []byte("e")}}, 5, false, nil)
+				mw.submit([]mirrorOp{{ext: true, key: "y", value: []byte("e")}}, 5, nil)
 				want.ext["y"], want.rev = []byte("e"), 5
 				for stats.mirrorWrites.Load() == 0 {
 					require.Less(t, time.Since(start), time.Minute, "no successful write")
@@ -80,7 +80,7 @@ func TestMirrorWriter(t *testing.T) {
 				}
 
 				// close writes the queue at once.
-				mw.submit([]mirrorOp{{key: "k8s/pod/ns/late", value: []byte("l")}}, 6, false, nil)
+				mw.submit([]mirrorOp{{key: "k8s/pod/ns/late", value: []byte("l")}}, 6, nil)
 				want.kube["k8s/pod/ns/late"], want.rev = []byte("l"), 6
 				before := time.Now()
 				mw.close()

@@ -714,12 +714,11 @@ func (r *run) writeMirror() {
 	if r.writer == nil || r.st == nil {
 		return
 	}
-	w := r.w
-	r.writer.submit(r.pending, r.pendingRev, r.mirrorDirty, func() *mirrorSnapshot {
-		snap := r.st.mirrorSnapshot(w.cfg.KubeStatePrefix, w.cfg.ExternalConfigPrefix)
-		snap.rev = max(snap.rev, r.pendingRev)
-		return snap
-	})
+	var snap *mirrorSnapshot
+	if r.mirrorDirty {
+		snap = r.st.mirrorSnapshot(r.w.cfg.KubeStatePrefix, r.w.cfg.ExternalConfigPrefix)
+	}
+	r.writer.submit(r.pending, r.pendingRev, snap)
 	r.pending = nil // the writer owns it now
 	r.mirrorDirty = false
 }
