@@ -592,3 +592,11 @@ func vxlanMsg(l *ifaceLink, add bool, decapNext uint32) *vxlan.VxlanAddDelTunnel
 
 // defaultMemifSocket is VPP's socket 0.
 const defaultMemifSocket = "/run/vpp/memif.sock"
+
+// The sizes a tap or memif interface gets when its value leaves them 0
+// (VPP's defaults), in parsing and in readback alike.
+const (
+	defaultTapRing     = 256  // rx and tx ring
+	defaultMemifRing   = 1024 // ring size
+	defaultMemifBuffer = 2048 // buffer size
+)

@@ -195,9 +195,9 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 			v.link.afpHost = afpHost[uint32(r.SwIfIndex)]
 		case "virtio":
 			v.typ = model.Interface_TAP
-			v.link.tapRx, v.link.tapTx = 256, 256
+			v.link.tapRx, v.link.tapTx = defaultTapRing, defaultTapRing
 			if t := taps[uint32(r.SwIfIndex)]; t != nil {
-				v.link.tapRx, v.link.tapTx = uint32(cmp.Or(t.RxRingSz, 256)), uint32(cmp.Or(t.TxRingSz, 256))
+				v.link.tapRx, v.link.tapTx = uint32(cmp.Or(t.RxRingSz, defaultTapRing)), uint32(cmp.Or(t.TxRingSz, defaultTapRing))
 				if want.link.tapHost != "" {
 					v.link.tapHost = t.HostIfName
 				}
@@ -232,7 +232,7 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 			// one), not the configured ones: take them from the driver's
 			// record.
 			v.link.memifSecret = want.link.memifSecret
-			v.link.memifRing, v.link.memifBuf = cmp.Or(want.link.memifRing, 1024), cmp.Or(want.link.memifBuf, 2048)
+			v.link.memifRing, v.link.memifBuf = cmp.Or(want.link.memifRing, defaultMemifRing), cmp.Or(want.link.memifBuf, defaultMemifBuffer)
 		case "VXLAN":
 			v.typ = model.Interface_VXLAN_TUNNEL
 			if t := tunnels[uint32(r.SwIfIndex)]; t != nil {

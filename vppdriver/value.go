@@ -269,7 +269,7 @@ func parseInterface(m *model.Interface) (*ifaceVal, error) {
 		x := m.GetMemif()
 		v.link.memifMaster, v.link.memifID, v.link.memifSecret = x.GetMaster(), x.GetId(), x.GetSecret()
 		v.link.memifSocket = cmp.Or(x.GetSocketFilename(), defaultMemifSocket)
-		v.link.memifRing, v.link.memifBuf = cmp.Or(x.GetRingSize(), 1024), cmp.Or(x.GetBufferSize(), 2048)
+		v.link.memifRing, v.link.memifBuf = cmp.Or(x.GetRingSize(), defaultMemifRing), cmp.Or(x.GetBufferSize(), defaultMemifBuffer)
 	}
 	return v.finish(), nil
 }
@@ -277,7 +277,7 @@ func parseInterface(m *model.Interface) (*ifaceVal, error) {
 // parseTap fills the tap attributes of l.
 func parseTap(t *model.TapLink, l *ifaceLink) error {
 	l.tapHost, l.tapNS = t.GetHostIfName(), t.GetHostNamespace()
-	l.tapRx, l.tapTx = cmp.Or(t.GetRxRingSize(), 256), cmp.Or(t.GetTxRingSize(), 256)
+	l.tapRx, l.tapTx = cmp.Or(t.GetRxRingSize(), defaultTapRing), cmp.Or(t.GetTxRingSize(), defaultTapRing)
 	if s := t.GetHostMacAddress(); s != "" {
 		mac, err := model.ParseMAC(s)
 		if err != nil {
