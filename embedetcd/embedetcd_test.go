@@ -14,8 +14,8 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
-	"github.com/vswitchkit/vswitchkit/controller/watcher/watchertest"
 	"github.com/vswitchkit/vswitchkit/embedetcd"
+	"github.com/vswitchkit/vswitchkit/embedetcd/etcdtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -101,7 +101,7 @@ func TestRootPasswordEnablesAuth(t *testing.T) {
 
 func TestMutualTLS(t *testing.T) {
 	ctx := testCtx(t)
-	files, err := watchertest.GenerateCerts(t.TempDir())
+	files, err := etcdtest.GenerateCerts(t.TempDir())
 	require.NoError(t, err)
 	srv, err := embedetcd.Start(ctx, embedetcd.Config{
 		UnsafeNoFsync: true,

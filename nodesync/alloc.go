@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
-	"github.com/vswitchkit/vswitchkit/nodesync/model"
+	"github.com/vswitchkit/vswitchkit/nodesync/nodesyncmodel"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -20,8 +20,8 @@ import (
 //
 // Keys (relative to Config.Prefix):
 //
-//	node/<name>              the node's record (model.VswitchNode), ID 0 while pending
-//	id/<n>                   the claim of ID n (model.NodeIDClaim naming the owner)
+//	node/<name>              the node's record (nodesyncmodel.VswitchNode), ID 0 while pending
+//	id/<n>                   the claim of ID n (nodesyncmodel.NodeIDClaim naming the owner)
 //	alloc/ticket             the ticket counter: its etcd version counts the tickets handed out
 //	alloc/free/<%010d>       a free-ID hint: ID n was released and may be claimed again
 //
@@ -161,7 +161,7 @@ const (
 // allocate claims this node's ID, or finds the one it owns already, and
 // returns it with this node's record as stored.
 func (ns *NodeSync) allocate(ctx context.Context) (uint32, vswitchRecord, error) {
-	pending, err := proto.Marshal(&model.VswitchNode{Name: ns.name})
+	pending, err := proto.Marshal(&nodesyncmodel.VswitchNode{Name: ns.name})
 	if err != nil {
 		return 0, vswitchRecord{}, fmt.Errorf("nodesync: encode node record: %w", err)
 	}
@@ -316,7 +316,7 @@ func (a *allocation) try(ctx context.Context, c claimAttempt) (uint32, vswitchRe
 func (a *allocation) commit(ctx context.Context, c claimAttempt) (outcome, error) {
 	ns := a.ns
 	me := nodeKey(ns.name)
-	claim, err := proto.Marshal(&model.NodeIDClaim{Id: c.id, Name: ns.name})
+	claim, err := proto.Marshal(&nodesyncmodel.NodeIDClaim{Id: c.id, Name: ns.name})
 	if err != nil {
 		return 0, fmt.Errorf("nodesync: encode ID claim: %w", err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/nodesync"
 	"github.com/vswitchkit/vswitchkit/nodesync/etcddb"
 	"github.com/vswitchkit/vswitchkit/nodesync/internal/etcdtest"
-	"github.com/vswitchkit/vswitchkit/nodesync/model"
+	"github.com/vswitchkit/vswitchkit/nodesync/nodesyncmodel"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -256,12 +256,12 @@ func TestConcurrentJoinFillsHoles(t *testing.T) {
 	defer closeDBs()
 	for i := range existing { // IDs 2, 4, ..., 20 are taken
 		id := uint32(2 * (i + 1))
-		claim := mustMarshal(t, &model.NodeIDClaim{Id: id, Name: fmt.Sprintf("old-%d", i)})
+		claim := mustMarshal(t, &nodesyncmodel.NodeIDClaim{Id: id, Name: fmt.Sprintf("old-%d", i)})
 		ok, err := dbs[0].PutIfNotExists(fmt.Sprintf("%sid/%d", nodesync.DefaultPrefix, id), claim)
 		require.NoError(t, err)
 		require.True(t, ok)
 		_, err = dbs[0].NewBroker(nodesync.DefaultPrefix).Put(context.Background(), fmt.Sprintf("node/old-%d", i),
-			&model.VswitchNode{Id: id, Name: fmt.Sprintf("old-%d", i)})
+			&nodesyncmodel.VswitchNode{Id: id, Name: fmt.Sprintf("old-%d", i)})
 		require.NoError(t, err)
 	}
 

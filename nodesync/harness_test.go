@@ -16,7 +16,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/nodesync"
 	"github.com/vswitchkit/vswitchkit/nodesync/etcddb"
 	"github.com/vswitchkit/vswitchkit/nodesync/internal/etcdtest"
-	"github.com/vswitchkit/vswitchkit/nodesync/model"
+	"github.com/vswitchkit/vswitchkit/nodesync/nodesyncmodel"
 	"github.com/vswitchkit/vswitchkit/nodesync/nodesynctest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/namespace"
@@ -157,7 +157,7 @@ func (h *harness) pump(wantRecordEvents int) []*nodesync.NodeUpdate {
 	}
 }
 
-func putRecord(t *testing.T, db testDB, rec *model.VswitchNode) {
+func putRecord(t *testing.T, db testDB, rec *nodesyncmodel.VswitchNode) {
 	t.Helper()
 	_, err := db.NewBroker(testPrefix).Put(context.Background(), "node/"+rec.GetName(), rec)
 	require.NoError(t, err)
@@ -201,7 +201,7 @@ func prefixes(ps ...string) []netip.Prefix {
 func netipPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
 
 // putRecordRaw writes a record while the DB may be disconnected.
-func putRecordRaw(t *testing.T, db testDB, rec *model.VswitchNode) {
+func putRecordRaw(t *testing.T, db testDB, rec *nodesyncmodel.VswitchNode) {
 	t.Helper()
 	db.PutRaw(testPrefix+"node/"+rec.GetName(), mustMarshal(t, rec))
 }

@@ -22,24 +22,24 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller/controllertest"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	"github.com/vswitchkit/vswitchkit/nodesync"
-	"github.com/vswitchkit/vswitchkit/nodesync/model"
+	"github.com/vswitchkit/vswitchkit/nodesync/nodesyncmodel"
 	"github.com/vswitchkit/vswitchkit/nodesync/nodesynctest"
 	"google.golang.org/protobuf/proto"
 )
 
 // seedNode stores the claim and the record of a node that joined earlier.
-func seedNode(t *testing.T, db testDB, id uint32, name string, ips ...*model.IPWithNetwork) {
+func seedNode(t *testing.T, db testDB, id uint32, name string, ips ...*nodesyncmodel.IPWithNetwork) {
 	t.Helper()
-	claim, err := proto.Marshal(&model.NodeIDClaim{Id: id, Name: name})
+	claim, err := proto.Marshal(&nodesyncmodel.NodeIDClaim{Id: id, Name: name})
 	require.NoError(t, err)
 	ok, err := db.PutIfNotExists(fmt.Sprintf("%sid/%d", testPrefix, id), claim)
 	require.NoError(t, err)
 	require.True(t, ok)
-	putRecord(t, db, &model.VswitchNode{Id: id, Name: name, IpAddresses: ips})
+	putRecord(t, db, &nodesyncmodel.VswitchNode{Id: id, Name: name, IpAddresses: ips})
 }
 
-func vppIP(addr, network string) *model.IPWithNetwork {
-	return &model.IPWithNetwork{Address: addr, Network: network}
+func vppIP(addr, network string) *nodesyncmodel.IPWithNetwork {
+	return &nodesyncmodel.IPWithNetwork{Address: addr, Network: network}
 }
 
 type wantUpdate struct {
@@ -72,7 +72,7 @@ func TestNodeUpdates(t *testing.T) {
 		{
 			name: "other node joins",
 			act: func(t *testing.T, h *harness) int {
-				putRecord(t, h.db, &model.VswitchNode{Id: 3, Name: "node-c", IpAddresses: []*model.IPWithNetwork{vppIP("192.168.16.3", "192.168.16.0/24")}})
+				putRecord(t, h.db, &nodesyncmodel.VswitchNode{Id: 3, Name: "node-c", IpAddresses: []*nodesyncmodel.IPWithNetwork{vppIP("192.168.16.3", "192.168.16.0/24")}})
 				return 1
 			},
 			want: []wantUpdate{{"node-c", nil, &nodesync.Node{ID: 3, Name: "node-c", VppIPAddresses: nodesync.IPsWithNetworks{ipNet("192.168.16.3", "192.168.16.0/24")}}}},
@@ -80,14 +80,14 @@ func TestNodeUpdates(t *testing.T) {
 		{
 			name: "other node still waiting for its ID is not reported",
 			act: func(t *testing.T, h *harness) int {
-				putRecord(t, h.db, &model.VswitchNode{Name: "node-c"})
+				putRecord(t, h.db, &nodesyncmodel.VswitchNode{Name: "node-c"})
 				return 1
 			},
 		},
 		{
 			name: "other node changes VPP IPs",
 			act: func(t *testing.T, h *harness) int {
-				putRecord(t, h.db, &model.VswitchNode{Id: 2, Name: "node-b", IpAddresses: []*model.IPWithNetwork{vppIP("192.168.16.12", "192.168.16.0/24"), vppIP("fd00::2", "fd00::/64")}})
+				putRecord(t, h.db, &nodesyncmodel.VswitchNode{Id: 2, Name: "node-b", IpAddresses: []*nodesyncmodel.IPWithNetwork{vppIP("192.168.16.12", "192.168.16.0/24"), vppIP("fd00::2", "fd00::/64")}})
 				return 1
 			},
 			want: []wantUpdate{{"node-b", nodeB, with(nodeB, func(n *nodesync.Node) {
@@ -97,7 +97,7 @@ func TestNodeUpdates(t *testing.T) {
 		{
 			name: "other node rewrites the same record",
 			act: func(t *testing.T, h *harness) int {
-				putRecord(t, h.db, &model.VswitchNode{Id: 2, Name: "node-b", IpAddresses: []*model.IPWithNetwork{vppIP("192.168.16.2", "192.168.16.0/24")}})
+				putRecord(t, h.db, &nodesyncmodel.VswitchNode{Id: 2, Name: "node-b", IpAddresses: []*nodesyncmodel.IPWithNetwork{vppIP("192.168.16.2", "192.168.16.0/24")}})
 				return 1
 			},
 		},
@@ -173,9 +173,9 @@ func TestNodeUpdates(t *testing.T) {
 			name: "malformed record of another node is skipped",
 			act: func(t *testing.T, h *harness) int {
 				h.db.PutRaw(testPrefix+"node/node-x", []byte("\xff\xff not a protobuf"))
-				h.db.PutRaw(testPrefix+"node/node-z", mustMarshal(t, &model.VswitchNode{Id: 7, Name: "node-y"}))
-				h.db.PutRaw(testPrefix+"node/node-w", mustMarshal(t, &model.VswitchNode{Id: 8, Name: "node-w",
-					IpAddresses: []*model.IPWithNetwork{vppIP("192.168.16.300", "192.168.16.0/24")}}))
+				h.db.PutRaw(testPrefix+"node/node-z", mustMarshal(t, &nodesyncmodel.VswitchNode{Id: 7, Name: "node-y"}))
+				h.db.PutRaw(testPrefix+"node/node-w", mustMarshal(t, &nodesyncmodel.VswitchNode{Id: 8, Name: "node-w",
+					IpAddresses: []*nodesyncmodel.IPWithNetwork{vppIP("192.168.16.300", "192.168.16.0/24")}}))
 				return 3
 			},
 		},
@@ -246,10 +246,10 @@ func TestRestartReusesID(t *testing.T) {
 			name: "restart after a crash between claim and record update",
 			seed: func(t *testing.T, db testDB) {
 				seedNode(t, db, 1, "node-b")
-				ok, err := db.PutIfNotExists(testPrefix+"id/5", mustMarshal(t, &model.NodeIDClaim{Id: 5, Name: "node-a"}))
+				ok, err := db.PutIfNotExists(testPrefix+"id/5", mustMarshal(t, &nodesyncmodel.NodeIDClaim{Id: 5, Name: "node-a"}))
 				require.NoError(t, err)
 				require.True(t, ok)
-				putRecord(t, db, &model.VswitchNode{Name: "node-a"})
+				putRecord(t, db, &nodesyncmodel.VswitchNode{Name: "node-a"})
 			},
 			wantID: 5,
 		},
@@ -280,7 +280,7 @@ func TestRestartReusesID(t *testing.T) {
 			name: "own record with a stale ID that another node owns now",
 			seed: func(t *testing.T, db testDB) {
 				seedNode(t, db, 1, "node-b")
-				putRecord(t, db, &model.VswitchNode{Id: 1, Name: "node-a"})
+				putRecord(t, db, &nodesyncmodel.VswitchNode{Id: 1, Name: "node-a"})
 			},
 			wantID: 2,
 		},
@@ -302,7 +302,7 @@ func TestRestartReusesID(t *testing.T) {
 						continue
 					}
 					v, _ := db.Value(k)
-					var c model.NodeIDClaim
+					var c nodesyncmodel.NodeIDClaim
 					if proto.Unmarshal(v, &c) == nil && c.GetName() == "node-a" {
 						claims++
 					}
@@ -504,8 +504,8 @@ func TestWatchCompactionRelists(t *testing.T) {
 	h.pump(0)
 	// Break the watch: compact, then disconnect briefly while changes happen.
 	db.SetConnected(false)
-	putRecordRaw(t, db, &model.VswitchNode{Id: 2, Name: "node-b"})
-	putRecordRaw(t, db, &model.VswitchNode{Id: 3, Name: "node-c"})
+	putRecordRaw(t, db, &nodesyncmodel.VswitchNode{Id: 2, Name: "node-b"})
+	putRecordRaw(t, db, &nodesyncmodel.VswitchNode{Id: 3, Name: "node-c"})
 	db.Compact(db.Revision())
 	db.SetConnected(true)
 	// The watcher re-lists and pushes one record resync.
@@ -533,7 +533,7 @@ func TestPushFailureRelists(t *testing.T) {
 	h.resync(1)
 	h.pump(0)
 	armed.Store(true)
-	putRecord(t, db, &model.VswitchNode{Id: 2, Name: "node-b"})
+	putRecord(t, db, &nodesyncmodel.VswitchNode{Id: 2, Name: "node-b"})
 	<-failed
 	got := h.pump(1) // the record resync after the failed push
 	require.Len(t, got, 1)
@@ -863,7 +863,7 @@ func TestConcurrentJoinWithRandomFaults(t *testing.T) {
 			for i, h := range hs {
 				v, ok := db.Value(fmt.Sprintf("%sid/%d", testPrefix, ids[i]))
 				require.True(t, ok)
-				var c model.NodeIDClaim
+				var c nodesyncmodel.NodeIDClaim
 				require.NoError(t, proto.Unmarshal(v, &c))
 				require.Equal(t, h.name, c.GetName())
 			}

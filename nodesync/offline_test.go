@@ -13,7 +13,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/nodesync"
 	"github.com/vswitchkit/vswitchkit/nodesync/etcddb"
 	"github.com/vswitchkit/vswitchkit/nodesync/internal/etcdtest"
-	"github.com/vswitchkit/vswitchkit/nodesync/model"
+	"github.com/vswitchkit/vswitchkit/nodesync/nodesyncmodel"
 	"github.com/vswitchkit/vswitchkit/nodesync/nodesynctest"
 )
 
@@ -84,7 +84,7 @@ func TestOfflineStart(t *testing.T) {
 					return
 				}
 				h.pump(1) // the records read once the ID is confirmed
-				putRecord(t, db, &model.VswitchNode{Id: 3, Name: "node-d"})
+				putRecord(t, db, &nodesyncmodel.VswitchNode{Id: 3, Name: "node-d"})
 				got := h.pump(1)
 				require.Len(t, got, 1, "the watch runs after the confirmation")
 				require.Equal(t, "node-d", got[0].NodeName)
@@ -188,7 +188,7 @@ func TestOfflineStartEtcd(t *testing.T) {
 		t.Fatalf("Run ended after the confirmation: %v", err)
 	default:
 	}
-	_, err := db.NewBroker(testPrefix).Put(context.Background(), "node/node-d", &model.VswitchNode{Id: 3, Name: "node-d"})
+	_, err := db.NewBroker(testPrefix).Put(context.Background(), "node/node-d", &nodesyncmodel.VswitchNode{Id: 3, Name: "node-d"})
 	require.NoError(t, err)
 	got := h.pump(1)
 	require.Len(t, got, 1)

@@ -9,19 +9,19 @@ import (
 	"strings"
 
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
-	"github.com/vswitchkit/vswitchkit/nodesync/model"
+	"github.com/vswitchkit/vswitchkit/nodesync/nodesyncmodel"
 )
 
 // Key layout relative to Config.Prefix.
 const (
-	nodeKeyPrefix = "node/" // node/<name> -> model.VswitchNode
-	idKeyPrefix   = "id/"   // id/<id> -> model.NodeIDClaim
+	nodeKeyPrefix = "node/" // node/<name> -> nodesyncmodel.VswitchNode
+	idKeyPrefix   = "id/"   // id/<id> -> nodesyncmodel.NodeIDClaim
 )
 
 func nodeKey(name string) string { return nodeKeyPrefix + name }
 func idKey(id uint32) string     { return idKeyPrefix + strconv.FormatUint(uint64(id), 10) }
 
-// vswitchRecord is the parsed form of a model.VswitchNode.
+// vswitchRecord is the parsed form of a nodesyncmodel.VswitchNode.
 type vswitchRecord struct {
 	ID     uint32
 	Name   string
@@ -35,7 +35,7 @@ func parseRecord(key string, value []byte, modRev int64) (vswitchRecord, error) 
 	if !ok || name == "" {
 		return vswitchRecord{}, &RecordError{Key: key, Err: errors.New("not a node record key")}
 	}
-	var m model.VswitchNode
+	var m nodesyncmodel.VswitchNode
 	if err := (KV{Value: value}).Unmarshal(&m); err != nil {
 		return vswitchRecord{}, &RecordError{Key: key, Err: err}
 	}
@@ -49,15 +49,15 @@ func parseRecord(key string, value []byte, modRev int64) (vswitchRecord, error) 
 	return vswitchRecord{ID: m.GetId(), Name: name, IPs: ips.Canonical(), ModRev: modRev}, nil
 }
 
-func recordToModel(r vswitchRecord) *model.VswitchNode {
-	m := &model.VswitchNode{Id: r.ID, Name: r.Name}
+func recordToModel(r vswitchRecord) *nodesyncmodel.VswitchNode {
+	m := &nodesyncmodel.VswitchNode{Id: r.ID, Name: r.Name}
 	for _, a := range r.IPs {
-		m.IpAddresses = append(m.IpAddresses, &model.IPWithNetwork{Address: a.Address.String(), Network: a.Network.String()})
+		m.IpAddresses = append(m.IpAddresses, &nodesyncmodel.IPWithNetwork{Address: a.Address.String(), Network: a.Network.String()})
 	}
 	return m
 }
 
-func ipsFromModel(in []*model.IPWithNetwork) (IPsWithNetworks, error) {
+func ipsFromModel(in []*nodesyncmodel.IPWithNetwork) (IPsWithNetworks, error) {
 	var out IPsWithNetworks
 	for _, m := range in {
 		addr, err := netip.ParseAddr(m.GetAddress())
@@ -87,7 +87,7 @@ func parseClaim(key string, value []byte) (uint32, string, error) {
 	if err != nil || id == 0 || strconv.FormatUint(id, 10) != s {
 		return 0, "", &RecordError{Key: key, Err: fmt.Errorf("%q is not a canonical positive 32-bit ID", s)}
 	}
-	var m model.NodeIDClaim
+	var m nodesyncmodel.NodeIDClaim
 	if err := (KV{Value: value}).Unmarshal(&m); err != nil {
 		return uint32(id), "", &RecordError{Key: key, Err: err}
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/vppdriver"
-	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
 
@@ -33,8 +33,8 @@ func BenchmarkApplyRoutes10k(b *testing.B) {
 	del := controller.KeyValuePairs{}
 	for i := range n {
 		dst := netip.PrefixFrom(netip.AddrFrom4([4]byte{100, byte(i >> 8), byte(i), 0}), 24)
-		r := &model.Route{DstNetwork: dst.String(), Paths: []*model.Path{{OutgoingInterface: "up", NextHop: "10.0.0.2"}}}
-		k := model.RouteKey(0, dst)
+		r := &vppmodel.Route{DstNetwork: dst.String(), Paths: []*vppmodel.Path{{OutgoingInterface: "up", NextHop: "10.0.0.2"}}}
+		k := vppmodel.RouteKey(0, dst)
 		add[k] = r
 		del[k] = nil
 	}
@@ -50,7 +50,7 @@ func BenchmarkApplyRoutes10k(b *testing.B) {
 	msgs := vpp.Stats().Requests - before
 	require.Equal(b, uint64(2*n*b.N), msgs)
 	b.ReportMetric(float64(msgs)/elapsed.Seconds(), "msgs/s")
-	s, _ := d.Status(model.InterfaceKey("up"))
+	s, _ := d.Status(vppmodel.InterfaceKey("up"))
 	require.Equal(b, vppdriver.StateConfigured, s.State)
 }
 
@@ -60,17 +60,17 @@ func BenchmarkApplyRoutes10k(b *testing.B) {
 func installed(n int) controller.KeyValuePairs {
 	values := controller.KeyValuePairs{}
 	add := func(m proto.Message) {
-		k, err := model.KeyOf(m)
+		k, err := vppmodel.KeyOf(m)
 		if err != nil {
 			panic(err)
 		}
 		values[k] = m
 	}
-	add(&model.Interface{Name: "up", Type: model.Interface_LOOPBACK, Enabled: true, IpAddresses: []string{"10.0.0.1/16"}})
-	add(&model.Interface{Name: "pods", Type: model.Interface_LOOPBACK, Enabled: true, IpAddresses: []string{"10.1.0.1/16"}})
-	add(&model.Nat44Global{})
-	add(&model.Nat44Interface{Interface: "up", Outside: true})
-	add(&model.Nat44Interface{Interface: "pods", Inside: true})
+	add(&vppmodel.Interface{Name: "up", Type: vppmodel.Interface_LOOPBACK, Enabled: true, IpAddresses: []string{"10.0.0.1/16"}})
+	add(&vppmodel.Interface{Name: "pods", Type: vppmodel.Interface_LOOPBACK, Enabled: true, IpAddresses: []string{"10.1.0.1/16"}})
+	add(&vppmodel.Nat44Global{})
+	add(&vppmodel.Nat44Interface{Interface: "up", Outside: true})
+	add(&vppmodel.Nat44Interface{Interface: "pods", Inside: true})
 	for i := range (n - 5) / 2 {
 		add(benchRoute(i, "10.0.0.2"))
 		add(benchLB(i, "10.1.0.2"))
@@ -78,15 +78,15 @@ func installed(n int) controller.KeyValuePairs {
 	return values
 }
 
-func benchRoute(i int, nh string) *model.Route {
+func benchRoute(i int, nh string) *vppmodel.Route {
 	dst := netip.PrefixFrom(netip.AddrFrom4([4]byte{100, byte(i >> 16), byte(i >> 8), byte(i)}), 32)
-	return &model.Route{DstNetwork: dst.String(), Paths: []*model.Path{{OutgoingInterface: "up", NextHop: nh}}}
+	return &vppmodel.Route{DstNetwork: dst.String(), Paths: []*vppmodel.Path{{OutgoingInterface: "up", NextHop: nh}}}
 }
 
-func benchLB(i int, backend string) *model.Nat44LbStaticMapping {
+func benchLB(i int, backend string) *vppmodel.Nat44LbStaticMapping {
 	ext := netip.AddrFrom4([4]byte{172, 16 + byte(i>>16), byte(i >> 8), byte(i)})
-	return &model.Nat44LbStaticMapping{Protocol: model.Nat44Protocol_TCP, ExternalIp: ext.String(), ExternalPort: 80,
-		Out2InOnly: true, Backends: []*model.Nat44Backend{
+	return &vppmodel.Nat44LbStaticMapping{Protocol: vppmodel.Nat44Protocol_TCP, ExternalIp: ext.String(), ExternalPort: 80,
+		Out2InOnly: true, Backends: []*vppmodel.Nat44Backend{
 			{Ip: "10.1.0.10", Port: 8080, Probability: 50},
 			{Ip: backend, Port: 8080, Probability: 50},
 		}}
@@ -114,7 +114,7 @@ func BenchmarkOneKeyCommit(b *testing.B) {
 				state := installed(n)
 				commit(b, d, controller.CommitUpdate, state)
 				waitConfigured(b, d, len(state))
-				key, err := model.KeyOf(tc.a)
+				key, err := vppmodel.KeyOf(tc.a)
 				require.NoError(b, err)
 				va := controller.KeyValuePairs{key: tc.a}
 				vb := controller.KeyValuePairs{key: tc.b}

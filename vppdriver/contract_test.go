@@ -13,7 +13,7 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/vppdriver"
-	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
 
@@ -82,11 +82,11 @@ func TestInvalidValuesPerKey(t *testing.T) {
 			require.Eventually(t, d.Connected, 10*time.Second, time.Millisecond)
 			values := kv(t, loop("a", true, 0, "10.0.0.1/24"), route(0, "10.5.0.0/16", via("a", "10.0.0.2")))
 			bad := controller.KeyValuePairs{
-				model.InterfaceKey("b"):                                 loop("b", true, 0, "10.0.0.300/24"),
-				"vpp/route/0/10.6.0.0/16":                               route(0, "10.6.0.0/16", via("a", "not-an-ip")),
-				model.InterfaceKey("c"):                                 loop("other-name", true, 0),
-				"vpp/unknown-kind/x":                                    loop("x", true, 0),
-				model.RouteKey(0, netip.MustParsePrefix("10.7.0.0/16")): route(0, "10.7.0.0/16"),
+				vppmodel.InterfaceKey("b"):                                 loop("b", true, 0, "10.0.0.300/24"),
+				"vpp/route/0/10.6.0.0/16":                                  route(0, "10.6.0.0/16", via("a", "not-an-ip")),
+				vppmodel.InterfaceKey("c"):                                 loop("other-name", true, 0),
+				"vpp/unknown-kind/x":                                       loop("x", true, 0),
+				vppmodel.RouteKey(0, netip.MustParsePrefix("10.7.0.0/16")): route(0, "10.7.0.0/16"),
 			}
 			for k, v := range bad {
 				values[k] = v
@@ -106,7 +106,7 @@ func TestInvalidValuesPerKey(t *testing.T) {
 
 			// The valid keys are configured; the invalid ones Failed, kept.
 			require.EventuallyWithT(t, func(c *assert.CollectT) {
-				for _, k := range []string{model.InterfaceKey("a"), model.RouteKey(0, netip.MustParsePrefix("10.5.0.0/16"))} {
+				for _, k := range []string{vppmodel.InterfaceKey("a"), vppmodel.RouteKey(0, netip.MustParsePrefix("10.5.0.0/16"))} {
 					s, ok := d.Status(k)
 					require.True(c, ok, k)
 					require.Equal(c, vppdriver.StateConfigured, s.State, s.String())
@@ -138,8 +138,8 @@ func TestInvalidReplacesValid(t *testing.T) {
 	commit(t, d, controller.CommitResync, state)
 	waitConfigured(t, d, 2)
 
-	ikey := model.InterfaceKey("a")
-	rkey := model.RouteKey(0, netip.MustParsePrefix("10.5.0.0/16"))
+	ikey := vppmodel.InterfaceKey("a")
+	rkey := vppmodel.RouteKey(0, netip.MustParsePrefix("10.5.0.0/16"))
 	err := commitErr(t, d, controller.CommitUpdate, controller.KeyValuePairs{ikey: loop("a", true, 0, "10.0.0.1/33")})
 	require.Equal(t, []string{ikey}, keyErrorKeys(err))
 	s, _ := d.Status(ikey)
@@ -187,7 +187,7 @@ func TestIncompatiblePermanent(t *testing.T) {
 	require.ErrorIs(t, err, vppdriver.ErrIncompatible)
 	assert.True(t, controller.IsPermanent(err), "%v", err)
 	assert.Empty(t, controller.KeyErrors(err))
-	s, _ := d.Status(model.InterfaceKey("a"))
+	s, _ := d.Status(vppmodel.InterfaceKey("a"))
 	assert.Equal(t, vppdriver.StateFailed, s.State)
 
 	// VPP is upgraded: the old one goes away, the driver reconnects.
@@ -205,7 +205,7 @@ func TestIncompatiblePermanent(t *testing.T) {
 func TestStatusWhileDisconnected(t *testing.T) {
 	vpp := vppsim.New(vppsim.Config{})
 	d := startDriver(t, vpp, testCfg())
-	state := kv(t, &model.VrfTable{Id: 9}, loop("a", true, 9, "10.0.0.1/24"), route(9, "10.8.0.0/16", via("a", "10.0.0.2")))
+	state := kv(t, &vppmodel.VrfTable{Id: 9}, loop("a", true, 9, "10.0.0.1/24"), route(9, "10.8.0.0/16", via("a", "10.0.0.2")))
 	commit(t, d, controller.CommitResync, state)
 	waitConfigured(t, d, len(state))
 

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/vswitchkit/vswitchkit/controller"
-	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 )
 
 // Driver is the desired-state reconciler that programs VPP. It implements
@@ -100,8 +100,8 @@ func New(newAdapter func() adapter.VppAPI, cfg Config) (*Driver, error) {
 }
 
 // OwnsKey reports whether key belongs to the driver: exactly the keys under
-// [model.KeyRoot] ("vpp/"). Commit ignores every other key.
-func (d *Driver) OwnsKey(key string) bool { return strings.HasPrefix(key, model.KeyRoot) }
+// [vppmodel.KeyRoot] ("vpp/"). Commit ignores every other key.
+func (d *Driver) OwnsKey(key string) bool { return strings.HasPrefix(key, vppmodel.KeyRoot) }
 
 // Run connects to VPP, reads its state back and reconciles, then keeps the
 // connection healthy: it probes VPP every HealthInterval, retries failed
@@ -364,7 +364,7 @@ func (d *Driver) desireLocked(key string, msg proto.Message) *controller.KeyErro
 // parseChecked validates msg as the value of key (model validation) and
 // parses it into its value. Errors wrap ErrInvalidValue.
 func parseChecked(key string, msg proto.Message) (value, error) {
-	if err := model.CheckKey(key, msg); err != nil {
+	if err := vppmodel.CheckKey(key, msg); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidValue, err)
 	}
 	v, err := parseValue(msg)

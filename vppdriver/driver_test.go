@@ -19,15 +19,15 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/internal/vppconv"
 	"github.com/vswitchkit/vswitchkit/vppdriver"
-	"github.com/vswitchkit/vswitchkit/vppdriver/internal/vppconv"
-	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
 
-func afp(name, host string, addrs ...string) *model.Interface {
-	return &model.Interface{Name: name, Type: model.Interface_AF_PACKET, Enabled: true,
-		AfPacket: &model.AfPacketLink{HostIfName: host}, IpAddresses: addrs}
+func afp(name, host string, addrs ...string) *vppmodel.Interface {
+	return &vppmodel.Interface{Name: name, Type: vppmodel.Interface_AF_PACKET, Enabled: true,
+		AfPacket: &vppmodel.AfPacketLink{HostIfName: host}, IpAddresses: addrs}
 }
 
 // TestApplyChangeResync applies a desired state, then a changed one, then
@@ -37,20 +37,20 @@ func TestApplyChangeResync(t *testing.T) {
 	vpp := vppsim.New(vppsim.Config{HostInterfaces: []string{"veth0", "veth1"}, VhostNet: true})
 	d := startDriver(t, vpp, testCfg())
 
-	vrf10 := &model.VrfTable{Id: 10, Label: "pods"}
-	vrf10v6 := &model.VrfTable{Id: 10, Protocol: model.VrfTable_IPV6}
+	vrf10 := &vppmodel.VrfTable{Id: 10, Label: "pods"}
+	vrf10v6 := &vppmodel.VrfTable{Id: 10, Protocol: vppmodel.VrfTable_IPV6}
 	state1 := kv(t,
 		vrf10, vrf10v6,
 		loop("uplink", true, 0, "192.168.16.5/24", "fd00:16::5/64"),
 		loop("bvi", false, 10, "10.1.5.1/24"),
 		afp("pod1", "veth0", "10.1.5.2/32"),
-		&model.Interface{Name: "tap1", Type: model.Interface_TAP, Enabled: true, MacAddress: "02:00:00:00:00:aa",
-			Tap: &model.TapLink{HostIfName: "vpp1"}},
+		&vppmodel.Interface{Name: "tap1", Type: vppmodel.Interface_TAP, Enabled: true, MacAddress: "02:00:00:00:00:aa",
+			Tap: &vppmodel.TapLink{HostIfName: "vpp1"}},
 		route(0, "10.2.0.0/16", via("uplink", "192.168.16.6")),
 		route(0, "10.3.0.0/16", via("uplink", "192.168.16.7"), via("uplink", "192.168.16.8")),
 		route(10, "10.1.5.2/32", via("pod1", "")),
 		route(0, "2001:db8::/48", via("uplink", "fd00:16::6")),
-		route(0, "10.9.0.0/16", &model.Path{NextHop: "192.168.16.9"}),
+		route(0, "10.9.0.0/16", &vppmodel.Path{NextHop: "192.168.16.9"}),
 	)
 	commit(t, d, controller.CommitResync, state1)
 	waitConfigured(t, d, len(state1))
@@ -87,12 +87,12 @@ func TestApplyChangeResync(t *testing.T) {
 	changes := kv(t,
 		loop("bvi", true, 10, "10.1.6.1/24"),
 		route(0, "10.3.0.0/16", via("uplink", "192.168.16.8")),
-		&model.Interface{Name: "tap1", Type: model.Interface_TAP, Enabled: true, MacAddress: "02:00:00:00:00:bb",
-			Tap: &model.TapLink{HostIfName: "vpp1"}},
+		&vppmodel.Interface{Name: "tap1", Type: vppmodel.Interface_TAP, Enabled: true, MacAddress: "02:00:00:00:00:bb",
+			Tap: &vppmodel.TapLink{HostIfName: "vpp1"}},
 	)
-	changes[model.RouteKey(0, netip.MustParsePrefix("10.2.0.0/16"))] = nil
-	changes[model.InterfaceKey("pod1")] = nil
-	changes[model.RouteKey(10, netip.MustParsePrefix("10.1.5.2/32"))] = nil
+	changes[vppmodel.RouteKey(0, netip.MustParsePrefix("10.2.0.0/16"))] = nil
+	changes[vppmodel.InterfaceKey("pod1")] = nil
+	changes[vppmodel.RouteKey(10, netip.MustParsePrefix("10.1.5.2/32"))] = nil
 	commit(t, d, controller.CommitUpdate, changes)
 	waitConfigured(t, d, len(state1)-3)
 
@@ -174,16 +174,16 @@ func TestParking(t *testing.T) {
 	d := startDriver(t, vpp, testCfg())
 	require.Eventually(t, d.Connected, 10*time.Second, time.Millisecond)
 	rt := route(7, "10.5.0.0/16", via("later", "10.0.0.2"))
-	rkey, _ := model.KeyOf(rt)
+	rkey, _ := vppmodel.KeyOf(rt)
 	commit(t, d, controller.CommitUpdate, kv(t, rt))
 	s, ok := d.Status(rkey)
 	require.True(t, ok)
 	assert.Equal(t, vppdriver.StatePending, s.State)
-	assert.ElementsMatch(t, []string{model.InterfaceKey("later"), model.VrfTableKey(model.VrfTable_IPV4, 7)}, s.PendingOn)
+	assert.ElementsMatch(t, []string{vppmodel.InterfaceKey("later"), vppmodel.VrfTableKey(vppmodel.VrfTable_IPV4, 7)}, s.PendingOn)
 
-	commit(t, d, controller.CommitUpdate, kv(t, &model.VrfTable{Id: 7}))
+	commit(t, d, controller.CommitUpdate, kv(t, &vppmodel.VrfTable{Id: 7}))
 	s, _ = d.Status(rkey)
-	assert.Equal(t, []string{model.InterfaceKey("later")}, s.PendingOn)
+	assert.Equal(t, []string{vppmodel.InterfaceKey("later")}, s.PendingOn)
 	commit(t, d, controller.CommitUpdate, kv(t, loop("later", true, 0, "10.0.0.1/24")))
 	s, _ = d.Status(rkey)
 	assert.Equal(t, vppdriver.StateConfigured, s.State, "applied in the pass that created the interface")
@@ -193,12 +193,12 @@ func TestParking(t *testing.T) {
 	later, _ := ifaceByTag(vpp.Snapshot(), "vsk:later")
 
 	rec := record(vpp)
-	commit(t, d, controller.CommitUpdate, controller.KeyValuePairs{model.InterfaceKey("later"): nil})
+	commit(t, d, controller.CommitUpdate, controller.KeyValuePairs{vppmodel.InterfaceKey("later"): nil})
 	assert.Equal(t, []string{"del route 7 10.5.0.0/16", fmt.Sprintf("del loopback %d", later.SwIfIndex)}, writes(rec.take()),
 		"route removed before its interface")
 	s, _ = d.Status(rkey)
 	assert.Equal(t, vppdriver.StatePending, s.State)
-	assert.Equal(t, []string{model.InterfaceKey("later")}, s.PendingOn)
+	assert.Equal(t, []string{vppmodel.InterfaceKey("later")}, s.PendingOn)
 	_, ok = routeIn(vpp.Snapshot(), 7, "10.5.0.0/16")
 	assert.False(t, ok)
 }
@@ -224,7 +224,7 @@ func TestRetry(t *testing.T) {
 		synctest.Wait()
 		require.True(t, d.Connected())
 
-		key := model.InterfaceKey("flaky")
+		key := vppmodel.InterfaceKey("flaky")
 		start := time.Now()
 		commit(t, d, controller.CommitUpdate, kv(t, loop("flaky", true, 0)))
 		// Attempt n fails and schedules attempt n+1 after 1s, 2s, 3s (max).
@@ -254,7 +254,7 @@ func TestRetry(t *testing.T) {
 			return 0, false
 		})
 		rt := route(0, "10.7.0.0/16", via("flaky", "10.0.0.9"))
-		rkey, _ := model.KeyOf(rt)
+		rkey, _ := vppmodel.KeyOf(rt)
 		commit(t, d, controller.CommitUpdate, kv(t, rt))
 		s, _ = d.Status(rkey)
 		require.Equal(t, vppdriver.StateFailed, s.State, s.String())
@@ -283,8 +283,8 @@ func TestRestartMidBulk(t *testing.T) {
 	cfg.RequestTimeout = 300 * time.Millisecond
 	d := startDriver(t, vpp, cfg)
 	const routes = 2000
-	msgs := []any{&model.VrfTable{Id: 3}, loop("up", true, 0, "10.0.0.1/24"), loop("v3", true, 3, "10.3.0.1/24")}
-	values := kv(t, msgs[0].(*model.VrfTable), msgs[1].(*model.Interface), msgs[2].(*model.Interface))
+	msgs := []any{&vppmodel.VrfTable{Id: 3}, loop("up", true, 0, "10.0.0.1/24"), loop("v3", true, 3, "10.3.0.1/24")}
+	values := kv(t, msgs[0].(*vppmodel.VrfTable), msgs[1].(*vppmodel.Interface), msgs[2].(*vppmodel.Interface))
 	for i := range routes {
 		dst := netip.PrefixFrom(netip.AddrFrom4([4]byte{100, byte(i >> 8), byte(i), 0}), 24)
 		r := route(0, dst.String(), via("up", "10.0.0.2"))
@@ -303,7 +303,7 @@ func TestRestartMidBulk(t *testing.T) {
 	assert.Len(t, s.Routes, routes)
 	assert.Contains(t, s.Tables, vppsim.Table{ID: 3, Name: "vsk:"})
 	for _, r := range s.Routes {
-		want := values[model.RouteKey(r.Table, r.Prefix)]
+		want := values[vppmodel.RouteKey(r.Table, r.Prefix)]
 		require.NotNil(t, want, "unexpected route %v", r)
 	}
 	up, ok := ifaceByTag(s, "vsk:up")
@@ -325,7 +325,7 @@ func TestIncompatibleMessage(t *testing.T) {
 	defer cancel()
 	_, err = d.Commit(ctx, &controller.Commit{Kind: controller.CommitUpdate, Values: kv(t, loop("x", true, 0))})
 	require.ErrorIs(t, err, vppdriver.ErrIncompatible)
-	s, _ := d.Status(model.InterfaceKey("x"))
+	s, _ := d.Status(vppmodel.InterfaceKey("x"))
 	assert.Equal(t, vppdriver.StateFailed, s.State)
 	assert.ErrorIs(t, s.Err, vppdriver.ErrIncompatible)
 	assert.Len(t, vpp.Snapshot().Interfaces, 1, "only local0")
@@ -346,9 +346,9 @@ func TestCommitInvalid(t *testing.T) {
 		{"host bits", controller.KeyValuePairs{"vpp/route/0/10.0.0.1/8": route(0, "10.0.0.1/8", via("a", ""))}},
 		{"no paths", kv0(route(0, "10.0.0.0/8"))},
 		{"family mismatch", kv0(route(0, "10.0.0.0/8", via("a", "fd00::1")))},
-		{"af_packet without host", kv0(&model.Interface{Name: "p", Type: model.Interface_AF_PACKET})},
-		{"table 0", controller.KeyValuePairs{"vpp/vrf/ipv4/0": &model.VrfTable{}}},
-		{"unknown kind", controller.KeyValuePairs{"vpp/bridge/x": &model.VrfTable{Id: 3}}},
+		{"af_packet without host", kv0(&vppmodel.Interface{Name: "p", Type: vppmodel.Interface_AF_PACKET})},
+		{"table 0", controller.KeyValuePairs{"vpp/vrf/ipv4/0": &vppmodel.VrfTable{}}},
+		{"unknown kind", controller.KeyValuePairs{"vpp/bridge/x": &vppmodel.VrfTable{Id: 3}}},
 	}
 	keys := map[string]bool{}
 	for i, tc := range tests {
@@ -394,10 +394,10 @@ func TestCommitInvalid(t *testing.T) {
 // kv0 stores m under the key it would have if it were valid.
 func kv0(m proto.Message) controller.KeyValuePairs {
 	switch v := m.(type) {
-	case *model.Interface:
-		return controller.KeyValuePairs{model.InterfaceKey(v.GetName()): m}
-	case *model.Route:
-		return controller.KeyValuePairs{model.RouteKey(v.GetVrf(), netip.MustParsePrefix(v.GetDstNetwork())): m}
+	case *vppmodel.Interface:
+		return controller.KeyValuePairs{vppmodel.InterfaceKey(v.GetName()): m}
+	case *vppmodel.Route:
+		return controller.KeyValuePairs{vppmodel.RouteKey(v.GetVrf(), netip.MustParsePrefix(v.GetDstNetwork())): m}
 	}
 	return nil
 }
@@ -408,7 +408,7 @@ func TestNotConnected(t *testing.T) {
 	vpp.Stop()
 	d := startDriver(t, vpp, testCfg())
 	commit(t, d, controller.CommitResync, kv(t, loop("early", true, 0, "10.0.0.1/24")))
-	s, _ := d.Status(model.InterfaceKey("early"))
+	s, _ := d.Status(vppmodel.InterfaceKey("early"))
 	assert.Equal(t, vppdriver.StatePending, s.State)
 	assert.False(t, d.Connected())
 	vpp.Start()
@@ -435,7 +435,7 @@ func TestCommitCancelled(t *testing.T) {
 	values := kv(t, loop("a", true, 0, "10.0.0.1/24"), route(0, "10.5.0.0/16", via("a", "10.0.0.2")))
 	_, err := d.Commit(ctx, &controller.Commit{Kind: controller.CommitUpdate, Values: values})
 	require.NoError(t, err, "healed by the driver")
-	s, _ := d.Status(model.InterfaceKey("a"))
+	s, _ := d.Status(vppmodel.InterfaceKey("a"))
 	assert.Equal(t, vppdriver.StateFailed, s.State)
 	assert.ErrorIs(t, s.Err, context.Canceled)
 	waitConfigured(t, d, 2)
@@ -456,14 +456,14 @@ func TestResyncWithInvalidValue(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	values := kv(t, loop("keep", true, 0, "10.0.0.1/24"))
-	values[model.InterfaceKey("bad")] = loop("bad", true, 0, "not-an-address")
+	values[vppmodel.InterfaceKey("bad")] = loop("bad", true, 0, "not-an-address")
 	_, err := d.Commit(ctx, &controller.Commit{Kind: controller.CommitResync, Values: values})
 	require.ErrorIs(t, err, vppdriver.ErrInvalidValue)
 	require.Len(t, controller.KeyErrors(err), 1)
-	assert.Equal(t, model.InterfaceKey("bad"), controller.KeyErrors(err)[0].Key)
-	s, _ := d.Status(model.InterfaceKey("keep"))
+	assert.Equal(t, vppmodel.InterfaceKey("bad"), controller.KeyErrors(err)[0].Key)
+	s, _ := d.Status(vppmodel.InterfaceKey("keep"))
 	assert.Equal(t, vppdriver.StateConfigured, s.State)
-	s, _ = d.Status(model.InterfaceKey("bad"))
+	s, _ = d.Status(vppmodel.InterfaceKey("bad"))
 	assert.Equal(t, vppdriver.StateFailed, s.State)
 	snap := vpp.Snapshot()
 	_, ok := ifaceByTag(snap, "vsk:keep")
@@ -477,7 +477,7 @@ func TestResyncWithInvalidValue(t *testing.T) {
 func TestRestartIdle(t *testing.T) {
 	vpp := vppsim.New(vppsim.Config{})
 	d := startDriver(t, vpp, testCfg())
-	state := kv(t, &model.VrfTable{Id: 9}, loop("a", true, 9, "10.0.0.1/24"), route(9, "10.8.0.0/16", via("a", "10.0.0.2")))
+	state := kv(t, &vppmodel.VrfTable{Id: 9}, loop("a", true, 9, "10.0.0.1/24"), route(9, "10.8.0.0/16", via("a", "10.0.0.2")))
 	commit(t, d, controller.CommitResync, state)
 	waitConfigured(t, d, len(state))
 	want := vpp.Snapshot()
@@ -496,10 +496,10 @@ func TestRestartIdle(t *testing.T) {
 func TestVrfLabelChange(t *testing.T) {
 	vpp := vppsim.New(vppsim.Config{})
 	d := startDriver(t, vpp, testCfg())
-	state := kv(t, &model.VrfTable{Id: 7, Label: "old"}, loop("a", true, 7, "10.0.0.1/24"), route(7, "10.5.0.0/16", via("a", "10.0.0.2")))
+	state := kv(t, &vppmodel.VrfTable{Id: 7, Label: "old"}, loop("a", true, 7, "10.0.0.1/24"), route(7, "10.5.0.0/16", via("a", "10.0.0.2")))
 	commit(t, d, controller.CommitResync, state)
 	waitConfigured(t, d, len(state))
-	commit(t, d, controller.CommitUpdate, kv(t, &model.VrfTable{Id: 7, Label: "new"}))
+	commit(t, d, controller.CommitUpdate, kv(t, &vppmodel.VrfTable{Id: 7, Label: "new"}))
 	waitConfigured(t, d, len(state))
 	s := vpp.Snapshot()
 	assert.Contains(t, s.Tables, vppsim.Table{ID: 7, Name: "vsk:new"})
@@ -509,7 +509,7 @@ func TestVrfLabelChange(t *testing.T) {
 	assert.Equal(t, uint32(7), a.Vrf)
 
 	before := vpp.Stats().Writes
-	commit(t, d, controller.CommitResync, kv(t, &model.VrfTable{Id: 7, Label: "new"}, loop("a", true, 7, "10.0.0.1/24"),
+	commit(t, d, controller.CommitResync, kv(t, &vppmodel.VrfTable{Id: 7, Label: "new"}, loop("a", true, 7, "10.0.0.1/24"),
 		route(7, "10.5.0.0/16", via("a", "10.0.0.2"))))
 	waitConfigured(t, d, len(state))
 	assert.Equal(t, before, vpp.Stats().Writes, "read back as configured")
@@ -538,7 +538,7 @@ func TestReplyDeadline(t *testing.T) {
 		state := kv(t, loop("a", true, 0, "10.0.0.1/24"), route(0, "10.5.0.0/16", via("a", "10.0.0.2")))
 		commit(t, d, controller.CommitUpdate, state) // the transport failure is healed by the driver
 		assert.Equal(t, 3*time.Second, time.Since(start), "the deadline of the stalled window")
-		s, _ := d.Status(model.RouteKey(0, netip.MustParsePrefix("10.5.0.0/16")))
+		s, _ := d.Status(vppmodel.RouteKey(0, netip.MustParsePrefix("10.5.0.0/16")))
 		assert.NotEqual(t, vppdriver.StateConfigured, s.State)
 
 		time.Sleep(2 * time.Minute) // the stalled reply, the reconnect, the resync
@@ -558,8 +558,8 @@ func TestReplyDeadline(t *testing.T) {
 // finds everything in place and sends nothing that changes VPP.
 func TestConnectBeforeFirstResync(t *testing.T) {
 	vpp := vppsim.New(vppsim.Config{})
-	state := kv(t, &model.VrfTable{Id: 9}, loop("a", true, 9, "10.0.0.1/24"), route(9, "10.8.0.0/16", via("a", "10.0.0.2")),
-		&model.Nat44Global{Forwarding: true}, &model.Nat44Interface{Interface: "a", Inside: true})
+	state := kv(t, &vppmodel.VrfTable{Id: 9}, loop("a", true, 9, "10.0.0.1/24"), route(9, "10.8.0.0/16", via("a", "10.0.0.2")),
+		&vppmodel.Nat44Global{Forwarding: true}, &vppmodel.Nat44Interface{Interface: "a", Inside: true})
 	first, err := vppdriver.New(func() adapter.VppAPI { return vpp.NewAdapter() }, testCfg())
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -582,7 +582,7 @@ func TestConnectBeforeFirstResync(t *testing.T) {
 	assert.Equal(t, want, vpp.Snapshot())
 
 	// From then on a resync removes what is not desired.
-	commit(t, d, controller.CommitResync, kv(t, &model.VrfTable{Id: 9}))
+	commit(t, d, controller.CommitResync, kv(t, &vppmodel.VrfTable{Id: 9}))
 	waitConfigured(t, d, 1)
 	_, ok := ifaceByTag(vpp.Snapshot(), "vsk:a")
 	assert.False(t, ok)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/vppdriver"
-	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
 
@@ -29,13 +29,13 @@ func Example() {
 
 	values := controller.KeyValuePairs{}
 	for _, m := range []proto.Message{
-		&model.Interface{Name: "uplink", Type: model.Interface_LOOPBACK, Enabled: true,
+		&vppmodel.Interface{Name: "uplink", Type: vppmodel.Interface_LOOPBACK, Enabled: true,
 			IpAddresses: []string{"192.168.16.5/24"}},
-		&model.Route{DstNetwork: "10.2.0.0/16", Paths: []*model.Path{
+		&vppmodel.Route{DstNetwork: "10.2.0.0/16", Paths: []*vppmodel.Path{
 			{OutgoingInterface: "uplink", NextHop: "192.168.16.6"},
 		}},
 	} {
-		key, err := model.KeyOf(m)
+		key, err := vppmodel.KeyOf(m)
 		if err != nil {
 			panic(err)
 		}
@@ -105,18 +105,18 @@ func ExampleDriver_Commit() {
 	}
 
 	values := controller.KeyValuePairs{
-		model.InterfaceKey("uplink"): &model.Interface{Name: "uplink", Type: model.Interface_LOOPBACK, Enabled: true,
+		vppmodel.InterfaceKey("uplink"): &vppmodel.Interface{Name: "uplink", Type: vppmodel.Interface_LOOPBACK, Enabled: true,
 			IpAddresses: []string{"192.168.16.5/24"}},
-		model.InterfaceKey("pods"): &model.Interface{Name: "pods", Type: model.Interface_LOOPBACK,
+		vppmodel.InterfaceKey("pods"): &vppmodel.Interface{Name: "pods", Type: vppmodel.Interface_LOOPBACK,
 			IpAddresses: []string{"10.1.1.300/24"}},
-		"myhandler/bookkeeping": &model.VrfTable{Id: 1}, // not under "vpp/": not the driver's
+		"myhandler/bookkeeping": &vppmodel.VrfTable{Id: 1}, // not under "vpp/": not the driver's
 	}
 	_, err = d.Commit(ctx, &controller.Commit{Kind: controller.CommitUpdate, Values: values})
 	for _, ke := range controller.KeyErrors(err) {
 		fmt.Println("rejected:", ke.Key)
 	}
 	fmt.Println("permanent:", controller.IsPermanent(err))
-	for _, k := range []string{model.InterfaceKey("uplink"), model.InterfaceKey("pods")} {
+	for _, k := range []string{vppmodel.InterfaceKey("uplink"), vppmodel.InterfaceKey("pods")} {
 		s, _ := d.Status(k)
 		fmt.Println(k, s.State)
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/vppdriver"
-	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
 
@@ -54,7 +54,7 @@ func kv(t testing.TB, msgs ...proto.Message) controller.KeyValuePairs {
 	t.Helper()
 	out := controller.KeyValuePairs{}
 	for _, m := range msgs {
-		k, err := model.KeyOf(m)
+		k, err := vppmodel.KeyOf(m)
 		require.NoError(t, err)
 		out[k] = m
 	}
@@ -102,15 +102,17 @@ func foreign(t testing.TB, vpp *vppsim.VPP, reqs ...api.Message) []api.Message {
 	return out
 }
 
-func loop(name string, up bool, vrf uint32, addrs ...string) *model.Interface {
-	return &model.Interface{Name: name, Type: model.Interface_LOOPBACK, Enabled: up, Vrf: vrf, IpAddresses: addrs}
+func loop(name string, up bool, vrf uint32, addrs ...string) *vppmodel.Interface {
+	return &vppmodel.Interface{Name: name, Type: vppmodel.Interface_LOOPBACK, Enabled: up, Vrf: vrf, IpAddresses: addrs}
 }
 
-func route(vrf uint32, dst string, paths ...*model.Path) *model.Route {
-	return &model.Route{Vrf: vrf, DstNetwork: dst, Paths: paths}
+func route(vrf uint32, dst string, paths ...*vppmodel.Path) *vppmodel.Route {
+	return &vppmodel.Route{Vrf: vrf, DstNetwork: dst, Paths: paths}
 }
 
-func via(iface, nh string) *model.Path { return &model.Path{OutgoingInterface: iface, NextHop: nh} }
+func via(iface, nh string) *vppmodel.Path {
+	return &vppmodel.Path{OutgoingInterface: iface, NextHop: nh}
+}
 
 // ifaceByTag finds an interface of the snapshot by tag.
 func ifaceByTag(s vppsim.Snapshot, tag string) (vppsim.Interface, bool) {

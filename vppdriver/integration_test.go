@@ -22,8 +22,8 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/vppdriver"
-	"github.com/vswitchkit/vswitchkit/vppdriver/model"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppdrivertest"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 )
 
 // Tests against a real VPP: see package vppdrivertest for the environment
@@ -74,7 +74,7 @@ func TestIntegrationRealVPP(t *testing.T) {
 	d, _ := realDriver(t, sock)
 
 	state := kv(t,
-		&model.VrfTable{Id: 4242, Label: "it"},
+		&vppmodel.VrfTable{Id: 4242, Label: "it"},
 		loop("it-up", true, 0, "192.0.2.1/24"),
 		loop("it-vrf", true, 4242, "198.51.100.1/24"),
 		route(0, "203.0.113.0/24", via("it-up", "192.0.2.2"), via("it-up", "192.0.2.3")),
@@ -104,7 +104,7 @@ func TestRealVPPStatusWhileDown(t *testing.T) {
 	vpp := vppdrivertest.StartRealVPP(t)
 	d, _ := realDriver(t, vpp.APISocket())
 	state := kv(t,
-		&model.VrfTable{Id: 7},
+		&vppmodel.VrfTable{Id: 7},
 		loop("a", true, 7, "10.0.0.1/24"),
 		route(7, "10.8.0.0/16", via("a", "10.0.0.2")),
 	)
@@ -140,29 +140,29 @@ func TestRealVPPNat44(t *testing.T) {
 	vpp := vppdrivertest.StartRealVPP(t)
 	sock := vpp.APISocket()
 	d, sent := realDriver(t, sock)
-	lb := func(backends ...string) *model.Nat44LbStaticMapping {
-		m := &model.Nat44LbStaticMapping{Protocol: model.Nat44Protocol_TCP, ExternalIp: "192.0.2.30", ExternalPort: 80,
+	lb := func(backends ...string) *vppmodel.Nat44LbStaticMapping {
+		m := &vppmodel.Nat44LbStaticMapping{Protocol: vppmodel.Nat44Protocol_TCP, ExternalIp: "192.0.2.30", ExternalPort: 80,
 			Out2InOnly: true, Affinity: 300}
 		for _, b := range backends {
-			m.Backends = append(m.Backends, &model.Nat44Backend{Ip: b, Port: 8080, Probability: 50})
+			m.Backends = append(m.Backends, &vppmodel.Nat44Backend{Ip: b, Port: 8080, Probability: 50})
 		}
 		return m
 	}
 	state := kv(t,
-		&model.VrfTable{Id: 5, Label: "old"},
+		&vppmodel.VrfTable{Id: 5, Label: "old"},
 		loop("uplink", true, 0, "192.0.2.1/24"),
 		loop("pods", true, 5, "10.1.1.1/24"),
-		&model.Nat44Global{},
-		&model.Nat44Interface{Interface: "uplink", Outside: true},
-		&model.Nat44Interface{Interface: "pods", Inside: true},
-		&model.Nat44IdentityMapping{Protocol: model.Nat44Protocol_UDP, Interface: "uplink", Port: 4789},
+		&vppmodel.Nat44Global{},
+		&vppmodel.Nat44Interface{Interface: "uplink", Outside: true},
+		&vppmodel.Nat44Interface{Interface: "pods", Inside: true},
+		&vppmodel.Nat44IdentityMapping{Protocol: vppmodel.Nat44Protocol_UDP, Interface: "uplink", Port: 4789},
 		lb("10.1.1.11", "10.1.1.12"),
 	)
 	values := controller.KeyValuePairs{}
 	for k, v := range state {
 		values[k] = v
 	}
-	values[model.RouteKey(0, netip.MustParsePrefix("10.9.0.0/16"))] = route(0, "10.9.0.0/16", via("uplink", "10.9.0.300"))
+	values[vppmodel.RouteKey(0, netip.MustParsePrefix("10.9.0.0/16"))] = route(0, "10.9.0.0/16", via("uplink", "10.9.0.300"))
 	err := commitErr(t, d, controller.CommitResync, values)
 	require.Len(t, controller.KeyErrors(err), 1, "%v", err)
 	waitState(t, d, len(state), 1)
@@ -183,13 +183,13 @@ func TestRealVPPNat44(t *testing.T) {
 
 	// A resync of the same state reads everything back as it is: VPP's
 	// answers match the driver's view of every object, nothing is written.
-	values[model.Nat44LbStaticMappingKey(model.Nat44Protocol_TCP, netip.MustParseAddr("192.0.2.30"), 80)] = lb("10.1.1.12", "10.1.1.13")
+	values[vppmodel.Nat44LbStaticMappingKey(vppmodel.Nat44Protocol_TCP, netip.MustParseAddr("192.0.2.30"), 80)] = lb("10.1.1.12", "10.1.1.13")
 	sent.Take()
 	_ = commitErr(t, d, controller.CommitResync, values)
 	waitState(t, d, len(state), 1)
 	assert.Empty(t, vppdrivertest.Writes(sent.Take()))
 
-	commit(t, d, controller.CommitUpdate, kv(t, &model.VrfTable{Id: 5, Label: "new"}))
+	commit(t, d, controller.CommitUpdate, kv(t, &vppmodel.VrfTable{Id: 5, Label: "new"}))
 	waitState(t, d, len(state), 1)
 	assert.Contains(t, vpp.CLI("show", "ip", "table"), "vsk-it:new")
 
@@ -231,8 +231,8 @@ func TestRealVPPHostInterfaces(t *testing.T) {
 	d, sent := realDriver(t, sock)
 	memifSock := filepath.Join(vpp.Dir(), "memif-it.sock")
 	state := kv(t,
-		&model.Interface{Name: "pod1", Type: model.Interface_AF_PACKET, Enabled: true, MacAddress: "02:00:00:00:10:01",
-			AfPacket: &model.AfPacketLink{HostIfName: host}, IpAddresses: []string{"10.1.5.1/24"}},
+		&vppmodel.Interface{Name: "pod1", Type: vppmodel.Interface_AF_PACKET, Enabled: true, MacAddress: "02:00:00:00:10:01",
+			AfPacket: &vppmodel.AfPacketLink{HostIfName: host}, IpAddresses: []string{"10.1.5.1/24"}},
 		memifIf("m1", true, 1, memifSock, 0),
 		memifIf("m2", true, 2, memifSock, 2048),
 		memifIf("m3", false, 1, filepath.Join(vpp.Dir(), "memif-it-slave.sock"), 0),

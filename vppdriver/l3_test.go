@@ -24,10 +24,10 @@ import (
 	"go.fd.io/govpp/binapi/vxlan"
 
 	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/internal/vppconv"
 	"github.com/vswitchkit/vswitchkit/vppdriver"
-	"github.com/vswitchkit/vswitchkit/vppdriver/internal/vppconv"
-	"github.com/vswitchkit/vswitchkit/vppdriver/model"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppdrivertest"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
 
@@ -103,24 +103,24 @@ func testL3Attachments(t *testing.T, env l3VPP) {
 
 	const podMAC, gwMAC = "02:00:00:00:01:02", "02:fe:00:00:01:01"
 	state := kv(t,
-		&model.Interface{Name: "uplink", Type: model.Interface_EXISTING, Enabled: true,
-			Existing: &model.ExistingLink{VppName: env.nic}, IpAddresses: []string{"192.168.16.1/24"}},
-		&model.Interface{Name: "pod-gw", Type: model.Interface_LOOPBACK, Enabled: true,
+		&vppmodel.Interface{Name: "uplink", Type: vppmodel.Interface_EXISTING, Enabled: true,
+			Existing: &vppmodel.ExistingLink{VppName: env.nic}, IpAddresses: []string{"192.168.16.1/24"}},
+		&vppmodel.Interface{Name: "pod-gw", Type: vppmodel.Interface_LOOPBACK, Enabled: true,
 			IpAddresses: []string{"10.1.1.1/32", "fd00:1:1::1/128"}},
-		&model.Interface{Name: "pod-gw2", Type: model.Interface_LOOPBACK, Enabled: true, IpAddresses: []string{"10.1.9.1/32"}},
-		&model.Interface{Name: "pod1", Type: model.Interface_AF_PACKET, Enabled: true, MacAddress: gwMAC,
-			AfPacket: &model.AfPacketLink{HostIfName: env.hostIf}, Unnumbered: "pod-gw"},
-		&model.IPNeighbor{Interface: "pod1", IpAddress: "10.1.1.2", MacAddress: podMAC},
-		&model.IPNeighbor{Interface: "pod1", IpAddress: "fd00:1:1::2", MacAddress: podMAC},
+		&vppmodel.Interface{Name: "pod-gw2", Type: vppmodel.Interface_LOOPBACK, Enabled: true, IpAddresses: []string{"10.1.9.1/32"}},
+		&vppmodel.Interface{Name: "pod1", Type: vppmodel.Interface_AF_PACKET, Enabled: true, MacAddress: gwMAC,
+			AfPacket: &vppmodel.AfPacketLink{HostIfName: env.hostIf}, Unnumbered: "pod-gw"},
+		&vppmodel.IPNeighbor{Interface: "pod1", IpAddress: "10.1.1.2", MacAddress: podMAC},
+		&vppmodel.IPNeighbor{Interface: "pod1", IpAddress: "fd00:1:1::2", MacAddress: podMAC},
 		route(0, "10.1.1.2/32", via("pod1", "")),
 		route(0, "fd00:1:1::2/128", via("pod1", "")),
-		&model.Interface{Name: "vxlan", Type: model.Interface_LOOPBACK, Enabled: true, IpAddresses: []string{"192.168.30.1/32"}},
-		&model.Interface{Name: "vxlan-2", Type: model.Interface_VXLAN_TUNNEL, Enabled: true, Unnumbered: "vxlan",
-			Vxlan: &model.VxlanLink{SrcAddress: "192.168.16.1", DstAddress: "192.168.16.2", Vni: 10}},
-		&model.Interface{Name: "vxlan6-2", Type: model.Interface_VXLAN_TUNNEL, Enabled: true, Unnumbered: "vxlan",
-			Vxlan: &model.VxlanLink{SrcAddress: "192.168.16.1", DstAddress: "192.168.16.2", Vni: 11, Payload: model.VxlanLink_PAYLOAD_IPV6}},
-		&model.IPNeighbor{Interface: "vxlan-2", IpAddress: "192.168.30.2", MacAddress: "02:00:00:00:00:02"},
-		&model.IPNeighbor{Interface: "vxlan6-2", IpAddress: "fe80::2", MacAddress: "02:00:00:00:00:02"},
+		&vppmodel.Interface{Name: "vxlan", Type: vppmodel.Interface_LOOPBACK, Enabled: true, IpAddresses: []string{"192.168.30.1/32"}},
+		&vppmodel.Interface{Name: "vxlan-2", Type: vppmodel.Interface_VXLAN_TUNNEL, Enabled: true, Unnumbered: "vxlan",
+			Vxlan: &vppmodel.VxlanLink{SrcAddress: "192.168.16.1", DstAddress: "192.168.16.2", Vni: 10}},
+		&vppmodel.Interface{Name: "vxlan6-2", Type: vppmodel.Interface_VXLAN_TUNNEL, Enabled: true, Unnumbered: "vxlan",
+			Vxlan: &vppmodel.VxlanLink{SrcAddress: "192.168.16.1", DstAddress: "192.168.16.2", Vni: 11, Payload: vppmodel.VxlanLink_PAYLOAD_IPV6}},
+		&vppmodel.IPNeighbor{Interface: "vxlan-2", IpAddress: "192.168.30.2", MacAddress: "02:00:00:00:00:02"},
+		&vppmodel.IPNeighbor{Interface: "vxlan6-2", IpAddress: "fe80::2", MacAddress: "02:00:00:00:00:02"},
 		route(0, "10.1.2.0/24", via("vxlan-2", "192.168.30.2")),
 		route(0, "fd00:1:2::/64", via("vxlan6-2", "fe80::2")),
 	)
@@ -167,9 +167,9 @@ func testL3Attachments(t *testing.T, env l3VPP) {
 
 	// In-place changes: another unnumbered source, another neighbor MAC.
 	upd := kv(t,
-		&model.Interface{Name: "pod1", Type: model.Interface_AF_PACKET, Enabled: true, MacAddress: gwMAC,
-			AfPacket: &model.AfPacketLink{HostIfName: env.hostIf}, Unnumbered: "pod-gw2"},
-		&model.IPNeighbor{Interface: "pod1", IpAddress: "10.1.1.2", MacAddress: "02:00:00:00:01:03"})
+		&vppmodel.Interface{Name: "pod1", Type: vppmodel.Interface_AF_PACKET, Enabled: true, MacAddress: gwMAC,
+			AfPacket: &vppmodel.AfPacketLink{HostIfName: env.hostIf}, Unnumbered: "pod-gw2"},
+		&vppmodel.IPNeighbor{Interface: "pod1", IpAddress: "10.1.1.2", MacAddress: "02:00:00:00:01:03"})
 	commit(t, d, controller.CommitUpdate, upd)
 	waitConfigured(t, d, len(state))
 	assert.ElementsMatch(t, []string{"sw_interface_set_unnumbered", "ip_neighbor_add_del"}, vppdrivertest.Writes(rec.Take()))
@@ -301,10 +301,10 @@ func dumpVPP(t *testing.T, newAdapter func() adapter.VppAPI) vppView {
 func TestConnectBeforeFirstCommit(t *testing.T) {
 	env := simL3VPP()
 	state := kv(t,
-		&model.Interface{Name: "pod-gw", Type: model.Interface_LOOPBACK, Enabled: true, IpAddresses: []string{"10.1.1.1/32"}},
-		&model.Interface{Name: "pod1", Type: model.Interface_AF_PACKET, Enabled: true, MacAddress: "02:fe:00:00:01:01",
-			AfPacket: &model.AfPacketLink{HostIfName: env.hostIf}, Unnumbered: "pod-gw"},
-		&model.IPNeighbor{Interface: "pod1", IpAddress: "10.1.1.2", MacAddress: "02:00:00:00:01:02"},
+		&vppmodel.Interface{Name: "pod-gw", Type: vppmodel.Interface_LOOPBACK, Enabled: true, IpAddresses: []string{"10.1.1.1/32"}},
+		&vppmodel.Interface{Name: "pod1", Type: vppmodel.Interface_AF_PACKET, Enabled: true, MacAddress: "02:fe:00:00:01:01",
+			AfPacket: &vppmodel.AfPacketLink{HostIfName: env.hostIf}, Unnumbered: "pod-gw"},
+		&vppmodel.IPNeighbor{Interface: "pod1", IpAddress: "10.1.1.2", MacAddress: "02:00:00:00:01:02"},
 		route(0, "10.1.1.2/32", via("pod1", "")),
 	)
 	first, err := vppdriver.New(env.newAdapter, testCfg())
@@ -331,7 +331,7 @@ func TestConnectBeforeFirstCommit(t *testing.T) {
 	waitConfigured(t, d, len(state))
 	assert.Empty(t, vppdrivertest.Writes(rec.Take()), "the same state")
 
-	delete(state, model.IPNeighborKey("pod1", netip.MustParseAddr("10.1.1.2")))
+	delete(state, vppmodel.IPNeighborKey("pod1", netip.MustParseAddr("10.1.1.2")))
 	commit(t, d, controller.CommitResync, state)
 	waitConfigured(t, d, len(state))
 	assert.Equal(t, []string{"ip_neighbor_add_del"}, vppdrivertest.Writes(rec.Take()))

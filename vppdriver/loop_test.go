@@ -13,7 +13,7 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/vppdriver"
-	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
 
@@ -39,9 +39,9 @@ func TestInvalidExternalConfigDoesNotStopTheAgent(t *testing.T) {
 		defer func() { cancel(); <-done }()
 
 		uplink := loop("uplink", true, 0, "192.168.16.5/24")
-		good := &model.Route{DstNetwork: "10.2.0.0/16", Paths: []*model.Path{{OutgoingInterface: "uplink", NextHop: "192.168.16.6"}}}
-		badKey := model.RouteKey(0, netip.MustParsePrefix("10.3.0.0/16"))
-		bad := &model.Route{DstNetwork: "10.3.0.0/16", Paths: []*model.Path{{OutgoingInterface: "uplink", NextHop: "192.168.16.300"}}}
+		good := &vppmodel.Route{DstNetwork: "10.2.0.0/16", Paths: []*vppmodel.Path{{OutgoingInterface: "uplink", NextHop: "192.168.16.6"}}}
+		badKey := vppmodel.RouteKey(0, netip.MustParsePrefix("10.3.0.0/16"))
+		bad := &vppmodel.Route{DstNetwork: "10.3.0.0/16", Paths: []*vppmodel.Path{{OutgoingInterface: "uplink", NextHop: "192.168.16.300"}}}
 		ext := kv(t, uplink, good)
 		ext[badKey] = bad
 		ext["handler/bookkeeping"] = uplink // a key the driver does not own
@@ -72,8 +72,8 @@ func TestInvalidExternalConfigDoesNotStopTheAgent(t *testing.T) {
 
 		// The operator fixes the value.
 		fix := controller.NewExternalConfigChange(controller.RemoteDBSource, true)
-		fix.UpdatedKVs[badKey] = proto.Clone(good).(*model.Route)
-		fix.UpdatedKVs[badKey].(*model.Route).DstNetwork = "10.3.0.0/16"
+		fix.UpdatedKVs[badKey] = proto.Clone(good).(*vppmodel.Route)
+		fix.UpdatedKVs[badKey].(*vppmodel.Route).DstNetwork = "10.3.0.0/16"
 		require.NoError(t, l.PushEvent(fix))
 		require.NoError(t, fix.Wait())
 		synctest.Wait()

@@ -10,13 +10,13 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/vppdriver"
-	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
 
-func memifIf(name string, master bool, id uint32, sock string, ring uint32) *model.Interface {
-	return &model.Interface{Name: name, Type: model.Interface_MEMIF, Enabled: true,
-		Memif: &model.MemifLink{Master: master, Id: id, SocketFilename: sock, RingSize: ring, Secret: "s3cret"}}
+func memifIf(name string, master bool, id uint32, sock string, ring uint32) *vppmodel.Interface {
+	return &vppmodel.Interface{Name: name, Type: vppmodel.Interface_MEMIF, Enabled: true,
+		Memif: &vppmodel.MemifLink{Master: master, Id: id, SocketFilename: sock, RingSize: ring, Secret: "s3cret"}}
 }
 
 // TestMemif: two masters share a new socket (registered once), a slave
@@ -59,10 +59,10 @@ func TestMemif(t *testing.T) {
 
 	commit(t, d, controller.CommitUpdate, kv(t, memifIf("m4", false, 4, "/run/vpp/memif-a.sock", 0)))
 	require.Eventually(t, func() bool {
-		s, _ := d.Status(model.InterfaceKey("m4"))
+		s, _ := d.Status(vppmodel.InterfaceKey("m4"))
 		return s.State == vppdriver.StateFailed
 	}, 10*time.Second, time.Millisecond)
-	st, _ := d.Status(model.InterfaceKey("m4"))
+	st, _ := d.Status(vppmodel.InterfaceKey("m4"))
 	assert.ErrorIs(t, st.Err, api.VPPApiError(-68))
 	assert.True(t, vppdriver.IsRetriable(st.Err), "the masters may go")
 }

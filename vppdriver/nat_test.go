@@ -15,8 +15,8 @@ import (
 	"go.fd.io/govpp/binapi/nat_types"
 
 	"github.com/vswitchkit/vswitchkit/controller"
-	"github.com/vswitchkit/vswitchkit/vppdriver/model"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppdrivertest"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
 
@@ -55,22 +55,22 @@ func natIfaces(t *testing.T, vpp *vppsim.VPP) map[uint32]nat_types.NatConfigFlag
 func TestNat44(t *testing.T) {
 	vpp := vppsim.New(vppsim.Config{})
 	d := startDriver(t, vpp, testCfg())
-	lb := &model.Nat44LbStaticMapping{Protocol: model.Nat44Protocol_UDP, ExternalIp: "192.0.2.30", ExternalPort: 53,
-		Affinity: 10800, Out2InOnly: true, SelfTwiceNat: true, Backends: []*model.Nat44Backend{
+	lb := &vppmodel.Nat44LbStaticMapping{Protocol: vppmodel.Nat44Protocol_UDP, ExternalIp: "192.0.2.30", ExternalPort: 53,
+		Affinity: 10800, Out2InOnly: true, SelfTwiceNat: true, Backends: []*vppmodel.Nat44Backend{
 			{Ip: "10.1.1.11", Port: 5353, Probability: 33}, {Ip: "10.1.1.12", Port: 5353, Probability: 33},
 			{Ip: "10.1.1.13", Port: 5353, Probability: 34}}}
-	static := &model.Nat44StaticMapping{Protocol: model.Nat44Protocol_TCP, LocalIp: "10.1.1.10", LocalPort: 8080,
+	static := &vppmodel.Nat44StaticMapping{Protocol: vppmodel.Nat44Protocol_TCP, LocalIp: "10.1.1.10", LocalPort: 8080,
 		ExternalIp: "192.0.2.20", ExternalPort: 80, Out2InOnly: true}
 	state := kv(t,
 		loop("uplink", true, 0, "192.0.2.1/24"),
 		loop("pods", true, 0, "10.1.1.1/24"),
-		&model.Nat44Global{Sessions: 10000},
-		&model.Nat44Interface{Interface: "pods", Inside: true},
-		&model.Nat44Interface{Interface: "uplink", Outside: true},
-		&model.Nat44AddressPool{FirstIp: "192.0.2.10", LastIp: "192.0.2.12", Vrf: ^uint32(0)},
-		&model.Nat44AddressPool{FirstIp: "192.0.2.100", Vrf: ^uint32(0), TwiceNat: true},
+		&vppmodel.Nat44Global{Sessions: 10000},
+		&vppmodel.Nat44Interface{Interface: "pods", Inside: true},
+		&vppmodel.Nat44Interface{Interface: "uplink", Outside: true},
+		&vppmodel.Nat44AddressPool{FirstIp: "192.0.2.10", LastIp: "192.0.2.12", Vrf: ^uint32(0)},
+		&vppmodel.Nat44AddressPool{FirstIp: "192.0.2.100", Vrf: ^uint32(0), TwiceNat: true},
 		static, lb,
-		&model.Nat44IdentityMapping{Protocol: model.Nat44Protocol_UDP, Interface: "uplink", Port: 4789},
+		&vppmodel.Nat44IdentityMapping{Protocol: vppmodel.Nat44Protocol_UDP, Interface: "uplink", Port: 4789},
 	)
 	commit(t, d, controller.CommitResync, state)
 	waitConfigured(t, d, len(state))
@@ -95,12 +95,12 @@ func TestNat44(t *testing.T) {
 
 	// Change: backends (add .14, drop .11, reweight .13), pods becomes
 	// inside+outside, the static mapping goes.
-	lb2 := &model.Nat44LbStaticMapping{Protocol: model.Nat44Protocol_UDP, ExternalIp: "192.0.2.30", ExternalPort: 53,
-		Affinity: 10800, Out2InOnly: true, SelfTwiceNat: true, Backends: []*model.Nat44Backend{
+	lb2 := &vppmodel.Nat44LbStaticMapping{Protocol: vppmodel.Nat44Protocol_UDP, ExternalIp: "192.0.2.30", ExternalPort: 53,
+		Affinity: 10800, Out2InOnly: true, SelfTwiceNat: true, Backends: []*vppmodel.Nat44Backend{
 			{Ip: "10.1.1.12", Port: 5353, Probability: 33}, {Ip: "10.1.1.13", Port: 5353, Probability: 40},
 			{Ip: "10.1.1.14", Port: 5353, Probability: 27}}}
-	changes := kv(t, lb2, &model.Nat44Interface{Interface: "pods", Inside: true, Outside: true})
-	skey, _ := model.KeyOf(static)
+	changes := kv(t, lb2, &vppmodel.Nat44Interface{Interface: "pods", Inside: true, Outside: true})
+	skey, _ := vppmodel.KeyOf(static)
 	changes[skey] = nil
 	commit(t, d, controller.CommitUpdate, changes)
 	waitConfigured(t, d, len(state)-1)
@@ -157,11 +157,11 @@ func TestNat44ServiceFeatures(t *testing.T) {
 	state := kv(t,
 		loop("uplink", true, 0, "192.0.2.1/24"),
 		loop("pods", true, 0, "10.1.1.1/24"),
-		&model.Nat44Global{Forwarding: true},
-		&model.Nat44Interface{Interface: "uplink", OutputFeature: true},
-		&model.Nat44Interface{Interface: "pods", Outside: true},
-		&model.Nat44AddressPool{Interface: "uplink"},
-		&model.Nat44AddressPool{FirstIp: "172.30.1.254", Vrf: ^uint32(0), TwiceNat: true},
+		&vppmodel.Nat44Global{Forwarding: true},
+		&vppmodel.Nat44Interface{Interface: "uplink", OutputFeature: true},
+		&vppmodel.Nat44Interface{Interface: "pods", Outside: true},
+		&vppmodel.Nat44AddressPool{Interface: "uplink"},
+		&vppmodel.Nat44AddressPool{FirstIp: "172.30.1.254", Vrf: ^uint32(0), TwiceNat: true},
 	)
 	commit(t, d, controller.CommitResync, state)
 	waitConfigured(t, d, len(state))
@@ -198,24 +198,24 @@ func TestNat44ServiceFeatures(t *testing.T) {
 
 	// Forwarding off: one request, nothing re-created.
 	before = vpp.Stats().Writes
-	commit(t, d, controller.CommitUpdate, kv(t, &model.Nat44Global{}))
+	commit(t, d, controller.CommitUpdate, kv(t, &vppmodel.Nat44Global{}))
 	waitConfigured(t, d, len(state))
 	assert.Equal(t, before+1, vpp.Stats().Writes)
 	assert.False(t, running().ForwardingEnabled)
 	assert.Equal(t, []uint32{up.SwIfIndex}, outputs(), "the rest of NAT stays")
 
 	// The uplink becomes a pre-routing outside interface and back.
-	commit(t, d, controller.CommitUpdate, kv(t, &model.Nat44Interface{Interface: "uplink", Outside: true}))
+	commit(t, d, controller.CommitUpdate, kv(t, &vppmodel.Nat44Interface{Interface: "uplink", Outside: true}))
 	waitConfigured(t, d, len(state))
 	assert.Empty(t, outputs())
 	assert.Equal(t, nat_types.NAT_IS_OUTSIDE, natIfaces(t, vpp)[up.SwIfIndex])
-	commit(t, d, controller.CommitUpdate, kv(t, &model.Nat44Interface{Interface: "uplink", OutputFeature: true}))
+	commit(t, d, controller.CommitUpdate, kv(t, &vppmodel.Nat44Interface{Interface: "uplink", OutputFeature: true}))
 	waitConfigured(t, d, len(state))
 	assert.Equal(t, []uint32{up.SwIfIndex}, outputs())
 	assert.NotContains(t, natIfaces(t, vpp), up.SwIfIndex)
 
 	// Deletes.
-	changes := controller.KeyValuePairs{model.Nat44InterfaceKey("uplink"): nil, model.Nat44InterfaceAddressPoolKey("uplink", false): nil}
+	changes := controller.KeyValuePairs{vppmodel.Nat44InterfaceKey("uplink"): nil, vppmodel.Nat44InterfaceAddressPoolKey("uplink", false): nil}
 	commit(t, d, controller.CommitUpdate, changes)
 	waitConfigured(t, d, len(state)-2)
 	assert.Empty(t, outputs())
@@ -228,18 +228,18 @@ func TestNat44ServiceFeatures(t *testing.T) {
 func TestNat44LbBackendChanges(t *testing.T) {
 	vpp := vppsim.New(vppsim.Config{})
 	d := startDriver(t, vpp, testCfg())
-	backend := func(last byte, prob uint32) *model.Nat44Backend {
-		return &model.Nat44Backend{Ip: netip.AddrFrom4([4]byte{10, 1, 1, last}).String(), Port: 8080, Probability: prob}
+	backend := func(last byte, prob uint32) *vppmodel.Nat44Backend {
+		return &vppmodel.Nat44Backend{Ip: netip.AddrFrom4([4]byte{10, 1, 1, last}).String(), Port: 8080, Probability: prob}
 	}
-	lb := func(bs ...*model.Nat44Backend) *model.Nat44LbStaticMapping {
-		return &model.Nat44LbStaticMapping{Protocol: model.Nat44Protocol_TCP, ExternalIp: "10.96.0.10", ExternalPort: 80,
+	lb := func(bs ...*vppmodel.Nat44Backend) *vppmodel.Nat44LbStaticMapping {
+		return &vppmodel.Nat44LbStaticMapping{Protocol: vppmodel.Nat44Protocol_TCP, ExternalIp: "10.96.0.10", ExternalPort: 80,
 			Out2InOnly: true, SelfTwiceNat: true, Backends: bs}
 	}
-	commit(t, d, controller.CommitResync, kv(t, &model.Nat44Global{}, lb(backend(1, 2), backend(2, 2), backend(3, 2))))
+	commit(t, d, controller.CommitResync, kv(t, &vppmodel.Nat44Global{}, lb(backend(1, 2), backend(2, 2), backend(3, 2))))
 	waitConfigured(t, d, 2)
 	for _, tc := range []struct {
 		name     string
-		lb       *model.Nat44LbStaticMapping
+		lb       *vppmodel.Nat44LbStaticMapping
 		requests uint64
 		want     []string
 	}{

@@ -8,7 +8,7 @@ import (
 	"go.fd.io/govpp/binapi/nat44_ed"
 	"go.fd.io/govpp/binapi/nat_types"
 
-	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 )
 
 // natMessages are the messages of the optional NAT44-ED feature: without
@@ -266,7 +266,7 @@ func staticMsg(m *staticVal, add bool, tag string) *nat44_ed.Nat44AddDelStaticMa
 		LocalIPAddress: m.local.As4(), ExternalIPAddress: m.ext.As4(), Protocol: uint8(m.proto),
 		LocalPort: m.lport, ExternalPort: m.eport,
 		ExternalSwIfIndex: interface_types.InterfaceIndex(noIndex), VrfID: m.vrf, Tag: tag}
-	if m.proto == model.Nat44Protocol_NAT44_PROTOCOL_UNSPECIFIED {
+	if m.proto == vppmodel.Nat44Protocol_NAT44_PROTOCOL_UNSPECIFIED {
 		r.Flags |= nat_types.NAT_IS_ADDR_ONLY
 	}
 	return r
@@ -280,7 +280,7 @@ func (d *Driver) identityMsg(m *identityVal, add bool, tag string) *nat44_ed.Nat
 	} else {
 		r.IPAddress = m.ip.As4()
 	}
-	if m.proto == model.Nat44Protocol_NAT44_PROTOCOL_UNSPECIFIED {
+	if m.proto == vppmodel.Nat44Protocol_NAT44_PROTOCOL_UNSPECIFIED {
 		r.Flags = nat_types.NAT_IS_ADDR_ONLY
 	}
 	return r

@@ -9,7 +9,7 @@ import (
 	"go.fd.io/govpp/binapi/nat44_ed"
 	"go.fd.io/govpp/binapi/nat_types"
 
-	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 )
 
 // readbackNat adds the owned NAT44-ED configuration to out: the plugin
@@ -28,8 +28,8 @@ func (d *Driver) readbackNat(ctx context.Context, out map[string]found, swName m
 	if running == nil || running.Sessions == 0 {
 		return nil // plugin disabled: no NAT configuration
 	}
-	if it := d.items[model.Nat44GlobalKey]; it != nil && (it.want != nil || it.have != nil) {
-		out[model.Nat44GlobalKey] = found{value: &natGlobalVal{sessions: running.Sessions, forwarding: running.ForwardingEnabled}}
+	if it := d.items[vppmodel.Nat44GlobalKey]; it != nil && (it.want != nil || it.have != nil) {
+		out[vppmodel.Nat44GlobalKey] = found{value: &natGlobalVal{sessions: running.Sessions, forwarding: running.ForwardingEnabled}}
 	}
 	res, err := d.cl.dumps(ctx, []api.Message{
 		&nat44_ed.Nat44InterfaceDump{}, &nat44_ed.Nat44AddressDump{}, &nat44_ed.Nat44StaticMappingDump{},
@@ -44,7 +44,7 @@ func (d *Driver) readbackNat(ctx context.Context, out map[string]found, swName m
 		if !ok {
 			continue
 		}
-		out[model.Nat44InterfaceKey(name)] = found{value: newNatIface(name, r.Flags&nat_types.NAT_IS_INSIDE != 0,
+		out[vppmodel.Nat44InterfaceKey(name)] = found{value: newNatIface(name, r.Flags&nat_types.NAT_IS_INSIDE != 0,
 			r.Flags&nat_types.NAT_IS_OUTSIDE != 0, false)}
 	}
 	outputs, err := d.outputInterfaces(ctx)
@@ -53,14 +53,14 @@ func (d *Driver) readbackNat(ctx context.Context, out map[string]found, swName m
 	}
 	for _, sw := range outputs {
 		if name, ok := swName[sw]; ok {
-			out[model.Nat44InterfaceKey(name)] = found{value: newNatIface(name, false, false, true)}
+			out[vppmodel.Nat44InterfaceKey(name)] = found{value: newNatIface(name, false, false, true)}
 		}
 	}
 	for _, m := range res[5] {
 		r := m.(*nat44_ed.Nat44InterfaceAddrDetails)
 		if name, ok := swName[uint32(r.SwIfIndex)]; ok {
 			v := newIfacePool(name, r.Flags&nat_types.NAT_IS_TWICE_NAT != 0)
-			out[model.Nat44InterfaceAddressPoolKey(name, v.twice)] = found{value: v}
+			out[vppmodel.Nat44InterfaceAddressPoolKey(name, v.twice)] = found{value: v}
 		}
 	}
 
@@ -104,9 +104,9 @@ func (d *Driver) readbackNat(ctx context.Context, out map[string]found, swName m
 		if !strings.HasPrefix(r.Tag, prefix) || uint32(r.ExternalSwIfIndex) != noIndex {
 			continue
 		}
-		v := &staticVal{proto: model.Nat44Protocol(r.Protocol), local: netip.AddrFrom4(r.LocalIPAddress), lport: r.LocalPort,
+		v := &staticVal{proto: vppmodel.Nat44Protocol(r.Protocol), local: netip.AddrFrom4(r.LocalIPAddress), lport: r.LocalPort,
 			ext: netip.AddrFrom4(r.ExternalIPAddress), eport: r.ExternalPort, vrf: r.VrfID, flags: natFlagsOf(r.Flags)}
-		out[model.Nat44StaticMappingKey(v.proto, v.ext, uint32(v.eport))] = found{value: v}
+		out[vppmodel.Nat44StaticMappingKey(v.proto, v.ext, uint32(v.eport))] = found{value: v}
 	}
 
 	// Identity mappings on an interface are dumped twice: as the record
@@ -134,14 +134,14 @@ func (d *Driver) readbackNat(ctx context.Context, out map[string]found, swName m
 			if !ok {
 				continue
 			}
-			v = newIdentity(model.Nat44Protocol(r.Protocol), netip.Addr{}, name, r.Port, r.VrfID)
+			v = newIdentity(vppmodel.Nat44Protocol(r.Protocol), netip.Addr{}, name, r.Port, r.VrfID)
 		} else {
 			if onIface[idKey{r.Protocol, r.Port, r.Tag}] {
 				continue
 			}
-			v = newIdentity(model.Nat44Protocol(r.Protocol), netip.AddrFrom4(r.IPAddress), "", r.Port, r.VrfID)
+			v = newIdentity(vppmodel.Nat44Protocol(r.Protocol), netip.AddrFrom4(r.IPAddress), "", r.Port, r.VrfID)
 		}
-		out[model.Nat44IdentityMappingKey(v.proto, v.ip, v.iface, uint32(v.port))] = found{value: v}
+		out[vppmodel.Nat44IdentityMappingKey(v.proto, v.ip, v.iface, uint32(v.port))] = found{value: v}
 	}
 
 	for _, m := range res[4] {
@@ -149,12 +149,12 @@ func (d *Driver) readbackNat(ctx context.Context, out map[string]found, swName m
 		if !strings.HasPrefix(r.Tag, prefix) {
 			continue
 		}
-		v := &lbVal{lbHead: lbHead{proto: model.Nat44Protocol(r.Protocol), ext: netip.AddrFrom4(r.ExternalAddr),
+		v := &lbVal{lbHead: lbHead{proto: vppmodel.Nat44Protocol(r.Protocol), ext: netip.AddrFrom4(r.ExternalAddr),
 			port: r.ExternalPort, flags: natFlagsOf(r.Flags)}}
 		for _, l := range r.Locals {
 			v.backends = append(v.backends, newBackend(netip.AddrFrom4(l.Addr), l.Port, l.Probability, l.VrfID))
 		}
-		k := model.Nat44LbStaticMappingKey(v.proto, v.ext, uint32(v.port))
+		k := vppmodel.Nat44LbStaticMappingKey(v.proto, v.ext, uint32(v.port))
 		// VPP does not report the affinity: take the one the driver set.
 		if it := d.items[k]; it != nil {
 			for _, known := range []value{it.have, it.want} {

@@ -20,8 +20,8 @@ import (
 	"go.fd.io/govpp/binapi/vlib"
 	"go.fd.io/govpp/binapi/vxlan"
 
-	"github.com/vswitchkit/vswitchkit/vppdriver/internal/vppconv"
-	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+	"github.com/vswitchkit/vswitchkit/internal/vppconv"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 )
 
 // vxlanMessages are the messages of the optional VXLAN feature: without
@@ -142,7 +142,7 @@ func flagsMsg(sw uint32, up bool) *interfaces.SwInterfaceSetFlags {
 func (d *Driver) ifaceCreate(it *item, m *ifaceVal) *op {
 	o := &op{it: it}
 	l := &m.link
-	if m.typ == model.Interface_VXLAN_TUNNEL {
+	if m.typ == vppmodel.Interface_VXLAN_TUNNEL {
 		if d.vxlanErr != nil {
 			o.err = d.vxlanErr
 			return o
@@ -157,7 +157,7 @@ func (d *Driver) ifaceCreate(it *item, m *ifaceVal) *op {
 			}}}
 		})
 	}
-	if m.typ == model.Interface_MEMIF {
+	if m.typ == vppmodel.Interface_MEMIF {
 		if d.memifErr != nil {
 			o.err = d.memifErr
 			return o
@@ -179,13 +179,13 @@ func (d *Driver) ifaceCreate(it *item, m *ifaceVal) *op {
 				}}}
 		})
 	}
-	if m.typ == model.Interface_EXISTING {
+	if m.typ == vppmodel.Interface_EXISTING {
 		o.lookup = l.existing
 	}
 	o.stages = append(o.stages, func() []call {
 		var req api.Message
 		switch m.typ {
-		case model.Interface_EXISTING:
+		case vppmodel.Interface_EXISTING:
 			// Adopted, not created: runOps looked it up by name.
 			if !o.found {
 				o.fail(fmt.Errorf("%w: VPP has no interface named %q", ErrNoSuchInterface, l.existing))
@@ -193,7 +193,7 @@ func (d *Driver) ifaceCreate(it *item, m *ifaceVal) *op {
 			}
 			it.swIfIndex, it.created = o.lookupSw, true
 			return nil
-		case model.Interface_MEMIF:
+		case vppmodel.Interface_MEMIF:
 			sock, ok := d.memifSockets[l.memifSocket]
 			if !ok {
 				o.fail(fmt.Errorf("memif socket %q is not registered", l.memifSocket))
@@ -206,11 +206,11 @@ func (d *Driver) ifaceCreate(it *item, m *ifaceVal) *op {
 			req = &memif.MemifCreateV2{Role: role, Mode: memif.MEMIF_MODE_API_ETHERNET, RxQueues: 1, TxQueues: 1,
 				ID: l.memifID, SocketID: sock, RingSize: l.memifRing, BufferSize: uint16(l.memifBuf),
 				HwAddr: m.mac, Secret: l.memifSecret}
-		case model.Interface_VXLAN_TUNNEL:
+		case vppmodel.Interface_VXLAN_TUNNEL:
 			req = vxlanMsg(l, true, o.decapNext)
-		case model.Interface_LOOPBACK:
+		case vppmodel.Interface_LOOPBACK:
 			req = &interfaces.CreateLoopback{MacAddress: m.mac}
-		case model.Interface_AF_PACKET:
+		case vppmodel.Interface_AF_PACKET:
 			// Checksum offload as VPP's CLI sets it by default: a veth hands
 			// VPP packets whose checksum the kernel left to the "hardware";
 			// without it VPP forwards them with bad checksums and TCP fails.
@@ -220,7 +220,7 @@ func (d *Driver) ifaceCreate(it *item, m *ifaceVal) *op {
 				NumRxQueues: 1, NumTxQueues: 1,
 				Flags: af_packet.AF_PACKET_API_FLAG_CKSUM_GSO,
 			}
-		case model.Interface_TAP:
+		case vppmodel.Interface_TAP:
 			req = d.tapMsg(m)
 		default:
 			o.fail(fmt.Errorf("unsupported interface type %v", m.typ))
@@ -280,7 +280,7 @@ func (d *Driver) ifaceCreate(it *item, m *ifaceVal) *op {
 // adopted (EXISTING) interface TagPrefix + "=" + name, so that a readback
 // knows not to delete it.
 func (d *Driver) tag(m *ifaceVal) string {
-	if m.typ == model.Interface_EXISTING {
+	if m.typ == vppmodel.Interface_EXISTING {
 		return d.cfg.TagPrefix + adoptedMark + m.name
 	}
 	return d.cfg.TagPrefix + m.name
@@ -392,19 +392,19 @@ func (d *Driver) ifaceUpdate(it *item, old, m *ifaceVal) *op {
 
 func (d *Driver) ifaceDelete(it *item, old *ifaceVal) *op {
 	o := &op{it: it}
-	if old.typ == model.Interface_EXISTING {
+	if old.typ == vppmodel.Interface_EXISTING {
 		return d.ifaceRelease(o, it, old)
 	}
 	o.stages = append(o.stages, func() []call {
 		sw := interface_types.InterfaceIndex(it.swIfIndex)
 		switch old.typ {
-		case model.Interface_AF_PACKET:
+		case vppmodel.Interface_AF_PACKET:
 			return []call{{req: &af_packet.AfPacketDelete{HostIfName: old.link.afpHost}, done: o.expect(rvSyscallError1)}}
-		case model.Interface_TAP:
+		case vppmodel.Interface_TAP:
 			return []call{{req: &tapv2.TapDeleteV2{SwIfIndex: sw}, done: o.expect(rvInvalidSwIfIndex)}}
-		case model.Interface_VXLAN_TUNNEL:
+		case vppmodel.Interface_VXLAN_TUNNEL:
 			return []call{{req: vxlanMsg(&old.link, false, noIndex), done: o.expect(rvNoSuchEntry)}}
-		case model.Interface_MEMIF:
+		case vppmodel.Interface_MEMIF:
 			return []call{{req: &memif.MemifDelete{SwIfIndex: sw}, done: o.expect(rvInvalidSwIfIndex)}}
 		default:
 			return []call{{req: &interfaces.DeleteLoopback{SwIfIndex: sw}, done: o.expect(rvInvalidSwIfIndex)}}

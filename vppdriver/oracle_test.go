@@ -15,7 +15,7 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/vppdriver"
-	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
 
@@ -39,7 +39,7 @@ func (m modelKeys) random() (string, proto.Message) {
 	var v proto.Message
 	switch r.IntN(6) {
 	case 0:
-		v = &model.VrfTable{Id: uint32(1 + r.IntN(2)), Label: fmt.Sprint("t", r.IntN(2))}
+		v = &vppmodel.VrfTable{Id: uint32(1 + r.IntN(2)), Label: fmt.Sprint("t", r.IntN(2))}
 	case 1:
 		i := r.IntN(len(modelIfaces))
 		addr := fmt.Sprintf("10.%d.%d.1/24", i, r.IntN(2))
@@ -54,16 +54,16 @@ func (m modelKeys) random() (string, proto.Message) {
 		}
 		v = route(uint32(r.IntN(2)), modelDsts[r.IntN(len(modelDsts))], p)
 	case 3:
-		v = &model.Nat44Global{Sessions: uint32(1000 * (1 + r.IntN(2)))}
+		v = &vppmodel.Nat44Global{Sessions: uint32(1000 * (1 + r.IntN(2)))}
 	case 4:
 		in := r.IntN(2) == 0
-		v = &model.Nat44Interface{Interface: modelIfaces[r.IntN(len(modelIfaces))], Inside: in, Outside: !in || r.IntN(2) == 0}
+		v = &vppmodel.Nat44Interface{Interface: modelIfaces[r.IntN(len(modelIfaces))], Inside: in, Outside: !in || r.IntN(2) == 0}
 	case 5:
-		b := []*model.Nat44Backend{{Ip: "10.1.0.10", Port: 80, Probability: 50}, {Ip: fmt.Sprint("10.1.0.", 11+r.IntN(3)), Port: 80, Probability: uint32(10 + r.IntN(40))}}
-		v = &model.Nat44LbStaticMapping{Protocol: model.Nat44Protocol_TCP, ExternalIp: modelExts[r.IntN(len(modelExts))],
+		b := []*vppmodel.Nat44Backend{{Ip: "10.1.0.10", Port: 80, Probability: 50}, {Ip: fmt.Sprint("10.1.0.", 11+r.IntN(3)), Port: 80, Probability: uint32(10 + r.IntN(40))}}
+		v = &vppmodel.Nat44LbStaticMapping{Protocol: vppmodel.Nat44Protocol_TCP, ExternalIp: modelExts[r.IntN(len(modelExts))],
 			ExternalPort: 80, Out2InOnly: true, Backends: b}
 	}
-	key, err := model.KeyOf(v)
+	key, err := vppmodel.KeyOf(v)
 	if err != nil { // an invalid value: store it under the key it would have
 		key = invalidKey(v)
 	}
@@ -75,10 +75,10 @@ func (m modelKeys) random() (string, proto.Message) {
 
 func invalidKey(v proto.Message) string {
 	switch m := v.(type) {
-	case *model.Interface:
-		return model.InterfaceKey(m.Name)
-	case *model.Route:
-		return model.RouteKey(m.Vrf, netip.MustParsePrefix(m.DstNetwork))
+	case *vppmodel.Interface:
+		return vppmodel.InterfaceKey(m.Name)
+	case *vppmodel.Route:
+		return vppmodel.RouteKey(m.Vrf, netip.MustParsePrefix(m.DstNetwork))
 	}
 	panic(fmt.Sprintf("no invalid %T", v))
 }
@@ -88,21 +88,21 @@ func invalidKey(v proto.Message) string {
 func modelDeps(v proto.Message) []string {
 	var deps []string
 	switch m := v.(type) {
-	case *model.Interface:
+	case *vppmodel.Interface:
 		if m.Vrf != 0 {
-			deps = append(deps, model.VrfTableKey(model.VrfTable_IPV4, m.Vrf))
+			deps = append(deps, vppmodel.VrfTableKey(vppmodel.VrfTable_IPV4, m.Vrf))
 		}
-	case *model.Route:
+	case *vppmodel.Route:
 		if m.Vrf != 0 {
-			deps = append(deps, model.VrfTableKey(model.VrfTable_IPV4, m.Vrf))
+			deps = append(deps, vppmodel.VrfTableKey(vppmodel.VrfTable_IPV4, m.Vrf))
 		}
 		for _, p := range m.Paths {
-			deps = append(deps, model.InterfaceKey(p.OutgoingInterface))
+			deps = append(deps, vppmodel.InterfaceKey(p.OutgoingInterface))
 		}
-	case *model.Nat44Interface:
-		deps = append(deps, model.Nat44GlobalKey, model.InterfaceKey(m.Interface))
-	case *model.Nat44LbStaticMapping:
-		deps = append(deps, model.Nat44GlobalKey)
+	case *vppmodel.Nat44Interface:
+		deps = append(deps, vppmodel.Nat44GlobalKey, vppmodel.InterfaceKey(m.Interface))
+	case *vppmodel.Nat44LbStaticMapping:
+		deps = append(deps, vppmodel.Nat44GlobalKey)
 	}
 	return deps
 }
@@ -113,7 +113,7 @@ func modelDeps(v proto.Message) []string {
 func oracle(desired map[string]proto.Message) map[string]vppdriver.State {
 	out := map[string]vppdriver.State{}
 	for k, v := range desired {
-		if model.CheckKey(k, v) != nil {
+		if vppmodel.CheckKey(k, v) != nil {
 			out[k] = vppdriver.StateFailed
 		} else {
 			out[k] = vppdriver.StatePending

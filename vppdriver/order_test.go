@@ -15,8 +15,8 @@ import (
 	"go.fd.io/govpp/binapi/nat44_ed"
 
 	"github.com/vswitchkit/vswitchkit/controller"
-	"github.com/vswitchkit/vswitchkit/vppdriver/internal/vppconv"
-	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+	"github.com/vswitchkit/vswitchkit/internal/vppconv"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
 
@@ -103,14 +103,14 @@ func assertBefore(t *testing.T, reqs []string, first, then []string) {
 func TestDeleteOrder(t *testing.T) {
 	state := func() controller.KeyValuePairs {
 		return kv(t,
-			&model.VrfTable{Id: 7},
+			&vppmodel.VrfTable{Id: 7},
 			loop("a", true, 7, "10.0.0.1/24"),
 			loop("b", true, 0, "10.9.0.1/24"),
 			route(7, "10.5.0.0/16", via("a", "10.0.0.2")),
 			route(0, "10.6.0.0/16", via("b", "10.9.0.2"), via("a", "10.0.0.3")),
-			&model.Nat44Global{},
-			&model.Nat44Interface{Interface: "a", Inside: true},
-			&model.Nat44IdentityMapping{Protocol: model.Nat44Protocol_UDP, Interface: "a", Port: 4789},
+			&vppmodel.Nat44Global{},
+			&vppmodel.Nat44Interface{Interface: "a", Inside: true},
+			&vppmodel.Nat44IdentityMapping{Protocol: vppmodel.Nat44Protocol_UDP, Interface: "a", Port: 4789},
 		)
 	}
 	swOf := func(vpp *vppsim.VPP, name string) uint32 {
@@ -147,16 +147,16 @@ func TestDeleteOrder(t *testing.T) {
 		waitConfigured(t, d, len(state()))
 		sw := swA(vpp)
 		rec.take()
-		commit(t, d, controller.CommitUpdate, controller.KeyValuePairs{model.InterfaceKey("a"): nil})
+		commit(t, d, controller.CommitUpdate, controller.KeyValuePairs{vppmodel.InterfaceKey("a"): nil})
 		reqs := rec.take()
 		loopA := fmt.Sprintf("del loopback %d", sw)
 		assertBefore(t, reqs, []string{"del route 7 10.5.0.0/16", "del route 0 10.6.0.0/16",
 			fmt.Sprintf("del nat44 feature %d", sw), fmt.Sprintf("del nat44 identity %d:4789", sw)}, []string{loopA})
 		assert.NotContains(t, reqs, "del table 7", "the table stays desired")
 		assert.NotContains(t, reqs, "del nat44")
-		for _, k := range []string{model.RouteKey(7, netip.MustParsePrefix("10.5.0.0/16")), model.Nat44InterfaceKey("a")} {
+		for _, k := range []string{vppmodel.RouteKey(7, netip.MustParsePrefix("10.5.0.0/16")), vppmodel.Nat44InterfaceKey("a")} {
 			s, _ := d.Status(k)
-			assert.Equal(t, []string{model.InterfaceKey("a")}, s.PendingOn, k)
+			assert.Equal(t, []string{vppmodel.InterfaceKey("a")}, s.PendingOn, k)
 		}
 	})
 
@@ -168,7 +168,7 @@ func TestDeleteOrder(t *testing.T) {
 		waitConfigured(t, d, len(state()))
 		sw := swA(vpp)
 		rec.take()
-		commit(t, d, controller.CommitUpdate, controller.KeyValuePairs{model.VrfTableKey(model.VrfTable_IPV4, 7): nil})
+		commit(t, d, controller.CommitUpdate, controller.KeyValuePairs{vppmodel.VrfTableKey(vppmodel.VrfTable_IPV4, 7): nil})
 		reqs := rec.take()
 		assertBefore(t, reqs, []string{"del route 7 10.5.0.0/16"}, []string{fmt.Sprintf("del loopback %d", sw)})
 		assertBefore(t, reqs, []string{fmt.Sprintf("del loopback %d", sw)}, []string{"del table 7"})

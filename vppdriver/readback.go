@@ -20,8 +20,8 @@ import (
 	"go.fd.io/govpp/binapi/vlib"
 	"go.fd.io/govpp/binapi/vxlan"
 
-	"github.com/vswitchkit/vswitchkit/vppdriver/internal/vppconv"
-	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+	"github.com/vswitchkit/vswitchkit/internal/vppconv"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 )
 
 // resyncLocked reads the owned configuration back from VPP, replaces the
@@ -171,7 +171,7 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 		name = strings.TrimPrefix(name, adoptedMark)
 		v := &ifaceVal{name: name, enabled: r.Flags&interface_types.IF_STATUS_API_FLAG_ADMIN_UP != 0}
 		var want *ifaceVal
-		if it := d.items[model.InterfaceKey(name)]; it != nil {
+		if it := d.items[vppmodel.InterfaceKey(name)]; it != nil {
 			want, _ = it.want.(*ifaceVal)
 			if want == nil {
 				want, _ = it.have.(*ifaceVal)
@@ -186,15 +186,15 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 		}
 		switch devType {
 		case "":
-			v.typ = model.Interface_EXISTING
+			v.typ = vppmodel.Interface_EXISTING
 			v.link.existing = r.InterfaceName
 		case "Loopback":
-			v.typ = model.Interface_LOOPBACK
+			v.typ = vppmodel.Interface_LOOPBACK
 		case "af-packet":
-			v.typ = model.Interface_AF_PACKET
+			v.typ = vppmodel.Interface_AF_PACKET
 			v.link.afpHost = afpHost[uint32(r.SwIfIndex)]
 		case "virtio":
-			v.typ = model.Interface_TAP
+			v.typ = vppmodel.Interface_TAP
 			v.link.tapRx, v.link.tapTx = defaultTapRing, defaultTapRing
 			if t := taps[uint32(r.SwIfIndex)]; t != nil {
 				v.link.tapRx, v.link.tapTx = uint32(cmp.Or(t.RxRingSz, defaultTapRing)), uint32(cmp.Or(t.TxRingSz, defaultTapRing))
@@ -221,7 +221,7 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 			// driver's record.
 			v.link.tapGW4, v.link.tapGW6 = want.link.tapGW4, want.link.tapGW6
 		case "memif":
-			v.typ = model.Interface_MEMIF
+			v.typ = vppmodel.Interface_MEMIF
 			v.link.memifSocket = defaultMemifSocket
 			if r := memifs[uint32(r.SwIfIndex)]; r != nil {
 				v.link.memifMaster, v.link.memifID = r.Role == memif.MEMIF_ROLE_API_MASTER, r.ID
@@ -234,7 +234,7 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 			v.link.memifSecret = want.link.memifSecret
 			v.link.memifRing, v.link.memifBuf = cmp.Or(want.link.memifRing, defaultMemifRing), cmp.Or(want.link.memifBuf, defaultMemifBuffer)
 		case "VXLAN":
-			v.typ = model.Interface_VXLAN_TUNNEL
+			v.typ = vppmodel.Interface_VXLAN_TUNNEL
 			if t := tunnels[uint32(r.SwIfIndex)]; t != nil {
 				v.link.vxSrc, v.link.vxDst = vppconv.AddrOf(t.SrcAddress), vppconv.AddrOf(t.DstAddress)
 				v.link.vni, v.link.encapVrf = t.Vni, t.EncapVrfID
@@ -246,10 +246,10 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 					v.link.vxBadDecap = true // not a routed tunnel of ours: re-created
 				}
 			} else {
-				v.typ = model.Interface_TYPE_UNSPECIFIED
+				v.typ = vppmodel.Interface_TYPE_UNSPECIFIED
 			}
 		default:
-			v.typ = model.Interface_TYPE_UNSPECIFIED // unknown kind: will be re-created
+			v.typ = vppmodel.Interface_TYPE_UNSPECIFIED // unknown kind: will be re-created
 		}
 		if want.hasMAC {
 			v.hasMAC, v.mac = true, r.L2Address
@@ -277,7 +277,7 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 			continue // foreign interface, or learnt (ARP / neighbor discovery)
 		}
 		ip := vppconv.AddrOf(n.IPAddress)
-		out[model.IPNeighborKey(name, ip)] = found{value: newNeighbor(name, ip, n.MacAddress)}
+		out[vppmodel.IPNeighborKey(name, ip)] = found{value: newNeighbor(name, ip, n.MacAddress)}
 	}
 
 	// Their addresses and VRF bindings.
@@ -316,7 +316,7 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 			o.v.addrs = append(o.v.addrs, p)
 			connected[conn{o.sw, p.Masked()}] = true
 		}
-		out[model.InterfaceKey(o.v.name)] = found{value: o.v.finish(), swIfIndex: o.sw}
+		out[vppmodel.InterfaceKey(o.v.name)] = found{value: o.v.finish(), swIfIndex: o.sw}
 	}
 
 	// Owned tables; which tables to read routes from.
@@ -332,11 +332,11 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 		exists[k] = true
 		if strings.HasPrefix(t.Name, prefix) && t.TableID != 0 {
 			ownedTable[k] = true
-			proto := model.VrfTable_IPV4
+			proto := vppmodel.VrfTable_IPV4
 			if t.IsIP6 {
-				proto = model.VrfTable_IPV6
+				proto = vppmodel.VrfTable_IPV6
 			}
-			out[model.VrfTableKey(proto, t.TableID)] = found{value: newVrf(t.TableID, t.IsIP6, strings.TrimPrefix(t.Name, prefix))}
+			out[vppmodel.VrfTableKey(proto, t.TableID)] = found{value: newVrf(t.TableID, t.IsIP6, strings.TrimPrefix(t.Name, prefix))}
 		}
 	}
 	scan := map[tkey]bool{{false, 0}: true, {true, 0}: true}
@@ -372,7 +372,7 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 			if !ok {
 				continue
 			}
-			key := model.RouteKey(tk.id, v.dst)
+			key := vppmodel.RouteKey(tk.id, v.dst)
 			it := d.items[key]
 			known := it != nil && (it.have != nil || it.want != nil)
 			if !known && (hostEntry || !ownedTable[tk]) {

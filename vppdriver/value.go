@@ -11,7 +11,7 @@ import (
 	"go.fd.io/govpp/binapi/ethernet_types"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 )
 
 // value is the parsed, canonical form of one model value: every address is
@@ -46,15 +46,15 @@ const (
 // kindOf returns the kind of a key of the model.
 func kindOf(key string) kind {
 	switch {
-	case strings.HasPrefix(key, model.VrfTableKeyPrefix):
+	case strings.HasPrefix(key, vppmodel.VrfTableKeyPrefix):
 		return kindVrf
-	case key == model.Nat44GlobalKey:
+	case key == vppmodel.Nat44GlobalKey:
 		return kindNatGlobal
-	case strings.HasPrefix(key, model.InterfaceKeyPrefix):
+	case strings.HasPrefix(key, vppmodel.InterfaceKeyPrefix):
 		return kindInterface
-	case strings.HasPrefix(key, model.IPNeighborKeyPrefix):
+	case strings.HasPrefix(key, vppmodel.IPNeighborKeyPrefix):
 		return kindNeighbor
-	case strings.HasPrefix(key, model.Nat44KeyPrefix):
+	case strings.HasPrefix(key, vppmodel.Nat44KeyPrefix):
 		return kindNat
 	}
 	return kindRoute
@@ -64,25 +64,25 @@ func kindOf(key string) kind {
 // value. It returns an error (never panics) if a field does not parse.
 func parseValue(msg proto.Message) (value, error) {
 	switch m := msg.(type) {
-	case *model.Interface:
+	case *vppmodel.Interface:
 		return parseInterface(m)
-	case *model.VrfTable:
-		return newVrf(m.GetId(), m.GetProtocol() == model.VrfTable_IPV6, m.GetLabel()), nil
-	case *model.Route:
+	case *vppmodel.VrfTable:
+		return newVrf(m.GetId(), m.GetProtocol() == vppmodel.VrfTable_IPV6, m.GetLabel()), nil
+	case *vppmodel.Route:
 		return parseRoute(m)
-	case *model.IPNeighbor:
+	case *vppmodel.IPNeighbor:
 		return parseNeighbor(m)
-	case *model.Nat44Global:
+	case *vppmodel.Nat44Global:
 		return &natGlobalVal{sessions: cmp.Or(m.GetSessions(), natDefaultSessions), forwarding: m.GetForwarding()}, nil
-	case *model.Nat44Interface:
+	case *vppmodel.Nat44Interface:
 		return newNatIface(m.GetInterface(), m.GetInside(), m.GetOutside(), m.GetOutputFeature()), nil
-	case *model.Nat44AddressPool:
+	case *vppmodel.Nat44AddressPool:
 		return parsePool(m)
-	case *model.Nat44StaticMapping:
+	case *vppmodel.Nat44StaticMapping:
 		return parseStatic(m)
-	case *model.Nat44IdentityMapping:
+	case *vppmodel.Nat44IdentityMapping:
 		return parseIdentity(m)
-	case *model.Nat44LbStaticMapping:
+	case *vppmodel.Nat44LbStaticMapping:
 		return parseLB(m)
 	}
 	return nil, fmt.Errorf("unsupported message type %T", msg)
@@ -165,7 +165,7 @@ type ifaceLink struct {
 
 type ifaceVal struct {
 	name       string
-	typ        model.Interface_Type
+	typ        vppmodel.Interface_Type
 	enabled    bool
 	hasMAC     bool
 	mac        ethernet_types.MacAddress
@@ -196,36 +196,36 @@ func cmpPrefix(a, b netip.Prefix) int {
 func (v *ifaceVal) finish() *ifaceVal {
 	slices.SortFunc(v.addrs, cmpPrefix)
 	var deps depsOf
-	if v.typ == model.Interface_VXLAN_TUNNEL && v.link.encapVrf != 0 {
-		deps.add(model.VrfTableKey(protoOf(v.vxlanV6()), v.link.encapVrf))
+	if v.typ == vppmodel.Interface_VXLAN_TUNNEL && v.link.encapVrf != 0 {
+		deps.add(vppmodel.VrfTableKey(protoOf(v.vxlanV6()), v.link.encapVrf))
 	}
 	if v.vrf != 0 {
-		deps.add(model.VrfTableKey(model.VrfTable_IPV4, v.vrf))
+		deps.add(vppmodel.VrfTableKey(vppmodel.VrfTable_IPV4, v.vrf))
 	}
 	if v.vrf6 != 0 {
-		deps.add(model.VrfTableKey(model.VrfTable_IPV6, v.vrf6))
+		deps.add(vppmodel.VrfTableKey(vppmodel.VrfTable_IPV6, v.vrf6))
 	}
 	v.unnumKey = ""
 	if v.unnumbered != "" {
-		v.unnumKey = model.InterfaceKey(v.unnumbered)
+		v.unnumKey = vppmodel.InterfaceKey(v.unnumbered)
 		deps.add(v.unnumKey)
 	}
 	v.depKeys = deps
 	return v
 }
 
-func protoOf(v6 bool) model.VrfTable_Protocol {
+func protoOf(v6 bool) vppmodel.VrfTable_Protocol {
 	if v6 {
-		return model.VrfTable_IPV6
+		return vppmodel.VrfTable_IPV6
 	}
-	return model.VrfTable_IPV4
+	return vppmodel.VrfTable_IPV4
 }
 
-func parseInterface(m *model.Interface) (*ifaceVal, error) {
+func parseInterface(m *vppmodel.Interface) (*ifaceVal, error) {
 	v := &ifaceVal{name: m.GetName(), typ: m.GetType(), enabled: m.GetEnabled(), vrf: m.GetVrf(), vrf6: m.GetIpv6Vrf(),
 		unnumbered: m.GetUnnumbered()}
 	if s := m.GetMacAddress(); s != "" {
-		mac, err := model.ParseMAC(s)
+		mac, err := vppmodel.ParseMAC(s)
 		if err != nil {
 			return nil, err
 		}
@@ -239,15 +239,15 @@ func parseInterface(m *model.Interface) (*ifaceVal, error) {
 		v.addrs = append(v.addrs, p)
 	}
 	switch v.typ {
-	case model.Interface_AF_PACKET:
+	case vppmodel.Interface_AF_PACKET:
 		v.link.afpHost = m.GetAfPacket().GetHostIfName()
-	case model.Interface_TAP:
+	case vppmodel.Interface_TAP:
 		if err := parseTap(m.GetTap(), &v.link); err != nil {
 			return nil, err
 		}
-	case model.Interface_EXISTING:
+	case vppmodel.Interface_EXISTING:
 		v.link.existing = m.GetExisting().GetVppName()
-	case model.Interface_VXLAN_TUNNEL:
+	case vppmodel.Interface_VXLAN_TUNNEL:
 		x := m.GetVxlan()
 		src, err := netip.ParseAddr(x.GetSrcAddress())
 		if err != nil {
@@ -259,13 +259,13 @@ func parseInterface(m *model.Interface) (*ifaceVal, error) {
 		}
 		v.link.vxSrc, v.link.vxDst, v.link.vni, v.link.encapVrf = src, dst, x.GetVni(), x.GetEncapVrf()
 		switch x.GetPayload() {
-		case model.VxlanLink_PAYLOAD_IPV4:
-		case model.VxlanLink_PAYLOAD_IPV6:
+		case vppmodel.VxlanLink_PAYLOAD_IPV4:
+		case vppmodel.VxlanLink_PAYLOAD_IPV6:
 			v.link.vxPayload6 = true
 		default:
 			v.link.vxPayload6 = src.Is6()
 		}
-	case model.Interface_MEMIF:
+	case vppmodel.Interface_MEMIF:
 		x := m.GetMemif()
 		v.link.memifMaster, v.link.memifID, v.link.memifSecret = x.GetMaster(), x.GetId(), x.GetSecret()
 		v.link.memifSocket = cmp.Or(x.GetSocketFilename(), defaultMemifSocket)
@@ -275,11 +275,11 @@ func parseInterface(m *model.Interface) (*ifaceVal, error) {
 }
 
 // parseTap fills the tap attributes of l.
-func parseTap(t *model.TapLink, l *ifaceLink) error {
+func parseTap(t *vppmodel.TapLink, l *ifaceLink) error {
 	l.tapHost, l.tapNS = t.GetHostIfName(), t.GetHostNamespace()
 	l.tapRx, l.tapTx = cmp.Or(t.GetRxRingSize(), defaultTapRing), cmp.Or(t.GetTxRingSize(), defaultTapRing)
 	if s := t.GetHostMacAddress(); s != "" {
-		mac, err := model.ParseMAC(s)
+		mac, err := vppmodel.ParseMAC(s)
 		if err != nil {
 			return err
 		}
@@ -311,7 +311,7 @@ func parseTap(t *model.TapLink, l *ifaceLink) error {
 }
 
 func (v *ifaceVal) message() proto.Message {
-	m := &model.Interface{Name: v.name, Type: v.typ, Enabled: v.enabled, Vrf: v.vrf, Ipv6Vrf: v.vrf6, Unnumbered: v.unnumbered}
+	m := &vppmodel.Interface{Name: v.name, Type: v.typ, Enabled: v.enabled, Vrf: v.vrf, Ipv6Vrf: v.vrf6, Unnumbered: v.unnumbered}
 	if v.hasMAC {
 		m.MacAddress = v.mac.String()
 	}
@@ -320,10 +320,10 @@ func (v *ifaceVal) message() proto.Message {
 	}
 	l := v.link
 	switch v.typ {
-	case model.Interface_AF_PACKET:
-		m.AfPacket = &model.AfPacketLink{HostIfName: l.afpHost}
-	case model.Interface_TAP:
-		t := &model.TapLink{HostIfName: l.tapHost, RxRingSize: l.tapRx, TxRingSize: l.tapTx, HostNamespace: l.tapNS}
+	case vppmodel.Interface_AF_PACKET:
+		m.AfPacket = &vppmodel.AfPacketLink{HostIfName: l.afpHost}
+	case vppmodel.Interface_TAP:
+		t := &vppmodel.TapLink{HostIfName: l.tapHost, RxRingSize: l.tapRx, TxRingSize: l.tapTx, HostNamespace: l.tapNS}
 		if l.tapHasMAC {
 			t.HostMacAddress = l.tapHostMAC.String()
 		}
@@ -338,17 +338,17 @@ func (v *ifaceVal) message() proto.Message {
 			}
 		}
 		m.Tap = t
-	case model.Interface_EXISTING:
-		m.Existing = &model.ExistingLink{VppName: l.existing}
-	case model.Interface_VXLAN_TUNNEL:
-		payload := model.VxlanLink_PAYLOAD_IPV4
+	case vppmodel.Interface_EXISTING:
+		m.Existing = &vppmodel.ExistingLink{VppName: l.existing}
+	case vppmodel.Interface_VXLAN_TUNNEL:
+		payload := vppmodel.VxlanLink_PAYLOAD_IPV4
 		if l.vxPayload6 {
-			payload = model.VxlanLink_PAYLOAD_IPV6
+			payload = vppmodel.VxlanLink_PAYLOAD_IPV6
 		}
-		m.Vxlan = &model.VxlanLink{SrcAddress: l.vxSrc.String(), DstAddress: l.vxDst.String(), Vni: l.vni, EncapVrf: l.encapVrf,
+		m.Vxlan = &vppmodel.VxlanLink{SrcAddress: l.vxSrc.String(), DstAddress: l.vxDst.String(), Vni: l.vni, EncapVrf: l.encapVrf,
 			Payload: payload}
-	case model.Interface_MEMIF:
-		m.Memif = &model.MemifLink{Master: l.memifMaster, Id: l.memifID, SocketFilename: l.memifSocket,
+	case vppmodel.Interface_MEMIF:
+		m.Memif = &vppmodel.MemifLink{Master: l.memifMaster, Id: l.memifID, SocketFilename: l.memifSocket,
 			RingSize: l.memifRing, BufferSize: l.memifBuf, Secret: l.memifSecret}
 	}
 	return m
@@ -368,7 +368,7 @@ func (v *vrfVal) kind() kind         { return kindVrf }
 func (v *vrfVal) deps() []string     { return nil }
 func (v *vrfVal) equal(o value) bool { return *v == *o.(*vrfVal) }
 func (v *vrfVal) message() proto.Message {
-	return &model.VrfTable{Id: v.id, Protocol: protoOf(v.v6), Label: v.label}
+	return &vppmodel.VrfTable{Id: v.id, Protocol: protoOf(v.v6), Label: v.label}
 }
 
 // ---- routes
@@ -403,11 +403,11 @@ func (v *routeVal) finish() *routeVal {
 	slices.SortFunc(v.paths, cmpPath)
 	var deps depsOf
 	if v.vrf != 0 {
-		deps.add(model.VrfTableKey(protoOf(v.dst.Addr().Is6()), v.vrf))
+		deps.add(vppmodel.VrfTableKey(protoOf(v.dst.Addr().Is6()), v.vrf))
 	}
 	for i := range v.paths {
 		if v.paths[i].iface != "" {
-			v.paths[i].ifKey = model.InterfaceKey(v.paths[i].iface)
+			v.paths[i].ifKey = vppmodel.InterfaceKey(v.paths[i].iface)
 			deps.add(v.paths[i].ifKey)
 		}
 	}
@@ -415,7 +415,7 @@ func (v *routeVal) finish() *routeVal {
 	return v
 }
 
-func parseRoute(m *model.Route) (*routeVal, error) {
+func parseRoute(m *vppmodel.Route) (*routeVal, error) {
 	dst, err := netip.ParsePrefix(m.GetDstNetwork())
 	if err != nil {
 		return nil, err
@@ -439,9 +439,9 @@ func parseRoute(m *model.Route) (*routeVal, error) {
 }
 
 func (v *routeVal) message() proto.Message {
-	m := &model.Route{Vrf: v.vrf, DstNetwork: v.dst.String()}
+	m := &vppmodel.Route{Vrf: v.vrf, DstNetwork: v.dst.String()}
 	for _, p := range v.paths {
-		mp := &model.Path{OutgoingInterface: p.iface}
+		mp := &vppmodel.Path{OutgoingInterface: p.iface}
 		if p.weight != 1 {
 			mp.Weight = uint32(p.weight)
 		}
@@ -463,7 +463,7 @@ type neighborVal struct {
 }
 
 func newNeighbor(iface string, ip netip.Addr, mac ethernet_types.MacAddress) *neighborVal {
-	return &neighborVal{iface: iface, ip: ip, mac: mac, depKeys: []string{model.InterfaceKey(iface)}}
+	return &neighborVal{iface: iface, ip: ip, mac: mac, depKeys: []string{vppmodel.InterfaceKey(iface)}}
 }
 
 func (v *neighborVal) kind() kind     { return kindNeighbor }
@@ -474,15 +474,15 @@ func (v *neighborVal) equal(o value) bool {
 	return v.iface == w.iface && v.ip == w.ip && v.mac == w.mac
 }
 func (v *neighborVal) message() proto.Message {
-	return &model.IPNeighbor{Interface: v.iface, IpAddress: v.ip.String(), MacAddress: v.mac.String()}
+	return &vppmodel.IPNeighbor{Interface: v.iface, IpAddress: v.ip.String(), MacAddress: v.mac.String()}
 }
 
-func parseNeighbor(m *model.IPNeighbor) (*neighborVal, error) {
+func parseNeighbor(m *vppmodel.IPNeighbor) (*neighborVal, error) {
 	ip, err := netip.ParseAddr(m.GetIpAddress())
 	if err != nil {
 		return nil, err
 	}
-	mac, err := model.ParseMAC(m.GetMacAddress())
+	mac, err := vppmodel.ParseMAC(m.GetMacAddress())
 	if err != nil {
 		return nil, err
 	}
@@ -491,7 +491,7 @@ func parseNeighbor(m *model.IPNeighbor) (*neighborVal, error) {
 
 // ---- NAT44-ED
 
-var natGlobalDeps = []string{model.Nat44GlobalKey}
+var natGlobalDeps = []string{vppmodel.Nat44GlobalKey}
 
 type natGlobalVal struct {
 	sessions   uint32
@@ -502,7 +502,7 @@ func (v *natGlobalVal) kind() kind         { return kindNatGlobal }
 func (v *natGlobalVal) deps() []string     { return nil }
 func (v *natGlobalVal) equal(o value) bool { return *v == *o.(*natGlobalVal) }
 func (v *natGlobalVal) message() proto.Message {
-	return &model.Nat44Global{Sessions: v.sessions, Forwarding: v.forwarding}
+	return &vppmodel.Nat44Global{Sessions: v.sessions, Forwarding: v.forwarding}
 }
 
 type natIfaceVal struct {
@@ -514,7 +514,7 @@ type natIfaceVal struct {
 
 func newNatIface(iface string, inside, outside, output bool) *natIfaceVal {
 	return &natIfaceVal{iface: iface, inside: inside, outside: outside, output: output,
-		depKeys: []string{model.Nat44GlobalKey, model.InterfaceKey(iface)}}
+		depKeys: []string{vppmodel.Nat44GlobalKey, vppmodel.InterfaceKey(iface)}}
 }
 
 func (v *natIfaceVal) kind() kind     { return kindNat }
@@ -525,7 +525,7 @@ func (v *natIfaceVal) equal(o value) bool {
 	return v.iface == w.iface && v.inside == w.inside && v.outside == w.outside && v.output == w.output
 }
 func (v *natIfaceVal) message() proto.Message {
-	return &model.Nat44Interface{Interface: v.iface, Inside: v.inside, Outside: v.outside, OutputFeature: v.output}
+	return &vppmodel.Nat44Interface{Interface: v.iface, Inside: v.inside, Outside: v.outside, OutputFeature: v.output}
 }
 
 // poolVal is an address range, or (iface set) the address of an interface.
@@ -538,7 +538,7 @@ type poolVal struct {
 }
 
 func newIfacePool(iface string, twice bool) *poolVal {
-	return &poolVal{iface: iface, twice: twice, depKeys: []string{model.Nat44GlobalKey, model.InterfaceKey(iface)}}
+	return &poolVal{iface: iface, twice: twice, depKeys: []string{vppmodel.Nat44GlobalKey, vppmodel.InterfaceKey(iface)}}
 }
 
 func (v *poolVal) kind() kind { return kindNat }
@@ -555,12 +555,12 @@ func (v *poolVal) equal(o value) bool {
 }
 func (v *poolVal) message() proto.Message {
 	if v.iface != "" {
-		return &model.Nat44AddressPool{Interface: v.iface, TwiceNat: v.twice}
+		return &vppmodel.Nat44AddressPool{Interface: v.iface, TwiceNat: v.twice}
 	}
-	return &model.Nat44AddressPool{FirstIp: v.first.String(), LastIp: v.last.String(), Vrf: v.vrf, TwiceNat: v.twice}
+	return &vppmodel.Nat44AddressPool{FirstIp: v.first.String(), LastIp: v.last.String(), Vrf: v.vrf, TwiceNat: v.twice}
 }
 
-func parsePool(m *model.Nat44AddressPool) (*poolVal, error) {
+func parsePool(m *vppmodel.Nat44AddressPool) (*poolVal, error) {
 	if iface := m.GetInterface(); iface != "" {
 		return newIfacePool(iface, m.GetTwiceNat()), nil
 	}
@@ -581,7 +581,7 @@ func parsePool(m *model.Nat44AddressPool) (*poolVal, error) {
 type natFlagsVal struct{ out2in, twice, selfTwice bool }
 
 type staticVal struct {
-	proto        model.Nat44Protocol
+	proto        vppmodel.Nat44Protocol
 	local, ext   netip.Addr
 	lport, eport uint16
 	vrf          uint32
@@ -592,12 +592,12 @@ func (v *staticVal) kind() kind         { return kindNat }
 func (v *staticVal) deps() []string     { return natGlobalDeps }
 func (v *staticVal) equal(o value) bool { return *v == *o.(*staticVal) }
 func (v *staticVal) message() proto.Message {
-	return &model.Nat44StaticMapping{Protocol: v.proto, LocalIp: v.local.String(), LocalPort: uint32(v.lport),
+	return &vppmodel.Nat44StaticMapping{Protocol: v.proto, LocalIp: v.local.String(), LocalPort: uint32(v.lport),
 		ExternalIp: v.ext.String(), ExternalPort: uint32(v.eport), Vrf: v.vrf,
 		Out2InOnly: v.flags.out2in, TwiceNat: v.flags.twice, SelfTwiceNat: v.flags.selfTwice}
 }
 
-func parseStatic(m *model.Nat44StaticMapping) (*staticVal, error) {
+func parseStatic(m *vppmodel.Nat44StaticMapping) (*staticVal, error) {
 	local, err := netip.ParseAddr(m.GetLocalIp())
 	if err != nil {
 		return nil, err
@@ -612,7 +612,7 @@ func parseStatic(m *model.Nat44StaticMapping) (*staticVal, error) {
 }
 
 type identityVal struct {
-	proto   model.Nat44Protocol
+	proto   vppmodel.Nat44Protocol
 	ip      netip.Addr // invalid when iface is set
 	iface   string
 	port    uint16
@@ -620,10 +620,10 @@ type identityVal struct {
 	depKeys []string
 }
 
-func newIdentity(p model.Nat44Protocol, ip netip.Addr, iface string, port uint16, vrf uint32) *identityVal {
+func newIdentity(p vppmodel.Nat44Protocol, ip netip.Addr, iface string, port uint16, vrf uint32) *identityVal {
 	v := &identityVal{proto: p, ip: ip, iface: iface, port: port, vrf: vrf, depKeys: natGlobalDeps}
 	if iface != "" {
-		v.depKeys = []string{model.Nat44GlobalKey, model.InterfaceKey(iface)}
+		v.depKeys = []string{vppmodel.Nat44GlobalKey, vppmodel.InterfaceKey(iface)}
 	}
 	return v
 }
@@ -635,14 +635,14 @@ func (v *identityVal) equal(o value) bool {
 	return v.proto == w.proto && v.ip == w.ip && v.iface == w.iface && v.port == w.port && v.vrf == w.vrf
 }
 func (v *identityVal) message() proto.Message {
-	m := &model.Nat44IdentityMapping{Protocol: v.proto, Interface: v.iface, Port: uint32(v.port), Vrf: v.vrf}
+	m := &vppmodel.Nat44IdentityMapping{Protocol: v.proto, Interface: v.iface, Port: uint32(v.port), Vrf: v.vrf}
 	if v.iface == "" {
 		m.Ip = v.ip.String()
 	}
 	return m
 }
 
-func parseIdentity(m *model.Nat44IdentityMapping) (*identityVal, error) {
+func parseIdentity(m *vppmodel.Nat44IdentityMapping) (*identityVal, error) {
 	var ip netip.Addr
 	if m.GetInterface() == "" {
 		var err error
@@ -685,7 +685,7 @@ func (b *backendVal) cmp(o *backendVal) int {
 
 // lbHead is everything of a load-balanced mapping but its backends.
 type lbHead struct {
-	proto    model.Nat44Protocol
+	proto    vppmodel.Nat44Protocol
 	ext      netip.Addr
 	port     uint16
 	affinity uint32
@@ -704,10 +704,10 @@ func (v *lbVal) equal(o value) bool {
 	return v.lbHead == w.lbHead && slices.Equal(v.backends, w.backends)
 }
 func (v *lbVal) message() proto.Message {
-	m := &model.Nat44LbStaticMapping{Protocol: v.proto, ExternalIp: v.ext.String(), ExternalPort: uint32(v.port),
+	m := &vppmodel.Nat44LbStaticMapping{Protocol: v.proto, ExternalIp: v.ext.String(), ExternalPort: uint32(v.port),
 		Affinity: v.affinity, Out2InOnly: v.flags.out2in, TwiceNat: v.flags.twice, SelfTwiceNat: v.flags.selfTwice}
 	for _, b := range v.backends {
-		m.Backends = append(m.Backends, &model.Nat44Backend{Ip: b.ip.String(), Port: uint32(b.port),
+		m.Backends = append(m.Backends, &vppmodel.Nat44Backend{Ip: b.ip.String(), Port: uint32(b.port),
 			Probability: uint32(b.prob), Vrf: b.vrf})
 	}
 	return m
@@ -718,7 +718,7 @@ func (v *lbVal) finish() *lbVal {
 	return v
 }
 
-func parseLB(m *model.Nat44LbStaticMapping) (*lbVal, error) {
+func parseLB(m *vppmodel.Nat44LbStaticMapping) (*lbVal, error) {
 	ext, err := netip.ParseAddr(m.GetExternalIp())
 	if err != nil {
 		return nil, err

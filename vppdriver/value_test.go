@@ -9,21 +9,21 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 )
 
 // fuzzKinds are the message types a fuzz input can decode into.
 var fuzzKinds = []func() proto.Message{
-	func() proto.Message { return &model.Interface{} },
-	func() proto.Message { return &model.VrfTable{} },
-	func() proto.Message { return &model.Route{} },
-	func() proto.Message { return &model.Nat44Global{} },
-	func() proto.Message { return &model.Nat44Interface{} },
-	func() proto.Message { return &model.Nat44AddressPool{} },
-	func() proto.Message { return &model.Nat44StaticMapping{} },
-	func() proto.Message { return &model.Nat44IdentityMapping{} },
-	func() proto.Message { return &model.Nat44LbStaticMapping{} },
-	func() proto.Message { return &model.IPNeighbor{} },
+	func() proto.Message { return &vppmodel.Interface{} },
+	func() proto.Message { return &vppmodel.VrfTable{} },
+	func() proto.Message { return &vppmodel.Route{} },
+	func() proto.Message { return &vppmodel.Nat44Global{} },
+	func() proto.Message { return &vppmodel.Nat44Interface{} },
+	func() proto.Message { return &vppmodel.Nat44AddressPool{} },
+	func() proto.Message { return &vppmodel.Nat44StaticMapping{} },
+	func() proto.Message { return &vppmodel.Nat44IdentityMapping{} },
+	func() proto.Message { return &vppmodel.Nat44LbStaticMapping{} },
+	func() proto.Message { return &vppmodel.IPNeighbor{} },
 }
 
 // FuzzParseValue: every message that model validation accepts converts
@@ -32,31 +32,31 @@ var fuzzKinds = []func() proto.Message{
 // back to an equal value.
 func FuzzParseValue(f *testing.F) {
 	seeds := []proto.Message{
-		&model.Interface{Name: "a", Type: model.Interface_LOOPBACK, MacAddress: "02:AA:00:00:00:01",
+		&vppmodel.Interface{Name: "a", Type: vppmodel.Interface_LOOPBACK, MacAddress: "02:AA:00:00:00:01",
 			IpAddresses: []string{"10.0.0.1/24", "fd00::1/64"}, Vrf: 3},
-		&model.Interface{Name: "vx", Type: model.Interface_VXLAN_TUNNEL,
-			Vxlan: &model.VxlanLink{SrcAddress: "10.0.0.1", DstAddress: "10.0.0.2", Vni: 7, EncapVrf: 2}},
-		&model.Interface{Name: "m", Type: model.Interface_MEMIF, Memif: &model.MemifLink{Id: 3, RingSize: 2048}},
-		&model.Interface{Name: "t", Type: model.Interface_TAP, Tap: &model.TapLink{HostIfName: "h"}},
-		&model.Interface{Name: "p", Type: model.Interface_AF_PACKET, AfPacket: &model.AfPacketLink{HostIfName: "veth0"}},
-		&model.Interface{Name: "t2", Type: model.Interface_TAP, Unnumbered: "a", Tap: &model.TapLink{HostIfName: "eth0",
+		&vppmodel.Interface{Name: "vx", Type: vppmodel.Interface_VXLAN_TUNNEL,
+			Vxlan: &vppmodel.VxlanLink{SrcAddress: "10.0.0.1", DstAddress: "10.0.0.2", Vni: 7, EncapVrf: 2}},
+		&vppmodel.Interface{Name: "m", Type: vppmodel.Interface_MEMIF, Memif: &vppmodel.MemifLink{Id: 3, RingSize: 2048}},
+		&vppmodel.Interface{Name: "t", Type: vppmodel.Interface_TAP, Tap: &vppmodel.TapLink{HostIfName: "h"}},
+		&vppmodel.Interface{Name: "p", Type: vppmodel.Interface_AF_PACKET, AfPacket: &vppmodel.AfPacketLink{HostIfName: "veth0"}},
+		&vppmodel.Interface{Name: "t2", Type: vppmodel.Interface_TAP, Unnumbered: "a", Tap: &vppmodel.TapLink{HostIfName: "eth0",
 			HostNamespace: "/var/run/netns/p", HostMacAddress: "02:00:00:00:00:01", HostIpAddresses: []string{"10.1.1.2/32", "fd00::2/128"},
 			HostGateways: []string{"10.1.1.1"}}},
-		&model.Interface{Name: "u", Type: model.Interface_EXISTING, Existing: &model.ExistingLink{VppName: "GigabitEthernet0/8/0"},
+		&vppmodel.Interface{Name: "u", Type: vppmodel.Interface_EXISTING, Existing: &vppmodel.ExistingLink{VppName: "GigabitEthernet0/8/0"},
 			IpAddresses: []string{"192.168.16.1/24"}},
-		&model.Interface{Name: "vx6", Type: model.Interface_VXLAN_TUNNEL, Unnumbered: "a",
-			Vxlan: &model.VxlanLink{SrcAddress: "10.0.0.1", DstAddress: "10.0.0.2", Vni: 8, Payload: model.VxlanLink_PAYLOAD_IPV6}},
-		&model.IPNeighbor{Interface: "vx6", IpAddress: "fe80::2", MacAddress: "02:00:00:00:00:02"},
-		&model.Route{DstNetwork: "10.1.1.2/32", Paths: []*model.Path{{OutgoingInterface: "p", NextHop: "10.1.1.2"}}},
-		&model.VrfTable{Id: 5, Protocol: model.VrfTable_IPV6, Label: "x"},
-		&model.Route{Vrf: 1, DstNetwork: "10.1.0.0/16", Paths: []*model.Path{{OutgoingInterface: "a", NextHop: "10.0.0.2", Weight: 1}, {NextHop: "10.0.0.3", Weight: 5}}},
-		&model.Nat44Global{Sessions: 100},
-		&model.Nat44Interface{Interface: "a", Inside: true},
-		&model.Nat44AddressPool{FirstIp: "192.0.2.1", LastIp: "192.0.2.9", TwiceNat: true},
-		&model.Nat44StaticMapping{Protocol: model.Nat44Protocol_TCP, LocalIp: "10.0.0.5", LocalPort: 80, ExternalIp: "192.0.2.5", ExternalPort: 8080},
-		&model.Nat44IdentityMapping{Protocol: model.Nat44Protocol_UDP, Interface: "a", Port: 4789},
-		&model.Nat44LbStaticMapping{Protocol: model.Nat44Protocol_TCP, ExternalIp: "192.0.2.30", ExternalPort: 80,
-			Backends: []*model.Nat44Backend{{Ip: "10.1.1.12", Port: 80, Probability: 50}, {Ip: "10.1.1.11", Port: 80, Probability: 50}}},
+		&vppmodel.Interface{Name: "vx6", Type: vppmodel.Interface_VXLAN_TUNNEL, Unnumbered: "a",
+			Vxlan: &vppmodel.VxlanLink{SrcAddress: "10.0.0.1", DstAddress: "10.0.0.2", Vni: 8, Payload: vppmodel.VxlanLink_PAYLOAD_IPV6}},
+		&vppmodel.IPNeighbor{Interface: "vx6", IpAddress: "fe80::2", MacAddress: "02:00:00:00:00:02"},
+		&vppmodel.Route{DstNetwork: "10.1.1.2/32", Paths: []*vppmodel.Path{{OutgoingInterface: "p", NextHop: "10.1.1.2"}}},
+		&vppmodel.VrfTable{Id: 5, Protocol: vppmodel.VrfTable_IPV6, Label: "x"},
+		&vppmodel.Route{Vrf: 1, DstNetwork: "10.1.0.0/16", Paths: []*vppmodel.Path{{OutgoingInterface: "a", NextHop: "10.0.0.2", Weight: 1}, {NextHop: "10.0.0.3", Weight: 5}}},
+		&vppmodel.Nat44Global{Sessions: 100},
+		&vppmodel.Nat44Interface{Interface: "a", Inside: true},
+		&vppmodel.Nat44AddressPool{FirstIp: "192.0.2.1", LastIp: "192.0.2.9", TwiceNat: true},
+		&vppmodel.Nat44StaticMapping{Protocol: vppmodel.Nat44Protocol_TCP, LocalIp: "10.0.0.5", LocalPort: 80, ExternalIp: "192.0.2.5", ExternalPort: 8080},
+		&vppmodel.Nat44IdentityMapping{Protocol: vppmodel.Nat44Protocol_UDP, Interface: "a", Port: 4789},
+		&vppmodel.Nat44LbStaticMapping{Protocol: vppmodel.Nat44Protocol_TCP, ExternalIp: "192.0.2.30", ExternalPort: 80,
+			Backends: []*vppmodel.Nat44Backend{{Ip: "10.1.1.12", Port: 80, Probability: 50}, {Ip: "10.1.1.11", Port: 80, Probability: 50}}},
 	}
 	for _, m := range seeds {
 		b, err := proto.Marshal(m)
@@ -74,7 +74,7 @@ func FuzzParseValue(f *testing.F) {
 		if proto.Unmarshal(data, msg) != nil {
 			return
 		}
-		key, err := model.KeyOf(msg)
+		key, err := vppmodel.KeyOf(msg)
 		if err != nil {
 			return // invalid: rejected before conversion
 		}
@@ -86,7 +86,7 @@ func FuzzParseValue(f *testing.F) {
 			t.Fatalf("%s: value of kind %d, key of kind %d", key, v.kind(), kindOf(key))
 		}
 		canon := v.message()
-		if err := model.CheckKey(key, canon); err != nil {
+		if err := vppmodel.CheckKey(key, canon); err != nil {
 			t.Fatalf("canonical message of %s: %v", key, err)
 		}
 		w, err := parseValue(canon)

@@ -10,13 +10,13 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/vppdriver"
-	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
 
-func tunnel(name, src, dst string, vni, encapVrf uint32, addrs ...string) *model.Interface {
-	return &model.Interface{Name: name, Type: model.Interface_VXLAN_TUNNEL, Enabled: true, IpAddresses: addrs,
-		Vxlan: &model.VxlanLink{SrcAddress: src, DstAddress: dst, Vni: vni, EncapVrf: encapVrf}}
+func tunnel(name, src, dst string, vni, encapVrf uint32, addrs ...string) *vppmodel.Interface {
+	return &vppmodel.Interface{Name: name, Type: vppmodel.Interface_VXLAN_TUNNEL, Enabled: true, IpAddresses: addrs,
+		Vxlan: &vppmodel.VxlanLink{SrcAddress: src, DstAddress: dst, Vni: vni, EncapVrf: encapVrf}}
 }
 
 // TestVxlanTunnel: a routed tunnel over an underlay VRF, with a route
@@ -25,7 +25,7 @@ func TestVxlanTunnel(t *testing.T) {
 	vpp := vppsim.New(vppsim.Config{})
 	d := startDriver(t, vpp, testCfg())
 	state := kv(t,
-		&model.VrfTable{Id: 5},
+		&vppmodel.VrfTable{Id: 5},
 		loop("underlay", true, 5, "10.20.0.1/24"),
 		tunnel("vx1", "10.20.0.1", "10.20.0.2", 10, 5, "192.168.40.1/30"),
 		route(0, "10.9.0.0/16", via("vx1", "192.168.40.2")),
@@ -70,10 +70,10 @@ func TestVxlanUnavailable(t *testing.T) {
 	assert.True(t, controller.IsPermanent(err), "reported, not healed: %v", err)
 	assert.Empty(t, controller.KeyErrors(err))
 	require.Eventually(t, func() bool {
-		s, _ := d.Status(model.InterfaceKey("u"))
+		s, _ := d.Status(vppmodel.InterfaceKey("u"))
 		return s.State == vppdriver.StateConfigured
 	}, 10*time.Second, 5*time.Millisecond)
-	s, _ := d.Status(model.InterfaceKey("vx1"))
+	s, _ := d.Status(vppmodel.InterfaceKey("vx1"))
 	assert.Equal(t, vppdriver.StateFailed, s.State)
 	assert.ErrorIs(t, s.Err, vppdriver.ErrIncompatible)
 	assert.Contains(t, s.Err.Error(), "vxlan_add_del_tunnel_v3_0072b037")

@@ -20,7 +20,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/bgp"
 	"github.com/vswitchkit/vswitchkit/bgp/bgpmodel"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
-	"github.com/vswitchkit/vswitchkit/controller/reflector"
+	"github.com/vswitchkit/vswitchkit/reflector"
 )
 
 // Identity of the custom resource.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/bgp/bgpmodel"
 	"github.com/vswitchkit/vswitchkit/bgp/bgpreflector"
-	"github.com/vswitchkit/vswitchkit/controller/reflector"
+	"github.com/vswitchkit/vswitchkit/reflector"
 )
 
 // policyYAML is a BGPPeeringPolicy with every field set.

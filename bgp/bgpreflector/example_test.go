@@ -14,8 +14,8 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/bgp/bgpmodel"
 	"github.com/vswitchkit/vswitchkit/bgp/bgpreflector"
-	"github.com/vswitchkit/vswitchkit/controller/reflector"
-	"github.com/vswitchkit/vswitchkit/controller/watcher/watchertest"
+	"github.com/vswitchkit/vswitchkit/embedetcd/etcdtest"
+	"github.com/vswitchkit/vswitchkit/reflector"
 )
 
 // The BGP peering policies of the cluster, read with the dynamic client,
@@ -25,7 +25,7 @@ import (
 func Example() {
 	dir, _ := os.MkdirTemp("", "bgpreflector-example")
 	defer os.RemoveAll(dir)
-	srv, err := watchertest.Start(dir)
+	srv, err := etcdtest.Start(dir)
 	if err != nil {
 		fmt.Println(err)
 		return

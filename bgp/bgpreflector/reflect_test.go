@@ -20,9 +20,9 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/controllertest"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
-	"github.com/vswitchkit/vswitchkit/controller/reflector"
-	"github.com/vswitchkit/vswitchkit/controller/watcher"
-	"github.com/vswitchkit/vswitchkit/controller/watcher/watchertest"
+	"github.com/vswitchkit/vswitchkit/embedetcd/etcdtest"
+	"github.com/vswitchkit/vswitchkit/reflector"
+	"github.com/vswitchkit/vswitchkit/watcher"
 )
 
 func newDynamic(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
@@ -35,7 +35,7 @@ func newDynamic(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
 // as KubeStateChange events of resource bgppeeringpolicy; a bad policy is
 // reported and skipped; a change of metadata alone writes nothing.
 func TestPoliciesReachTheWatcher(t *testing.T) {
-	srv, err := watchertest.Start(t.TempDir())
+	srv, err := etcdtest.Start(t.TempDir())
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
 	cli, err := srv.Client()

@@ -28,7 +28,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/vswitchkit/vswitchkit/bgp/bgpreflector"
-	"github.com/vswitchkit/vswitchkit/controller/reflector"
+	"github.com/vswitchkit/vswitchkit/reflector"
 )
 
 type options struct {

@@ -23,8 +23,8 @@ import (
 	"github.com/vswitchkit/vswitchkit/bgp/bgpmodel"
 	"github.com/vswitchkit/vswitchkit/bgp/gobgp/gobgptest"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
-	"github.com/vswitchkit/vswitchkit/controller/watcher/watchertest"
 	"github.com/vswitchkit/vswitchkit/embedetcd"
+	"github.com/vswitchkit/vswitchkit/embedetcd/etcdtest"
 	"github.com/vswitchkit/vswitchkit/examples/vswitch/internal/config"
 )
 
@@ -32,7 +32,7 @@ import (
 // and a user "vswitchkit" that may read and write /vswitchkit/ only.
 type secureEtcd struct {
 	root  *clientv3.Client
-	certs watchertest.TLSFiles
+	certs etcdtest.TLSFiles
 	url   string
 }
 
@@ -41,7 +41,7 @@ const agentPassword = "agent-secret"
 func startSecureEtcd(t *testing.T) *secureEtcd {
 	t.Helper()
 	ctx := context.Background()
-	certs, err := watchertest.GenerateCerts(t.TempDir())
+	certs, err := etcdtest.GenerateCerts(t.TempDir())
 	require.NoError(t, err)
 	srv, err := embedetcd.Start(ctx, embedetcd.Config{
 		CertFile: certs.ServerCert, KeyFile: certs.ServerKey, ClientCAFile: certs.CAFile,

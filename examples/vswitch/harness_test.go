@@ -26,7 +26,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/vswitchkit/vswitchkit/bgp/gobgp/gobgptest"
-	"github.com/vswitchkit/vswitchkit/controller/cniserver/cniplugin"
+	"github.com/vswitchkit/vswitchkit/cniserver/cniplugin"
 )
 
 // binary is the daemon, built once by TestMain.

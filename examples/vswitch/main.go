@@ -39,9 +39,9 @@ import (
 	"go.fd.io/govpp/adapter/socketclient"
 	"go.fd.io/govpp/core"
 
-	"github.com/vswitchkit/vswitchkit/controller/cniserver"
-	"github.com/vswitchkit/vswitchkit/controller/cniserver/linuxpod"
-	"github.com/vswitchkit/vswitchkit/examples/internal/agent"
+	"github.com/vswitchkit/vswitchkit/agent"
+	"github.com/vswitchkit/vswitchkit/cniserver"
+	"github.com/vswitchkit/vswitchkit/cniserver/linuxpod"
 	"github.com/vswitchkit/vswitchkit/examples/vswitch/internal/config"
 	"github.com/vswitchkit/vswitchkit/examples/vswitch/internal/httpapi"
 	"github.com/vswitchkit/vswitchkit/examples/vswitch/internal/simlinux"

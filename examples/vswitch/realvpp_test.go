@@ -24,8 +24,8 @@ import (
 	"go.fd.io/govpp/core"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/vswitchkit/vswitchkit/cniserver"
 	"github.com/vswitchkit/vswitchkit/controller"
-	"github.com/vswitchkit/vswitchkit/controller/cniserver"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	"github.com/vswitchkit/vswitchkit/embedetcd"
 	"github.com/vswitchkit/vswitchkit/vppdriver"

@@ -4,7 +4,7 @@
 // the agent's CNI server over a unix socket; see README.md.
 package main
 
-import "github.com/vswitchkit/vswitchkit/controller/cniserver/cniplugin"
+import "github.com/vswitchkit/vswitchkit/cniserver/cniplugin"
 
 func main() {
 	cniplugin.Main("vswitchkit-cni: CNI plugin of a vswitchkit agent (forwards to the agent's cniserver)")

@@ -9,7 +9,7 @@ import (
 
 // BenchmarkIPAMAllocateRelease allocates and releases one pod IP per
 // iteration with IPAM over etcdstore (two fenced etcd transactions) against
-// an in-process single-member etcd on loopback. watchertest runs etcd
+// an in-process single-member etcd on loopback. etcdtest runs etcd
 // without fsync, so this is the client and server cost without the disk;
 // a real etcd adds its WAL fsync (and the network) to every transaction.
 func BenchmarkIPAMAllocateRelease(b *testing.B) {

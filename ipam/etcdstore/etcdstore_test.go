@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
-	"github.com/vswitchkit/vswitchkit/controller/watcher/watchertest"
+	"github.com/vswitchkit/vswitchkit/embedetcd/etcdtest"
 	"github.com/vswitchkit/vswitchkit/ipam"
 	"github.com/vswitchkit/vswitchkit/ipam/etcdstore"
 	"github.com/vswitchkit/vswitchkit/ipam/ipamtest"
@@ -32,9 +32,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // machine is slow. It is a safety net, never an assertion on speed.
 const testTimeout = 2 * time.Minute
 
-func startEtcd(t *testing.T) *watchertest.Server {
+func startEtcd(t *testing.T) *etcdtest.Server {
 	t.Helper()
-	srv, err := watchertest.Start(t.TempDir())
+	srv, err := etcdtest.Start(t.TempDir())
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
 	return srv
@@ -42,7 +42,7 @@ func startEtcd(t *testing.T) *watchertest.Server {
 
 // newClient returns a client of srv, closed at the end of the test (or
 // earlier by the caller; Close twice is harmless).
-func newClient(t *testing.T, srv *watchertest.Server, opts ...grpc.DialOption) *clientv3.Client {
+func newClient(t *testing.T, srv *etcdtest.Server, opts ...grpc.DialOption) *clientv3.Client {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   []string{srv.Endpoint()},
@@ -444,8 +444,8 @@ func TestConfig(t *testing.T) {
 	require.ErrorIs(t, idle.DeleteAllocation(t.Context(), kubemodel.PodID{Namespace: "a", Name: "b"}), etcdstore.ErrOwnershipLost)
 }
 
-func startBenchEtcd(b *testing.B) (*watchertest.Server, error) {
-	srv, err := watchertest.Start(b.TempDir())
+func startBenchEtcd(b *testing.B) (*etcdtest.Server, error) {
+	srv, err := etcdtest.Start(b.TempDir())
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
-	"github.com/vswitchkit/vswitchkit/controller/watcher/watchertest"
+	"github.com/vswitchkit/vswitchkit/embedetcd/etcdtest"
 	"github.com/vswitchkit/vswitchkit/ipam"
 	"github.com/vswitchkit/vswitchkit/ipam/etcdstore"
 	"github.com/vswitchkit/vswitchkit/ipam/ipamtest"
@@ -19,7 +19,7 @@ import (
 func Example() {
 	dir, _ := os.MkdirTemp("", "etcdstore-example")
 	defer os.RemoveAll(dir)
-	srv, err := watchertest.Start(dir)
+	srv, err := etcdtest.Start(dir)
 	if err != nil {
 		panic(err)
 	}

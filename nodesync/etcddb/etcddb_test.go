@@ -13,7 +13,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/nodesync/etcddb"
 	"github.com/vswitchkit/vswitchkit/nodesync/internal/dbtest"
 	"github.com/vswitchkit/vswitchkit/nodesync/internal/etcdtest"
-	"github.com/vswitchkit/vswitchkit/nodesync/model"
+	"github.com/vswitchkit/vswitchkit/nodesync/nodesyncmodel"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
@@ -72,7 +72,7 @@ func TestNotConnectedBeforeRun(t *testing.T) {
 	b := db.NewBroker("/p/")
 	_, err = b.List(context.Background(), "")
 	require.ErrorIs(t, err, nodesync.ErrNotConnected)
-	_, err = b.Put(context.Background(), "k", &model.NodeIDClaim{})
+	_, err = b.Put(context.Background(), "k", &nodesyncmodel.NodeIDClaim{})
 	require.ErrorIs(t, err, nodesync.ErrNotConnected)
 	_, err = b.Delete(context.Background(), "k", 0)
 	require.ErrorIs(t, err, nodesync.ErrNotConnected)
@@ -130,12 +130,12 @@ func TestDB(t *testing.T) {
 
 	b := db.NewBroker("/b/")
 	t.Run("Put and List", func(t *testing.T) {
-		r1, err := b.Put(ctx, "node/x", &model.VswitchNode{Id: 1, Name: "x"})
+		r1, err := b.Put(ctx, "node/x", &nodesyncmodel.VswitchNode{Id: 1, Name: "x"})
 		require.NoError(t, err)
-		r2, err := b.Put(ctx, "node/y", &model.VswitchNode{Id: 2, Name: "y"})
+		r2, err := b.Put(ctx, "node/y", &nodesyncmodel.VswitchNode{Id: 2, Name: "y"})
 		require.NoError(t, err)
 		require.Greater(t, r2, r1)
-		_, err = b.Put(ctx, "other", &model.VswitchNode{})
+		_, err = b.Put(ctx, "other", &nodesyncmodel.VswitchNode{})
 		require.NoError(t, err)
 		list, err := b.List(ctx, "node/")
 		require.NoError(t, err)
@@ -143,14 +143,14 @@ func TestDB(t *testing.T) {
 		require.Len(t, list.KVs, 2)
 		assert.Equal(t, "node/x", list.KVs[0].Key)
 		assert.Equal(t, r1, list.KVs[0].CreateRevision)
-		var m model.VswitchNode
+		var m nodesyncmodel.VswitchNode
 		require.NoError(t, list.KVs[1].Unmarshal(&m))
 		assert.Equal(t, "y", m.GetName())
 		assert.NotNil(t, list.KVs[0].Value)
 	})
 
 	t.Run("Delete", func(t *testing.T) {
-		rev, err := b.Put(ctx, "del/k", &model.NodeIDClaim{Id: 1, Name: "n"})
+		rev, err := b.Put(ctx, "del/k", &nodesyncmodel.NodeIDClaim{Id: 1, Name: "n"})
 		require.NoError(t, err)
 		tests := []struct {
 			name   string
@@ -169,9 +169,9 @@ func TestDB(t *testing.T) {
 	})
 
 	t.Run("Watch", func(t *testing.T) {
-		start, err := b.Put(ctx, "w/a", &model.VswitchNode{Id: 1, Name: "a"})
+		start, err := b.Put(ctx, "w/a", &nodesyncmodel.VswitchNode{Id: 1, Name: "a"})
 		require.NoError(t, err)
-		_, err = b.Put(ctx, "w/b", &model.VswitchNode{Name: "b"})
+		_, err = b.Put(ctx, "w/b", &nodesyncmodel.VswitchNode{Name: "b"})
 		require.NoError(t, err)
 		delRev := int64(0)
 		_, err = b.Delete(ctx, "w/a", 0)
@@ -200,9 +200,9 @@ func TestDB(t *testing.T) {
 	})
 
 	t.Run("Watch of a compacted revision", func(t *testing.T) {
-		rev, err := b.Put(ctx, "c/a", &model.VswitchNode{Name: "a"})
+		rev, err := b.Put(ctx, "c/a", &nodesyncmodel.VswitchNode{Name: "a"})
 		require.NoError(t, err)
-		_, err = b.Put(ctx, "c/a", &model.VswitchNode{Name: "a", Id: 2})
+		_, err = b.Put(ctx, "c/a", &nodesyncmodel.VswitchNode{Name: "a", Id: 2})
 		require.NoError(t, err)
 		cli := rawClient(t, endpoint, clientv3.Config{})
 		_, err = cli.Compact(ctx, rev+1)

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vswitchkit/vswitchkit/nodesync"
 	"github.com/vswitchkit/vswitchkit/nodesync/internal/dbtest"
-	"github.com/vswitchkit/vswitchkit/nodesync/model"
+	"github.com/vswitchkit/vswitchkit/nodesync/nodesyncmodel"
 	"github.com/vswitchkit/vswitchkit/nodesync/nodesynctest"
 	"go.uber.org/goleak"
 )
@@ -26,9 +26,9 @@ func TestMemDB(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ok)
 
-	r1, err := b.Put(ctx, "node/a", &model.VswitchNode{Name: "a"})
+	r1, err := b.Put(ctx, "node/a", &nodesyncmodel.VswitchNode{Name: "a"})
 	require.NoError(t, err)
-	r2, err := b.Put(ctx, "node/a", &model.VswitchNode{Name: "a", Id: 1})
+	r2, err := b.Put(ctx, "node/a", &nodesyncmodel.VswitchNode{Name: "a", Id: 1})
 	require.NoError(t, err)
 	list, err := b.List(ctx, "")
 	require.NoError(t, err)

@@ -63,7 +63,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/vswitchkit/vswitchkit/controller"
-	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 )
 
 // ErrInvalid is wrapped by the rejection of an invalid value (in the
@@ -90,9 +90,9 @@ var (
 	_ controller.KeyOwner   = (*FakeDriver)(nil)
 )
 
-// OwnsKey reports whether key is under "vpp/" (model.KeyRoot), like the
+// OwnsKey reports whether key is under "vpp/" (vppmodel.KeyRoot), like the
 // real driver.
-func (f *FakeDriver) OwnsKey(key string) bool { return strings.HasPrefix(key, model.KeyRoot) }
+func (f *FakeDriver) OwnsKey(key string) bool { return strings.HasPrefix(key, vppmodel.KeyRoot) }
 
 // Commit applies the commit to the recorded state with the real driver's
 // contract: keys it does not own are ignored; a value that fails
@@ -123,7 +123,7 @@ func (f *FakeDriver) Commit(_ context.Context, c *controller.Commit) (uint64, er
 			delete(f.state, k)
 			return
 		}
-		if err := model.CheckKey(k, v); err != nil {
+		if err := vppmodel.CheckKey(k, v); err != nil {
 			err = fmt.Errorf("%w: %w", ErrInvalid, err)
 			keyErrs = append(keyErrs, &controller.KeyError{Key: k, Err: err})
 			f.rejected[k] = err

@@ -13,8 +13,8 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/vppdriver"
-	"github.com/vswitchkit/vswitchkit/vppdriver/model"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppdrivertest"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
 
@@ -39,23 +39,23 @@ func TestReadNAT44(t *testing.T) {
 
 	values := controller.KeyValuePairs{}
 	add := func(m proto.Message) {
-		k, err := model.KeyOf(m)
+		k, err := vppmodel.KeyOf(m)
 		require.NoError(t, err)
 		values[k] = m
 	}
-	add(&model.Interface{Name: "up", Type: model.Interface_LOOPBACK, Enabled: true, IpAddresses: []string{"192.0.2.1/24"}})
-	add(&model.Interface{Name: "pod", Type: model.Interface_LOOPBACK, Enabled: true})
-	add(&model.Nat44Global{Forwarding: true})
-	add(&model.Nat44Interface{Interface: "up", OutputFeature: true})
-	add(&model.Nat44Interface{Interface: "pod", Inside: true, Outside: true})
-	add(&model.Nat44AddressPool{Interface: "up"})
-	add(&model.Nat44AddressPool{FirstIp: "172.30.1.254", Vrf: ^uint32(0), TwiceNat: true})
-	add(&model.Nat44StaticMapping{Protocol: model.Nat44Protocol_TCP, LocalIp: "10.1.1.3", LocalPort: 8080,
+	add(&vppmodel.Interface{Name: "up", Type: vppmodel.Interface_LOOPBACK, Enabled: true, IpAddresses: []string{"192.0.2.1/24"}})
+	add(&vppmodel.Interface{Name: "pod", Type: vppmodel.Interface_LOOPBACK, Enabled: true})
+	add(&vppmodel.Nat44Global{Forwarding: true})
+	add(&vppmodel.Nat44Interface{Interface: "up", OutputFeature: true})
+	add(&vppmodel.Nat44Interface{Interface: "pod", Inside: true, Outside: true})
+	add(&vppmodel.Nat44AddressPool{Interface: "up"})
+	add(&vppmodel.Nat44AddressPool{FirstIp: "172.30.1.254", Vrf: ^uint32(0), TwiceNat: true})
+	add(&vppmodel.Nat44StaticMapping{Protocol: vppmodel.Nat44Protocol_TCP, LocalIp: "10.1.1.3", LocalPort: 8080,
 		ExternalIp: "10.96.0.11", ExternalPort: 80, Out2InOnly: true, SelfTwiceNat: true})
-	add(&model.Nat44LbStaticMapping{Protocol: model.Nat44Protocol_UDP, ExternalIp: "10.96.0.10", ExternalPort: 53,
-		Out2InOnly: true, TwiceNat: true, Backends: []*model.Nat44Backend{
+	add(&vppmodel.Nat44LbStaticMapping{Protocol: vppmodel.Nat44Protocol_UDP, ExternalIp: "10.96.0.10", ExternalPort: 53,
+		Out2InOnly: true, TwiceNat: true, Backends: []*vppmodel.Nat44Backend{
 			{Ip: "10.1.1.4", Port: 5353, Probability: 2}, {Ip: "10.1.1.3", Port: 5353, Probability: 4}}})
-	add(&model.Nat44IdentityMapping{Protocol: model.Nat44Protocol_UDP, Interface: "up", Port: 4789})
+	add(&vppmodel.Nat44IdentityMapping{Protocol: vppmodel.Nat44Protocol_UDP, Interface: "up", Port: 4789})
 	_, err = d.Commit(ctx, &controller.Commit{Kind: controller.CommitResync, Values: values})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { s := d.Stats(); return s.Keys == s.Configured }, 10*time.Second, 5*time.Millisecond)

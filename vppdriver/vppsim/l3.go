@@ -14,7 +14,7 @@ import (
 	"go.fd.io/govpp/binapi/ip_types"
 	"go.fd.io/govpp/binapi/vlib"
 
-	"github.com/vswitchkit/vswitchkit/vppdriver/internal/vppconv"
+	"github.com/vswitchkit/vswitchkit/internal/vppconv"
 )
 
 // Retvals of the unnumbered, neighbor and next-node API (VPP 26.06, see

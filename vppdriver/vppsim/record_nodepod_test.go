@@ -24,7 +24,7 @@ import (
 	"go.fd.io/govpp/binapi/vxlan"
 	"go.fd.io/govpp/core"
 
-	"github.com/vswitchkit/vswitchkit/vppdriver/internal/vppconv"
+	"github.com/vswitchkit/vswitchkit/internal/vppconv"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppdrivertest"
 )
 

@@ -8,7 +8,7 @@ import (
 	"go.fd.io/govpp/binapi/ip_neighbor"
 	"go.fd.io/govpp/binapi/ip_types"
 
-	"github.com/vswitchkit/vswitchkit/vppdriver/internal/vppconv"
+	"github.com/vswitchkit/vswitchkit/internal/vppconv"
 )
 
 func addrWithPrefix(p netip.Prefix) ip_types.AddressWithPrefix {

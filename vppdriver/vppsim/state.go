@@ -18,7 +18,7 @@ import (
 	"go.fd.io/govpp/binapi/memclnt"
 	"go.fd.io/govpp/binapi/tapv2"
 
-	"github.com/vswitchkit/vswitchkit/vppdriver/internal/vppconv"
+	"github.com/vswitchkit/vswitchkit/internal/vppconv"
 )
 
 // VPP retvals used by the stand-in (names as in VPP's src/vnet/error.h).

@@ -12,7 +12,7 @@ import (
 	"go.fd.io/govpp/binapi/vlib"
 	"go.fd.io/govpp/binapi/vxlan"
 
-	"github.com/vswitchkit/vswitchkit/vppdriver/internal/vppconv"
+	"github.com/vswitchkit/vswitchkit/internal/vppconv"
 )
 
 const (

@@ -1,6 +1,6 @@
 // Package etcdtest starts etcd servers on loopback for the tests of
 // nodesync and its etcd adapter: in-process ([Start], a
-// [watchertest.Server] adapted to testing.TB) or, for benchmarks that
+// [etcdtest.Server] adapted to testing.TB) or, for benchmarks that
 // measure the server's memory, as a separate process ([StartProcess]).
 package etcdtest
 
@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vswitchkit/vswitchkit/controller/watcher/watchertest"
+	"github.com/vswitchkit/vswitchkit/embedetcd/etcdtest"
 )
 
 // Start runs a single-member etcd with its data in a temporary directory on
@@ -28,12 +28,12 @@ func Start(tb testing.TB) string {
 }
 
 // StartServer is Start returning the server, which tests can stop and
-// restart (watchertest.Server.Stop, Restart).
-func StartServer(tb testing.TB) *watchertest.Server {
+// restart (etcdtest.Server.Stop, Restart).
+func StartServer(tb testing.TB) *etcdtest.Server {
 	tb.Helper()
 	var lastErr error
 	for range 5 { // free ports can be taken between probing and binding
-		srv, err := watchertest.Start(tb.TempDir())
+		srv, err := etcdtest.Start(tb.TempDir())
 		if err != nil {
 			lastErr = err
 			continue
@@ -56,7 +56,7 @@ func MaybeServe() {
 	if dir == "" {
 		return
 	}
-	srv, err := watchertest.Start(dir)
+	srv, err := etcdtest.Start(dir)
 	if err != nil {
 		fmt.Println("ERROR", err)
 		os.Exit(1)

@@ -27,14 +27,14 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
+	"github.com/vswitchkit/vswitchkit/agent"
 	"github.com/vswitchkit/vswitchkit/bgp/bgpmodel"
 	"github.com/vswitchkit/vswitchkit/bgp/bgpreflector"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
-	"github.com/vswitchkit/vswitchkit/controller/reflector"
 	"github.com/vswitchkit/vswitchkit/embedetcd"
-	"github.com/vswitchkit/vswitchkit/examples/internal/agent"
 	"github.com/vswitchkit/vswitchkit/nodesync"
 	"github.com/vswitchkit/vswitchkit/nodesync/etcddb"
+	"github.com/vswitchkit/vswitchkit/reflector"
 )
 
 // statePrefix is the root of every key the cluster writes to etcd.

@@ -5,14 +5,14 @@
 //
 //   - etcd: an embedded server on loopback (package embedetcd, temporary
 //     data directory) or an external one ([Options].Etcd);
-//   - the Kubernetes reflector (controller/reflector with the built-in
+//   - the Kubernetes reflector (reflector with the built-in
 //     resources and bgp/bgpreflector's BGPPeeringPolicy) against
 //     client-go's fake clientsets, which the demo fills as a cluster
 //     would be filled: nodes with labels and BGP annotations, pods whose
 //     status.podIP is set from the CNI result (as kubelet does), services
 //     of every kind with EndpointSlices of their pods' addresses (as the
 //     endpoint-slice controller does) and a BGP peering policy;
-//   - N simulated nodes, each the full agent of examples/internal/agent in
+//   - N simulated nodes, each the full agent of agent in
 //     its own event loop on its own VPP stand-in (vppdriver/vppsim) with a
 //     simulated Linux (cniservertest.FakeLinux) and a GoBGP speaker on its
 //     own 127.0.0.x address; pods are added and deleted through each

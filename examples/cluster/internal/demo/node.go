@@ -14,11 +14,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.fd.io/govpp/adapter"
 
-	"github.com/vswitchkit/vswitchkit/controller/cniserver"
-	"github.com/vswitchkit/vswitchkit/controller/cniserver/cniplugin"
-	"github.com/vswitchkit/vswitchkit/controller/cniserver/cniservertest"
-	"github.com/vswitchkit/vswitchkit/examples/internal/agent"
-	"github.com/vswitchkit/vswitchkit/vppdriver/nodeconn"
+	"github.com/vswitchkit/vswitchkit/agent"
+	"github.com/vswitchkit/vswitchkit/cniserver"
+	"github.com/vswitchkit/vswitchkit/cniserver/cniplugin"
+	"github.com/vswitchkit/vswitchkit/cniserver/cniservertest"
+	"github.com/vswitchkit/vswitchkit/render/nodeconn"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
 

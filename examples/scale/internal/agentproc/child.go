@@ -27,12 +27,12 @@ import (
 	"go.fd.io/govpp/core"
 	"go.uber.org/zap"
 
+	"github.com/vswitchkit/vswitchkit/agent"
+	"github.com/vswitchkit/vswitchkit/cniserver"
+	"github.com/vswitchkit/vswitchkit/cniserver/cniservertest"
 	"github.com/vswitchkit/vswitchkit/controller"
-	"github.com/vswitchkit/vswitchkit/controller/cniserver"
-	"github.com/vswitchkit/vswitchkit/controller/cniserver/cniservertest"
-	"github.com/vswitchkit/vswitchkit/examples/internal/agent"
 	"github.com/vswitchkit/vswitchkit/examples/scale/internal/synth"
-	"github.com/vswitchkit/vswitchkit/vppdriver/nodeconn"
+	"github.com/vswitchkit/vswitchkit/render/nodeconn"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
 

@@ -1,7 +1,7 @@
 // Package agentproc runs the measured agent of the scale envelope in a
 // process of its own, so that its memory is the agent's alone: the scale
 // program re-executes itself with [EnvConfig] set, and [Main] runs one full
-// agent (examples/internal/agent, the daemon's wiring) on the VPP stand-in
+// agent (agent, the daemon's wiring) on the VPP stand-in
 // with simulated Linux, against the runner's etcd.
 //
 // The two processes talk over two pipes: the runner sends [Command]s as

@@ -21,8 +21,8 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/vswitchkit/vswitchkit/controller/cniserver"
-	"github.com/vswitchkit/vswitchkit/controller/cniserver/cniplugin"
+	"github.com/vswitchkit/vswitchkit/cniserver"
+	"github.com/vswitchkit/vswitchkit/cniserver/cniplugin"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	"github.com/vswitchkit/vswitchkit/embedetcd"
 	"github.com/vswitchkit/vswitchkit/examples/scale/internal/agentproc"

@@ -19,7 +19,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	"github.com/vswitchkit/vswitchkit/ipam"
 	"github.com/vswitchkit/vswitchkit/nodesync"
-	nsmodel "github.com/vswitchkit/vswitchkit/nodesync/model"
+	nsmodel "github.com/vswitchkit/vswitchkit/nodesync/nodesyncmodel"
 )
 
 // Address plan of the synthetic cluster, large enough for 16384 node IDs.

@@ -12,7 +12,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	"github.com/vswitchkit/vswitchkit/ipam"
 	"github.com/vswitchkit/vswitchkit/nodesync"
-	nsmodel "github.com/vswitchkit/vswitchkit/nodesync/model"
+	nsmodel "github.com/vswitchkit/vswitchkit/nodesync/nodesyncmodel"
 )
 
 func localPods(n int) []netip.Addr {

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vswitchkit/vswitchkit/controller/watcher/watchertest"
+	"github.com/vswitchkit/vswitchkit/embedetcd/etcdtest"
 	"github.com/vswitchkit/vswitchkit/examples/vswitch/internal/config"
 )
 
@@ -28,7 +28,7 @@ func writeFile(t *testing.T, name, content string) string {
 // TestLoadFullFile: every section of a complete file lands in its field,
 // durations are strings, flags override the file.
 func TestLoadFullFile(t *testing.T) {
-	certs, err := watchertest.GenerateCerts(t.TempDir())
+	certs, err := etcdtest.GenerateCerts(t.TempDir())
 	require.NoError(t, err)
 	pwFile := writeFile(t, "pw", "s3cret\n")
 	file := writeFile(t, "vswitch.yaml", `

@@ -17,9 +17,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/vswitchkit/vswitchkit/agent"
 	"github.com/vswitchkit/vswitchkit/controller"
-	"github.com/vswitchkit/vswitchkit/examples/internal/agent"
-	"github.com/vswitchkit/vswitchkit/vppdriver/nodeconn"
+	"github.com/vswitchkit/vswitchkit/render/nodeconn"
 )
 
 // applyDefaults fills in the defaults of the daemon's own fields (the

@@ -11,10 +11,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vswitchkit/vswitchkit/agent"
 	"github.com/vswitchkit/vswitchkit/bgp"
-	"github.com/vswitchkit/vswitchkit/examples/internal/agent"
 	"github.com/vswitchkit/vswitchkit/vppdriver"
-	"github.com/vswitchkit/vswitchkit/vppdriver/model"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 )
 
 // The metrics' descriptions. Every metric is read from a component's
@@ -226,7 +226,7 @@ func collectVPP(ch chan<- prometheus.Metric, a *agent.Agent) {
 // KeyKind returns the kind of a VPP key for metrics: "interface", "vrf",
 // "route", "neighbor", "nat44_static", "nat44_lb", ...
 func KeyKind(key string) string {
-	rest, ok := strings.CutPrefix(key, model.KeyRoot)
+	rest, ok := strings.CutPrefix(key, vppmodel.KeyRoot)
 	if !ok {
 		return "other"
 	}

@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/vswitchkit/vswitchkit/controller/cniserver"
+	"github.com/vswitchkit/vswitchkit/cniserver"
 	"github.com/vswitchkit/vswitchkit/examples/vswitch/internal/simlinux"
 )
 

@@ -8,8 +8,8 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/vswitchkit/vswitchkit/controller/cniserver"
-	"github.com/vswitchkit/vswitchkit/controller/cniserver/cniservertest"
+	"github.com/vswitchkit/vswitchkit/cniserver"
+	"github.com/vswitchkit/vswitchkit/cniserver/cniservertest"
 )
 
 // Linux is a [cniserver.Linux] on simulated links whose namespaces are

@@ -1,0 +1,469 @@
+package agent
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.fd.io/govpp/adapter"
+
+	"github.com/vswitchkit/vswitchkit/bgp"
+	"github.com/vswitchkit/vswitchkit/bgp/bgpmodel"
+	"github.com/vswitchkit/vswitchkit/bgp/gobgp"
+	"github.com/vswitchkit/vswitchkit/cniserver"
+	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/ipam"
+	"github.com/vswitchkit/vswitchkit/ipam/boltstore"
+	"github.com/vswitchkit/vswitchkit/ipam/etcdstore"
+	"github.com/vswitchkit/vswitchkit/nodesync"
+	"github.com/vswitchkit/vswitchkit/nodesync/etcddb"
+	"github.com/vswitchkit/vswitchkit/render/bgpsource"
+	"github.com/vswitchkit/vswitchkit/render/nodeaddr"
+	"github.com/vswitchkit/vswitchkit/render/nodeconn"
+	"github.com/vswitchkit/vswitchkit/render/podconn"
+	"github.com/vswitchkit/vswitchkit/render/svcnat"
+	"github.com/vswitchkit/vswitchkit/svcprocessor"
+	"github.com/vswitchkit/vswitchkit/vppdriver"
+	"github.com/vswitchkit/vswitchkit/watcher"
+)
+
+// Deps are the parts of the outside world an agent uses.
+type Deps struct {
+	// Etcd is the cluster-wide etcd; the caller owns and closes it.
+	// Required.
+	Etcd *clientv3.Client
+	// VPP makes one adapter per connection attempt: GoVPP's socketclient
+	// for a real VPP, or a vppsim VPP's NewAdapter. Required.
+	VPP func() adapter.VppAPI
+	// Linux does the pod side of pod interfaces: linuxpod.New() on a real
+	// host, cniservertest.NewFakeLinux() where pods are simulated.
+	// Required.
+	Linux cniserver.Linux
+	// Logger receives every component's logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// Agent is one node's running vswitchkit agent. Its fields are the
+// components, exposed for observation; they are set by Open and must not
+// be replaced. Agent is safe for concurrent use as far as its components
+// are.
+type Agent struct {
+	cfg Config
+	log *slog.Logger
+
+	Driver   *vppdriver.Driver
+	Loop     *controller.Loop
+	Watcher  *watcher.Watcher
+	NodeSync *nodesync.NodeSync
+	IPAM     *ipam.IPAM
+	// NodeIPs are this node's addresses (NodePorts are exposed on them).
+	NodeIPs  *nodeaddr.NodeIPSet
+	NodeConn *nodeconn.Handler
+	PodConn  *podconn.Handler
+	Services *svcprocessor.ServiceProcessor
+	NAT      *svcnat.Renderer
+	CNI      *cniserver.Server
+	// BGP is nil when BGP is disabled.
+	BGP *BGP
+
+	db      *etcddb.DB
+	runners []runner       // started by Run
+	closers []func() error // local files, closed by Run's end or Close
+	stopped chan struct{}  // closed when Run begins to stop
+}
+
+// runner is a component's Run with the stage in which Run stops it.
+type runner struct {
+	name  string
+	stage stopStage
+	run   func(context.Context) error
+}
+
+// stopStage orders the shutdown: Run stops the components stage by stage,
+// in this order, each after the previous one has returned.
+type stopStage int
+
+const (
+	// The pod server first: it stops accepting requests and finishes those
+	// in progress while the loop still answers their events.
+	stopPods stopStage = iota
+	// The producers of events and BGP's control loop: nothing new reaches
+	// the loop; the BGP controller withdraws (or leaves routes for
+	// graceful restart) while its manager still runs.
+	stopProducers
+	// The BGP speakers: sessions end (Cease, or silently for graceful
+	// restart).
+	stopSpeakers
+	// The loop: it finishes the event in progress and processes the
+	// Shutdown event (the reference handlers remove nothing on it).
+	stopLoop
+	// The IPAM store in etcd, which the loop's handlers write to.
+	stopStores
+	// The VPP driver last: it applies what the loop committed, then
+	// disconnects and leaves VPP configured, so pods keep working until
+	// the next agent resyncs.
+	stopDriver
+	numStopStages
+)
+
+// BGP is the agent's BGP control plane.
+type BGP struct {
+	Source     *bgpsource.Source
+	Manager    *gobgp.Manager
+	Controller *bgp.Controller
+}
+
+// Open builds an agent and opens its local state files (the IPAM and CNI
+// stores in Config.StateDir, created if missing). It starts nothing; call
+// Run. Close releases the files of an agent that is never run.
+func Open(cfg Config, deps Deps) (a *Agent, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("agent config: %w", err)
+	}
+	cfg, _ = cfg.withDefaults()
+	switch {
+	case deps.Etcd == nil:
+		return nil, errors.New("agent: no etcd client")
+	case deps.VPP == nil:
+		return nil, errors.New("agent: no VPP adapter")
+	case deps.Linux == nil:
+		return nil, errors.New("agent: no Linux implementation for the pod server")
+	}
+	log := discard(deps.Logger).With(slog.String("node", cfg.NodeName))
+	a = &Agent{cfg: cfg, log: log, stopped: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("agent: state directory: %w", err)
+	}
+
+	a.Driver, err = vppdriver.New(deps.VPP, vppdriver.Config{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	a.Loop, err = controller.New(nil, a.Driver, controller.Config{
+		Logger: log, HealingDelay: cfg.HealingDelay, MaxHealingDelay: cfg.MaxHealingDelay,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.add("vppdriver", stopDriver, a.Driver.Run)
+	a.add("controller", stopLoop, a.Loop.Run)
+
+	// Node IDs, with local state for starts without etcd.
+	a.db, err = etcddb.NewFromClient(deps.Etcd, etcddb.Config{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	a.NodeSync, err = nodesync.New(cfg.NodeName, a.db, a.Loop, nodesync.Config{
+		Logger:             log,
+		LocalState:         nodesync.NewStateFile(cfg.statePath("nodesync.json")),
+		LocalFallbackDelay: cfg.LocalFallbackDelay,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.add("nodesync", stopProducers, a.NodeSync.Run)
+
+	// Pod IPs with a durable store.
+	store, err := a.openIPAMStore(deps.Etcd)
+	if err != nil {
+		return nil, err
+	}
+	ipamCfg := cfg.IPAM
+	ipamCfg.Store, ipamCfg.EventLoop, ipamCfg.Logger = store, a.Loop, log
+	a.IPAM, err = ipam.New(a.NodeSync, ipamCfg)
+	if err != nil {
+		return nil, err
+	}
+
+	// Node and pod connectivity. podconn rebuilds pods from the pod
+	// server's durable attachments, and the pod server asks podconn for a
+	// pod's interface type (its annotation): they are joined through a.
+	a.NodeConn, err = nodeconn.New(a.NodeSync, a.NodeSync, a.IPAM, nodeconn.Config{
+		Uplink: cfg.Uplink, HostInterconnect: cfg.HostInterconnect,
+		NAT44: true, PodCIDRsFromKubernetes: cfg.IPAM.ExternalIPAM, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.PodConn, err = podconn.New(a.IPAM, podconn.Config{
+		InterfaceType: cfg.PodInterfaceType,
+		Attachments:   podconn.AttachmentsFunc(func() ([]controller.PodAttachment, error) { return a.CNI.PodAttachments() }),
+		Logger:        log,
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	// Services: NodePorts on this node's addresses, rendered onto NAT44-ED.
+	a.NodeIPs = nodeaddr.NewNodeIPSet(a.NodeSync, nodeaddr.NodeIPSetConfig{OnlyNode: cfg.NodeName})
+	a.Services, err = svcprocessor.New(svcprocessor.SubnetsFromIPNet(a.IPAM), a.NodeIPs, a.PodConn,
+		svcprocessor.Config{Logger: log, NodeName: cfg.NodeName})
+	if err != nil {
+		return nil, err
+	}
+	natCfg := svcnat.Config{Uplink: a.uplinkName(), Logger: log}
+	if cfg.HostInterconnect.AfPacketHostIf != "" || cfg.HostInterconnect.TapHostIfName != "" {
+		natCfg.InterconnectInterfaces = []string{cmp.Or(cfg.HostInterconnect.Name, nodeconn.DefaultHostInterconnectName)}
+	}
+	if a.NAT, err = svcnat.New(a.NodeIPs, a.IPAM, natCfg); err != nil {
+		return nil, err
+	}
+	if err := a.Services.RegisterRenderer(a.NAT); err != nil {
+		return nil, err
+	}
+
+	// Dependency order: node IDs, pod IPs, node addresses, the mesh, pods,
+	// services (and their renderers), BGP.
+	// NodeIPs after nodeconn: nodeconn publishes this node's VPP addresses
+	// (nodesync does not report a node's own VPP addresses as a
+	// NodeUpdate), and NodeIPs reads them in the same resync.
+	handlers := []controller.EventHandler{a.NodeSync, a.IPAM, a.NodeConn, a.NodeIPs, a.PodConn, a.Services.Handler()}
+	if !cfg.BGP.Disabled {
+		if a.BGP, err = a.newBGP(); err != nil {
+			return nil, err
+		}
+		handlers = append(handlers, a.BGP.Source)
+		a.add("bgp-gobgp", stopSpeakers, a.BGP.Manager.Run)
+		a.add("bgp-controller", stopProducers, a.BGP.Controller.Run)
+	}
+	if err := a.Loop.Register(handlers...); err != nil {
+		return nil, err
+	}
+
+	// The Kubernetes state (of the pods, this node's) and this node's
+	// external configuration.
+	var keep func(string, string, []byte) bool
+	if !cfg.AllPods {
+		keep = watcher.NodePods(cfg.NodeName)
+	}
+	a.Watcher, err = watcher.NewWithClient(deps.Etcd, a.Loop, watcher.Config{
+		Keep:                 keep,
+		KubeStatePrefix:      cfg.KubeStatePrefix,
+		ExternalConfigPrefix: cfg.ExternalConfigPrefix,
+		Resources:            []kubemodel.Resource{bgpmodel.PolicyResource()},
+		MirrorPath:           cfg.statePath("mirror.db"),
+		MirrorFallbackDelay:  cfg.LocalFallbackDelay,
+		Logger:               log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.add("watcher", stopProducers, a.Watcher.Run)
+
+	// The pod server.
+	cniStore, err := cniserver.OpenBoltStore(cfg.statePath("cni.db"))
+	if err != nil {
+		return nil, fmt.Errorf("agent: CNI attachment store: %w", err)
+	}
+	a.closers = append(a.closers, cniStore.Close)
+	a.CNI, err = cniserver.New(a.Loop, deps.Linux, cniStore, cniserver.Config{
+		SocketPath:    cfg.CNISocket,
+		InterfaceType: cfg.PodInterfaceType,
+		InterfaceTypeFor: func(_ context.Context, pod kubemodel.PodID) (controller.PodInterfaceType, error) {
+			return a.PodConn.InterfaceTypeOf(pod), nil
+		},
+		Ready:  func(context.Context) error { return a.Ready() },
+		Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.add("cniserver", stopPods, a.CNI.Run)
+	return a, nil
+}
+
+func (a *Agent) openIPAMStore(cli *clientv3.Client) (ipam.Store, error) {
+	if a.cfg.IPAMStore == StoreEtcd {
+		s, err := etcdstore.New(cli, a.cfg.NodeName, etcdstore.Config{Logger: a.log})
+		if err != nil {
+			return nil, err
+		}
+		a.add("ipam-etcdstore", stopStores, s.Run)
+		return s, nil
+	}
+	s, err := boltstore.Open(a.cfg.statePath("ipam.db"), boltstore.Config{Logger: a.log})
+	if err != nil {
+		return nil, fmt.Errorf("agent: IPAM store: %w", err)
+	}
+	a.closers = append(a.closers, s.Close)
+	return s, nil
+}
+
+func (a *Agent) newBGP() (*BGP, error) {
+	sig := bgp.NewSignaler()
+	src, err := bgpsource.New(a.cfg.NodeName, sig, bgpsource.Config{
+		PodSubnets: []bgpsource.PodSubnets{a.IPAM},
+		Nodes:      a.NodeSync,
+		IPv4:       a.cfg.BGP.IPv4,
+		IPv6:       a.cfg.BGP.IPv6,
+		Logger:     a.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := a.Services.RegisterRenderer(src); err != nil {
+		return nil, err
+	}
+	mgr, err := gobgp.New(gobgp.Config{Services: src, ListenAddresses: a.cfg.BGP.ListenAddresses, Logger: a.log})
+	if err != nil {
+		return nil, err
+	}
+	ctrl, err := bgp.NewController(mgr, src, src, bgp.ControllerConfig{Signaler: sig, Logger: a.log})
+	if err != nil {
+		return nil, err
+	}
+	return &BGP{Source: src, Manager: mgr, Controller: ctrl}, nil
+}
+
+// uplinkName is the logical name of the uplink interface, if the agent
+// configures one.
+func (a *Agent) uplinkName() string {
+	if a.cfg.Uplink.AfPacketHostIf == "" && a.cfg.Uplink.VPPName == "" {
+		return ""
+	}
+	return cmp.Or(a.cfg.Uplink.Name, nodeconn.DefaultUplinkName)
+}
+
+// Config returns the agent's configuration with defaults filled in.
+func (a *Agent) Config() Config { return a.cfg }
+
+// Ready reports nil once the agent can serve pods: the start-up resync
+// has been processed, IPAM has this node's ID (its resync succeeded) and
+// VPP is connected.
+func (a *Agent) Ready() error {
+	// Before the start-up DBResync nothing else is processed, so the
+	// first processed event is that resync.
+	if st := a.Loop.Stats(); !st.StartupResyncDone || st.Processed == 0 {
+		return errors.New("no start-up resync yet")
+	}
+	if a.IPAM.NodeID() == 0 {
+		return errors.New("no node ID yet: the start-up resync of IPAM has not succeeded")
+	}
+	if !a.Driver.Connected() {
+		return errors.New("VPP not connected")
+	}
+	return nil
+}
+
+func (a *Agent) add(name string, stage stopStage, run func(context.Context) error) {
+	a.runners = append(a.runners, runner{name: name, stage: stage, run: run})
+}
+
+// Run runs every component until ctx ends or one of them fails, then
+// stops them in order, closes the local state files and returns: nil
+// after ctx ended, else the first error. Run is called once.
+//
+// The order of the shutdown: the pod server stops accepting requests and
+// finishes those in progress (their events still run); the watcher, node
+// sync and the BGP controller stop; then the BGP speakers; then the loop,
+// which finishes the event in progress; then the IPAM store in etcd;
+// the VPP driver last, which disconnects without removing anything: VPP
+// stays configured and pods keep working while no agent runs, and the
+// next agent takes over what is there. Each stage gets Config.StopTimeout
+// to return before the next one is stopped anyway (a pod request that
+// waits for an event the loop cannot process yet, say before the start-up
+// resync, then gets its answer from the stopping loop); Run still waits
+// for every component.
+func (a *Agent) Run(ctx context.Context) error {
+	defer a.Close()
+	var (
+		errMu    sync.Mutex
+		firstErr error
+		failed   = make(chan struct{})
+		failOnce sync.Once
+	)
+	fail := func(name string, err error) {
+		errMu.Lock()
+		if firstErr == nil {
+			firstErr = fmt.Errorf("%s: %w", name, err)
+		}
+		errMu.Unlock()
+		failOnce.Do(func() { close(failed) })
+	}
+	var (
+		cancels [numStopStages]context.CancelFunc
+		dones   [numStopStages][]chan struct{}
+	)
+	base := context.WithoutCancel(ctx)
+	for st := range cancels {
+		var sctx context.Context
+		sctx, cancels[st] = context.WithCancel(base)
+		for _, r := range a.runners {
+			if r.stage != stopStage(st) {
+				continue
+			}
+			done := make(chan struct{})
+			dones[st] = append(dones[st], done)
+			go func() {
+				defer close(done)
+				err := r.run(sctx)
+				if sctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
+					return // stopped as asked
+				}
+				if err == nil {
+					err = errors.New("stopped")
+				}
+				fail(r.name, err)
+			}()
+		}
+	}
+	a.log.Info("agent started")
+	select {
+	case <-ctx.Done():
+	case <-failed:
+	}
+	close(a.stopped)
+	a.log.Info("agent stopping", slog.Any("cause", context.Cause(ctx)))
+	for st := range cancels {
+		cancels[st]()
+		deadline := time.NewTimer(a.cfg.StopTimeout)
+	stage:
+		for _, done := range dones[st] {
+			select {
+			case <-done:
+			case <-deadline.C:
+				a.log.Warn("a component did not stop in time; stopping the next ones",
+					slog.Int("stage", st), slog.Duration("stopTimeout", a.cfg.StopTimeout))
+				break stage
+			}
+		}
+		deadline.Stop()
+	}
+	for _, ds := range dones {
+		for _, done := range ds {
+			<-done
+		}
+	}
+	errMu.Lock()
+	err := firstErr
+	errMu.Unlock()
+	a.log.Info("agent stopped", slog.Any("error", err))
+	return err
+}
+
+// Stopping returns a channel that is closed when Run begins to stop (its
+// context ended or a component failed).
+func (a *Agent) Stopping() <-chan struct{} { return a.stopped }
+
+// Close closes the local state files. Run calls it when it returns; call it
+// for an agent that was opened but never run. It is safe to call twice.
+func (a *Agent) Close() error {
+	var errs []error
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		errs = append(errs, a.closers[i]())
+	}
+	a.closers = nil
+	return errors.Join(errs...)
+}

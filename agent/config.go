@@ -1,0 +1,230 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/ipam"
+	"github.com/vswitchkit/vswitchkit/render/nodeconn"
+)
+
+// IPAM store kinds.
+const (
+	StoreBolt = "bolt" // a local bbolt file in the state directory
+	StoreEtcd = "etcd" // records in etcd under /vswitchkit/ipam/<node>/
+)
+
+// Config is one node's agent configuration. Every field has a documented
+// default; NodeName is required. The JSON names are the keys of the
+// daemon's YAML configuration file.
+type Config struct {
+	// NodeName is this node's Kubernetes node name. Required.
+	NodeName string `json:"nodeName"`
+	// StateDir holds the local state: the watcher's mirror, nodesync's
+	// saved node ID, the bbolt IPAM store, the CNI attachments. Default:
+	// /var/lib/vswitchkit.
+	StateDir string `json:"stateDir"`
+	// KubeStatePrefix is the etcd prefix of the Kubernetes state. Default:
+	// kubemodel.DefaultPrefix.
+	KubeStatePrefix string `json:"kubeStatePrefix"`
+	// ExternalConfigPrefix is this node's external-configuration prefix.
+	// Default: /vswitchkit/config/<nodeName>/.
+	ExternalConfigPrefix string `json:"externalConfigPrefix"`
+	// AllPods makes the watcher deliver the pods of every node. By
+	// default it delivers this node's pods only (watcher.NodePods): no
+	// handler of the agent uses the others, and in a large cluster they
+	// are most of the Kubernetes state (memory and start-up time).
+	AllPods bool `json:"allPods"`
+	// IPAM is the address plan (see ipam.Config; Store, EventLoop and
+	// Logger are set by the agent).
+	IPAM ipam.Config `json:"ipam"`
+	// IPAMStore selects the durable IPAM store: "bolt" (default) or
+	// "etcd".
+	IPAMStore string `json:"ipamStore"`
+	// PodInterfaceType is the default pod interface type ("tap",
+	// "af_packet", "memif"); a pod's annotation overrides it. Default:
+	// af_packet (works on every host).
+	PodInterfaceType controller.PodInterfaceType `json:"podInterfaceType"`
+	// CNISocket is the pod server's unix socket. Default:
+	// cniserver.DefaultSocketPath.
+	CNISocket string `json:"cniSocket"`
+	// Uplink is this node's interface towards the other nodes: an
+	// af_packet host interface or an interface VPP has (a DPDK NIC), with
+	// the node-interconnect address (default: IPAM's for this node's ID).
+	Uplink nodeconn.Uplink `json:"uplink"`
+	// HostInterconnect is VPP's side of the link to the host's network
+	// stack (af_packet on a veth end, or a tap); none if neither is set.
+	HostInterconnect nodeconn.HostInterconnect `json:"hostInterconnect"`
+	// BGP configures the BGP speaker.
+	BGP BGPConfig `json:"bgp"`
+	// HealingDelay and MaxHealingDelay tune the loop's healing backoff.
+	// Defaults: the controller's (1s, 1m).
+	HealingDelay    time.Duration `json:"healingDelay"`
+	MaxHealingDelay time.Duration `json:"maxHealingDelay"`
+	// LocalFallbackDelay is how long the watcher and nodesync wait for
+	// etcd at start-up before they start from local state. Default: 5s.
+	LocalFallbackDelay time.Duration `json:"localFallbackDelay"`
+	// StopTimeout is how long Agent.Run waits for one stage of its
+	// shutdown (see Agent.Run) before it stops the next stage anyway.
+	// Default: 10s.
+	StopTimeout time.Duration `json:"stopTimeout"`
+}
+
+// BGPConfig configures the agent's BGP speaker. Peers and ASNs come from
+// the BGP peering policy in the cluster state; the router ID and listening
+// port from the node's annotations (see package bgp).
+type BGPConfig struct {
+	// Disabled turns the BGP control plane off.
+	Disabled bool `json:"disabled"`
+	// ListenAddresses are the addresses the speaker listens on when the
+	// node annotates a local port. Default: all.
+	ListenAddresses []netip.Addr `json:"listenAddresses"`
+	// IPv4 and IPv6 are this node's addresses for next hops (and router
+	// ID). Default: the VPP-side addresses nodesync publishes, else the
+	// node's InternalIP.
+	IPv4 netip.Addr `json:"ipv4"`
+	IPv6 netip.Addr `json:"ipv6"`
+}
+
+// withDefaults fills in the defaults and reports every bad field.
+func (c Config) withDefaults() (Config, error) {
+	var errs []error
+	if err := kubemodel.ValidateName(c.NodeName); err != nil {
+		errs = append(errs, fmt.Errorf("nodeName: %w", err))
+	}
+	if c.StateDir == "" {
+		c.StateDir = "/var/lib/vswitchkit"
+	} else if !filepath.IsAbs(c.StateDir) {
+		errs = append(errs, fmt.Errorf("stateDir: %q is not an absolute path", c.StateDir))
+	}
+	if c.KubeStatePrefix == "" {
+		c.KubeStatePrefix = kubemodel.DefaultPrefix
+	}
+	if c.ExternalConfigPrefix == "" {
+		c.ExternalConfigPrefix = "/vswitchkit/config/" + c.NodeName + "/"
+	}
+	switch c.IPAMStore {
+	case "":
+		c.IPAMStore = StoreBolt
+	case StoreBolt, StoreEtcd:
+	default:
+		errs = append(errs, fmt.Errorf("ipamStore: %q is neither %q nor %q", c.IPAMStore, StoreBolt, StoreEtcd))
+	}
+	if c.PodInterfaceType == controller.PodInterfaceDefault {
+		c.PodInterfaceType = controller.PodInterfaceAfPacket
+	} else if _, err := controller.ParsePodInterfaceType(string(c.PodInterfaceType)); err != nil {
+		errs = append(errs, fmt.Errorf("podInterfaceType: %w", err))
+	}
+	if c.CNISocket != "" && !filepath.IsAbs(c.CNISocket) {
+		errs = append(errs, fmt.Errorf("cniSocket: %q is not an absolute path", c.CNISocket))
+	}
+	if c.StopTimeout < 0 {
+		errs = append(errs, fmt.Errorf("stopTimeout: %v is negative", c.StopTimeout))
+	} else if c.StopTimeout == 0 {
+		c.StopTimeout = 10 * time.Second
+	}
+	if c.IPAM.ExternalIPAM && c.IPAM.NodeName == "" {
+		c.IPAM.NodeName = c.NodeName // this node's object carries the pod CIDR
+	}
+	for _, d := range []struct {
+		field string
+		d     time.Duration
+	}{{"healingDelay", c.HealingDelay}, {"maxHealingDelay", c.MaxHealingDelay}, {"localFallbackDelay", c.LocalFallbackDelay}} {
+		if d.d < 0 {
+			errs = append(errs, fmt.Errorf("%s: %v is negative", d.field, d.d))
+		}
+	}
+	for i, a := range c.BGP.ListenAddresses {
+		if !a.IsValid() {
+			errs = append(errs, fmt.Errorf("bgp.listenAddresses[%d] is not a valid address", i))
+		}
+	}
+	if c.BGP.IPv4.IsValid() && !c.BGP.IPv4.Is4() {
+		errs = append(errs, fmt.Errorf("bgp.ipv4: %v is not an IPv4 address", c.BGP.IPv4))
+	}
+	if c.BGP.IPv6.IsValid() && !c.BGP.IPv6.Is6() {
+		errs = append(errs, fmt.Errorf("bgp.ipv6: %v is not an IPv6 address", c.BGP.IPv6))
+	}
+	return c, errors.Join(errs...)
+}
+
+func (c Config) statePath(name string) string { return filepath.Join(c.StateDir, name) }
+
+func discard(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return l
+}
+
+// Validate reports every invalid field of c, the IPAM plan included, each
+// named by its JSON name (the keys of the daemon's configuration file,
+// e.g. "ipam.podSubnetCIDR"); nil if c is valid. It does no I/O. Open
+// validates the same way.
+func (c Config) Validate() error {
+	d, err := c.withDefaults()
+	errs := []error{err}
+	ipamCfg := d.IPAM
+	if ipamCfg.ExternalIPAM {
+		ipamCfg.EventLoop = noLoop{} // Open sets the loop
+	}
+	if _, err := ipam.New(ipam.NodeIDFunc(func() uint32 { return 0 }), ipamCfg); err != nil {
+		errs = append(errs, ipamFieldErrors(err))
+	}
+	return errors.Join(errs...)
+}
+
+// noLoop stands in for the event loop when the IPAM plan is validated.
+type noLoop struct{}
+
+func (noLoop) PushEvent(controller.Event) error { return errors.New("no event loop") }
+
+// ipamFieldErrors renames the fields of ipam's ConfigErrors to their JSON
+// names under "ipam.".
+func ipamFieldErrors(err error) error {
+	var out []error
+	var walk func(error)
+	walk = func(err error) {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		var ce *ipam.ConfigError
+		if !errors.As(err, &ce) {
+			out = append(out, fmt.Errorf("ipam: %w", err))
+			return
+		}
+		name := "ipam." + jsonName(reflect.TypeFor[ipam.Config](), ce.Field)
+		if ce.Value != "" {
+			out = append(out, fmt.Errorf("%s: %s: %s", name, ce.Value, ce.Reason))
+		} else {
+			out = append(out, fmt.Errorf("%s: %s", name, ce.Reason))
+		}
+	}
+	walk(err)
+	return errors.Join(out...)
+}
+
+// jsonName returns the JSON name of the struct field named field of t, or
+// field itself if it has none.
+func jsonName(t reflect.Type, field string) string {
+	f, ok := t.FieldByName(field)
+	if !ok {
+		return field
+	}
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	if name == "" || name == "-" {
+		return field
+	}
+	return name
+}

@@ -1,0 +1,105 @@
+// Package reflector writes the Kubernetes state that vswitchkit agents read
+// into etcd: it watches the Kubernetes API with client-go shared informers,
+// converts each object into its protobuf model (package kubemodel, or a
+// user-supplied model), and stores it under the key scheme that the etcd
+// watcher (watcher) reads. It is the cluster-wide component that
+// Contiv called KSR; run one or more replicas per cluster.
+//
+//	kube := kubernetes.NewForConfigOrDie(restConfig)
+//	r, err := reflector.New(etcdClient, reflector.KubernetesResources(kube), reflector.Config{})
+//	...
+//	err = r.Run(ctx) // until ctx is done
+//
+// # Keys and values
+//
+// The full key of an object is [Config.Prefix] (default [DefaultPrefix],
+// the watcher's default KubeStatePrefix) followed by its relative key, e.g.
+// "/vswitchkit/" + kubemodel.PodKey("default", "web") =
+// "/vswitchkit/k8s/pod/default/web". Values are the deterministic binary
+// protobuf encoding of the model. Only the fields of the model are
+// reflected: [ConvertPod], [ConvertService], [ConvertNode],
+// [ConvertNamespace] and [ConvertEndpointSlices] document which Kubernetes
+// fields they read. The endpoints of a service are the merge of its
+// EndpointSlices (discovery.k8s.io/v1).
+//
+// A key is written only when its encoded value changed, so status churn
+// that no agent reads (conditions, heartbeats, container statuses) causes
+// no etcd write. Writes go in transactions of at most [Config.BatchSize]
+// operations (etcd's --max-txn-ops, 128 by default).
+//
+// # Resources
+//
+// [KubernetesResources] returns the built-in resources: nodes, pods,
+// services, endpoints and namespaces. Applications add their own
+// [Resource] values — a list-watch source (typed or dynamic client), a
+// Convert function into a proto.Message and a Key function — as package
+// bgp/bgpreflector does for the BGP peering-policy custom resource.
+//
+// # Reconcile
+//
+// The leader reconciles etcd with the informer caches when it becomes
+// leader, after every failed etcd request, and after an informer re-lists
+// (its watch expired): it reads the keys under each resource's prefix,
+// puts what is missing or different and deletes the keys of objects that
+// no longer exist. It never deletes the whole prefix, nor the key of an
+// object that exists, so a watching agent only ever sees real changes.
+// Keys under the prefix that belong to no resource are left alone.
+//
+// # Bad objects
+//
+// An object that cannot be converted (a pod whose IP does not parse, a
+// service port out of range, a name that breaks the key scheme) is logged
+// at Warn with the reason, counted in [ResourceStats.BadObjects], and not
+// reflected; if an earlier version of it was, its key is deleted, since
+// the stored value no longer describes the object. The other objects are
+// reflected.
+//
+// # Replicas and leadership
+//
+// Replicas elect one leader through etcd (concurrency.Election under
+// [Config.ElectionPrefix], held by a lease of [Config.SessionTTL]). All
+// replicas keep warm informer caches, but only the leader writes: every
+// write transaction is fenced by a comparison on the creation revision of
+// the leader's election key, so a replica that lost the leadership (its
+// lease expired or was revoked) cannot write any more, even before it
+// noticed, and two replicas never write at once. A leader that stops
+// revokes its lease, so another replica takes over at once; a leader that
+// dies is replaced after at most SessionTTL.
+//
+// # etcd outages
+//
+// A failed etcd request is retried after an exponential backoff
+// ([Config.RetryMinBackoff] to [Config.RetryMaxBackoff]) as a full
+// reconcile, so changes made during the outage are written once etcd
+// answers, and nothing that changed meanwhile is left stale. Changes of
+// one object that pile up meanwhile are coalesced: only its latest state
+// is written.
+//
+// # Metrics
+//
+// [Reflector.Stats] returns the leadership state and counters: objects
+// reflected, puts, deletes, bad objects and informer events per resource;
+// transactions, write errors, reconciles and the duration of the latest
+// one. The package registers no metrics itself; bridge Stats to
+// Prometheus in the application.
+//
+// # Concurrency
+//
+// [Reflector] is safe for concurrent use: Run is called once; Stats may be
+// called from any goroutine at any time. Informer notifications only mark
+// objects as changed; a single writer goroutine (the one that called Run)
+// converts objects and writes to etcd.
+//
+// # Lifecycle
+//
+// [New] validates the configuration and the resources and does no I/O.
+// [Reflector.Run] starts the informers, waits for their caches to sync,
+// campaigns, and writes while it leads, until ctx is done; it then gives
+// up the leadership and returns after every goroutine it started has
+// exited. The etcd client and the Kubernetes clients stay the caller's.
+//
+// # What it does not do
+//
+// It does not write Kubernetes objects back to the API server, and it
+// reflects no Kubernetes type other than the resources it is given.
+package reflector

@@ -1,0 +1,280 @@
+// Package rendertest runs the part of a vswitch agent that the reference
+// handlers need, for the tests of nodeconn and podconn: a controller loop
+// committing to a vppdriver.Driver (on the VPP stand-in or a real VPP),
+// nodesync on an in-memory cluster-wide DB, IPAM with an in-memory store,
+// the node and pod connectivity handlers, and a pod server stand-in that
+// records attachments as the CNI pod server does.
+package rendertest
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.fd.io/govpp/adapter"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/controllertest"
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/ipam"
+	"github.com/vswitchkit/vswitchkit/ipam/ipamtest"
+	"github.com/vswitchkit/vswitchkit/nodesync"
+	"github.com/vswitchkit/vswitchkit/nodesync/nodesynctest"
+	"github.com/vswitchkit/vswitchkit/render/nodeconn"
+	"github.com/vswitchkit/vswitchkit/render/podconn"
+	"github.com/vswitchkit/vswitchkit/vppdriver"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppdrivertest"
+)
+
+// Node is what survives an agent restart on a node: the records of the
+// pod server and the IPAM store. The zero value is a fresh node.
+type Node struct {
+	mu      sync.Mutex
+	atts    map[kubemodel.PodID]controller.PodAttachment
+	listErr error
+	Store   ipamtest.MemStore
+}
+
+// SetListError makes PodAttachments fail with err (nil: succeed).
+func (n *Node) SetListError(err error) {
+	n.mu.Lock()
+	n.listErr = err
+	n.mu.Unlock()
+}
+
+// PodAttachments lists the recorded attachments (podconn.Attachments).
+func (n *Node) PodAttachments() ([]controller.PodAttachment, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.listErr != nil {
+		return nil, n.listErr
+	}
+	out := make([]controller.PodAttachment, 0, len(n.atts))
+	for _, a := range n.atts {
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+func (n *Node) record(a controller.PodAttachment, add bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.atts == nil {
+		n.atts = map[kubemodel.PodID]controller.PodAttachment{}
+	}
+	if add {
+		n.atts[a.Pod] = a
+	} else {
+		delete(n.atts, a.Pod)
+	}
+}
+
+// Options configure an [Agent].
+type Options struct {
+	Name          string                // node name
+	DB            *nodesynctest.MemDB   // the cluster-wide DB
+	NewAdapter    func() adapter.VppAPI // VPP
+	Node          *Node                 // durable state of the node; nil: a fresh one
+	IPAM          ipam.Config           // Store is set to Node.Store
+	NodeConn      nodeconn.Config
+	PodConn       podconn.Config // Attachments is set to Node unless NoAttachments
+	NoAttachments bool
+	After         []controller.EventHandler // registered after the handlers
+	KubeState     controller.KubeStateData  // for the start-up DBResync
+	Driver        vppdriver.Config
+	// DriverDefaults keeps the driver's default timers (health probe 1s,
+	// reconnect 500ms); otherwise the agent uses short ones.
+	DriverDefaults bool
+	// Record, if set, gets every commit too (controller.MultiSouthbound).
+	Record *controllertest.Southbound
+}
+
+// Agent is a running agent. It is owned by the test that started it.
+type Agent struct {
+	Loop   *controller.Loop
+	Driver *vppdriver.Driver
+	Nodes  *nodesync.NodeSync
+	IPAM   *ipam.IPAM
+	Conn   *nodeconn.Handler
+	Pods   *podconn.Handler
+	Node   *Node
+
+	stop func()
+}
+
+// Start starts an agent and waits until its start-up resync is done and
+// committed. It stops in t.Cleanup (or earlier with Stop).
+func Start(t testing.TB, o Options) *Agent {
+	t.Helper()
+	if o.Node == nil {
+		o.Node = &Node{}
+	}
+	drvCfg := o.Driver
+	if drvCfg.RetryInitial == 0 && !o.DriverDefaults {
+		drvCfg.RetryInitial, drvCfg.RetryMax = 20*time.Millisecond, 200*time.Millisecond
+	}
+	if drvCfg.ReconnectInterval == 0 && !o.DriverDefaults {
+		drvCfg.ReconnectInterval, drvCfg.HealthInterval = 50*time.Millisecond, 100*time.Millisecond
+	}
+	d, err := vppdriver.New(o.NewAdapter, drvCfg)
+	require.NoError(t, err)
+	var sb controller.Southbound = d
+	if o.Record != nil {
+		sb = controller.MultiSouthbound(d, o.Record)
+	}
+	loop, err := controller.New(nil, sb, controller.Config{HealingDelay: 50 * time.Millisecond, MaxHealingAttempts: -1})
+	require.NoError(t, err)
+	ns, err := nodesync.New(o.Name, o.DB, loop, nodesync.Config{RetryBackoff: 10 * time.Millisecond})
+	require.NoError(t, err)
+	ic := o.IPAM
+	ic.Store = &o.Node.Store
+	pods, err := ipam.New(ns, ic)
+	require.NoError(t, err)
+	conn, err := nodeconn.New(ns, ns, pods, o.NodeConn)
+	require.NoError(t, err)
+	pc := o.PodConn
+	if !o.NoAttachments {
+		pc.Attachments = o.Node
+	}
+	podh, err := podconn.New(pods, pc)
+	require.NoError(t, err)
+	require.NoError(t, loop.Register(append([]controller.EventHandler{ns, pods, conn, podh}, o.After...)...))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return d.Run(gctx) })
+	g.Go(func() error { return ns.Run(gctx) })
+	g.Go(func() error { return loop.Run(gctx) })
+	a := &Agent{Loop: loop, Driver: d, Nodes: ns, IPAM: pods, Conn: conn, Pods: podh, Node: o.Node}
+	var once sync.Once
+	a.stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("agent %s: %v", o.Name, err)
+			}
+		})
+	}
+	t.Cleanup(a.stop)
+	ev := controller.NewDBResync()
+	if o.KubeState != nil {
+		ev.KubeState = o.KubeState
+	}
+	require.NoError(t, loop.PushEvent(ev))
+	require.Eventually(t, func() bool { return loop.Stats().StartupResyncDone }, 20*time.Second, 5*time.Millisecond)
+	a.Sync(t)
+	return a
+}
+
+// Stop stops the agent (VPP keeps its configuration).
+func (a *Agent) Stop() { a.stop() }
+
+// Sync waits until every event pushed before it has been processed (a
+// blocking, empty external configuration change is the barrier).
+func (a *Agent) Sync(t testing.TB) {
+	t.Helper()
+	ev := controller.NewExternalConfigChange("rendertest-barrier", true)
+	require.NoError(t, a.Loop.PushEvent(ev))
+	require.NoError(t, ev.Wait())
+}
+
+// WaitConfigured waits until the driver has configured every key.
+func (a *Agent) WaitConfigured(t testing.TB) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assertT) {
+		for k, s := range a.Driver.Statuses() {
+			if s.State != vppdriver.StateConfigured {
+				c.Errorf("%s: %v", k, s)
+			}
+		}
+	}, 20*time.Second, 5*time.Millisecond)
+}
+
+type assertT = assert.CollectT
+
+// AddPod connects a pod as the pod server does: it pushes AddPod and waits;
+// on success the attachment is recorded (for podconn's resyncs).
+func (a *Agent) AddPod(t testing.TB, ev *controller.AddPod) error {
+	t.Helper()
+	require.NoError(t, a.Loop.PushEvent(ev))
+	err := ev.Wait()
+	if err == nil {
+		att := ev.Attachment()
+		for _, i := range ev.Interfaces {
+			if i.HostName == att.IfName || (att.IfName == "" && i.HostName == "eth0") {
+				att.InterfaceType = i.Type // the type the pod was connected with
+			}
+		}
+		a.Node.record(att, true)
+	}
+	return err
+}
+
+// DeletePod disconnects a pod as the pod server does.
+func (a *Agent) DeletePod(t testing.TB, pod kubemodel.PodID, containerID string) {
+	t.Helper()
+	ev := controller.NewDeletePodEvent(pod, containerID)
+	require.NoError(t, a.Loop.PushEvent(ev))
+	require.NoError(t, ev.Wait())
+	a.Node.record(controller.PodAttachment{Pod: pod}, false)
+}
+
+// Allocated returns the pods IPAM has addresses for, sorted.
+func (a *Agent) Allocated() []kubemodel.PodID {
+	var out []kubemodel.PodID
+	for _, al := range a.IPAM.Allocations() {
+		out = append(out, al.Pod)
+	}
+	slices.SortFunc(out, func(x, y kubemodel.PodID) int {
+		if x.String() < y.String() {
+			return -1
+		}
+		if x.String() > y.String() {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// ConfigurePod configures the pod's side in ns from the results of its
+// AddPod, as the CNI pod server does: the MAC it was given, its addresses,
+// a link route to each gateway outside them, the routes, and a permanent
+// neighbor entry for each gateway with the gateway MAC.
+func ConfigurePod(t testing.TB, ns *vppdrivertest.Netns, ev *controller.AddPod) {
+	t.Helper()
+	for _, pi := range ev.Interfaces {
+		if pi.Type == controller.PodInterfaceMemif {
+			continue
+		}
+		if pi.MAC != "" {
+			ns.IP("link", "set", pi.HostName, "address", pi.MAC)
+		}
+		for _, a := range pi.IPAddresses {
+			args := []string{"addr", "add", a, "dev", pi.HostName}
+			if strings.Contains(a, ":") {
+				args = append(args, "nodad")
+			}
+			ns.IP(args...)
+		}
+		ns.IP("link", "set", pi.HostName, "up")
+		for _, r := range ev.Routes {
+			if r.Gateway == "" {
+				ns.IP("route", "replace", r.Network, "dev", pi.HostName)
+				continue
+			}
+			ns.IP("route", "replace", r.Gateway, "dev", pi.HostName, "scope", "link")
+			ns.IP("route", "replace", r.Network, "via", r.Gateway, "dev", pi.HostName)
+			if pi.GatewayMAC != "" {
+				ns.IP("neigh", "replace", r.Gateway, "lladdr", pi.GatewayMAC, "dev", pi.HostName, "nud", "permanent")
+			}
+		}
+	}
+}

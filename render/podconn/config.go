@@ -1,0 +1,78 @@
+package podconn
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
+)
+
+// Defaults of [Config].
+const (
+	DefaultInterfaceType  = controller.PodInterfaceAfPacket
+	DefaultGatewayName    = "pod-gw"
+	DefaultMemifSocketDir = "/run/vpp"
+)
+
+// Config configures a [Handler]. The zero value is valid. It is a plain
+// value, copied by [New].
+type Config struct {
+	// InterfaceType is the type of a pod's interface when neither the
+	// AddPod event nor the pod's annotation
+	// (controller.PodInterfaceTypeAnnotation) chooses one. Default:
+	// af_packet, which works on every host (tap needs /dev/vhost-net).
+	InterfaceType controller.PodInterfaceType
+
+	// GatewayName is the logical name of the loopback that holds the pod
+	// gateway address (IPAM's PodGatewayAddr); pod interfaces borrow it
+	// (unnumbered). Default: DefaultGatewayName.
+	GatewayName string
+
+	// MemifSocketDir is the directory of the memif control sockets, one
+	// per pod interface (VPP is the master; the pod's application
+	// connects as slave). Default: DefaultMemifSocketDir.
+	MemifSocketDir string
+
+	// Attachments lists the pods attached to this node, from a durable
+	// record (the pod server keeps one): every resync rebuilds the pods
+	// from it, so a restarted agent configures exactly the pods that are
+	// there. Default: nil, the pods added since the handler was created
+	// (an agent restart then removes the pods added by the previous
+	// process from VPP until they are added again).
+	Attachments Attachments
+
+	// Logger receives debug logs. Default: discard.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	var errs []error
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.InterfaceType == controller.PodInterfaceDefault {
+		c.InterfaceType = DefaultInterfaceType
+	}
+	if _, err := controller.ParsePodInterfaceType(string(c.InterfaceType)); err != nil {
+		errs = append(errs, fmt.Errorf("InterfaceType: %w", err))
+	}
+	if c.GatewayName == "" {
+		c.GatewayName = DefaultGatewayName
+	}
+	if err := vppmodel.Validate(&vppmodel.Interface{Name: c.GatewayName, Type: vppmodel.Interface_LOOPBACK}); err != nil {
+		errs = append(errs, fmt.Errorf("GatewayName: %w", err))
+	}
+	if c.MemifSocketDir == "" {
+		c.MemifSocketDir = DefaultMemifSocketDir
+	}
+	if !filepath.IsAbs(c.MemifSocketDir) || len(c.MemifSocketDir) > 80 {
+		errs = append(errs, fmt.Errorf("MemifSocketDir %q must be an absolute path of at most 80 bytes (socket paths are limited to 107)", c.MemifSocketDir))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("podconn: invalid config: %w", err)
+	}
+	return c, nil
+}

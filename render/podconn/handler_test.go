@@ -1,0 +1,154 @@
+package podconn_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/ipam"
+	"github.com/vswitchkit/vswitchkit/ipam/ipamtest"
+	"github.com/vswitchkit/vswitchkit/nodesync/nodesynctest"
+	"github.com/vswitchkit/vswitchkit/render/internal/rendertest"
+	"github.com/vswitchkit/vswitchkit/render/podconn"
+	"github.com/vswitchkit/vswitchkit/svcprocessor"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppdrivertest"
+)
+
+func TestConfig(t *testing.T) {
+	addrs, err := ipam.New(ipamtest.NewNodeID(1), ipam.Config{})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name string
+		cfg  podconn.Config
+		ok   bool
+	}{
+		{"zero value", podconn.Config{}, true},
+		{"memif default", podconn.Config{InterfaceType: controller.PodInterfaceMemif}, true},
+		{"unknown type", podconn.Config{InterfaceType: "veth"}, false},
+		{"bad gateway name", podconn.Config{GatewayName: "a/b"}, false},
+		{"relative memif dir", podconn.Config{MemifSocketDir: "run/vpp"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := podconn.New(addrs, tc.cfg)
+			if tc.ok {
+				require.NoError(t, err)
+			} else {
+				require.Error(t, err)
+			}
+		})
+	}
+	_, err = podconn.New(nil, podconn.Config{})
+	require.Error(t, err)
+}
+
+// TestInterfaceType: the AddPod's type wins, then the pod's annotation
+// (also when it changes later), then Config.InterfaceType.
+func TestInterfaceType(t *testing.T) {
+	e := simEnv(t)
+	annotated := func(i int, typ string) *kubemodel.Pod {
+		return &kubemodel.Pod{Namespace: "default", Name: podID(i).Name,
+			Annotations: map[string]string{controller.PodInterfaceTypeAnnotation: typ}}
+	}
+	kube := controller.NewKubeStateData()
+	kube[kubemodel.PodResource] = controller.KeyValuePairs{kubemodel.PodKey("default", "pod1"): annotated(1, "memif")}
+	a := rendertest.Start(t, rendertest.Options{Name: "node-1", DB: nodesynctest.NewMemDB(), NewAdapter: e.newAdapter,
+		KubeState: kube, PodConn: podconn.Config{InterfaceType: controller.PodInterfaceTap}})
+
+	typeOf := func(ev *controller.AddPod) controller.PodInterfaceType {
+		require.NoError(t, a.AddPod(t, ev))
+		require.Len(t, ev.Interfaces, 1)
+		return ev.Interfaces[0].Type
+	}
+	assert.Equal(t, controller.PodInterfaceMemif, a.Pods.InterfaceTypeOf(podID(1)), "the pod server asks before ADD")
+	assert.Equal(t, controller.PodInterfaceTap, a.Pods.InterfaceTypeOf(podID(0)), "no annotation: Config")
+	assert.Equal(t, controller.PodInterfaceTap, typeOf(addPodEvent(e, 0, controller.PodInterfaceDefault)), "Config")
+	assert.Equal(t, controller.PodInterfaceMemif, typeOf(addPodEvent(e, 1, controller.PodInterfaceDefault)), "annotation")
+	assert.Equal(t, controller.PodInterfaceAfPacket, typeOf(addPodEvent(e, 2, controller.PodInterfaceAfPacket)), "event")
+
+	ch := &controller.KubeStateChange{Key: kubemodel.PodKey("default", "pod3"), Resource: kubemodel.PodResource,
+		NewValue: annotated(3, "af_packet")}
+	require.NoError(t, a.Loop.PushEvent(ch))
+	a.Sync(t)
+	assert.Equal(t, controller.PodInterfaceAfPacket, a.Pods.InterfaceTypeOf(podID(3)))
+	assert.Equal(t, controller.PodInterfaceAfPacket, typeOf(addPodEvent(e, 3, controller.PodInterfaceDefault)), "annotation added later")
+	a.WaitConfigured(t)
+	assert.Len(t, a.Pods.Pods(), 4)
+}
+
+// TestSandboxReplaced: a pod's new sandbox (another container ID) replaces
+// the old one's interface; a late DeletePod of the old sandbox changes
+// nothing; a bad request fails the AddPod and IPAM takes the address back.
+func TestSandboxReplaced(t *testing.T) {
+	e := simEnv(t)
+	a := rendertest.Start(t, rendertest.Options{Name: "node-1", DB: nodesynctest.NewMemDB(), NewAdapter: e.newAdapter})
+	first := addPodEvent(e, 0, controller.PodInterfaceAfPacket)
+	require.NoError(t, a.AddPod(t, first))
+	old, _ := a.Pods.PodInterface(podID(0))
+	second := controller.NewAddPodEvent(podID(0), "another-sandbox", e.netns(0))
+	second.HostIfName, second.InterfaceType = e.hostIf(1), controller.PodInterfaceAfPacket
+	require.NoError(t, a.AddPod(t, second))
+	cur, _ := a.Pods.PodInterface(podID(0))
+	require.NotEqual(t, old, cur)
+	ip, ok := a.IPAM.PodAddr(podID(0))
+	require.True(t, ok)
+	// The old sandbox's DeletePod, late. (IPAM releases the pod's address
+	// on any DeletePod of the pod; podconn keeps the new sandbox.)
+	a.DeletePod(t, podID(0), first.ContainerID)
+	a.WaitConfigured(t)
+	tables := rendertest.Tables(t, e.newAdapter)
+	assert.NotContains(t, tables, "interface "+old)
+	assert.Contains(t, tables, "interface "+cur)
+	assert.Equal(t, "via "+cur+" "+ip.String(), tables["route "+ip.String()+"/32"])
+
+	bad := controller.NewAddPodEvent(podID(5), "c5", e.netns(5))
+	bad.InterfaceType = controller.PodInterfaceAfPacket // no HostIfName
+	require.ErrorIs(t, a.AddPod(t, bad), podconn.ErrBadRequest)
+	_, ok = a.IPAM.PodAddr(podID(5))
+	assert.False(t, ok)
+	_, ok = a.Pods.PodInterface(podID(5))
+	assert.False(t, ok)
+}
+
+// The handler is what the service processor asks for pod interfaces, and
+// IPAM is what it takes addresses from.
+var (
+	_ svcprocessor.PodInterfaces = (*podconn.Handler)(nil)
+	_ podconn.IPAM               = (*ipam.IPAM)(nil)
+)
+
+// TestStartWithoutAttachments: an agent that restarts while the pod
+// server's records cannot be read does not remove the pods from VPP (the
+// start-up resync is aborted, nothing is committed); once they can be
+// read, a healing resync rebuilds the pods, finding VPP as it wants it.
+func TestStartWithoutAttachments(t *testing.T) {
+	e := simEnv(t)
+	node := &rendertest.Node{}
+	a := startAgent(t, e, node)
+	for i := range 2 {
+		require.NoError(t, a.AddPod(t, addPodEvent(e, i, controller.PodInterfaceAfPacket)))
+	}
+	a.WaitConfigured(t)
+	before := rendertest.Tables(t, e.newAdapter)
+	a.Stop()
+
+	node.SetListError(errors.New("pod server store unavailable"))
+	e.rec.Take()
+	b := startAgent(t, e, node)
+	b.Sync(t)
+	assert.Equal(t, before, rendertest.Tables(t, e.newAdapter))
+	assert.Empty(t, vppdrivertest.Writes(e.rec.Take()), "nothing removed")
+	_, ok := b.Pods.PodInterface(podID(0))
+	assert.False(t, ok)
+
+	node.SetListError(nil)
+	require.Eventually(t, func() bool { _, ok := b.Pods.PodInterface(podID(1)); return ok }, 10*time.Second, 10*time.Millisecond)
+	b.Sync(t)
+	b.WaitConfigured(t)
+	assert.Equal(t, before, rendertest.Tables(t, e.newAdapter))
+	assert.Empty(t, vppdrivertest.Writes(e.rec.Take()))
+}

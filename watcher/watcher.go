@@ -1,0 +1,724 @@
+package watcher
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/internal/retry"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/protobuf/proto"
+)
+
+// Watcher turns the Kubernetes-state and external-configuration key spaces
+// of etcd into DBResync, KubeStateChange and ExternalConfigChange events,
+// and keeps a local mirror of what it delivered.
+//
+// Watcher is safe for concurrent use: Run may be called once; Stats may be
+// called at any time from any goroutine.
+type Watcher struct {
+	cfg    Config
+	reg    *registry
+	loop   controller.EventLoop
+	client *clientv3.Client // user-supplied; nil when Run creates its own
+	log    *slog.Logger
+
+	running atomic.Bool
+	stats   counters
+
+	// Test hooks, set before Run.
+	hookAfterSnapshot func(rev int64) // after a remote snapshot was read, before it is pushed
+	hookMirror        func(m *mirror) // after the mirror was opened
+}
+
+// New returns a watcher that creates its own etcd client from cfg.Etcd when
+// Run starts, and closes it when Run returns. It does no I/O.
+func New(loop controller.EventLoop, cfg Config) (*Watcher, error) {
+	return newWatcher(nil, loop, cfg)
+}
+
+// NewWithClient returns a watcher that uses client, which stays owned by the
+// caller: Run does not close it, and cfg.Etcd is ignored (the client's own
+// TLS, authentication and keepalive settings apply). It does no I/O.
+func NewWithClient(client *clientv3.Client, loop controller.EventLoop, cfg Config) (*Watcher, error) {
+	if client == nil {
+		return nil, errors.New("watcher: nil etcd client")
+	}
+	return newWatcher(client, loop, cfg)
+}
+
+func newWatcher(client *clientv3.Client, loop controller.EventLoop, cfg Config) (*Watcher, error) {
+	if loop == nil {
+		return nil, errors.New("watcher: nil event loop")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	reg, err := newRegistry(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("watcher config: %w", err)
+	}
+	return &Watcher{
+		cfg:    cfg,
+		reg:    reg,
+		loop:   loop,
+		client: client,
+		log:    cfg.Logger.With(slog.String("component", "watcher")),
+	}, nil
+}
+
+// Stats is a snapshot of the watcher's counters. All counts are since New.
+// A Stats value is a copy: it is safe for concurrent use.
+type Stats struct {
+	// RemoteResyncs and LocalResyncs count delivered DBResync events read
+	// from etcd and from the mirror.
+	RemoteResyncs, LocalResyncs uint64
+	// KubeChanges and ExternalChanges count delivered KubeStateChange and
+	// ExternalConfigChange events.
+	KubeChanges, ExternalChanges uint64
+	// BadKeys and BadValues count skipped keys that break their resource's
+	// key scheme, and values that did not decode.
+	BadKeys, BadValues uint64
+	// UnknownKeys counts skipped keys in the watched range that belong to
+	// no registered resource (resources this agent does not use).
+	UnknownKeys uint64
+	// ConnectErrors counts failed attempts to create the client or to read a
+	// snapshot.
+	ConnectErrors uint64
+	// Compactions, Reconnects and WatchErrors count resyncs after a watch
+	// that fell behind the compacted revision, after the connection to etcd
+	// came back, and after any other loss of the watch.
+	Compactions, Reconnects, WatchErrors uint64
+	// PushRetries counts PushEvent calls that failed (normally with
+	// controller.ErrQueueFull) and were retried; ForcedResyncs counts
+	// changes given up after Config.QueueFullTimeout and replaced by a
+	// fresh DBResync.
+	PushRetries, ForcedResyncs uint64
+	// MirrorWrites and MirrorErrors count mirror transactions that
+	// committed and that failed.
+	MirrorWrites, MirrorErrors uint64
+	// Unkept counts values left out by Config.Keep (in snapshots and
+	// changes).
+	Unkept uint64
+	// Revision is the highest etcd revision delivered (of a remote snapshot
+	// or of a change); 0 before the first remote snapshot.
+	Revision int64
+}
+
+type counters struct {
+	remoteResyncs, localResyncs  atomic.Uint64
+	kubeChanges, externalChanges atomic.Uint64
+	badKeys, badValues           atomic.Uint64
+	unknownKeys                  atomic.Uint64
+	connectErrors                atomic.Uint64
+	compactions, reconnects      atomic.Uint64
+	watchErrors                  atomic.Uint64
+	pushRetries, forcedResyncs   atomic.Uint64
+	mirrorWrites, mirrorErrors   atomic.Uint64
+	unkept                       atomic.Uint64
+	revision                     atomic.Int64
+}
+
+// Stats returns the current counters.
+func (w *Watcher) Stats() Stats {
+	c := &w.stats
+	return Stats{
+		RemoteResyncs: c.remoteResyncs.Load(), LocalResyncs: c.localResyncs.Load(),
+		KubeChanges: c.kubeChanges.Load(), ExternalChanges: c.externalChanges.Load(),
+		BadKeys: c.badKeys.Load(), BadValues: c.badValues.Load(), UnknownKeys: c.unknownKeys.Load(),
+		ConnectErrors: c.connectErrors.Load(),
+		Compactions:   c.compactions.Load(), Reconnects: c.reconnects.Load(), WatchErrors: c.watchErrors.Load(),
+		PushRetries: c.pushRetries.Load(), ForcedResyncs: c.forcedResyncs.Load(),
+		MirrorWrites: c.mirrorWrites.Load(), MirrorErrors: c.mirrorErrors.Load(),
+		Unkept:   c.unkept.Load(),
+		Revision: c.revision.Load(),
+	}
+}
+
+// Reasons a watch session ends and the watcher resyncs.
+var (
+	errReconnected = errors.New("connection to etcd re-established")
+	errForced      = errors.New("event loop refused a change for too long")
+)
+
+// run holds what one Run call owns. It is used by the Run goroutine only.
+type run struct {
+	w      *Watcher
+	client *clientv3.Client
+	mirror *mirror       // nil without a mirror
+	writer *mirrorWriter // writes mirror; nil without a mirror
+	push   pusher
+	st     *state // delivered state; nil before the first DBResync
+
+	mirrorDirty bool // the mirror does not match st: rewrite it at the next write
+	pending     []mirrorOp
+	pendingRev  int64
+}
+
+// Run delivers the start-up DBResync and then the changes, until ctx is
+// done or the event loop stops. It returns ctx.Err() after cancellation, an
+// error wrapping controller.ErrStopped when the loop stopped, an error
+// wrapping [ErrMirror] when the mirror file cannot be opened, an error
+// wrapping [ErrClientConfig] when the TLS files cannot be loaded,
+// [ErrClientClosed] when the caller's client was closed, or
+// [ErrAlreadyRunning]. Connection failures, lost watches and bad values are
+// handled (and counted in [Watcher.Stats]), not returned. Run returns only after every goroutine it
+// started has exited; a client created by Run is closed.
+func (w *Watcher) Run(ctx context.Context) error {
+	if !w.running.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	r := &run{w: w, client: w.client}
+	r.push = pusher{
+		loop: w.loop, min: defaultPushMinBackoff, max: defaultPushMaxBackoff, stats: &w.stats,
+		onRetry: func(ev controller.Event, err error) {
+			w.log.Warn("event loop refused an event; retrying", slog.String("event", ev.GetName()), slog.Any("error", err))
+		},
+	}
+	if w.cfg.MirrorPath != "" {
+		m, err := openMirror(w.cfg.MirrorPath)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := m.close(); err != nil {
+				w.log.Warn("cannot close the local mirror", slog.Any("error", err))
+			}
+		}()
+		r.mirror = m
+		if w.hookMirror != nil {
+			w.hookMirror(m)
+		}
+		r.writer = newMirrorWriter(m, &w.stats, w.log, w.cfg.MirrorWriteDelay, retry.NewBackoff(w.cfg.RetryMinBackoff, w.cfg.RetryMaxBackoff))
+		go r.writer.run()
+		defer r.writer.close() // before m.close
+	}
+	if w.client == nil {
+		defer func() {
+			if r.client != nil {
+				r.client.Close()
+			}
+		}()
+	}
+	w.log.Info("watcher started",
+		slog.String("kube_state_prefix", w.cfg.KubeStatePrefix),
+		slog.String("kube_state_watched", w.reg.kubeWatch),
+		slog.String("external_config_prefix", w.cfg.ExternalConfigPrefix),
+		slog.String("mirror", w.cfg.MirrorPath))
+	err := r.loop(ctx)
+	w.log.Info("watcher stopped")
+	return err
+}
+
+func (r *run) loop(ctx context.Context) error {
+	w := r.w
+	cfg := &w.cfg
+	fallbackAt := time.Now().Add(cfg.MirrorFallbackDelay)
+	fallbackPending := r.mirror != nil
+	connectBackoff := retry.NewBackoff(cfg.RetryMinBackoff, cfg.RetryMaxBackoff)
+	watchBackoff := retry.NewBackoff(cfg.RetryMinBackoff, cfg.RetryMaxBackoff)
+	failing := false
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		st, err := r.snapshot(ctx, fallbackPending, fallbackAt)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if errors.Is(err, ErrClientConfig) {
+				return err
+			}
+			if w.client != nil && w.client.Ctx().Err() != nil {
+				return ErrClientClosed
+			}
+			w.stats.connectErrors.Add(1)
+			if !failing {
+				w.log.Warn("cannot read a snapshot from etcd; retrying", slog.Any("error", err))
+				failing = true
+			} else {
+				w.log.Debug("cannot read a snapshot from etcd", slog.Any("error", err))
+			}
+			if fallbackPending && !time.Now().Before(fallbackAt) {
+				fallbackPending = false
+				if err := r.startLocal(ctx); err != nil {
+					return err
+				}
+			}
+			wait := connectBackoff.NextBackOff()
+			if fallbackPending {
+				wait = min(wait, time.Until(fallbackAt))
+			}
+			if err := retry.Sleep(ctx, wait); err != nil {
+				return err
+			}
+			continue
+		}
+		connectBackoff.Reset()
+		if failing {
+			w.log.Info("etcd reachable again")
+			failing = false
+		}
+		fallbackPending = false
+		if w.hookAfterSnapshot != nil {
+			w.hookAfterSnapshot(st.rev)
+		}
+		if err := r.push.push(ctx, st.dbResync(w.reg.names, false), 0); err != nil {
+			return err
+		}
+		r.st = st
+		w.stats.remoteResyncs.Add(1)
+		w.stats.revision.Store(st.rev)
+		w.log.Info("delivered DBResync from etcd", slog.Int64("revision", st.rev),
+			slog.Int("kube_keys", len(st.kube)), slog.Int("external_keys", len(st.ext)))
+		r.mirrorDirty = true
+		r.writeMirror()
+
+		progressed, err := r.session(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, controller.ErrStopped):
+			return err
+		case errors.Is(err, errCompacted):
+			w.stats.compactions.Add(1)
+			w.log.Info("watch fell behind the compacted revision; resyncing", slog.Any("error", err))
+		case errors.Is(err, errReconnected):
+			w.stats.reconnects.Add(1)
+			w.log.Info("reconnected to etcd; resyncing")
+		case errors.Is(err, errForced):
+			w.stats.forcedResyncs.Add(1)
+			w.log.Warn("event loop refused a change for too long; delivering a fresh DBResync instead")
+		default:
+			w.stats.watchErrors.Add(1)
+			w.log.Warn("watch lost; resyncing", slog.Any("error", err))
+			if progressed {
+				watchBackoff.Reset()
+			}
+			if err := retry.Sleep(ctx, watchBackoff.NextBackOff()); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// ensureClient creates the client when Run owns it.
+func (r *run) ensureClient() error {
+	if r.client != nil {
+		return nil
+	}
+	ec := r.w.cfg.Etcd
+	tlsCfg, err := ec.tlsConfig()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrClientConfig, err)
+	}
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints:            ec.Endpoints,
+		DialTimeout:          ec.DialTimeout,
+		DialKeepAliveTime:    ec.KeepAliveTime,
+		DialKeepAliveTimeout: ec.KeepAliveTimeout,
+		TLS:                  tlsCfg,
+		Username:             ec.Username,
+		Password:             ec.Password,
+		Logger:               zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: grpcbackoff.Config{
+				BaseDelay:  r.w.cfg.RetryMinBackoff,
+				Multiplier: 1.6,
+				Jitter:     0.2,
+				MaxDelay:   r.w.cfg.RetryMaxBackoff,
+			},
+			MinConnectTimeout: ec.DialTimeout,
+		})},
+	})
+	if err != nil {
+		// clientv3 errors name endpoints and causes, never the password.
+		return fmt.Errorf("create etcd client: %w", err)
+	}
+	r.client = c
+	return nil
+}
+
+// snapshot reads the Kubernetes state and the external configuration at one
+// revision. While the mirror fallback is pending, the attempt ends at
+// fallbackAt at the latest.
+func (r *run) snapshot(ctx context.Context, fallbackPending bool, fallbackAt time.Time) (*state, error) {
+	if err := r.ensureClient(); err != nil {
+		return nil, err
+	}
+	w := r.w
+	deadline := time.Now().Add(w.cfg.Etcd.DialTimeout)
+	if fallbackPending && fallbackAt.Before(deadline) {
+		deadline = fallbackAt
+	}
+	actx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	ops := []clientv3.Op{clientv3.OpGet(w.reg.kubeWatch, clientv3.WithPrefix())}
+	if w.cfg.ExternalConfigPrefix != "" {
+		ops = append(ops, clientv3.OpGet(w.cfg.ExternalConfigPrefix, clientv3.WithPrefix()))
+	}
+	resp, err := r.client.Txn(actx).Then(ops...).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("read snapshot: %w", err)
+	}
+	st := newState(resp.Header.Revision)
+	for _, op := range resp.Responses {
+		for _, kv := range op.GetResponseRange().GetKvs() {
+			key := string(kv.Key)
+			kind, rel := w.reg.kindOf(key)
+			if kind == foreignKey {
+				continue
+			}
+			res, msg, kept, err := w.decode(kind, rel, kv.Value)
+			if err != nil {
+				w.reportBad(err)
+				continue
+			}
+			if !kept {
+				continue
+			}
+			st.part(kind)[rel] = &entry{res: res, raw: kv.Value, msg: msg, rev: kv.ModRevision}
+		}
+	}
+	return st, nil
+}
+
+// startLocal delivers the mirrored state as a DBResync with Local=true.
+func (r *run) startLocal(ctx context.Context) error {
+	w := r.w
+	snap, ok, err := r.mirror.load()
+	switch {
+	case err != nil:
+		r.w.stats.mirrorErrors.Add(1)
+		w.log.Warn("cannot start from the local mirror; waiting for etcd", slog.Any("error", err))
+		return nil
+	case !ok:
+		w.log.Info("local mirror is empty; waiting for etcd")
+		return nil
+	case snap.kubePrefix != w.cfg.KubeStatePrefix || snap.extPrefix != w.cfg.ExternalConfigPrefix:
+		w.log.Warn("local mirror was written for other prefixes; waiting for etcd",
+			slog.String("mirror_kube_state_prefix", snap.kubePrefix),
+			slog.String("mirror_external_config_prefix", snap.extPrefix))
+		return nil
+	}
+	st := newState(snap.rev)
+	for kind, part := range map[keyKind]map[string][]byte{kubeKey: snap.kube, extKey: snap.ext} {
+		for rel, raw := range part {
+			res, msg, kept, err := w.decode(kind, rel, raw)
+			if err != nil {
+				w.reportBad(err)
+				continue
+			}
+			if !kept {
+				continue
+			}
+			st.part(kind)[rel] = &entry{res: res, raw: raw, msg: msg}
+		}
+	}
+	if err := r.push.push(ctx, st.dbResync(w.reg.names, true), 0); err != nil {
+		return err
+	}
+	r.st = st
+	w.stats.localResyncs.Add(1)
+	w.log.Warn("etcd unreachable; delivered DBResync from the local mirror",
+		slog.Int64("mirror_revision", snap.rev), slog.Int("kube_keys", len(st.kube)), slog.Int("external_keys", len(st.ext)))
+	return nil
+}
+
+// decode decodes the value of rel, a key relative to the prefix of kind,
+// unless Config.Keep leaves it out: then kept is false and nothing is
+// decoded (the value is counted in Stats.Unkept).
+func (w *Watcher) decode(kind keyKind, rel string, raw []byte) (res *kubemodel.Resource, msg proto.Message, kept bool, err error) {
+	if kind != kubeKey || w.cfg.Keep == nil {
+		res, msg, err = w.reg.decodeRel(kind, rel, raw)
+		return res, msg, true, err
+	}
+	if res, err = w.reg.resourceOf(rel); err != nil {
+		return nil, nil, false, err
+	}
+	if !w.cfg.Keep(res.Name, rel, raw) {
+		w.stats.unkept.Add(1)
+		return res, nil, false, nil
+	}
+	msg, err = w.reg.decodeKube(res, rel, raw)
+	return res, msg, true, err
+}
+
+func (w *Watcher) reportBad(err error) {
+	if errors.Is(err, errNoResource) {
+		w.stats.unknownKeys.Add(1)
+		w.log.Debug("skipping key of an unregistered resource", slog.Any("error", err))
+		return
+	}
+	if errors.Is(err, ErrBadKey) {
+		w.stats.badKeys.Add(1)
+	} else {
+		w.stats.badValues.Add(1)
+	}
+	// The error names the key and the decoding problem, never the value.
+	w.log.Warn("skipping key", slog.Any("error", err))
+}
+
+// session watches from the revision after the delivered snapshot and
+// delivers the changes until the watch is lost. progressed tells whether any
+// watch response arrived.
+func (r *run) session(ctx context.Context) (progressed bool, err error) {
+	w := r.w
+	sctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	reconnected := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+		r.flushMirror()
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		watchConn(sctx, r.client.ActiveConnection(), reconnected)
+	}()
+
+	start := clientv3.WithRev(r.st.rev + 1)
+	kubeCh := r.client.Watch(sctx, w.reg.kubeWatch, clientv3.WithPrefix(), start)
+	var extCh clientv3.WatchChan // nil: never ready
+	if w.cfg.ExternalConfigPrefix != "" {
+		extCh = r.client.Watch(sctx, w.cfg.ExternalConfigPrefix, clientv3.WithPrefix(), start)
+	}
+	for {
+		var resp clientv3.WatchResponse
+		var ok bool
+		var kind keyKind
+		select {
+		case resp, ok = <-kubeCh:
+			kind = kubeKey
+		case resp, ok = <-extCh:
+			kind = extKey
+		default:
+			// Nothing ready: a good moment to write the batched changes.
+			r.flushMirror()
+			select {
+			case resp, ok = <-kubeCh:
+				kind = kubeKey
+			case resp, ok = <-extCh:
+				kind = extKey
+			case <-reconnected:
+				return progressed, errReconnected
+			case <-ctx.Done():
+				return progressed, ctx.Err()
+			}
+		}
+		if !ok {
+			return progressed, errors.New("watch channel closed")
+		}
+		if err := resp.Err(); err != nil {
+			if resp.CompactRevision != 0 {
+				return progressed, fmt.Errorf("%w: %w", errCompacted, err)
+			}
+			return progressed, fmt.Errorf("watch: %w", err)
+		}
+		progressed = true
+		if err := r.apply(ctx, kind, resp.Events); err != nil {
+			return progressed, err
+		}
+	}
+}
+
+// errCompacted marks a watch that started below the compacted revision.
+var errCompacted = errors.New("watch revision compacted")
+
+// watchConn signals on reconnected when conn becomes ready again after it
+// was not ready, and returns.
+func watchConn(ctx context.Context, conn *grpc.ClientConn, reconnected chan<- struct{}) {
+	s := conn.GetState()
+	down := s != connectivity.Ready
+	for conn.WaitForStateChange(ctx, s) {
+		s = conn.GetState()
+		switch s {
+		case connectivity.Ready:
+			if down {
+				reconnected <- struct{}{}
+				return
+			}
+		case connectivity.Shutdown:
+			return
+		default:
+			down = true
+		}
+	}
+}
+
+// apply delivers the events of one watch response of the given stream.
+func (r *run) apply(ctx context.Context, stream keyKind, events []*clientv3.Event) error {
+	w := r.w
+	var ext *controller.ExternalConfigChange
+	var extRev int64
+	var extOps []mirrorOp
+	var extEntries map[string]*entry // nil value: delete
+	flushExt := func() error {
+		if ext == nil {
+			return nil
+		}
+		if err := r.deliver(ctx, ext); err != nil {
+			return err
+		}
+		for k, e := range extEntries {
+			if e == nil {
+				delete(r.st.ext, k)
+			} else {
+				r.st.ext[k] = e
+			}
+		}
+		r.record(extRev, extOps...)
+		w.stats.externalChanges.Add(1)
+		ext, extOps, extEntries = nil, nil, nil
+		return nil
+	}
+	for _, ev := range events {
+		kv := ev.Kv
+		rev := kv.ModRevision
+		kind, rel := w.reg.kindOf(string(kv.Key))
+		if kind != stream || rev <= r.st.rev {
+			// Another stream's key (nested prefixes), or older than the
+			// snapshot (cannot happen with a watch started after it).
+			continue
+		}
+		if ext != nil && extRev != rev {
+			// Deliver the previous revision's external changes first: the
+			// state must include them before this event is compared to it.
+			if err := flushExt(); err != nil {
+				return err
+			}
+		}
+		part := r.st.part(kind)
+		prev := part[rel]
+		if prev != nil && rev <= prev.rev {
+			continue // already delivered
+		}
+		var cur *entry
+		if ev.Type == clientv3.EventTypePut {
+			res, msg, kept, err := w.decode(kind, rel, kv.Value)
+			switch {
+			case err != nil:
+				// The key no longer holds a usable value: it is skipped,
+				// which for a delivered key means it is deleted.
+				w.reportBad(err)
+			case kept:
+				cur = &entry{res: res, raw: kv.Value, msg: msg, rev: rev}
+			}
+		}
+		switch {
+		case prev == nil && cur == nil:
+			continue
+		case prev != nil && cur != nil && bytes.Equal(prev.raw, cur.raw):
+			prev.rev = rev // same value written again: nothing changed
+			continue
+		}
+		op := mirrorOp{ext: kind == extKey, key: rel}
+		if cur != nil {
+			op.value = cur.raw
+		}
+		if kind == extKey {
+			if ext == nil {
+				ext = controller.NewExternalConfigChange(w.cfg.ExternalConfigSource, false)
+				extEntries = make(map[string]*entry)
+				extRev = rev
+			}
+			if cur != nil {
+				ext.UpdatedKVs[rel] = cur.msg
+			} else {
+				ext.UpdatedKVs[rel] = nil
+			}
+			extEntries[rel] = cur
+			extOps = append(extOps, op)
+			continue
+		}
+		ch := &controller.KubeStateChange{Key: rel}
+		if prev != nil {
+			ch.Resource, ch.PrevValue = prev.res.Name, prev.msg
+		}
+		if cur != nil {
+			ch.Resource, ch.NewValue = cur.res.Name, cur.msg
+		}
+		if err := r.deliver(ctx, ch); err != nil {
+			return err
+		}
+		if cur != nil {
+			part[rel] = cur
+		} else {
+			delete(part, rel)
+		}
+		r.record(rev, op)
+		w.stats.kubeChanges.Add(1)
+	}
+	return flushExt()
+}
+
+// deliver pushes one change, giving up after Config.QueueFullTimeout.
+func (r *run) deliver(ctx context.Context, ev controller.Event) error {
+	err := r.push.push(ctx, ev, r.w.cfg.QueueFullTimeout)
+	switch {
+	case err == nil:
+		r.w.log.Debug("delivered", slog.String("event", ev.String()))
+		return nil
+	case errors.Is(err, errGaveUp):
+		return errForced
+	}
+	return err
+}
+
+// record notes delivered changes in the stats and queues them for the
+// mirror.
+func (r *run) record(rev int64, ops ...mirrorOp) {
+	if rev > r.w.stats.revision.Load() {
+		r.w.stats.revision.Store(rev) // only the Run goroutine stores
+	}
+	if r.mirror == nil {
+		return
+	}
+	r.pending = append(r.pending, ops...)
+	r.pendingRev = max(r.pendingRev, rev)
+	if len(r.pending) >= maxPendingMirrorOps {
+		r.flushMirror()
+	}
+}
+
+// maxPendingMirrorOps bounds the changes batched into one mirror
+// transaction.
+const maxPendingMirrorOps = 4096
+
+// flushMirror writes the queued changes, or the whole state when the mirror
+// is out of step with it.
+func (r *run) flushMirror() {
+	if r.mirror == nil || (len(r.pending) == 0 && !r.mirrorDirty) {
+		return
+	}
+	r.writeMirror()
+}
+
+// writeMirror hands the queued changes, or the whole state when the
+// mirror is out of step with it, to the mirror writer.
+func (r *run) writeMirror() {
+	if r.writer == nil || r.st == nil {
+		return
+	}
+	var snap *mirrorSnapshot
+	if r.mirrorDirty {
+		snap = r.st.mirrorSnapshot(r.w.cfg.KubeStatePrefix, r.w.cfg.ExternalConfigPrefix)
+	}
+	r.writer.submit(r.pending, r.pendingRev, snap)
+	r.pending = nil // the writer owns it now
+	r.mirrorDirty = false
+}
