@@ -19,6 +19,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/cniserver"
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/controller/podiface"
 	"github.com/vswitchkit/vswitchkit/ipam"
 	"github.com/vswitchkit/vswitchkit/ipam/boltstore"
 	"github.com/vswitchkit/vswitchkit/ipam/etcdstore"
@@ -199,7 +200,7 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 	}
 	a.PodConn, err = podconn.New(a.IPAM, podconn.Config{
 		InterfaceType: cfg.PodInterfaceType,
-		Attachments:   podconn.AttachmentsFunc(func() ([]controller.PodAttachment, error) { return a.CNI.PodAttachments() }),
+		Attachments:   podconn.AttachmentsFunc(func() ([]podiface.Attachment, error) { return a.CNI.PodAttachments() }),
 		Logger:        log,
 	})
 	if err != nil {
@@ -271,7 +272,7 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 	a.CNI, err = cniserver.New(a.Loop, deps.Linux, cniStore, cniserver.Config{
 		SocketPath:    cfg.CNISocket,
 		InterfaceType: cfg.PodInterfaceType,
-		InterfaceTypeFor: func(_ context.Context, pod kubemodel.PodID) (controller.PodInterfaceType, error) {
+		InterfaceTypeFor: func(_ context.Context, pod kubemodel.PodID) (podiface.Type, error) {
 			return a.PodConn.InterfaceTypeOf(pod), nil
 		},
 		Ready:  func(context.Context) error { return a.Ready() },

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/controller/podiface"
 	"github.com/vswitchkit/vswitchkit/ipam"
 	"github.com/vswitchkit/vswitchkit/render/nodeconn"
 )
@@ -52,7 +53,7 @@ type Config struct {
 	// PodInterfaceType is the default pod interface type ("tap",
 	// "af_packet", "memif"); a pod's annotation overrides it. Default:
 	// af_packet (works on every host).
-	PodInterfaceType controller.PodInterfaceType `json:"podInterfaceType"`
+	PodInterfaceType podiface.Type `json:"podInterfaceType"`
 	// CNISocket is the pod server's unix socket. Default:
 	// cniserver.DefaultSocketPath.
 	CNISocket string `json:"cniSocket"`
@@ -118,9 +119,9 @@ func (c Config) withDefaults() (Config, error) {
 	default:
 		errs = append(errs, fmt.Errorf("ipamStore: %q is neither %q nor %q", c.IPAMStore, StoreBolt, StoreEtcd))
 	}
-	if c.PodInterfaceType == controller.PodInterfaceDefault {
-		c.PodInterfaceType = controller.PodInterfaceAfPacket
-	} else if _, err := controller.ParsePodInterfaceType(string(c.PodInterfaceType)); err != nil {
+	if c.PodInterfaceType == podiface.Default {
+		c.PodInterfaceType = podiface.AfPacket
+	} else if _, err := podiface.ParseType(string(c.PodInterfaceType)); err != nil {
 		errs = append(errs, fmt.Errorf("podInterfaceType: %w", err))
 	}
 	if c.CNISocket != "" && !filepath.IsAbs(c.CNISocket) {

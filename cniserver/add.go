@@ -12,6 +12,7 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/controller/podiface"
 )
 
 // add serves ADD. Every step is idempotent, and the attachment is stored
@@ -54,7 +55,7 @@ func (s *Server) add(ctx context.Context, r *request) ([]byte, error) {
 	if known {
 		// Keep what the interrupted ADD chose, so it finds its veth.
 		a.Type, a.HostIfName = prev.Type, prev.HostIfName
-	} else if typ == controller.PodInterfaceAfPacket || typ == controller.PodInterfaceDefault {
+	} else if typ == podiface.AfPacket || typ == podiface.Default {
 		a.HostIfName = HostIfName(r.id.ContainerID, r.id.IfName)
 	}
 	if err := s.put(ctx, a); err != nil {
@@ -64,7 +65,7 @@ func (s *Server) add(ctx context.Context, r *request) ([]byte, error) {
 	// From here on a failure undoes the attachment.
 	if a.HostIfName != "" {
 		v := Veth{HostName: a.HostIfName, PeerName: peerIfName(r.id.ContainerID, r.id.IfName), MTU: s.cfg.MTU}
-		if a.Type == controller.PodInterfaceAfPacket {
+		if a.Type == podiface.AfPacket {
 			v.Netns, v.IfName = r.netns, r.id.IfName
 		}
 		mac, err := s.linux.EnsureVeth(ctx, v)
@@ -113,8 +114,8 @@ func (s *Server) add(ctx context.Context, r *request) ([]byte, error) {
 }
 
 // interfaceType decides the interface type of a new attachment.
-func (s *Server) interfaceType(ctx context.Context, pod kubemodel.PodID) (controller.PodInterfaceType, error) {
-	typ := controller.PodInterfaceDefault
+func (s *Server) interfaceType(ctx context.Context, pod kubemodel.PodID) (podiface.Type, error) {
+	typ := podiface.Default
 	if s.cfg.InterfaceTypeFor != nil {
 		t, err := s.cfg.InterfaceTypeFor(ctx, pod)
 		if err != nil {
@@ -123,12 +124,12 @@ func (s *Server) interfaceType(ctx context.Context, pod kubemodel.PodID) (contro
 			}
 			return "", types.NewError(types.ErrTryAgainLater, "cannot tell the interface type of pod "+pod.String(), err.Error())
 		}
-		if _, err := controller.ParsePodInterfaceType(string(t)); err != nil {
+		if _, err := podiface.ParseType(string(t)); err != nil {
 			return "", types.NewError(types.ErrInvalidNetworkConfig, "invalid interface type for pod "+pod.String(), err.Error())
 		}
 		typ = t
 	}
-	if typ == controller.PodInterfaceDefault {
+	if typ == podiface.Default {
 		typ = s.cfg.InterfaceType
 	}
 	return typ, nil
@@ -142,7 +143,7 @@ type podLink struct {
 
 // configurePod does the pod's side after the handlers connected it: the
 // af_packet veth's pod end into the namespace (when the handlers chose
-// af_packet for a PodInterfaceDefault request), the removal of a veth
+// af_packet for a podiface.Default request), the removal of a veth
 // prepared for nothing, and the configuration of every kernel interface.
 // It fills in a.Type and the MAC of each kernel interface.
 func (s *Server) configurePod(ctx context.Context, a *Attachment) error {
@@ -153,13 +154,13 @@ func (s *Server) configurePod(ctx context.Context, a *Attachment) error {
 	requested := a.Type
 	a.Type = typ
 	switch {
-	case typ == controller.PodInterfaceAfPacket && requested == controller.PodInterfaceDefault:
+	case typ == podiface.AfPacket && requested == podiface.Default:
 		v := Veth{HostName: a.HostIfName, PeerName: peerIfName(a.ID.ContainerID, a.ID.IfName),
 			Netns: a.Netns, IfName: a.ID.IfName, MTU: s.cfg.MTU}
 		if _, err := s.linux.EnsureVeth(ctx, v); err != nil {
 			return fmt.Errorf("move veth end into %s: %w", a.Netns, err)
 		}
-	case typ != controller.PodInterfaceAfPacket && a.HostIfName != "":
+	case typ != podiface.AfPacket && a.HostIfName != "":
 		// Prepared for af_packet, but the handlers chose otherwise.
 		if err := s.linux.DeleteLink(ctx, "", a.HostIfName); err != nil {
 			return fmt.Errorf("delete unused veth %s: %w", a.HostIfName, err)
@@ -179,12 +180,12 @@ func (s *Server) configurePod(ctx context.Context, a *Attachment) error {
 // plan validates the handlers' results and turns them into link
 // configurations; it returns the attachment's interface type (that of the
 // interface named CNI_IFNAME).
-func (s *Server) plan(a *Attachment) ([]podLink, controller.PodInterfaceType, error) {
+func (s *Server) plan(a *Attachment) ([]podLink, podiface.Type, error) {
 	if len(a.Interfaces) == 0 {
 		return nil, "", errors.New("no handler connected the pod: AddPod returned no interfaces")
 	}
-	typeOf := func(pi controller.PodInterface) controller.PodInterfaceType {
-		if pi.Type != controller.PodInterfaceDefault {
+	typeOf := func(pi podiface.Interface) podiface.Type {
+		if pi.Type != podiface.Default {
 			return pi.Type
 		}
 		return a.Type
@@ -200,10 +201,10 @@ func (s *Server) plan(a *Attachment) ([]podLink, controller.PodInterfaceType, er
 		return nil, "", fmt.Errorf("the handlers returned no interface named %s (CNI_IFNAME)", a.ID.IfName)
 	}
 	typ := typeOf(a.Interfaces[primary])
-	if typ == controller.PodInterfaceDefault {
+	if typ == podiface.Default {
 		return nil, "", fmt.Errorf("the handlers did not tell the type of interface %s", a.ID.IfName)
 	}
-	if typ == controller.PodInterfaceAfPacket && a.HostIfName == "" {
+	if typ == podiface.AfPacket && a.HostIfName == "" {
 		return nil, "", fmt.Errorf("the handlers connected %s with af_packet, but the server prepared no veth (requested %q)", a.ID.IfName, a.Type)
 	}
 	routes, err := parseRoutes(a.Routes)
@@ -213,13 +214,13 @@ func (s *Server) plan(a *Attachment) ([]podLink, controller.PodInterfaceType, er
 	var links []podLink
 	for i, pi := range a.Interfaces {
 		t := typeOf(pi)
-		if _, err := controller.ParsePodInterfaceType(string(t)); err != nil {
+		if _, err := podiface.ParseType(string(t)); err != nil {
 			return nil, "", fmt.Errorf("interface %s: %w", pi.HostName, err)
 		}
-		if t == controller.PodInterfaceDefault {
+		if t == podiface.Default {
 			return nil, "", fmt.Errorf("the handlers did not tell the type of interface %s", pi.HostName)
 		}
-		if t == controller.PodInterfaceAfPacket && pi.HostName != a.ID.IfName {
+		if t == podiface.AfPacket && pi.HostName != a.ID.IfName {
 			return nil, "", fmt.Errorf("interface %s: af_packet is only possible for %s, the veth the server created", pi.HostName, a.ID.IfName)
 		}
 		addrs, err := parsePrefixes(pi.IPAddresses)
@@ -232,7 +233,7 @@ func (s *Server) plan(a *Attachment) ([]podLink, controller.PodInterfaceType, er
 				return nil, "", fmt.Errorf("interface %s: MAC: %w", pi.HostName, err)
 			}
 		}
-		if t == controller.PodInterfaceMemif {
+		if t == podiface.Memif {
 			if pi.Socket == "" {
 				return nil, "", fmt.Errorf("memif interface %s has no socket", pi.HostName)
 			}
@@ -280,7 +281,7 @@ func unmapBits(a netip.Addr) int {
 	return 0
 }
 
-func parseRoutes(rs []controller.PodRoute) ([]Route, error) {
+func parseRoutes(rs []podiface.Route) ([]Route, error) {
 	out := make([]Route, 0, len(rs))
 	for _, r := range rs {
 		dst, err := netip.ParsePrefix(r.Network)

@@ -29,6 +29,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/cniserver/linuxpod"
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/controller/podiface"
 	"github.com/vswitchkit/vswitchkit/ipam"
 	"github.com/vswitchkit/vswitchkit/ipam/ipamtest"
 	"github.com/vswitchkit/vswitchkit/vppdriver"
@@ -113,7 +114,7 @@ func (p *testPods) Resync(_ controller.Event, _ controller.KubeStateData, _ int,
 	}
 	pods := map[string][]string{}
 	for _, a := range atts {
-		if !a.Ready || a.Type != controller.PodInterfaceAfPacket {
+		if !a.Ready || a.Type != podiface.AfPacket {
 			continue
 		}
 		ip, ok := p.d.ipam.PodAddr(a.Pod)
@@ -135,7 +136,7 @@ func (p *testPods) Resync(_ controller.Event, _ controller.KubeStateData, _ int,
 func (p *testPods) Update(event controller.Event, txn controller.UpdateOperations) (string, error) {
 	switch ev := event.(type) {
 	case *controller.AddPod:
-		if ev.InterfaceType != controller.PodInterfaceAfPacket {
+		if ev.InterfaceType != podiface.AfPacket {
 			return "", fmt.Errorf("test pod handler: interface type %q not supported", ev.InterfaceType)
 		}
 		ipNet := p.d.ipam.GetPodIP(ev.Pod)
@@ -153,11 +154,11 @@ func (p *testPods) Update(event controller.Event, txn controller.UpdateOperation
 		p.mu.Lock()
 		p.pods[ev.ContainerID] = keys
 		p.mu.Unlock()
-		ev.Interfaces = []controller.PodInterface{{
-			HostName: ev.IfName, Type: controller.PodInterfaceAfPacket,
+		ev.Interfaces = []podiface.Interface{{
+			HostName: ev.IfName, Type: podiface.AfPacket,
 			IPAddresses: []string{ipNet.String()}, GatewayMAC: vppMAC(ev.ContainerID),
 		}}
-		ev.Routes = []controller.PodRoute{{Network: "0.0.0.0/0", Gateway: p.d.ipam.PodGatewayIP().String()}}
+		ev.Routes = []podiface.Route{{Network: "0.0.0.0/0", Gateway: p.d.ipam.PodGatewayIP().String()}}
 		return "connected " + ev.Pod.String(), nil
 	case *controller.DeletePod:
 		p.mu.Lock()
@@ -319,7 +320,7 @@ func (nd *node) startAgent(cfg cniserver.Config) *agent {
 		cfg.SocketPath = nd.socket
 	}
 	if cfg.InterfaceType == "" {
-		cfg.InterfaceType = controller.PodInterfaceAfPacket
+		cfg.InterfaceType = podiface.AfPacket
 	}
 	a.srv, err = cniserver.New(a.loop, linuxpod.New(), a.store, cfg)
 	require.NoError(t, err)

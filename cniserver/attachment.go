@@ -6,8 +6,8 @@ import (
 	"encoding/hex"
 	"slices"
 
-	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/controller/podiface"
 )
 
 // AttachmentID identifies an attachment of a container to a network, as
@@ -37,18 +37,18 @@ type Attachment struct {
 	// Netns is the pod's network namespace path (CNI_NETNS).
 	Netns string
 	// Type is the requested interface type until the ADD finished, then
-	// the type the handlers connected. PodInterfaceDefault while the
+	// the type the handlers connected. podiface.Default while the
 	// handlers have not chosen yet.
-	Type controller.PodInterfaceType
+	Type podiface.Type
 	// HostIfName is the host end of the veth pair, for af_packet (and while
-	// the handlers choose, for PodInterfaceDefault); empty otherwise.
+	// the handlers choose, for podiface.Default); empty otherwise.
 	HostIfName string
 	// HostMAC is the MAC address of HostIfName, once known.
 	HostMAC string
 	// Interfaces and Routes are the handlers' results (AddPod), with the
 	// MAC of each kernel interface filled in as configured.
-	Interfaces []controller.PodInterface
-	Routes     []controller.PodRoute
+	Interfaces []podiface.Interface
+	Routes     []podiface.Route
 	// Ready is true once the ADD completed: the handlers connected the pod
 	// and its namespace is configured. An attachment that is not Ready is
 	// an ADD in progress or one that was interrupted (by an agent restart);

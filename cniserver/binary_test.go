@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vswitchkit/vswitchkit/cniserver"
-	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/podiface"
 )
 
 // TestPluginBinaryOnFakeLinux runs the real plugin binary through libcni
@@ -22,7 +22,7 @@ func TestPluginBinaryOnFakeLinux(t *testing.T) {
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	u := newUnit(t, unitOptions{cfg: cniserver.Config{InterfaceType: controller.PodInterfaceAfPacket}})
+	u := newUnit(t, unitOptions{cfg: cniserver.Config{InterfaceType: podiface.AfPacket}})
 	require.NoError(t, u.linux.AddNetns("/run/netns/web"))
 	rt := newRuntime(t, confList(u.socket, "10s"))
 	p := &pod{name: "web", container: "c-web", netns: "/run/netns/web"}

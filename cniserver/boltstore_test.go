@@ -10,8 +10,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/vswitchkit/vswitchkit/cniserver"
-	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/controller/podiface"
 )
 
 func TestBoltStore(t *testing.T) {
@@ -22,11 +22,11 @@ func TestBoltStore(t *testing.T) {
 
 	a := cniserver.Attachment{
 		ID: cniserver.AttachmentID{ContainerID: "c1", IfName: "eth0"}, Network: "net",
-		Pod: kubemodel.PodID{Namespace: "ns", Name: "p"}, Netns: "/run/netns/p", Type: controller.PodInterfaceAfPacket,
+		Pod: kubemodel.PodID{Namespace: "ns", Name: "p"}, Netns: "/run/netns/p", Type: podiface.AfPacket,
 		HostIfName: cniserver.HostIfName("c1", "eth0"), HostMAC: "02:00:00:00:00:01",
-		Interfaces: []controller.PodInterface{{HostName: "eth0", Type: controller.PodInterfaceAfPacket,
+		Interfaces: []podiface.Interface{{HostName: "eth0", Type: podiface.AfPacket,
 			IPAddresses: []string{"10.1.1.2/24"}, MAC: "02:00:00:00:00:02", GatewayMAC: "02:fe:00:00:00:01"}},
-		Routes: []controller.PodRoute{{Network: "0.0.0.0/0", Gateway: "10.1.1.1"}},
+		Routes: []podiface.Route{{Network: "0.0.0.0/0", Gateway: "10.1.1.1"}},
 		Ready:  true,
 	}
 	b := cniserver.Attachment{ID: cniserver.AttachmentID{ContainerID: "c2", IfName: "net1"}, Network: "net"}

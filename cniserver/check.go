@@ -11,7 +11,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 
-	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/podiface"
 )
 
 // check serves CHECK: the attachment must be known and Ready, and the
@@ -112,7 +112,7 @@ func checkPrevResult(a Attachment, r *request) []error {
 		}
 		ps, _ := parsePrefixes(pi.IPAddresses)
 		ours = append(ours, ps...)
-		if pi.Type == controller.PodInterfaceMemif {
+		if pi.Type == podiface.Memif {
 			return nil // nothing in the sandbox to compare
 		}
 	}

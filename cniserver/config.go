@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/controller/podiface"
 	"github.com/vswitchkit/vswitchkit/internal/cfgutil"
 )
 
@@ -27,18 +27,18 @@ type Config struct {
 	SocketPath string
 
 	// InterfaceType is the interface type of pods that
-	// InterfaceTypeFor does not decide. Default: PodInterfaceDefault, which
+	// InterfaceTypeFor does not decide. Default: podiface.Default, which
 	// lets the pod handler choose (see the package documentation for how
 	// the server prepares an af_packet veth pair in that case).
-	InterfaceType controller.PodInterfaceType
+	InterfaceType podiface.Type
 
 	// InterfaceTypeFor, if set, picks the interface type of one pod, e.g.
-	// from its PodInterfaceTypeAnnotation in the agent's Kubernetes state.
+	// from its podiface.TypeAnnotation in the agent's Kubernetes state.
 	// It is called for every ADD of a new attachment, from the request's
-	// goroutine; returning PodInterfaceDefault falls back to
+	// goroutine; returning podiface.Default falls back to
 	// InterfaceType, an error fails the ADD (CNI error code 7 for an
 	// error wrapping ErrInvalidConfig, else 11). Default: nil.
-	InterfaceTypeFor func(ctx context.Context, pod kubemodel.PodID) (controller.PodInterfaceType, error)
+	InterfaceTypeFor func(ctx context.Context, pod kubemodel.PodID) (podiface.Type, error)
 
 	// Ready tells STATUS whether the agent can serve ADD: nil means ready,
 	// an error is reported with CNI error code 50 (51 if it wraps
@@ -74,7 +74,7 @@ func (c Config) withDefaults() (Config, error) {
 	} else if !filepath.IsAbs(c.SocketPath) {
 		errs = append(errs, fmt.Errorf("SocketPath %q is not absolute", c.SocketPath))
 	}
-	if _, err := controller.ParsePodInterfaceType(string(c.InterfaceType)); err != nil {
+	if _, err := podiface.ParseType(string(c.InterfaceType)); err != nil {
 		errs = append(errs, fmt.Errorf("InterfaceType: %w", err))
 	}
 	if c.MTU < 0 || c.MTU > 65535 {

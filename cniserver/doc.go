@@ -12,7 +12,7 @@
 //	store, err := cniserver.OpenBoltStore(filepath.Join(stateDir, "cni.db"))
 //	defer store.Close()
 //	srv, err := cniserver.New(loop, linuxpod.New(), store, cniserver.Config{
-//		InterfaceType: controller.PodInterfaceAfPacket,
+//		InterfaceType: podiface.AfPacket,
 //		Ready: func(context.Context) error { // STATUS
 //			if !loop.Stats().StartupResyncDone {
 //				return errors.New("no start-up resync yet")
@@ -38,7 +38,7 @@
 //     af_packet and HostIfName set;
 //   - tap: it pushes AddPod; VPP creates the tap in the namespace;
 //   - memif: it pushes AddPod; there is no kernel interface;
-//   - PodInterfaceDefault (nothing decided the type): the pod handler
+//   - podiface.Default (nothing decided the type): the pod handler
 //     chooses. Since VPP attaches af_packet to a host interface that must
 //     already exist, the server prepares the veth pair with both ends in
 //     the host namespace and passes its HostIfName; if the handlers chose

@@ -14,6 +14,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/cniserver/cniplugin"
 	"github.com/vswitchkit/vswitchkit/cniserver/cniservertest"
 	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/podiface"
 )
 
 // Example runs a server on the in-memory Linux of cniservertest with an
@@ -26,11 +27,11 @@ func Example() {
 		Handles: func(ev controller.Event) bool { _, ok := ev.(*controller.AddPod); return ok },
 		UpdateFunc: func(ev controller.Event, _ controller.UpdateOperations) (string, error) {
 			add := ev.(*controller.AddPod)
-			add.Interfaces = []controller.PodInterface{{
-				HostName: add.IfName, Type: controller.PodInterfaceAfPacket,
+			add.Interfaces = []podiface.Interface{{
+				HostName: add.IfName, Type: podiface.AfPacket,
 				IPAddresses: []string{"10.1.5.2/24"}, GatewayMAC: "02:fe:00:00:00:01",
 			}}
-			add.Routes = []controller.PodRoute{{Network: "0.0.0.0/0", Gateway: "10.1.5.1"}}
+			add.Routes = []podiface.Route{{Network: "0.0.0.0/0", Gateway: "10.1.5.1"}}
 			return "", nil
 		},
 	}
@@ -50,7 +51,7 @@ func Example() {
 	defer os.RemoveAll(dir)
 	socket := filepath.Join(dir, "cni.sock")
 	srv, err := cniserver.New(loop, linux, cniservertest.NewMemStore(), cniserver.Config{
-		SocketPath: socket, InterfaceType: controller.PodInterfaceAfPacket,
+		SocketPath: socket, InterfaceType: podiface.AfPacket,
 	})
 	if err != nil {
 		panic(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/cniserver/cniplugin"
 	"github.com/vswitchkit/vswitchkit/cniserver/cniservertest"
 	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/podiface"
 )
 
 // fakePods is a pod handler for the unit tests: it plays the VPP pod
@@ -31,27 +32,27 @@ type fakePods struct {
 	linux *cniservertest.FakeLinux
 
 	mu sync.Mutex
-	// choose picks the interface type for a PodInterfaceDefault request.
-	choose func(ev *controller.AddPod) controller.PodInterfaceType // guarded by mu
+	// choose picks the interface type for a podiface.Default request.
+	choose func(ev *controller.AddPod) podiface.Type // guarded by mu
 	// fail, when set, fails AddPod for the pods it returns an error for.
 	fail func(ev *controller.AddPod) error // guarded by mu
 	// result, when set, edits the results before they are returned.
 	result func(ev *controller.AddPod) // guarded by mu
 	// gate, when set, is waited for by AddPod of pods named "slow".
-	gate   chan struct{}                          // guarded by mu
-	next   int                                    // guarded by mu
-	pods   map[string]*controller.AddPod          // guarded by mu; by container ID
-	adds   int                                    // guarded by mu
-	dels   []string                               // guarded by mu; container IDs of DeletePod
-	byType map[controller.PodInterfaceType]int    // guarded by mu
-	hosts  map[string]controller.PodInterfaceType // guarded by mu; HostIfName of AddPods
+	gate   chan struct{}                 // guarded by mu
+	next   int                           // guarded by mu
+	pods   map[string]*controller.AddPod // guarded by mu; by container ID
+	adds   int                           // guarded by mu
+	dels   []string                      // guarded by mu; container IDs of DeletePod
+	byType map[podiface.Type]int         // guarded by mu
+	hosts  map[string]podiface.Type      // guarded by mu; HostIfName of AddPods
 }
 
 const gatewayMAC = "02:fe:00:00:00:01"
 
 func newFakePods(linux *cniservertest.FakeLinux) *fakePods {
 	return &fakePods{linux: linux, pods: map[string]*controller.AddPod{},
-		byType: map[controller.PodInterfaceType]int{}, hosts: map[string]controller.PodInterfaceType{}}
+		byType: map[podiface.Type]int{}, hosts: map[string]podiface.Type{}}
 }
 
 func (p *fakePods) String() string { return "fake-pods" }
@@ -83,8 +84,8 @@ func (p *fakePods) Update(event controller.Event, txn controller.UpdateOperation
 			}
 		}
 		typ := ev.InterfaceType
-		if typ == controller.PodInterfaceDefault {
-			typ = controller.PodInterfaceAfPacket
+		if typ == podiface.Default {
+			typ = podiface.AfPacket
 			if choose != nil {
 				typ = choose(ev)
 			}
@@ -97,19 +98,19 @@ func (p *fakePods) Update(event controller.Event, txn controller.UpdateOperation
 		p.hosts[ev.HostIfName] = ev.InterfaceType
 		p.pods[ev.ContainerID] = ev
 		p.mu.Unlock()
-		pi := controller.PodInterface{HostName: ev.IfName, Type: typ, IPAddresses: []string{ip}, GatewayMAC: gatewayMAC}
+		pi := podiface.Interface{HostName: ev.IfName, Type: typ, IPAddresses: []string{ip}, GatewayMAC: gatewayMAC}
 		switch typ {
-		case controller.PodInterfaceTap:
+		case podiface.Tap:
 			if err := p.linux.AddLink(ev.NetworkNamespace, ev.IfName, "tap"); err != nil && !errors.Is(err, cniserver.ErrLinkExists) {
 				return "", err
 			}
 			pi.MAC = "02:ab:00:00:00:01"
-		case controller.PodInterfaceMemif:
+		case podiface.Memif:
 			pi.Socket = "/run/vpp/memif-" + ev.ContainerID + ".sock"
 			pi.GatewayMAC = ""
 		}
-		ev.Interfaces = []controller.PodInterface{pi}
-		ev.Routes = []controller.PodRoute{{Network: "0.0.0.0/0", Gateway: "10.1.1.1"}}
+		ev.Interfaces = []podiface.Interface{pi}
+		ev.Routes = []podiface.Route{{Network: "0.0.0.0/0", Gateway: "10.1.1.1"}}
 		if edit != nil {
 			edit(ev)
 		}
@@ -121,7 +122,7 @@ func (p *fakePods) Update(event controller.Event, txn controller.UpdateOperation
 		add := p.pods[ev.ContainerID]
 		delete(p.pods, ev.ContainerID)
 		p.mu.Unlock()
-		if add != nil && len(add.Interfaces) > 0 && add.Interfaces[0].Type == controller.PodInterfaceTap {
+		if add != nil && len(add.Interfaces) > 0 && add.Interfaces[0].Type == podiface.Tap {
 			_ = p.linux.DeleteLink(context.Background(), add.NetworkNamespace, add.IfName)
 		}
 		return "", nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/cniserver"
 	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/podiface"
 )
 
 // fakeIPAMName is the name under which the test binary plays a delegated
@@ -84,7 +85,7 @@ func TestPluginDelegatesIPAM(t *testing.T) {
 	t.Setenv("VSK_FAKE_IPAM_LOG", logFile)
 	// A race-enabled test binary sleeps 1s at exit unless told otherwise.
 	t.Setenv("GORACE", "atexit_sleep_ms=0")
-	u := newUnit(t, unitOptions{cfg: cniserver.Config{InterfaceType: controller.PodInterfaceAfPacket}})
+	u := newUnit(t, unitOptions{cfg: cniserver.Config{InterfaceType: podiface.AfPacket}})
 	var ipamType, ipamData string
 	u.pods.result = func(ev *controller.AddPod) {
 		ipamType, ipamData = ev.IPAMType, ev.IPAMData

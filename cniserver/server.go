@@ -21,6 +21,7 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/cniserver/internal/wire"
 	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/podiface"
 )
 
 // Server is the agent side of the CNI plugin: it serves the plugin's
@@ -313,19 +314,19 @@ func (s *Server) Attachments(ctx context.Context) ([]Attachment, error) {
 // complete is left out; the runtime's DEL (or GC) removes it, or a
 // repeated ADD completes it. Reading the store is bounded by
 // Config.RequestTimeout.
-func (s *Server) PodAttachments() ([]controller.PodAttachment, error) {
+func (s *Server) PodAttachments() ([]podiface.Attachment, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 	defer cancel()
 	all, err := s.Attachments(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]controller.PodAttachment, 0, len(all))
+	out := make([]podiface.Attachment, 0, len(all))
 	for _, a := range all {
 		if !a.Ready {
 			continue
 		}
-		out = append(out, controller.PodAttachment{
+		out = append(out, podiface.Attachment{
 			Pod: a.Pod, ContainerID: a.ID.ContainerID, NetworkNamespace: a.Netns,
 			IfName: a.ID.IfName, InterfaceType: a.Type, HostIfName: a.HostIfName,
 		})

@@ -21,10 +21,11 @@ import (
 	"github.com/vswitchkit/vswitchkit/cniserver/cniservertest"
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/controller/podiface"
 )
 
 func TestAddAfPacketConfiguresPodAndReturnsResult(t *testing.T) {
-	u := newUnit(t, unitOptions{cfg: cniserver.Config{InterfaceType: controller.PodInterfaceAfPacket,
+	u := newUnit(t, unitOptions{cfg: cniserver.Config{InterfaceType: podiface.AfPacket,
 		MTU: 1450}})
 	res, netns := u.add("web")
 	host := cniserver.HostIfName("c-web", "eth0")
@@ -65,7 +66,7 @@ func TestAddAfPacketConfiguresPodAndReturnsResult(t *testing.T) {
 	assert.Equal(t, host, hostLinks[0].Name)
 	assert.True(t, hostLinks[0].Up)
 	assert.Equal(t, res.Interfaces[0].Mac, hostLinks[0].MAC.String())
-	assert.Equal(t, controller.PodInterfaceAfPacket, u.pods.hosts[host])
+	assert.Equal(t, podiface.AfPacket, u.pods.hosts[host])
 
 	// The record is Ready.
 	rec := u.store.Records()[cniserver.AttachmentID{ContainerID: "c-web", IfName: "eth0"}]
@@ -121,34 +122,34 @@ func TestAddDNSAndPrevResult(t *testing.T) {
 func TestInterfaceTypes(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		cfg       controller.PodInterfaceType
-		resolver  controller.PodInterfaceType
-		choose    controller.PodInterfaceType // the handler's choice for a default request
-		wantType  controller.PodInterfaceType
+		cfg       podiface.Type
+		resolver  podiface.Type
+		choose    podiface.Type // the handler's choice for a default request
+		wantType  podiface.Type
 		wantHosts int // links in the host namespace
 		wantPod   []string
 		wantSock  bool
 	}{
-		{name: "config af_packet", cfg: controller.PodInterfaceAfPacket, wantType: controller.PodInterfaceAfPacket, wantHosts: 1, wantPod: []string{"eth0"}},
-		{name: "config tap", cfg: controller.PodInterfaceTap, wantType: controller.PodInterfaceTap, wantPod: []string{"eth0"}},
-		{name: "config memif", cfg: controller.PodInterfaceMemif, wantType: controller.PodInterfaceMemif, wantPod: []string{}, wantSock: true},
-		{name: "resolver wins", cfg: controller.PodInterfaceAfPacket, resolver: controller.PodInterfaceTap, wantType: controller.PodInterfaceTap, wantPod: []string{"eth0"}},
-		{name: "resolver default falls back to config", cfg: controller.PodInterfaceTap, resolver: controller.PodInterfaceDefault, wantType: controller.PodInterfaceTap, wantPod: []string{"eth0"}},
-		{name: "default, handler chooses af_packet", choose: controller.PodInterfaceAfPacket, wantType: controller.PodInterfaceAfPacket, wantHosts: 1, wantPod: []string{"eth0"}},
-		{name: "default, handler chooses tap", choose: controller.PodInterfaceTap, wantType: controller.PodInterfaceTap, wantPod: []string{"eth0"}},
-		{name: "default, handler chooses memif", choose: controller.PodInterfaceMemif, wantType: controller.PodInterfaceMemif, wantPod: []string{}, wantSock: true},
+		{name: "config af_packet", cfg: podiface.AfPacket, wantType: podiface.AfPacket, wantHosts: 1, wantPod: []string{"eth0"}},
+		{name: "config tap", cfg: podiface.Tap, wantType: podiface.Tap, wantPod: []string{"eth0"}},
+		{name: "config memif", cfg: podiface.Memif, wantType: podiface.Memif, wantPod: []string{}, wantSock: true},
+		{name: "resolver wins", cfg: podiface.AfPacket, resolver: podiface.Tap, wantType: podiface.Tap, wantPod: []string{"eth0"}},
+		{name: "resolver default falls back to config", cfg: podiface.Tap, resolver: podiface.Default, wantType: podiface.Tap, wantPod: []string{"eth0"}},
+		{name: "default, handler chooses af_packet", choose: podiface.AfPacket, wantType: podiface.AfPacket, wantHosts: 1, wantPod: []string{"eth0"}},
+		{name: "default, handler chooses tap", choose: podiface.Tap, wantType: podiface.Tap, wantPod: []string{"eth0"}},
+		{name: "default, handler chooses memif", choose: podiface.Memif, wantType: podiface.Memif, wantPod: []string{}, wantSock: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := cniserver.Config{InterfaceType: tc.cfg}
 			if tc.resolver != "" || tc.name == "resolver default falls back to config" {
-				cfg.InterfaceTypeFor = func(_ context.Context, pod kubemodel.PodID) (controller.PodInterfaceType, error) {
+				cfg.InterfaceTypeFor = func(_ context.Context, pod kubemodel.PodID) (podiface.Type, error) {
 					assert.Equal(t, "web", pod.Name)
 					return tc.resolver, nil
 				}
 			}
 			u := newUnit(t, unitOptions{cfg: cfg})
 			if tc.choose != "" {
-				u.pods.choose = func(*controller.AddPod) controller.PodInterfaceType { return tc.choose }
+				u.pods.choose = func(*controller.AddPod) podiface.Type { return tc.choose }
 			}
 			res, netns := u.add("web")
 			var names []string
@@ -246,7 +247,7 @@ func TestDelIsIdempotent(t *testing.T) {
 func TestDelWithoutRecordDeletesTheVethByName(t *testing.T) {
 	// The store lost the record (an in-memory store across a restart):
 	// the veth is still found by its name.
-	u := newUnit(t, unitOptions{cfg: cniserver.Config{InterfaceType: controller.PodInterfaceAfPacket}})
+	u := newUnit(t, unitOptions{cfg: cniserver.Config{InterfaceType: podiface.AfPacket}})
 	_, netns := u.add("web")
 	require.NoError(t, u.store.DeleteAttachment(context.Background(), cniserver.AttachmentID{ContainerID: "c-web", IfName: "eth0"}))
 	u.stop()
@@ -315,9 +316,9 @@ func TestAddFailures(t *testing.T) {
 		{name: "resolver fails", setup: nil, wantCode: types.ErrTryAgainLater, wantMsg: "interface type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := cniserver.Config{InterfaceType: controller.PodInterfaceAfPacket}
+			cfg := cniserver.Config{InterfaceType: podiface.AfPacket}
 			if tc.name == "resolver fails" {
-				cfg.InterfaceTypeFor = func(context.Context, kubemodel.PodID) (controller.PodInterfaceType, error) {
+				cfg.InterfaceTypeFor = func(context.Context, kubemodel.PodID) (podiface.Type, error) {
 					return "", errors.New("pod not in the Kubernetes state yet")
 				}
 			}
@@ -450,7 +451,7 @@ func TestAbandonedAddIsUndone(t *testing.T) {
 	// The plugin gives up while AddPod waits in the loop: the server
 	// undoes the attachment once the loop answered, and a DEL waits for
 	// that.
-	u := newUnit(t, unitOptions{cfg: cniserver.Config{InterfaceType: controller.PodInterfaceAfPacket}})
+	u := newUnit(t, unitOptions{cfg: cniserver.Config{InterfaceType: podiface.AfPacket}})
 	gate := make(chan struct{})
 	u.pods.gate = gate
 	require.NoError(t, u.linux.AddNetns("/run/netns/slow"))
@@ -478,11 +479,11 @@ func TestAbandonedAddIsUndone(t *testing.T) {
 
 func TestRestartKeepsAttachments(t *testing.T) {
 	store := cniservertest.NewMemStore()
-	u := newUnit(t, unitOptions{store: store, cfg: cniserver.Config{InterfaceType: controller.PodInterfaceAfPacket}})
+	u := newUnit(t, unitOptions{store: store, cfg: cniserver.Config{InterfaceType: podiface.AfPacket}})
 	first, netns := u.add("web")
 	u.stop()
 
-	u2 := newUnit(t, unitOptions{store: store, linux: u.linux, cfg: cniserver.Config{InterfaceType: controller.PodInterfaceAfPacket}})
+	u2 := newUnit(t, unitOptions{store: store, linux: u.linux, cfg: cniserver.Config{InterfaceType: podiface.AfPacket}})
 	atts, err := u2.srv.Attachments(context.Background())
 	require.NoError(t, err)
 	require.Len(t, atts, 1)
@@ -509,7 +510,7 @@ func TestInterruptedAddIsCompletedByTheNextAdd(t *testing.T) {
 	require.NoError(t, linux.AddNetns("/run/netns/p"))
 	a := cniserver.Attachment{ID: cniserver.AttachmentID{ContainerID: "c-web", IfName: "eth0"}, Network: testNetwork,
 		Pod: kubemodel.PodID{Namespace: "default", Name: "web"}, Netns: "/run/netns/p",
-		Type: controller.PodInterfaceAfPacket, HostIfName: cniserver.HostIfName("c-web", "eth0")}
+		Type: podiface.AfPacket, HostIfName: cniserver.HostIfName("c-web", "eth0")}
 	require.NoError(t, store.PutAttachment(context.Background(), a))
 	_, err := linux.EnsureVeth(context.Background(), cniserver.Veth{HostName: a.HostIfName, PeerName: "vsp-peer", Netns: "/run/netns/p", IfName: "eth0"})
 	require.NoError(t, err)
@@ -522,7 +523,7 @@ func TestInterruptedAddIsCompletedByTheNextAdd(t *testing.T) {
 }
 
 func TestConcurrentRequests(t *testing.T) {
-	u := newUnit(t, unitOptions{cfg: cniserver.Config{InterfaceType: controller.PodInterfaceAfPacket}})
+	u := newUnit(t, unitOptions{cfg: cniserver.Config{InterfaceType: podiface.AfPacket}})
 	const n = 40
 	var wg sync.WaitGroup
 	ips := make([]string, n)
@@ -678,18 +679,18 @@ func TestPodAttachments(t *testing.T) {
 	ctx := context.Background()
 	store := cniservertest.NewMemStore()
 	unfinished := cniserver.Attachment{ID: cniserver.AttachmentID{ContainerID: "c-half", IfName: "eth0"},
-		Pod: kubemodel.PodID{Namespace: "default", Name: "half"}, Netns: "/run/netns/half", Type: controller.PodInterfaceAfPacket}
+		Pod: kubemodel.PodID{Namespace: "default", Name: "half"}, Netns: "/run/netns/half", Type: podiface.AfPacket}
 	require.NoError(t, store.PutAttachment(ctx, unfinished)) // an ADD interrupted by a restart
-	u := newUnit(t, unitOptions{store: store, cfg: cniserver.Config{InterfaceType: controller.PodInterfaceAfPacket}})
+	u := newUnit(t, unitOptions{store: store, cfg: cniserver.Config{InterfaceType: podiface.AfPacket}})
 	_, netns := u.add("web")
 	all, err := u.srv.Attachments(ctx)
 	require.NoError(t, err)
 	require.Len(t, all, 2)
 	got, err := u.srv.PodAttachments()
 	require.NoError(t, err)
-	assert.Equal(t, []controller.PodAttachment{{
+	assert.Equal(t, []podiface.Attachment{{
 		Pod: kubemodel.PodID{Namespace: "default", Name: "web"}, ContainerID: "c-web", NetworkNamespace: netns,
-		IfName: "eth0", InterfaceType: controller.PodInterfaceAfPacket, HostIfName: cniserver.HostIfName("c-web", "eth0"),
+		IfName: "eth0", InterfaceType: podiface.AfPacket, HostIfName: cniserver.HostIfName("c-web", "eth0"),
 	}}, got)
 }
 

@@ -10,9 +10,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/controllertest"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/controller/podiface"
 )
 
 func TestIsPermanent(t *testing.T) {
@@ -135,34 +137,11 @@ func TestMultiSouthbound(t *testing.T) {
 	assert.ErrorAs(t, err, &fatal)
 }
 
-func TestParsePodInterfaceType(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want controller.PodInterfaceType
-		err  bool
-	}{
-		{"", controller.PodInterfaceDefault, false},
-		{"tap", controller.PodInterfaceTap, false},
-		{"af_packet", controller.PodInterfaceAfPacket, false},
-		{"memif", controller.PodInterfaceMemif, false},
-		{"veth", "", true},
-		{"TAP", "", true},
-	} {
-		got, err := controller.ParsePodInterfaceType(tc.in)
-		if tc.err {
-			assert.Error(t, err, tc.in)
-			continue
-		}
-		assert.NoError(t, err, tc.in)
-		assert.Equal(t, tc.want, got)
-	}
-}
-
 func TestAddPodAttachment(t *testing.T) {
 	ev := controller.NewAddPodEvent(kubemodel.PodID{Namespace: "ns", Name: "p"}, "c1", "/run/netns/p")
-	ev.IfName, ev.InterfaceType, ev.HostIfName = "eth0", controller.PodInterfaceAfPacket, "vskabc"
-	assert.Equal(t, controller.PodAttachment{
+	ev.IfName, ev.InterfaceType, ev.HostIfName = "eth0", podiface.AfPacket, "vskabc"
+	assert.Equal(t, podiface.Attachment{
 		Pod: kubemodel.PodID{Namespace: "ns", Name: "p"}, ContainerID: "c1", NetworkNamespace: "/run/netns/p",
-		IfName: "eth0", InterfaceType: controller.PodInterfaceAfPacket, HostIfName: "vskabc",
+		IfName: "eth0", InterfaceType: podiface.AfPacket, HostIfName: "vskabc",
 	}, ev.Attachment())
 }

@@ -5,8 +5,10 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/controller/podiface"
 )
 
 // result delivers the outcome of a blocking event to the goroutine that
@@ -284,77 +286,12 @@ func (ev *Shutdown) Done(err error) { ev.res.done(err) }
 // Wait waits until the Shutdown event was processed.
 func (ev *Shutdown) Wait() error { return ev.res.wait() }
 
-// PodInterfaceType is the kind of a pod's interface: who creates it and how
-// VPP reaches it. The zero value lets the pod handler choose.
-type PodInterfaceType string
-
-// Pod interface types.
-const (
-	// PodInterfaceDefault lets the pod handler choose: the pod's annotation
-	// [PodInterfaceTypeAnnotation] if set, else the handler's configured
-	// default.
-	PodInterfaceDefault PodInterfaceType = ""
-	// PodInterfaceTap: VPP creates a tap v2 interface directly in the pod's
-	// network namespace (needs /dev/vhost-net on the host).
-	PodInterfaceTap PodInterfaceType = "tap"
-	// PodInterfaceAfPacket: the caller (the pod server) creates a veth pair,
-	// moves one end into the pod's network namespace as AddPod.IfName and
-	// keeps the other, AddPod.HostIfName, in the host namespace; VPP
-	// attaches to that host end with af_packet. Works on every host.
-	PodInterfaceAfPacket PodInterfaceType = "af_packet"
-	// PodInterfaceMemif: a memif interface for a user-space application in
-	// the pod; there is no kernel interface in the pod.
-	PodInterfaceMemif PodInterfaceType = "memif"
-)
-
-// PodInterfaceTypeAnnotation is the pod annotation that selects the
-// interface type of one pod ("tap", "af_packet" or "memif").
-const PodInterfaceTypeAnnotation = "vswitchkit.io/pod-interface-type"
-
-// ParsePodInterfaceType parses a pod interface type ("", "tap",
-// "af_packet", "memif").
-func ParsePodInterfaceType(s string) (PodInterfaceType, error) {
-	switch t := PodInterfaceType(s); t {
-	case PodInterfaceDefault, PodInterfaceTap, PodInterfaceAfPacket, PodInterfaceMemif:
-		return t, nil
-	}
-	return "", fmt.Errorf("controller: unknown pod interface type %q (want tap, af_packet or memif)", s)
-}
-
-// PodInterface describes one interface that the handlers configured for a
-// pod; they fill it in while processing AddPod. It tells the pod server
-// what to configure inside the pod's network namespace after the commit.
-type PodInterface struct {
-	// HostName is the interface name inside the pod network namespace.
-	HostName string
-	// Type is the kind of the interface.
-	Type PodInterfaceType
-	// IPAddresses are the pod's addresses on it, in CIDR notation.
-	IPAddresses []string
-	// MAC is the MAC address of the pod's end of the interface (the pod
-	// server sets it on a veth end it created; VPP sets it on a tap it
-	// created); empty if not set.
-	MAC string
-	// GatewayMAC is the MAC address of VPP's end, for a static neighbor
-	// entry of every route gateway in the pod, so the pod sends without
-	// resolving the gateway first; empty if none is needed.
-	GatewayMAC string
-	// Socket is the memif control socket path for PodInterfaceMemif.
-	Socket string
-}
-
-// PodRoute is a route that the pod server configures inside the pod.
-type PodRoute struct {
-	Network string // CIDR; "0.0.0.0/0" or "::/0" for the default route
-	Gateway string
-}
-
 // AddPod is a blocking Update event pushed by the pod server (the CNI
 // server) when a pod is created; handlers connect the pod and fill in
 // Interfaces and Routes. It is RevertOnFailure and flows Forward.
 //
 // The pod server does the work in the pod's network namespace: for
-// [PodInterfaceAfPacket] it creates the veth pair before it pushes AddPod
+// [podiface.AfPacket] it creates the veth pair before it pushes AddPod
 // (HostIfName names the host end), and it configures addresses, routes and
 // neighbor entries from the results after the event succeeded.
 type AddPod struct {
@@ -364,10 +301,10 @@ type AddPod struct {
 	// IfName is the name of the pod's interface inside its network
 	// namespace (CNI_IFNAME); empty means "eth0".
 	IfName string
-	// InterfaceType is the requested interface type; PodInterfaceDefault
+	// InterfaceType is the requested interface type; podiface.Default
 	// lets the pod handler choose.
-	InterfaceType PodInterfaceType
-	// HostIfName is, for PodInterfaceAfPacket, the name of the host end of
+	InterfaceType podiface.Type
+	// HostIfName is, for podiface.AfPacket, the name of the host end of
 	// the veth pair that the pod server created.
 	HostIfName string
 	// IPAMType and IPAMData are taken from the CNI configuration for
@@ -376,28 +313,15 @@ type AddPod struct {
 	IPAMData string
 
 	// Results filled in by handlers.
-	Interfaces []PodInterface
-	Routes     []PodRoute
+	Interfaces []podiface.Interface
+	Routes     []podiface.Route
 
 	res result
 }
 
-// PodAttachment is what is known about one pod's attachment to the
-// vswitch: the request of the AddPod that connected it. The pod server keeps
-// these records durably; pod handlers rebuild the pods' configuration from
-// them on a resync after a restart. It is a comparable value.
-type PodAttachment struct {
-	Pod              kubemodel.PodID
-	ContainerID      string
-	NetworkNamespace string
-	IfName           string
-	InterfaceType    PodInterfaceType
-	HostIfName       string
-}
-
 // Attachment returns the request part of ev.
-func (ev *AddPod) Attachment() PodAttachment {
-	return PodAttachment{
+func (ev *AddPod) Attachment() podiface.Attachment {
+	return podiface.Attachment{
 		Pod: ev.Pod, ContainerID: ev.ContainerID, NetworkNamespace: ev.NetworkNamespace,
 		IfName: ev.IfName, InterfaceType: ev.InterfaceType, HostIfName: ev.HostIfName,
 	}

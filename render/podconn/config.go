@@ -6,13 +6,13 @@ import (
 	"log/slog"
 	"path/filepath"
 
-	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/podiface"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 )
 
 // Defaults of [Config].
 const (
-	DefaultInterfaceType  = controller.PodInterfaceAfPacket
+	DefaultInterfaceType  = podiface.AfPacket
 	DefaultGatewayName    = "pod-gw"
 	DefaultMemifSocketDir = "/run/vpp"
 )
@@ -22,9 +22,9 @@ const (
 type Config struct {
 	// InterfaceType is the type of a pod's interface when neither the
 	// AddPod event nor the pod's annotation
-	// (controller.PodInterfaceTypeAnnotation) chooses one. Default:
+	// (podiface.TypeAnnotation) chooses one. Default:
 	// af_packet, which works on every host (tap needs /dev/vhost-net).
-	InterfaceType controller.PodInterfaceType
+	InterfaceType podiface.Type
 
 	// GatewayName is the logical name of the loopback that holds the pod
 	// gateway address (IPAM's PodGatewayAddr); pod interfaces borrow it
@@ -53,10 +53,10 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.InterfaceType == controller.PodInterfaceDefault {
+	if c.InterfaceType == podiface.Default {
 		c.InterfaceType = DefaultInterfaceType
 	}
-	if _, err := controller.ParsePodInterfaceType(string(c.InterfaceType)); err != nil {
+	if _, err := podiface.ParseType(string(c.InterfaceType)); err != nil {
 		errs = append(errs, fmt.Errorf("InterfaceType: %w", err))
 	}
 	if c.GatewayName == "" {

@@ -19,7 +19,7 @@
 // that an attachment gets the same names and MACs after every restart
 // (and a re-created sandbox new ones). The interface type is the AddPod's
 // InterfaceType, else the pod's annotation
-// controller.PodInterfaceTypeAnnotation, else [Config].InterfaceType:
+// podiface.TypeAnnotation, else [Config].InterfaceType:
 //
 //   - af_packet: VPP attaches to AddPod.HostIfName, the host end of the
 //     veth pair the pod server made (works on every host);

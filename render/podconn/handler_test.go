@@ -10,6 +10,7 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/controller/podiface"
 	"github.com/vswitchkit/vswitchkit/ipam"
 	"github.com/vswitchkit/vswitchkit/ipam/ipamtest"
 	"github.com/vswitchkit/vswitchkit/nodesync/nodesynctest"
@@ -28,7 +29,7 @@ func TestConfig(t *testing.T) {
 		ok   bool
 	}{
 		{"zero value", podconn.Config{}, true},
-		{"memif default", podconn.Config{InterfaceType: controller.PodInterfaceMemif}, true},
+		{"memif default", podconn.Config{InterfaceType: podiface.Memif}, true},
 		{"unknown type", podconn.Config{InterfaceType: "veth"}, false},
 		{"bad gateway name", podconn.Config{GatewayName: "a/b"}, false},
 		{"relative memif dir", podconn.Config{MemifSocketDir: "run/vpp"}, false},
@@ -52,30 +53,30 @@ func TestInterfaceType(t *testing.T) {
 	e := simEnv(t)
 	annotated := func(i int, typ string) *kubemodel.Pod {
 		return &kubemodel.Pod{Namespace: "default", Name: podID(i).Name,
-			Annotations: map[string]string{controller.PodInterfaceTypeAnnotation: typ}}
+			Annotations: map[string]string{podiface.TypeAnnotation: typ}}
 	}
 	kube := controller.NewKubeStateData()
 	kube[kubemodel.PodResource] = controller.KeyValuePairs{kubemodel.PodKey("default", "pod1"): annotated(1, "memif")}
 	a := rendertest.Start(t, rendertest.Options{Name: "node-1", DB: nodesynctest.NewMemDB(), NewAdapter: e.newAdapter,
-		KubeState: kube, PodConn: podconn.Config{InterfaceType: controller.PodInterfaceTap}})
+		KubeState: kube, PodConn: podconn.Config{InterfaceType: podiface.Tap}})
 
-	typeOf := func(ev *controller.AddPod) controller.PodInterfaceType {
+	typeOf := func(ev *controller.AddPod) podiface.Type {
 		require.NoError(t, a.AddPod(t, ev))
 		require.Len(t, ev.Interfaces, 1)
 		return ev.Interfaces[0].Type
 	}
-	assert.Equal(t, controller.PodInterfaceMemif, a.Pods.InterfaceTypeOf(podID(1)), "the pod server asks before ADD")
-	assert.Equal(t, controller.PodInterfaceTap, a.Pods.InterfaceTypeOf(podID(0)), "no annotation: Config")
-	assert.Equal(t, controller.PodInterfaceTap, typeOf(addPodEvent(e, 0, controller.PodInterfaceDefault)), "Config")
-	assert.Equal(t, controller.PodInterfaceMemif, typeOf(addPodEvent(e, 1, controller.PodInterfaceDefault)), "annotation")
-	assert.Equal(t, controller.PodInterfaceAfPacket, typeOf(addPodEvent(e, 2, controller.PodInterfaceAfPacket)), "event")
+	assert.Equal(t, podiface.Memif, a.Pods.InterfaceTypeOf(podID(1)), "the pod server asks before ADD")
+	assert.Equal(t, podiface.Tap, a.Pods.InterfaceTypeOf(podID(0)), "no annotation: Config")
+	assert.Equal(t, podiface.Tap, typeOf(addPodEvent(e, 0, podiface.Default)), "Config")
+	assert.Equal(t, podiface.Memif, typeOf(addPodEvent(e, 1, podiface.Default)), "annotation")
+	assert.Equal(t, podiface.AfPacket, typeOf(addPodEvent(e, 2, podiface.AfPacket)), "event")
 
 	ch := &controller.KubeStateChange{Key: kubemodel.PodKey("default", "pod3"), Resource: kubemodel.PodResource,
 		NewValue: annotated(3, "af_packet")}
 	require.NoError(t, a.Loop.PushEvent(ch))
 	a.Sync(t)
-	assert.Equal(t, controller.PodInterfaceAfPacket, a.Pods.InterfaceTypeOf(podID(3)))
-	assert.Equal(t, controller.PodInterfaceAfPacket, typeOf(addPodEvent(e, 3, controller.PodInterfaceDefault)), "annotation added later")
+	assert.Equal(t, podiface.AfPacket, a.Pods.InterfaceTypeOf(podID(3)))
+	assert.Equal(t, podiface.AfPacket, typeOf(addPodEvent(e, 3, podiface.Default)), "annotation added later")
 	a.WaitConfigured(t)
 	assert.Len(t, a.Pods.Pods(), 4)
 }
@@ -86,11 +87,11 @@ func TestInterfaceType(t *testing.T) {
 func TestSandboxReplaced(t *testing.T) {
 	e := simEnv(t)
 	a := rendertest.Start(t, rendertest.Options{Name: "node-1", DB: nodesynctest.NewMemDB(), NewAdapter: e.newAdapter})
-	first := addPodEvent(e, 0, controller.PodInterfaceAfPacket)
+	first := addPodEvent(e, 0, podiface.AfPacket)
 	require.NoError(t, a.AddPod(t, first))
 	old, _ := a.Pods.PodInterface(podID(0))
 	second := controller.NewAddPodEvent(podID(0), "another-sandbox", e.netns(0))
-	second.HostIfName, second.InterfaceType = e.hostIf(1), controller.PodInterfaceAfPacket
+	second.HostIfName, second.InterfaceType = e.hostIf(1), podiface.AfPacket
 	require.NoError(t, a.AddPod(t, second))
 	cur, _ := a.Pods.PodInterface(podID(0))
 	require.NotEqual(t, old, cur)
@@ -106,7 +107,7 @@ func TestSandboxReplaced(t *testing.T) {
 	assert.Equal(t, "via "+cur+" "+ip.String(), tables["route "+ip.String()+"/32"])
 
 	bad := controller.NewAddPodEvent(podID(5), "c5", e.netns(5))
-	bad.InterfaceType = controller.PodInterfaceAfPacket // no HostIfName
+	bad.InterfaceType = podiface.AfPacket // no HostIfName
 	require.ErrorIs(t, a.AddPod(t, bad), podconn.ErrBadRequest)
 	_, ok = a.IPAM.PodAddr(podID(5))
 	assert.False(t, ok)
@@ -130,7 +131,7 @@ func TestStartWithoutAttachments(t *testing.T) {
 	node := &rendertest.Node{}
 	a := startAgent(t, e, node)
 	for i := range 2 {
-		require.NoError(t, a.AddPod(t, addPodEvent(e, i, controller.PodInterfaceAfPacket)))
+		require.NoError(t, a.AddPod(t, addPodEvent(e, i, podiface.AfPacket)))
 	}
 	a.WaitConfigured(t)
 	before := rendertest.Tables(t, e.newAdapter)

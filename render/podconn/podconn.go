@@ -15,6 +15,7 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/controller/podiface"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 )
 
@@ -31,17 +32,17 @@ type IPAM interface {
 // AddPod events that connected them, as the pod server records them
 // durably. PodAttachments is called from Resync, on the event loop
 // goroutine; the slice is the caller's. A record whose InterfaceType is
-// PodInterfaceDefault is given the type the annotation or Config chooses
+// podiface.Default is given the type the annotation or Config chooses
 // now: records should hold the type the pod was connected with.
 type Attachments interface {
-	PodAttachments() ([]controller.PodAttachment, error)
+	PodAttachments() ([]podiface.Attachment, error)
 }
 
 // AttachmentsFunc adapts a function into [Attachments].
-type AttachmentsFunc func() ([]controller.PodAttachment, error)
+type AttachmentsFunc func() ([]podiface.Attachment, error)
 
 // PodAttachments calls f.
-func (f AttachmentsFunc) PodAttachments() ([]controller.PodAttachment, error) { return f() }
+func (f AttachmentsFunc) PodAttachments() ([]podiface.Attachment, error) { return f() }
 
 var _ Attachments = AttachmentsFunc(nil)
 
@@ -75,9 +76,9 @@ type Handler struct {
 
 	mu          sync.Mutex // guards the fields below
 	pods        map[kubemodel.PodID]*pod
-	annotations map[kubemodel.PodID]controller.PodInterfaceType // pods with the type annotation
-	gw          netip.Addr                                      // the gateway the loopback was put with
-	resynced    bool                                            // a Resync knew the gateway and the pods
+	annotations map[kubemodel.PodID]podiface.Type // pods with the type annotation
+	gw          netip.Addr                        // the gateway the loopback was put with
+	resynced    bool                              // a Resync knew the gateway and the pods
 	// Revert of the AddPod being processed.
 	revertEv  controller.Event
 	revertOld *pod // nil: the pod was not attached before
@@ -89,11 +90,11 @@ type Handler struct {
 // pod is one attached pod: its attachment (type resolved, IfName set) and
 // the values put for it.
 type pod struct {
-	att    controller.PodAttachment
+	att    podiface.Attachment
 	name   string // logical name of its VPP interface
 	values controller.KeyValuePairs
-	iface  controller.PodInterface
-	route  controller.PodRoute
+	iface  podiface.Interface
+	route  podiface.Route
 }
 
 var _ controller.EventHandler = (*Handler)(nil)
@@ -109,7 +110,7 @@ func New(addrs IPAM, cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	return &Handler{ipam: addrs, cfg: cfg, log: cfg.Logger.With(slog.String("component", "podconn")),
-		pods: map[kubemodel.PodID]*pod{}, annotations: map[kubemodel.PodID]controller.PodInterfaceType{}}, nil
+		pods: map[kubemodel.PodID]*pod{}, annotations: map[kubemodel.PodID]podiface.Type{}}, nil
 }
 
 // String returns "podconn".
@@ -142,12 +143,12 @@ func (h *Handler) PodInterface(id kubemodel.PodID) (ifName string, ok bool) {
 }
 
 // InterfaceTypeOf returns the interface type that the pod's
-// controller.PodInterfaceTypeAnnotation asks for, as last seen in the
+// podiface.TypeAnnotation asks for, as last seen in the
 // Kubernetes state, or Config.InterfaceType when the pod has none (or is
 // not known yet). The pod server calls it before it prepares a new pod
 // (cniserver.Config.InterfaceTypeFor), so that an af_packet veth pair is
 // made only for pods that will use it. It is safe for concurrent use.
-func (h *Handler) InterfaceTypeOf(id kubemodel.PodID) controller.PodInterfaceType {
+func (h *Handler) InterfaceTypeOf(id kubemodel.PodID) podiface.Type {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if t, ok := h.annotations[id]; ok {
@@ -158,14 +159,14 @@ func (h *Handler) InterfaceTypeOf(id kubemodel.PodID) controller.PodInterfaceTyp
 
 // Pods returns the attachments of the pods the handler connected, sorted
 // by pod (types resolved, IfName set).
-func (h *Handler) Pods() []controller.PodAttachment {
+func (h *Handler) Pods() []podiface.Attachment {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := make([]controller.PodAttachment, 0, len(h.pods))
+	out := make([]podiface.Attachment, 0, len(h.pods))
 	for _, p := range h.pods {
 		out = append(out, p.att)
 	}
-	slices.SortFunc(out, func(a, b controller.PodAttachment) int {
+	slices.SortFunc(out, func(a, b podiface.Attachment) int {
 		if a.Pod.Namespace != b.Pod.Namespace {
 			if a.Pod.Namespace < b.Pod.Namespace {
 				return -1
@@ -196,7 +197,7 @@ func (h *Handler) Pods() []controller.PodAttachment {
 func (h *Handler) Resync(_ controller.Event, kube controller.KubeStateData, _ int, txn controller.ResyncOperations) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.annotations = map[kubemodel.PodID]controller.PodInterfaceType{}
+	h.annotations = map[kubemodel.PodID]podiface.Type{}
 	for key, v := range kube[kubemodel.PodResource] {
 		if p, ok := v.(*kubemodel.Pod); ok {
 			if id, err := kubemodel.ParsePodKey(key); err == nil {
@@ -205,7 +206,7 @@ func (h *Handler) Resync(_ controller.Event, kube controller.KubeStateData, _ in
 		}
 	}
 	var errs []error
-	var atts []controller.PodAttachment
+	var atts []podiface.Attachment
 	if h.cfg.Attachments != nil {
 		var err error
 		if atts, err = h.cfg.Attachments.PodAttachments(); err != nil {
@@ -286,12 +287,12 @@ func (h *Handler) Update(ev controller.Event, txn controller.UpdateOperations) (
 }
 
 func (h *Handler) noteAnnotation(id kubemodel.PodID, p *kubemodel.Pod) {
-	s, ok := p.GetAnnotations()[controller.PodInterfaceTypeAnnotation]
+	s, ok := p.GetAnnotations()[podiface.TypeAnnotation]
 	if !ok {
 		return
 	}
-	t, err := controller.ParsePodInterfaceType(s)
-	if err != nil || t == controller.PodInterfaceDefault {
+	t, err := podiface.ParseType(s)
+	if err != nil || t == podiface.Default {
 		h.log.Debug("ignoring the interface type annotation", slog.String("pod", id.String()), slog.String("value", s))
 		return
 	}
@@ -377,11 +378,11 @@ func (h *Handler) gatewayValue(gw netip.Addr) (string, proto.Message) {
 
 // build resolves the attachment (interface type, IfName) and makes the
 // values and results of the pod.
-func (h *Handler) build(a controller.PodAttachment, gw netip.Addr) (*pod, error) {
+func (h *Handler) build(a podiface.Attachment, gw netip.Addr) (*pod, error) {
 	if a.IfName == "" {
 		a.IfName = "eth0"
 	}
-	if a.InterfaceType == controller.PodInterfaceDefault {
+	if a.InterfaceType == podiface.Default {
 		a.InterfaceType = h.cfg.InterfaceType
 		if t, ok := h.annotations[a.Pod]; ok {
 			a.InterfaceType = t
@@ -396,23 +397,23 @@ func (h *Handler) build(a controller.PodAttachment, gw netip.Addr) (*pod, error)
 	vppMAC, podMAC := mac(0xfe, id), mac(0xfd, id)
 	host := netip.PrefixFrom(addr, addr.BitLen())
 	iface := &vppmodel.Interface{Name: p.name, Enabled: true, MacAddress: vppMAC, Unnumbered: h.cfg.GatewayName}
-	p.iface = controller.PodInterface{HostName: a.IfName, Type: a.InterfaceType, IPAddresses: []string{host.String()},
+	p.iface = podiface.Interface{HostName: a.IfName, Type: a.InterfaceType, IPAddresses: []string{host.String()},
 		GatewayMAC: vppMAC}
 	switch a.InterfaceType {
-	case controller.PodInterfaceAfPacket:
+	case podiface.AfPacket:
 		if a.HostIfName == "" {
 			return nil, fmt.Errorf("%w: pod %s: af_packet needs the host end of a veth pair (HostIfName)", ErrBadRequest, a.Pod)
 		}
 		iface.Type, iface.AfPacket = vppmodel.Interface_AF_PACKET, &vppmodel.AfPacketLink{HostIfName: a.HostIfName}
 		p.iface.MAC = podMAC
-	case controller.PodInterfaceTap:
+	case podiface.Tap:
 		if a.NetworkNamespace == "" {
 			return nil, fmt.Errorf("%w: pod %s: tap needs the pod's network namespace", ErrBadRequest, a.Pod)
 		}
 		iface.Type, iface.Tap = vppmodel.Interface_TAP, &vppmodel.TapLink{HostIfName: a.IfName, HostNamespace: a.NetworkNamespace,
 			HostMacAddress: podMAC, HostIpAddresses: []string{host.String()}}
 		p.iface.MAC = podMAC
-	case controller.PodInterfaceMemif:
+	case podiface.Memif:
 		sock := filepath.Join(h.cfg.MemifSocketDir, "memif-"+hex.EncodeToString(id[:6])+".sock")
 		iface.Type, iface.Memif = vppmodel.Interface_MEMIF, &vppmodel.MemifLink{Master: true, SocketFilename: sock}
 		p.iface.Socket = sock
@@ -432,7 +433,7 @@ func (h *Handler) build(a controller.PodAttachment, gw netip.Addr) (*pod, error)
 		}
 		p.values[k] = v
 	}
-	p.route = controller.PodRoute{Network: "0.0.0.0/0", Gateway: gw.String()}
+	p.route = podiface.Route{Network: "0.0.0.0/0", Gateway: gw.String()}
 	if gw.Is6() {
 		p.route.Network = "::/0"
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/controller/podiface"
 	"github.com/vswitchkit/vswitchkit/nodesync/nodesynctest"
 	"github.com/vswitchkit/vswitchkit/render/internal/rendertest"
 	"github.com/vswitchkit/vswitchkit/render/podconn"
@@ -93,10 +94,10 @@ func podID(i int) kubemodel.PodID {
 	return kubemodel.PodID{Namespace: "default", Name: fmt.Sprintf("pod%d", i)}
 }
 
-func addPodEvent(e env, i int, typ controller.PodInterfaceType) *controller.AddPod {
+func addPodEvent(e env, i int, typ podiface.Type) *controller.AddPod {
 	ev := controller.NewAddPodEvent(podID(i), fmt.Sprintf("c0ffee%d", i), e.netns(i))
 	ev.InterfaceType = typ
-	if typ == controller.PodInterfaceAfPacket || typ == controller.PodInterfaceDefault {
+	if typ == podiface.AfPacket || typ == podiface.Default {
 		ev.HostIfName = e.hostIf(i)
 	}
 	return ev
@@ -113,9 +114,9 @@ func TestPodAddDelete(t *testing.T) {
 		t.Run(ec.name, func(t *testing.T) {
 			e := ec.start(t)
 			a := startAgent(t, e, nil)
-			types := []controller.PodInterfaceType{controller.PodInterfaceAfPacket, controller.PodInterfaceMemif}
+			types := []podiface.Type{podiface.AfPacket, podiface.Memif}
 			if e.tap {
-				types = append(types, controller.PodInterfaceTap)
+				types = append(types, podiface.Tap)
 			} else {
 				t.Log("tap pods are not tested on this VPP: no /dev/vhost-net on this host")
 			}
@@ -131,7 +132,7 @@ func TestPodAddDelete(t *testing.T) {
 					assert.Equal(t, "eth0", pi.HostName)
 					assert.Equal(t, typ, pi.Type)
 					assert.Equal(t, []string{host}, pi.IPAddresses)
-					assert.Equal(t, []controller.PodRoute{{Network: "0.0.0.0/0", Gateway: "10.1.1.1"}}, ev.Routes)
+					assert.Equal(t, []podiface.Route{{Network: "0.0.0.0/0", Gateway: "10.1.1.1"}}, ev.Routes)
 					name, ok := a.Pods.PodInterface(podID(i))
 					require.True(t, ok)
 					a.WaitConfigured(t)
@@ -142,7 +143,7 @@ func TestPodAddDelete(t *testing.T) {
 					assert.Contains(t, iface, "up=true mac="+pi.GatewayMAC+" addrs=[] unnumbered=pod-gw")
 					assert.Equal(t, "via "+name+" "+ip.String(), tables["route "+host])
 					switch typ {
-					case controller.PodInterfaceMemif:
+					case podiface.Memif:
 						assert.Contains(t, iface, "memif ")
 						assert.Empty(t, pi.MAC)
 						assert.NotEmpty(t, pi.Socket)
@@ -187,13 +188,13 @@ func TestAddPodFailsLater(t *testing.T) {
 					return "", nil
 				}}
 			a := startAgent(t, e, nil, failing)
-			require.NoError(t, a.AddPod(t, addPodEvent(e, 0, controller.PodInterfaceMemif)))
+			require.NoError(t, a.AddPod(t, addPodEvent(e, 0, podiface.Memif)))
 			a.WaitConfigured(t)
 			before := rendertest.Tables(t, e.newAdapter)
 			allocated := a.Allocated()
 			e.rec.Take()
 
-			ev := addPodEvent(e, 1, controller.PodInterfaceAfPacket)
+			ev := addPodEvent(e, 1, podiface.AfPacket)
 			fail.Store(true)
 			require.ErrorIs(t, a.AddPod(t, ev), errLater)
 			a.Sync(t)
@@ -218,9 +219,9 @@ func TestRestarts(t *testing.T) {
 			e := ec.start(t)
 			node := &rendertest.Node{}
 			a := startAgent(t, e, node)
-			types := []controller.PodInterfaceType{controller.PodInterfaceAfPacket, controller.PodInterfaceMemif, controller.PodInterfaceAfPacket}
+			types := []podiface.Type{podiface.AfPacket, podiface.Memif, podiface.AfPacket}
 			if e.tap {
-				types = append(types, controller.PodInterfaceTap)
+				types = append(types, podiface.Tap)
 			}
 			for i, typ := range types {
 				require.NoError(t, a.AddPod(t, addPodEvent(e, i, typ)))

@@ -23,6 +23,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/controllertest"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/controller/podiface"
 	"github.com/vswitchkit/vswitchkit/ipam"
 	"github.com/vswitchkit/vswitchkit/ipam/ipamtest"
 	"github.com/vswitchkit/vswitchkit/nodesync"
@@ -37,7 +38,7 @@ import (
 // pod server and the IPAM store. The zero value is a fresh node.
 type Node struct {
 	mu      sync.Mutex
-	atts    map[kubemodel.PodID]controller.PodAttachment
+	atts    map[kubemodel.PodID]podiface.Attachment
 	listErr error
 	Store   ipamtest.MemStore
 }
@@ -50,24 +51,24 @@ func (n *Node) SetListError(err error) {
 }
 
 // PodAttachments lists the recorded attachments (podconn.Attachments).
-func (n *Node) PodAttachments() ([]controller.PodAttachment, error) {
+func (n *Node) PodAttachments() ([]podiface.Attachment, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.listErr != nil {
 		return nil, n.listErr
 	}
-	out := make([]controller.PodAttachment, 0, len(n.atts))
+	out := make([]podiface.Attachment, 0, len(n.atts))
 	for _, a := range n.atts {
 		out = append(out, a)
 	}
 	return out, nil
 }
 
-func (n *Node) record(a controller.PodAttachment, add bool) {
+func (n *Node) record(a podiface.Attachment, add bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.atts == nil {
-		n.atts = map[kubemodel.PodID]controller.PodAttachment{}
+		n.atts = map[kubemodel.PodID]podiface.Attachment{}
 	}
 	if add {
 		n.atts[a.Pod] = a
@@ -223,7 +224,7 @@ func (a *Agent) DeletePod(t testing.TB, pod kubemodel.PodID, containerID string)
 	ev := controller.NewDeletePodEvent(pod, containerID)
 	require.NoError(t, a.Loop.PushEvent(ev))
 	require.NoError(t, ev.Wait())
-	a.Node.record(controller.PodAttachment{Pod: pod}, false)
+	a.Node.record(podiface.Attachment{Pod: pod}, false)
 }
 
 // Allocated returns the pods IPAM has addresses for, sorted.
@@ -251,7 +252,7 @@ func (a *Agent) Allocated() []kubemodel.PodID {
 func ConfigurePod(t testing.TB, ns *vppdrivertest.Netns, ev *controller.AddPod) {
 	t.Helper()
 	for _, pi := range ev.Interfaces {
-		if pi.Type == controller.PodInterfaceMemif {
+		if pi.Type == podiface.Memif {
 			continue
 		}
 		if pi.MAC != "" {

@@ -18,7 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/vswitchkit/vswitchkit/agent"
-	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/podiface"
 	"github.com/vswitchkit/vswitchkit/render/nodeconn"
 )
 
@@ -293,7 +293,7 @@ func (c Config) Agent() agent.Config {
 		ExternalConfigPrefix: c.ExternalConfigPrefix,
 		IPAM:                 c.IPAM,
 		IPAMStore:            c.IPAMStore,
-		PodInterfaceType:     controller.PodInterfaceType(c.PodInterfaceType),
+		PodInterfaceType:     podiface.Type(c.PodInterfaceType),
 		CNISocket:            c.CNISocket,
 		Uplink: nodeconn.Uplink{
 			Name: c.Uplink.Name, AfPacketHostIf: c.Uplink.AfPacketHostIf, VPPName: c.Uplink.VPPName,
