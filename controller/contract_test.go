@@ -145,3 +145,26 @@ func TestAddPodAttachment(t *testing.T) {
 		IfName: "eth0", InterfaceType: podiface.AfPacket, HostIfName: "vskabc",
 	}, ev.Attachment())
 }
+
+func TestContextOfHandlerTransaction(t *testing.T) {
+	assert.Equal(t, context.Background(), controller.ContextOf(nil), "no transaction: background")
+	type key struct{}
+	seen := make(chan context.Context, 1)
+	loop, err := controller.New(nil, &controllertest.Southbound{}, controller.Config{})
+	require.NoError(t, err)
+	require.NoError(t, loop.Register(&controller.HandlerFuncs{
+		Name: "io",
+		ResyncFunc: func(_ controller.Event, _ controller.KubeStateData, _ int, txn controller.ResyncOperations) error {
+			seen <- controller.ContextOf(txn)
+			return nil
+		},
+	}))
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), key{}, "run"))
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- loop.Run(ctx) }()
+	require.NoError(t, loop.PushEvent(controller.NewDBResync()))
+	assert.Equal(t, "run", (<-seen).Value(key{}), "the handler sees the loop's context")
+	cancel()
+	<-done
+}

@@ -96,6 +96,7 @@ func (l *Loop) resync(ctx context.Context, ev Event) error {
 
 	t := &l.txn
 	t.reset(true)
+	t.ctx = ctx
 	l.cur = t
 	var errs []error
 	var stop error // abort or fatal
@@ -183,6 +184,7 @@ func (l *Loop) update(ctx context.Context, ev Event) error {
 
 	t := &l.txn
 	t.reset(false)
+	t.ctx = ctx
 	l.cur = t
 	l.ran = l.ran[:0]
 	var errs []error
