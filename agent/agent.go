@@ -20,6 +20,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	"github.com/vswitchkit/vswitchkit/controller/podiface"
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 	"github.com/vswitchkit/vswitchkit/ipam"
 	"github.com/vswitchkit/vswitchkit/ipam/boltstore"
 	"github.com/vswitchkit/vswitchkit/ipam/etcdstore"
@@ -69,7 +70,9 @@ type Agent struct {
 	NodeConn *nodeconn.Handler
 	PodConn  *podconn.Handler
 	Services *svcprocessor.ServiceProcessor
-	NAT      *svcnat.Renderer
+	// NAT is the NAT44-ED service renderer; nil when Config.Services is
+	// not "nat44".
+	NAT *svcnat.Renderer
 	CNI      *cniserver.Server
 	// BGP is nil when BGP is disabled.
 	BGP *BGP
@@ -78,6 +81,7 @@ type Agent struct {
 	runners []runner       // started by Run
 	closers []func() error // local files, closed by Run's end or Close
 	stopped chan struct{}  // closed when Run begins to stop
+	run     lifecycle.Once
 }
 
 // runner is a component's Run with the stage in which Run stops it.
@@ -214,15 +218,17 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 	if err != nil {
 		return nil, err
 	}
-	natCfg := svcnat.Config{Uplink: a.uplinkName(), Logger: log}
-	if cfg.HostInterconnect.AfPacketHostIf != "" || cfg.HostInterconnect.TapHostIfName != "" {
-		natCfg.InterconnectInterfaces = []string{cmp.Or(cfg.HostInterconnect.Name, nodeconn.DefaultHostInterconnectName)}
-	}
-	if a.NAT, err = svcnat.New(a.NodeIPs, a.IPAM, natCfg); err != nil {
-		return nil, err
-	}
-	if err := a.Services.RegisterRenderer(a.NAT); err != nil {
-		return nil, err
+	if cfg.Services == ServicesNAT44 {
+		natCfg := svcnat.Config{Uplink: a.uplinkName(), Logger: log}
+		if cfg.HostInterconnect.AfPacketHostIf != "" || cfg.HostInterconnect.TapHostIfName != "" {
+			natCfg.InterconnectInterfaces = []string{cmp.Or(cfg.HostInterconnect.Name, nodeconn.DefaultHostInterconnectName)}
+		}
+		if a.NAT, err = svcnat.New(a.NodeIPs, a.IPAM, natCfg); err != nil {
+			return nil, err
+		}
+		if err := a.Services.RegisterRenderer(a.NAT); err != nil {
+			return nil, err
+		}
 	}
 
 	// Dependency order: node IDs, pod IPs, node addresses, the mesh, pods,
@@ -358,13 +364,52 @@ func (a *Agent) Ready() error {
 	return nil
 }
 
+// AddHandler registers the caller's own event handlers with the agent's
+// loop, after the agent's handlers (in this order): in every event they
+// see the state that nodesync, IPAM, the connectivity handlers, the
+// service processor and BGP already took from it, and what they put into
+// the event's transaction is committed to VPP with the rest. Call it
+// between Open and Run; after Run it returns controller.ErrRegisterAfterRun.
+func (a *Agent) AddHandler(h ...controller.EventHandler) error {
+	return a.Loop.Register(h...)
+}
+
+// AddServiceRenderer adds a renderer of the service processor's views,
+// beside the built-in one (or alone, with Config.Services "none"). It gets
+// a Resync with every service, then one event per change, on the loop's
+// goroutine (see svcprocessor.ServiceRendererAPI). Call it between Open
+// and Run.
+func (a *Agent) AddServiceRenderer(r svcprocessor.ServiceRendererAPI) error {
+	if a.run.Started() {
+		return errors.New("agent: AddServiceRenderer after Run")
+	}
+	return a.Services.RegisterRenderer(r)
+}
+
+// AddRunner adds a long-running part of the caller's (e.g. what a handler
+// of theirs feeds) that Run starts with the agent's components and stops
+// with the event producers, before the loop: run must return once its
+// context ends. A run that returns otherwise stops the agent, with its
+// error. Call it between Open and Run.
+func (a *Agent) AddRunner(name string, run func(context.Context) error) error {
+	if name == "" || run == nil {
+		return errors.New("agent: AddRunner needs a name and a function")
+	}
+	if a.run.Started() {
+		return errors.New("agent: AddRunner after Run")
+	}
+	a.add(name, stopProducers, run)
+	return nil
+}
+
 func (a *Agent) add(name string, stage stopStage, run func(context.Context) error) {
 	a.runners = append(a.runners, runner{name: name, stage: stage, run: run})
 }
 
 // Run runs every component until ctx ends or one of them fails, then
-// stops them in order, closes the local state files and returns: nil
-// after ctx ended, else the first error. Run is called once.
+// stops them in order, closes the local state files and returns: ctx.Err()
+// when ctx ended it, else the first component's error. Run is single-use:
+// a second call returns an error matching ErrAlreadyRunning.
 //
 // The order of the shutdown: the pod server stops accepting requests and
 // finishes those in progress (their events still run); the watcher, node
@@ -378,6 +423,9 @@ func (a *Agent) add(name string, stage stopStage, run func(context.Context) erro
 // resync, then gets its answer from the stopping loop); Run still waits
 // for every component.
 func (a *Agent) Run(ctx context.Context) error {
+	if err := a.run.Start("agent"); err != nil {
+		return err
+	}
 	defer a.Close()
 	var (
 		errMu    sync.Mutex
@@ -450,6 +498,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	errMu.Lock()
 	err := firstErr
 	errMu.Unlock()
+	if err == nil {
+		err = ctx.Err() // stopped as asked (CONTRIBUTING R4)
+	}
 	a.log.Info("agent stopped", slog.Any("error", err))
 	return err
 }

@@ -53,6 +53,12 @@ type simNode struct {
 
 func startNode(t *testing.T, cli *clientv3.Client, name string, edit ...func(*agent.Config)) *simNode {
 	t.Helper()
+	return startNodeWith(t, cli, name, nil, edit...)
+}
+
+// startNodeWith is startNode with a function called between Open and Run.
+func startNodeWith(t *testing.T, cli *clientv3.Client, name string, beforeRun func(*agent.Agent), edit ...func(*agent.Config)) *simNode {
+	t.Helper()
 	n := &simNode{name: name, linux: cniservertest.NewFakeLinux(), done: make(chan error, 1)}
 	n.vpp = vppsim.New(vppsim.Config{HostInterfaces: []string{"eth1", "vpp1"}, HostInterfaceExists: func(host string) bool {
 		return slices.ContainsFunc(n.linux.Links(""), func(l cniserver.LinkState) bool { return l.Name == host })
@@ -74,6 +80,9 @@ func startNode(t *testing.T, cli *clientv3.Client, name string, edit ...func(*ag
 	a, err := agent.Open(cfg, agent.Deps{Etcd: cli, VPP: func() adapter.VppAPI { return n.vpp.NewAdapter() }, Linux: n.linux})
 	require.NoError(t, err)
 	n.agent = a
+	if beforeRun != nil {
+		beforeRun(a)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { n.done <- a.Run(ctx) }()
 	var once sync.Once
@@ -81,7 +90,9 @@ func startNode(t *testing.T, cli *clientv3.Client, name string, edit ...func(*ag
 	n.stop = func() error {
 		once.Do(func() {
 			cancel()
-			runErr = <-n.done
+			if runErr = <-n.done; errors.Is(runErr, context.Canceled) {
+				runErr = nil // stopped as asked
+			}
 		})
 		return runErr
 	}

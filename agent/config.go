@@ -17,6 +17,12 @@ import (
 	"github.com/vswitchkit/vswitchkit/render/nodeconn"
 )
 
+// Service renderers built into the agent (Config.Services).
+const (
+	ServicesNAT44 = "nat44" // render/svcnat: NAT44-ED, IPv4 (the default)
+	ServicesNone  = "none"  // no built-in renderer: add your own with Agent.AddServiceRenderer
+)
+
 // IPAM store kinds.
 const (
 	StoreBolt = "bolt" // a local bbolt file in the state directory
@@ -50,6 +56,10 @@ type Config struct {
 	// IPAMStore selects the durable IPAM store: "bolt" (default) or
 	// "etcd".
 	IPAMStore string `json:"ipamStore"`
+	// Services selects the built-in service renderer: "nat44" (default:
+	// render/svcnat onto VPP's NAT44-ED) or "none" (the caller renders
+	// services with its own renderer, see Agent.AddServiceRenderer).
+	Services string `json:"services"`
 	// PodInterfaceType is the default pod interface type ("tap",
 	// "af_packet", "memif"); a pod's annotation overrides it. Default:
 	// af_packet (works on every host).
@@ -118,6 +128,13 @@ func (c Config) withDefaults() (Config, error) {
 	case StoreBolt, StoreEtcd:
 	default:
 		errs = append(errs, fmt.Errorf("ipamStore: %q is neither %q nor %q", c.IPAMStore, StoreBolt, StoreEtcd))
+	}
+	switch c.Services {
+	case "":
+		c.Services = ServicesNAT44
+	case ServicesNAT44, ServicesNone:
+	default:
+		errs = append(errs, fmt.Errorf("services: %q is neither %q nor %q", c.Services, ServicesNAT44, ServicesNone))
 	}
 	if c.PodInterfaceType == podiface.Default {
 		c.PodInterfaceType = podiface.AfPacket

@@ -1,14 +1,31 @@
-// Package agent wires one node's complete vswitchkit agent from the
-// library packages: the event loop committing to the VPP driver, the etcd
-// watcher (with its local mirror), nodesync (with local state), IPAM with a
-// durable store, the service processor with the node-address glue, the BGP
-// control plane (GoBGP) fed by bgpglue, and the CNI pod server.
+// Package agent is the reference composition of vswitchkit: one node's
+// complete agent, wired from the library packages — the event loop
+// committing to the VPP driver, the etcd watcher (with its local mirror),
+// nodesync (with local state), IPAM with a durable store, node and pod
+// connectivity (render/nodeconn, render/podconn), the service processor
+// with a service renderer (render/svcnat, NAT44-ED), the BGP control plane
+// (GoBGP) fed by render/bgpsource, and the CNI pod server.
 //
-// It is the one place where the full agent is put together; the demo
-// (examples/cluster), the per-node daemon (examples/vswitch) and the scale
-// envelope (examples/scale) use it. Applications that build their own agent
-// read it as the reference wiring; the library packages stay independent of
-// it.
+// The demo (examples/cluster), the per-node daemon (examples/vswitch) and
+// the scale envelope (examples/scale) run it. Applications use it as it
+// is, extend it, or read it as the reference wiring for their own; the
+// library packages stay independent of it.
+//
+// # Extending the agent
+//
+// Between [Open] and [Agent.Run] an application can add its own parts:
+//
+//   - [Agent.AddHandler]: event handlers, registered after the agent's
+//     own, so in every event they see what the agent's components took
+//     from it, and what they put into the event's transaction is committed
+//     to VPP with the rest;
+//   - [Agent.AddServiceRenderer]: service renderers beside the built-in
+//     one, or instead of it with [Config].Services set to [ServicesNone];
+//   - [Agent.AddRunner]: long-running parts, started and stopped with the
+//     agent.
+//
+// Every component is reachable through the [Agent]'s fields (Loop, IPAM,
+// NodeSync, Services, Driver, …), to read state or to build a handler on.
 //
 // # Lifecycle
 //
@@ -16,7 +33,13 @@
 // [Config.Validate] checks a configuration without doing anything.
 // [Agent.Run] runs them all until its context ends or one fails, then
 // stops them in order (the pod server first, the VPP driver last, which
-// leaves VPP configured) and returns after every goroutine has exited.
-// Components are exposed for observation (metrics, debug views); they
-// must not be reconfigured.
+// leaves VPP configured) and returns after every goroutine has exited:
+// ctx.Err() when its context ended it, else the failure. Components are
+// exposed for observation (metrics, debug views); they must not be
+// reconfigured.
+//
+// # Concurrency
+//
+// An Agent is safe for concurrent use as far as its components are; the
+// Add methods are for the goroutine that calls Open, before Run.
 package agent

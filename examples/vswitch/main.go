@@ -171,7 +171,10 @@ func runAgent(ctx context.Context, cfg config.Config, log *slog.Logger, web *htt
 		return err
 	}
 	web.SetAgent(a)
-	return a.Run(ctx)
+	if err := a.Run(ctx); !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil // stopped by a signal
 }
 
 // podLinux returns the pod side of pod interfaces and how the VPP

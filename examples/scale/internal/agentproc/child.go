@@ -214,7 +214,7 @@ func run(cfg Config, start time.Time, commands io.Reader, out *reporter) (err er
 					}
 				}
 				cancel()
-				if err := <-done; err != nil {
+				if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 					return fmt.Errorf("agent stopped with: %w", err)
 				}
 				return nil
