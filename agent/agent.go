@@ -73,7 +73,7 @@ type Agent struct {
 	// NAT is the NAT44-ED service renderer; nil when Config.Services is
 	// not "nat44".
 	NAT *svcnat.Renderer
-	CNI      *cniserver.Server
+	CNI *cniserver.Server
 	// BGP is nil when BGP is disabled.
 	BGP *BGP
 
