@@ -34,7 +34,7 @@ func TestSnapshotThenChangesInOrder(t *testing.T) {
 	rs, ok := evs[0].(*controller.DBResync)
 	require.True(t, ok, "first event is %T", evs[0])
 	assert.False(t, rs.Local)
-	assert.ElementsMatch(t, []string{"pod", "service", "endpoints", "node", "namespace"}, sortedKeys(rs.KubeState))
+	assert.ElementsMatch(t, []string{"pod", "service", "endpoints", "node", "namespace", "networkpolicy", "podpeer"}, sortedKeys(rs.KubeState))
 	assert.Empty(t, rs.KubeState["service"])
 	require.Len(t, rs.KubeState["pod"], 1)
 	assert.True(t, proto.Equal(p1, rs.KubeState["pod"][kubemodel.PodKey("default", "p1")]))

@@ -16,6 +16,11 @@ const (
 	EndpointsResource = "endpoints"
 	NodeResource      = "node"
 	NamespaceResource = "namespace"
+	// NetworkPolicyResource: networking.k8s.io/v1 NetworkPolicy objects.
+	NetworkPolicyResource = "networkpolicy"
+	// PodPeerResource: the compact record of every pod that policies may
+	// name as a peer (addresses, labels, named ports).
+	PodPeerResource = "podpeer"
 )
 
 // KeyRoot is the first segment of every built-in key.
@@ -48,6 +53,10 @@ const (
 	EndpointsKeyPrefix = KeyRoot + EndpointsResource + "/"
 	NodeKeyPrefix      = KeyRoot + NodeResource + "/"
 	NamespaceKeyPrefix = KeyRoot + NamespaceResource + "/"
+	// NetworkPolicyKeyPrefix is where NetworkPolicy objects are stored.
+	NetworkPolicyKeyPrefix = KeyRoot + NetworkPolicyResource + "/"
+	// PodPeerKeyPrefix is where PodPeer records are stored.
+	PodPeerKeyPrefix = KeyRoot + PodPeerResource + "/"
 )
 
 // Resource describes one kind of Kubernetes object stored under a key prefix.
@@ -107,8 +116,8 @@ func (r Resource) ParseKey(key string) (namespace, name string, err error) {
 }
 
 // Resources returns descriptors of the built-in resources: pod, service,
-// endpoints, node and namespace. The returned slice is a new copy on every
-// call.
+// endpoints, node, namespace, network policy and pod peer. The returned
+// slice is a new copy on every call.
 func Resources() []Resource {
 	return []Resource{
 		{Name: PodResource, KeyPrefix: PodKeyPrefix, NewValue: func() proto.Message { return &Pod{} }, Namespaced: true},
@@ -116,6 +125,8 @@ func Resources() []Resource {
 		{Name: EndpointsResource, KeyPrefix: EndpointsKeyPrefix, NewValue: func() proto.Message { return &Endpoints{} }, Namespaced: true},
 		{Name: NodeResource, KeyPrefix: NodeKeyPrefix, NewValue: func() proto.Message { return &Node{} }, Namespaced: false},
 		{Name: NamespaceResource, KeyPrefix: NamespaceKeyPrefix, NewValue: func() proto.Message { return &Namespace{} }, Namespaced: false},
+		{Name: NetworkPolicyResource, KeyPrefix: NetworkPolicyKeyPrefix, NewValue: func() proto.Message { return &NetworkPolicy{} }, Namespaced: true},
+		{Name: PodPeerResource, KeyPrefix: PodPeerKeyPrefix, NewValue: func() proto.Message { return &PodPeer{} }, Namespaced: true},
 	}
 }
 
@@ -152,6 +163,24 @@ type ServiceID struct {
 // String returns "namespace/name".
 func (id ServiceID) String() string { return id.Namespace + "/" + id.Name }
 
+// PolicyID identifies a network policy by namespace and name. PolicyID is
+// comparable and can be used as a map key.
+type PolicyID struct {
+	Namespace string
+	Name      string
+}
+
+// String returns "namespace/name".
+func (id PolicyID) String() string { return id.Namespace + "/" + id.Name }
+
+// ID returns the identifier of np.
+func (np *NetworkPolicy) ID() PolicyID {
+	return PolicyID{Namespace: np.GetNamespace(), Name: np.GetName()}
+}
+
+// ID returns the identifier of the pod that p describes.
+func (p *PodPeer) ID() PodID { return PodID{Namespace: p.GetNamespace(), Name: p.GetName()} }
+
 // ID returns the identifier of s.
 func (s *Service) ID() ServiceID { return ServiceID{Namespace: s.GetNamespace(), Name: s.GetName()} }
 
@@ -173,6 +202,26 @@ func NodeKey(name string) string { return NodeKeyPrefix + name }
 
 // NamespaceKey returns the key of namespace name.
 func NamespaceKey(name string) string { return NamespaceKeyPrefix + name }
+
+// NetworkPolicyKey returns the key of network policy namespace/name.
+func NetworkPolicyKey(namespace, name string) string {
+	return NetworkPolicyKeyPrefix + namespace + "/" + name
+}
+
+// PodPeerKey returns the key of the peer record of pod namespace/name.
+func PodPeerKey(namespace, name string) string { return PodPeerKeyPrefix + namespace + "/" + name }
+
+// ParseNetworkPolicyKey parses a key built by [NetworkPolicyKey].
+func ParseNetworkPolicyKey(key string) (PolicyID, error) {
+	ns, name, err := parseNamespaced(key, NetworkPolicyKeyPrefix)
+	return PolicyID{Namespace: ns, Name: name}, err
+}
+
+// ParsePodPeerKey parses a key built by [PodPeerKey].
+func ParsePodPeerKey(key string) (PodID, error) {
+	ns, name, err := parseNamespaced(key, PodPeerKeyPrefix)
+	return PodID{Namespace: ns, Name: name}, err
+}
 
 // ParsePodKey parses a key built by [PodKey].
 func ParsePodKey(key string) (PodID, error) {

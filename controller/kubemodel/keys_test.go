@@ -63,7 +63,7 @@ func epKey(k string) (string, error) {
 
 func TestResources(t *testing.T) {
 	rs := kubemodel.Resources()
-	require.Len(t, rs, 5)
+	require.Len(t, rs, 7)
 	for _, r := range rs {
 		require.NoError(t, r.Validate())
 		require.NotNil(t, r.NewValue())
@@ -131,4 +131,19 @@ func FuzzParseNodeKey(f *testing.F) {
 func TestEtcdKey(t *testing.T) {
 	assert.Equal(t, "/vswitchkit/k8s/pod/default/web", kubemodel.EtcdKey("", kubemodel.PodKey("default", "web")))
 	assert.Equal(t, "/c1/k8s/node/n1", kubemodel.EtcdKey("/c1/", kubemodel.NodeKey("n1")))
+}
+
+func TestPolicyAndPeerKeys(t *testing.T) {
+	id, err := kubemodel.ParseNetworkPolicyKey(kubemodel.NetworkPolicyKey("prod", "deny-all"))
+	require.NoError(t, err)
+	require.Equal(t, kubemodel.PolicyID{Namespace: "prod", Name: "deny-all"}, id)
+	require.Equal(t, "prod/deny-all", (&kubemodel.NetworkPolicy{Namespace: "prod", Name: "deny-all"}).ID().String())
+	pod, err := kubemodel.ParsePodPeerKey(kubemodel.PodPeerKey("prod", "web-0"))
+	require.NoError(t, err)
+	require.Equal(t, kubemodel.PodID{Namespace: "prod", Name: "web-0"}, pod)
+	require.Equal(t, "k8s/podpeer/prod/web-0", kubemodel.PodPeerKey("prod", "web-0"))
+	_, err = kubemodel.ParseNetworkPolicyKey(kubemodel.PodPeerKey("prod", "web-0"))
+	require.Error(t, err)
+	_, err = kubemodel.ParsePodPeerKey("k8s/podpeer/prod")
+	require.Error(t, err)
 }

@@ -78,6 +78,53 @@ func (Protocol) EnumDescriptor() ([]byte, []int) {
 	return file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDescGZIP(), []int{0}
 }
 
+// PolicyType is a direction a NetworkPolicy isolates.
+type PolicyType int32
+
+const (
+	PolicyType_INGRESS PolicyType = 0
+	PolicyType_EGRESS  PolicyType = 1
+)
+
+// Enum value maps for PolicyType.
+var (
+	PolicyType_name = map[int32]string{
+		0: "INGRESS",
+		1: "EGRESS",
+	}
+	PolicyType_value = map[string]int32{
+		"INGRESS": 0,
+		"EGRESS":  1,
+	}
+)
+
+func (x PolicyType) Enum() *PolicyType {
+	p := new(PolicyType)
+	*p = x
+	return p
+}
+
+func (x PolicyType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PolicyType) Descriptor() protoreflect.EnumDescriptor {
+	return file_vswitchkit_kubemodel_v1_kubemodel_proto_enumTypes[1].Descriptor()
+}
+
+func (PolicyType) Type() protoreflect.EnumType {
+	return &file_vswitchkit_kubemodel_v1_kubemodel_proto_enumTypes[1]
+}
+
+func (x PolicyType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PolicyType.Descriptor instead.
+func (PolicyType) EnumDescriptor() ([]byte, []int) {
+	return file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDescGZIP(), []int{1}
+}
+
 // Type is the Kubernetes service type.
 type Service_Type int32
 
@@ -115,11 +162,11 @@ func (x Service_Type) String() string {
 }
 
 func (Service_Type) Descriptor() protoreflect.EnumDescriptor {
-	return file_vswitchkit_kubemodel_v1_kubemodel_proto_enumTypes[1].Descriptor()
+	return file_vswitchkit_kubemodel_v1_kubemodel_proto_enumTypes[2].Descriptor()
 }
 
 func (Service_Type) Type() protoreflect.EnumType {
-	return &file_vswitchkit_kubemodel_v1_kubemodel_proto_enumTypes[1]
+	return &file_vswitchkit_kubemodel_v1_kubemodel_proto_enumTypes[2]
 }
 
 func (x Service_Type) Number() protoreflect.EnumNumber {
@@ -162,11 +209,11 @@ func (x Service_TrafficPolicy) String() string {
 }
 
 func (Service_TrafficPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_vswitchkit_kubemodel_v1_kubemodel_proto_enumTypes[2].Descriptor()
+	return file_vswitchkit_kubemodel_v1_kubemodel_proto_enumTypes[3].Descriptor()
 }
 
 func (Service_TrafficPolicy) Type() protoreflect.EnumType {
-	return &file_vswitchkit_kubemodel_v1_kubemodel_proto_enumTypes[2]
+	return &file_vswitchkit_kubemodel_v1_kubemodel_proto_enumTypes[3]
 }
 
 func (x Service_TrafficPolicy) Number() protoreflect.EnumNumber {
@@ -209,11 +256,11 @@ func (x Service_SessionAffinity) String() string {
 }
 
 func (Service_SessionAffinity) Descriptor() protoreflect.EnumDescriptor {
-	return file_vswitchkit_kubemodel_v1_kubemodel_proto_enumTypes[3].Descriptor()
+	return file_vswitchkit_kubemodel_v1_kubemodel_proto_enumTypes[4].Descriptor()
 }
 
 func (Service_SessionAffinity) Type() protoreflect.EnumType {
-	return &file_vswitchkit_kubemodel_v1_kubemodel_proto_enumTypes[3]
+	return &file_vswitchkit_kubemodel_v1_kubemodel_proto_enumTypes[4]
 }
 
 func (x Service_SessionAffinity) Number() protoreflect.EnumNumber {
@@ -268,11 +315,11 @@ func (x NodeAddress_Type) String() string {
 }
 
 func (NodeAddress_Type) Descriptor() protoreflect.EnumDescriptor {
-	return file_vswitchkit_kubemodel_v1_kubemodel_proto_enumTypes[4].Descriptor()
+	return file_vswitchkit_kubemodel_v1_kubemodel_proto_enumTypes[5].Descriptor()
 }
 
 func (NodeAddress_Type) Type() protoreflect.EnumType {
-	return &file_vswitchkit_kubemodel_v1_kubemodel_proto_enumTypes[4]
+	return &file_vswitchkit_kubemodel_v1_kubemodel_proto_enumTypes[5]
 }
 
 func (x NodeAddress_Type) Number() protoreflect.EnumNumber {
@@ -1338,6 +1385,672 @@ func (x *Namespace) GetLabels() map[string]string {
 	return nil
 }
 
+// NetworkPolicy is a networking.k8s.io/v1 NetworkPolicy: which traffic the
+// pods it selects may receive (ingress) and send (egress).
+type NetworkPolicy struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Name      string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Namespace string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// pod_selector selects the pods of the policy's namespace it applies to;
+	// an empty selector selects every pod of the namespace. Kubernetes
+	// requires it; a missing one is treated as empty.
+	PodSelector *LabelSelector `protobuf:"bytes,3,opt,name=pod_selector,json=podSelector,proto3" json:"pod_selector,omitempty"`
+	// policy_types lists the directions the policy isolates. Empty means
+	// not given: Ingress, plus Egress when the policy has egress rules.
+	PolicyTypes []PolicyType `protobuf:"varint,4,rep,packed,name=policy_types,json=policyTypes,proto3,enum=vswitchkit.kubemodel.v1.PolicyType" json:"policy_types,omitempty"`
+	// ingress rules allow traffic to the selected pods; none (with type
+	// Ingress) isolates them.
+	Ingress []*NetworkPolicyIngressRule `protobuf:"bytes,5,rep,name=ingress,proto3" json:"ingress,omitempty"`
+	// egress rules allow traffic from the selected pods; none (with type
+	// Egress) isolates them.
+	Egress        []*NetworkPolicyEgressRule `protobuf:"bytes,6,rep,name=egress,proto3" json:"egress,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NetworkPolicy) Reset() {
+	*x = NetworkPolicy{}
+	mi := &file_vswitchkit_kubemodel_v1_kubemodel_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkPolicy) ProtoMessage() {}
+
+func (x *NetworkPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_vswitchkit_kubemodel_v1_kubemodel_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkPolicy.ProtoReflect.Descriptor instead.
+func (*NetworkPolicy) Descriptor() ([]byte, []int) {
+	return file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *NetworkPolicy) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *NetworkPolicy) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *NetworkPolicy) GetPodSelector() *LabelSelector {
+	if x != nil {
+		return x.PodSelector
+	}
+	return nil
+}
+
+func (x *NetworkPolicy) GetPolicyTypes() []PolicyType {
+	if x != nil {
+		return x.PolicyTypes
+	}
+	return nil
+}
+
+func (x *NetworkPolicy) GetIngress() []*NetworkPolicyIngressRule {
+	if x != nil {
+		return x.Ingress
+	}
+	return nil
+}
+
+func (x *NetworkPolicy) GetEgress() []*NetworkPolicyEgressRule {
+	if x != nil {
+		return x.Egress
+	}
+	return nil
+}
+
+// LabelSelector is a Kubernetes label selector: match_labels and
+// match_expressions must all hold. An empty selector matches everything;
+// a missing one (a nil message) is "not given", which the field using it
+// defines.
+type LabelSelector struct {
+	state            protoimpl.MessageState      `protogen:"open.v1"`
+	MatchLabels      map[string]string           `protobuf:"bytes,1,rep,name=match_labels,json=matchLabels,proto3" json:"match_labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	MatchExpressions []*LabelSelectorRequirement `protobuf:"bytes,2,rep,name=match_expressions,json=matchExpressions,proto3" json:"match_expressions,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *LabelSelector) Reset() {
+	*x = LabelSelector{}
+	mi := &file_vswitchkit_kubemodel_v1_kubemodel_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LabelSelector) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LabelSelector) ProtoMessage() {}
+
+func (x *LabelSelector) ProtoReflect() protoreflect.Message {
+	mi := &file_vswitchkit_kubemodel_v1_kubemodel_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LabelSelector.ProtoReflect.Descriptor instead.
+func (*LabelSelector) Descriptor() ([]byte, []int) {
+	return file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *LabelSelector) GetMatchLabels() map[string]string {
+	if x != nil {
+		return x.MatchLabels
+	}
+	return nil
+}
+
+func (x *LabelSelector) GetMatchExpressions() []*LabelSelectorRequirement {
+	if x != nil {
+		return x.MatchExpressions
+	}
+	return nil
+}
+
+// LabelSelectorRequirement is one expression of a LabelSelector.
+type LabelSelectorRequirement struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// operator is In, NotIn, Exists or DoesNotExist.
+	Operator string `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	// values are the values of In and NotIn (non-empty there), empty for
+	// Exists and DoesNotExist.
+	Values        []string `protobuf:"bytes,3,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LabelSelectorRequirement) Reset() {
+	*x = LabelSelectorRequirement{}
+	mi := &file_vswitchkit_kubemodel_v1_kubemodel_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LabelSelectorRequirement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LabelSelectorRequirement) ProtoMessage() {}
+
+func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
+	mi := &file_vswitchkit_kubemodel_v1_kubemodel_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LabelSelectorRequirement.ProtoReflect.Descriptor instead.
+func (*LabelSelectorRequirement) Descriptor() ([]byte, []int) {
+	return file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *LabelSelectorRequirement) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *LabelSelectorRequirement) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *LabelSelectorRequirement) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+// NetworkPolicyIngressRule allows traffic from any of its peers (every
+// source when it has none) to any of its ports (every port when it has
+// none).
+type NetworkPolicyIngressRule struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ports         []*NetworkPolicyPort   `protobuf:"bytes,1,rep,name=ports,proto3" json:"ports,omitempty"`
+	From          []*NetworkPolicyPeer   `protobuf:"bytes,2,rep,name=from,proto3" json:"from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NetworkPolicyIngressRule) Reset() {
+	*x = NetworkPolicyIngressRule{}
+	mi := &file_vswitchkit_kubemodel_v1_kubemodel_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkPolicyIngressRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkPolicyIngressRule) ProtoMessage() {}
+
+func (x *NetworkPolicyIngressRule) ProtoReflect() protoreflect.Message {
+	mi := &file_vswitchkit_kubemodel_v1_kubemodel_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkPolicyIngressRule.ProtoReflect.Descriptor instead.
+func (*NetworkPolicyIngressRule) Descriptor() ([]byte, []int) {
+	return file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *NetworkPolicyIngressRule) GetPorts() []*NetworkPolicyPort {
+	if x != nil {
+		return x.Ports
+	}
+	return nil
+}
+
+func (x *NetworkPolicyIngressRule) GetFrom() []*NetworkPolicyPeer {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+// NetworkPolicyEgressRule allows traffic to any of its peers (every
+// destination when it has none) on any of its ports (every port when it
+// has none).
+type NetworkPolicyEgressRule struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ports         []*NetworkPolicyPort   `protobuf:"bytes,1,rep,name=ports,proto3" json:"ports,omitempty"`
+	To            []*NetworkPolicyPeer   `protobuf:"bytes,2,rep,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NetworkPolicyEgressRule) Reset() {
+	*x = NetworkPolicyEgressRule{}
+	mi := &file_vswitchkit_kubemodel_v1_kubemodel_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkPolicyEgressRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkPolicyEgressRule) ProtoMessage() {}
+
+func (x *NetworkPolicyEgressRule) ProtoReflect() protoreflect.Message {
+	mi := &file_vswitchkit_kubemodel_v1_kubemodel_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkPolicyEgressRule.ProtoReflect.Descriptor instead.
+func (*NetworkPolicyEgressRule) Descriptor() ([]byte, []int) {
+	return file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *NetworkPolicyEgressRule) GetPorts() []*NetworkPolicyPort {
+	if x != nil {
+		return x.Ports
+	}
+	return nil
+}
+
+func (x *NetworkPolicyEgressRule) GetTo() []*NetworkPolicyPeer {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+// NetworkPolicyPeer is one peer of a rule: pods selected by pod_selector
+// in the namespaces selected by namespace_selector (the policy's own
+// namespace when namespace_selector is missing; every pod of those
+// namespaces when pod_selector is missing), or the addresses of ip_block.
+type NetworkPolicyPeer struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	PodSelector       *LabelSelector         `protobuf:"bytes,1,opt,name=pod_selector,json=podSelector,proto3" json:"pod_selector,omitempty"`
+	NamespaceSelector *LabelSelector         `protobuf:"bytes,2,opt,name=namespace_selector,json=namespaceSelector,proto3" json:"namespace_selector,omitempty"`
+	IpBlock           *IPBlock               `protobuf:"bytes,3,opt,name=ip_block,json=ipBlock,proto3" json:"ip_block,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *NetworkPolicyPeer) Reset() {
+	*x = NetworkPolicyPeer{}
+	mi := &file_vswitchkit_kubemodel_v1_kubemodel_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkPolicyPeer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkPolicyPeer) ProtoMessage() {}
+
+func (x *NetworkPolicyPeer) ProtoReflect() protoreflect.Message {
+	mi := &file_vswitchkit_kubemodel_v1_kubemodel_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkPolicyPeer.ProtoReflect.Descriptor instead.
+func (*NetworkPolicyPeer) Descriptor() ([]byte, []int) {
+	return file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *NetworkPolicyPeer) GetPodSelector() *LabelSelector {
+	if x != nil {
+		return x.PodSelector
+	}
+	return nil
+}
+
+func (x *NetworkPolicyPeer) GetNamespaceSelector() *LabelSelector {
+	if x != nil {
+		return x.NamespaceSelector
+	}
+	return nil
+}
+
+func (x *NetworkPolicyPeer) GetIpBlock() *IPBlock {
+	if x != nil {
+		return x.IpBlock
+	}
+	return nil
+}
+
+// IPBlock is a CIDR with excepted sub-ranges.
+type IPBlock struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cidr          string                 `protobuf:"bytes,1,opt,name=cidr,proto3" json:"cidr,omitempty"`
+	Except        []string               `protobuf:"bytes,2,rep,name=except,proto3" json:"except,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IPBlock) Reset() {
+	*x = IPBlock{}
+	mi := &file_vswitchkit_kubemodel_v1_kubemodel_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IPBlock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IPBlock) ProtoMessage() {}
+
+func (x *IPBlock) ProtoReflect() protoreflect.Message {
+	mi := &file_vswitchkit_kubemodel_v1_kubemodel_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IPBlock.ProtoReflect.Descriptor instead.
+func (*IPBlock) Descriptor() ([]byte, []int) {
+	return file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *IPBlock) GetCidr() string {
+	if x != nil {
+		return x.Cidr
+	}
+	return ""
+}
+
+func (x *IPBlock) GetExcept() []string {
+	if x != nil {
+		return x.Except
+	}
+	return nil
+}
+
+// NetworkPolicyPort is one port of a rule: a protocol (TCP when not given)
+// with a port number, a range port..end_port, or a named container port
+// (port_name), or every port of the protocol when neither port nor
+// port_name is set.
+type NetworkPolicyPort struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Protocol      Protocol               `protobuf:"varint,1,opt,name=protocol,proto3,enum=vswitchkit.kubemodel.v1.Protocol" json:"protocol,omitempty"`
+	Port          int32                  `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	PortName      string                 `protobuf:"bytes,3,opt,name=port_name,json=portName,proto3" json:"port_name,omitempty"`
+	EndPort       int32                  `protobuf:"varint,4,opt,name=end_port,json=endPort,proto3" json:"end_port,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NetworkPolicyPort) Reset() {
+	*x = NetworkPolicyPort{}
+	mi := &file_vswitchkit_kubemodel_v1_kubemodel_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkPolicyPort) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkPolicyPort) ProtoMessage() {}
+
+func (x *NetworkPolicyPort) ProtoReflect() protoreflect.Message {
+	mi := &file_vswitchkit_kubemodel_v1_kubemodel_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkPolicyPort.ProtoReflect.Descriptor instead.
+func (*NetworkPolicyPort) Descriptor() ([]byte, []int) {
+	return file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *NetworkPolicyPort) GetProtocol() Protocol {
+	if x != nil {
+		return x.Protocol
+	}
+	return Protocol_TCP
+}
+
+func (x *NetworkPolicyPort) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *NetworkPolicyPort) GetPortName() string {
+	if x != nil {
+		return x.PortName
+	}
+	return ""
+}
+
+func (x *NetworkPolicyPort) GetEndPort() int32 {
+	if x != nil {
+		return x.EndPort
+	}
+	return 0
+}
+
+// PodPeer is what every agent needs to know of a pod that runs anywhere
+// in the cluster to use it as a NetworkPolicy peer: its addresses, its
+// labels and its named ports. The reflector writes one per pod that has
+// an address and does not use the host's network.
+type PodPeer struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Name      string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Namespace string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// ip_addresses are the pod's IPs (status.podIPs), primary first.
+	IpAddresses []string          `protobuf:"bytes,3,rep,name=ip_addresses,json=ipAddresses,proto3" json:"ip_addresses,omitempty"`
+	Labels      map[string]string `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// ports are the pod's named container ports.
+	Ports []*NamedPort `protobuf:"bytes,5,rep,name=ports,proto3" json:"ports,omitempty"`
+	// node_name is the node the pod runs on.
+	NodeName      string `protobuf:"bytes,6,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodPeer) Reset() {
+	*x = PodPeer{}
+	mi := &file_vswitchkit_kubemodel_v1_kubemodel_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodPeer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodPeer) ProtoMessage() {}
+
+func (x *PodPeer) ProtoReflect() protoreflect.Message {
+	mi := &file_vswitchkit_kubemodel_v1_kubemodel_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodPeer.ProtoReflect.Descriptor instead.
+func (*PodPeer) Descriptor() ([]byte, []int) {
+	return file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *PodPeer) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PodPeer) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *PodPeer) GetIpAddresses() []string {
+	if x != nil {
+		return x.IpAddresses
+	}
+	return nil
+}
+
+func (x *PodPeer) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *PodPeer) GetPorts() []*NamedPort {
+	if x != nil {
+		return x.Ports
+	}
+	return nil
+}
+
+func (x *PodPeer) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
+// NamedPort is a named container port.
+type NamedPort struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Protocol      Protocol               `protobuf:"varint,2,opt,name=protocol,proto3,enum=vswitchkit.kubemodel.v1.Protocol" json:"protocol,omitempty"`
+	Port          int32                  `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NamedPort) Reset() {
+	*x = NamedPort{}
+	mi := &file_vswitchkit_kubemodel_v1_kubemodel_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NamedPort) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NamedPort) ProtoMessage() {}
+
+func (x *NamedPort) ProtoReflect() protoreflect.Message {
+	mi := &file_vswitchkit_kubemodel_v1_kubemodel_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NamedPort.ProtoReflect.Descriptor instead.
+func (*NamedPort) Descriptor() ([]byte, []int) {
+	return file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *NamedPort) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *NamedPort) GetProtocol() Protocol {
+	if x != nil {
+		return x.Protocol
+	}
+	return Protocol_TCP
+}
+
+func (x *NamedPort) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
 var File_vswitchkit_kubemodel_v1_kubemodel_proto protoreflect.FileDescriptor
 
 const file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDesc = "" +
@@ -1480,11 +2193,65 @@ const file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDesc = "" +
 	"\x06labels\x18\x02 \x03(\v2..vswitchkit.kubemodel.v1.Namespace.LabelsEntryR\x06labels\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*&\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xeb\x02\n" +
+	"\rNetworkPolicy\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12I\n" +
+	"\fpod_selector\x18\x03 \x01(\v2&.vswitchkit.kubemodel.v1.LabelSelectorR\vpodSelector\x12F\n" +
+	"\fpolicy_types\x18\x04 \x03(\x0e2#.vswitchkit.kubemodel.v1.PolicyTypeR\vpolicyTypes\x12K\n" +
+	"\aingress\x18\x05 \x03(\v21.vswitchkit.kubemodel.v1.NetworkPolicyIngressRuleR\aingress\x12H\n" +
+	"\x06egress\x18\x06 \x03(\v20.vswitchkit.kubemodel.v1.NetworkPolicyEgressRuleR\x06egress\"\x8b\x02\n" +
+	"\rLabelSelector\x12Z\n" +
+	"\fmatch_labels\x18\x01 \x03(\v27.vswitchkit.kubemodel.v1.LabelSelector.MatchLabelsEntryR\vmatchLabels\x12^\n" +
+	"\x11match_expressions\x18\x02 \x03(\v21.vswitchkit.kubemodel.v1.LabelSelectorRequirementR\x10matchExpressions\x1a>\n" +
+	"\x10MatchLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"`\n" +
+	"\x18LabelSelectorRequirement\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\tR\boperator\x12\x16\n" +
+	"\x06values\x18\x03 \x03(\tR\x06values\"\x9c\x01\n" +
+	"\x18NetworkPolicyIngressRule\x12@\n" +
+	"\x05ports\x18\x01 \x03(\v2*.vswitchkit.kubemodel.v1.NetworkPolicyPortR\x05ports\x12>\n" +
+	"\x04from\x18\x02 \x03(\v2*.vswitchkit.kubemodel.v1.NetworkPolicyPeerR\x04from\"\x97\x01\n" +
+	"\x17NetworkPolicyEgressRule\x12@\n" +
+	"\x05ports\x18\x01 \x03(\v2*.vswitchkit.kubemodel.v1.NetworkPolicyPortR\x05ports\x12:\n" +
+	"\x02to\x18\x02 \x03(\v2*.vswitchkit.kubemodel.v1.NetworkPolicyPeerR\x02to\"\xf2\x01\n" +
+	"\x11NetworkPolicyPeer\x12I\n" +
+	"\fpod_selector\x18\x01 \x01(\v2&.vswitchkit.kubemodel.v1.LabelSelectorR\vpodSelector\x12U\n" +
+	"\x12namespace_selector\x18\x02 \x01(\v2&.vswitchkit.kubemodel.v1.LabelSelectorR\x11namespaceSelector\x12;\n" +
+	"\bip_block\x18\x03 \x01(\v2 .vswitchkit.kubemodel.v1.IPBlockR\aipBlock\"5\n" +
+	"\aIPBlock\x12\x12\n" +
+	"\x04cidr\x18\x01 \x01(\tR\x04cidr\x12\x16\n" +
+	"\x06except\x18\x02 \x03(\tR\x06except\"\x9e\x01\n" +
+	"\x11NetworkPolicyPort\x12=\n" +
+	"\bprotocol\x18\x01 \x01(\x0e2!.vswitchkit.kubemodel.v1.ProtocolR\bprotocol\x12\x12\n" +
+	"\x04port\x18\x02 \x01(\x05R\x04port\x12\x1b\n" +
+	"\tport_name\x18\x03 \x01(\tR\bportName\x12\x19\n" +
+	"\bend_port\x18\x04 \x01(\x05R\aendPort\"\xb6\x02\n" +
+	"\aPodPeer\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12!\n" +
+	"\fip_addresses\x18\x03 \x03(\tR\vipAddresses\x12D\n" +
+	"\x06labels\x18\x04 \x03(\v2,.vswitchkit.kubemodel.v1.PodPeer.LabelsEntryR\x06labels\x128\n" +
+	"\x05ports\x18\x05 \x03(\v2\".vswitchkit.kubemodel.v1.NamedPortR\x05ports\x12\x1b\n" +
+	"\tnode_name\x18\x06 \x01(\tR\bnodeName\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"r\n" +
+	"\tNamedPort\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12=\n" +
+	"\bprotocol\x18\x02 \x01(\x0e2!.vswitchkit.kubemodel.v1.ProtocolR\bprotocol\x12\x12\n" +
+	"\x04port\x18\x03 \x01(\x05R\x04port*&\n" +
 	"\bProtocol\x12\a\n" +
 	"\x03TCP\x10\x00\x12\a\n" +
 	"\x03UDP\x10\x01\x12\b\n" +
-	"\x04SCTP\x10\x02B7Z5github.com/vswitchkit/vswitchkit/controller/kubemodelb\x06proto3"
+	"\x04SCTP\x10\x02*%\n" +
+	"\n" +
+	"PolicyType\x12\v\n" +
+	"\aINGRESS\x10\x00\x12\n" +
+	"\n" +
+	"\x06EGRESS\x10\x01B7Z5github.com/vswitchkit/vswitchkit/controller/kubemodelb\x06proto3"
 
 var (
 	file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDescOnce sync.Once
@@ -1498,69 +2265,99 @@ func file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDescGZIP() []byte {
 	return file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDescData
 }
 
-var file_vswitchkit_kubemodel_v1_kubemodel_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_vswitchkit_kubemodel_v1_kubemodel_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_vswitchkit_kubemodel_v1_kubemodel_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_vswitchkit_kubemodel_v1_kubemodel_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_vswitchkit_kubemodel_v1_kubemodel_proto_goTypes = []any{
-	(Protocol)(0),                // 0: vswitchkit.kubemodel.v1.Protocol
-	(Service_Type)(0),            // 1: vswitchkit.kubemodel.v1.Service.Type
-	(Service_TrafficPolicy)(0),   // 2: vswitchkit.kubemodel.v1.Service.TrafficPolicy
-	(Service_SessionAffinity)(0), // 3: vswitchkit.kubemodel.v1.Service.SessionAffinity
-	(NodeAddress_Type)(0),        // 4: vswitchkit.kubemodel.v1.NodeAddress.Type
-	(*Pod)(nil),                  // 5: vswitchkit.kubemodel.v1.Pod
-	(*Container)(nil),            // 6: vswitchkit.kubemodel.v1.Container
-	(*ContainerPort)(nil),        // 7: vswitchkit.kubemodel.v1.ContainerPort
-	(*Service)(nil),              // 8: vswitchkit.kubemodel.v1.Service
-	(*ServicePort)(nil),          // 9: vswitchkit.kubemodel.v1.ServicePort
-	(*Endpoints)(nil),            // 10: vswitchkit.kubemodel.v1.Endpoints
-	(*EndpointSubset)(nil),       // 11: vswitchkit.kubemodel.v1.EndpointSubset
-	(*EndpointAddress)(nil),      // 12: vswitchkit.kubemodel.v1.EndpointAddress
-	(*ObjectReference)(nil),      // 13: vswitchkit.kubemodel.v1.ObjectReference
-	(*EndpointPort)(nil),         // 14: vswitchkit.kubemodel.v1.EndpointPort
-	(*Node)(nil),                 // 15: vswitchkit.kubemodel.v1.Node
-	(*NodeAddress)(nil),          // 16: vswitchkit.kubemodel.v1.NodeAddress
-	(*Namespace)(nil),            // 17: vswitchkit.kubemodel.v1.Namespace
-	nil,                          // 18: vswitchkit.kubemodel.v1.Pod.LabelsEntry
-	nil,                          // 19: vswitchkit.kubemodel.v1.Pod.AnnotationsEntry
-	nil,                          // 20: vswitchkit.kubemodel.v1.Service.LabelsEntry
-	nil,                          // 21: vswitchkit.kubemodel.v1.Service.AnnotationsEntry
-	nil,                          // 22: vswitchkit.kubemodel.v1.Service.SelectorEntry
-	nil,                          // 23: vswitchkit.kubemodel.v1.Endpoints.LabelsEntry
-	nil,                          // 24: vswitchkit.kubemodel.v1.Node.LabelsEntry
-	nil,                          // 25: vswitchkit.kubemodel.v1.Node.AnnotationsEntry
-	nil,                          // 26: vswitchkit.kubemodel.v1.Namespace.LabelsEntry
+	(Protocol)(0),                    // 0: vswitchkit.kubemodel.v1.Protocol
+	(PolicyType)(0),                  // 1: vswitchkit.kubemodel.v1.PolicyType
+	(Service_Type)(0),                // 2: vswitchkit.kubemodel.v1.Service.Type
+	(Service_TrafficPolicy)(0),       // 3: vswitchkit.kubemodel.v1.Service.TrafficPolicy
+	(Service_SessionAffinity)(0),     // 4: vswitchkit.kubemodel.v1.Service.SessionAffinity
+	(NodeAddress_Type)(0),            // 5: vswitchkit.kubemodel.v1.NodeAddress.Type
+	(*Pod)(nil),                      // 6: vswitchkit.kubemodel.v1.Pod
+	(*Container)(nil),                // 7: vswitchkit.kubemodel.v1.Container
+	(*ContainerPort)(nil),            // 8: vswitchkit.kubemodel.v1.ContainerPort
+	(*Service)(nil),                  // 9: vswitchkit.kubemodel.v1.Service
+	(*ServicePort)(nil),              // 10: vswitchkit.kubemodel.v1.ServicePort
+	(*Endpoints)(nil),                // 11: vswitchkit.kubemodel.v1.Endpoints
+	(*EndpointSubset)(nil),           // 12: vswitchkit.kubemodel.v1.EndpointSubset
+	(*EndpointAddress)(nil),          // 13: vswitchkit.kubemodel.v1.EndpointAddress
+	(*ObjectReference)(nil),          // 14: vswitchkit.kubemodel.v1.ObjectReference
+	(*EndpointPort)(nil),             // 15: vswitchkit.kubemodel.v1.EndpointPort
+	(*Node)(nil),                     // 16: vswitchkit.kubemodel.v1.Node
+	(*NodeAddress)(nil),              // 17: vswitchkit.kubemodel.v1.NodeAddress
+	(*Namespace)(nil),                // 18: vswitchkit.kubemodel.v1.Namespace
+	(*NetworkPolicy)(nil),            // 19: vswitchkit.kubemodel.v1.NetworkPolicy
+	(*LabelSelector)(nil),            // 20: vswitchkit.kubemodel.v1.LabelSelector
+	(*LabelSelectorRequirement)(nil), // 21: vswitchkit.kubemodel.v1.LabelSelectorRequirement
+	(*NetworkPolicyIngressRule)(nil), // 22: vswitchkit.kubemodel.v1.NetworkPolicyIngressRule
+	(*NetworkPolicyEgressRule)(nil),  // 23: vswitchkit.kubemodel.v1.NetworkPolicyEgressRule
+	(*NetworkPolicyPeer)(nil),        // 24: vswitchkit.kubemodel.v1.NetworkPolicyPeer
+	(*IPBlock)(nil),                  // 25: vswitchkit.kubemodel.v1.IPBlock
+	(*NetworkPolicyPort)(nil),        // 26: vswitchkit.kubemodel.v1.NetworkPolicyPort
+	(*PodPeer)(nil),                  // 27: vswitchkit.kubemodel.v1.PodPeer
+	(*NamedPort)(nil),                // 28: vswitchkit.kubemodel.v1.NamedPort
+	nil,                              // 29: vswitchkit.kubemodel.v1.Pod.LabelsEntry
+	nil,                              // 30: vswitchkit.kubemodel.v1.Pod.AnnotationsEntry
+	nil,                              // 31: vswitchkit.kubemodel.v1.Service.LabelsEntry
+	nil,                              // 32: vswitchkit.kubemodel.v1.Service.AnnotationsEntry
+	nil,                              // 33: vswitchkit.kubemodel.v1.Service.SelectorEntry
+	nil,                              // 34: vswitchkit.kubemodel.v1.Endpoints.LabelsEntry
+	nil,                              // 35: vswitchkit.kubemodel.v1.Node.LabelsEntry
+	nil,                              // 36: vswitchkit.kubemodel.v1.Node.AnnotationsEntry
+	nil,                              // 37: vswitchkit.kubemodel.v1.Namespace.LabelsEntry
+	nil,                              // 38: vswitchkit.kubemodel.v1.LabelSelector.MatchLabelsEntry
+	nil,                              // 39: vswitchkit.kubemodel.v1.PodPeer.LabelsEntry
 }
 var file_vswitchkit_kubemodel_v1_kubemodel_proto_depIdxs = []int32{
-	18, // 0: vswitchkit.kubemodel.v1.Pod.labels:type_name -> vswitchkit.kubemodel.v1.Pod.LabelsEntry
-	19, // 1: vswitchkit.kubemodel.v1.Pod.annotations:type_name -> vswitchkit.kubemodel.v1.Pod.AnnotationsEntry
-	6,  // 2: vswitchkit.kubemodel.v1.Pod.containers:type_name -> vswitchkit.kubemodel.v1.Container
-	7,  // 3: vswitchkit.kubemodel.v1.Container.ports:type_name -> vswitchkit.kubemodel.v1.ContainerPort
+	29, // 0: vswitchkit.kubemodel.v1.Pod.labels:type_name -> vswitchkit.kubemodel.v1.Pod.LabelsEntry
+	30, // 1: vswitchkit.kubemodel.v1.Pod.annotations:type_name -> vswitchkit.kubemodel.v1.Pod.AnnotationsEntry
+	7,  // 2: vswitchkit.kubemodel.v1.Pod.containers:type_name -> vswitchkit.kubemodel.v1.Container
+	8,  // 3: vswitchkit.kubemodel.v1.Container.ports:type_name -> vswitchkit.kubemodel.v1.ContainerPort
 	0,  // 4: vswitchkit.kubemodel.v1.ContainerPort.protocol:type_name -> vswitchkit.kubemodel.v1.Protocol
-	20, // 5: vswitchkit.kubemodel.v1.Service.labels:type_name -> vswitchkit.kubemodel.v1.Service.LabelsEntry
-	21, // 6: vswitchkit.kubemodel.v1.Service.annotations:type_name -> vswitchkit.kubemodel.v1.Service.AnnotationsEntry
-	22, // 7: vswitchkit.kubemodel.v1.Service.selector:type_name -> vswitchkit.kubemodel.v1.Service.SelectorEntry
-	9,  // 8: vswitchkit.kubemodel.v1.Service.ports:type_name -> vswitchkit.kubemodel.v1.ServicePort
-	1,  // 9: vswitchkit.kubemodel.v1.Service.type:type_name -> vswitchkit.kubemodel.v1.Service.Type
-	2,  // 10: vswitchkit.kubemodel.v1.Service.external_traffic_policy:type_name -> vswitchkit.kubemodel.v1.Service.TrafficPolicy
-	2,  // 11: vswitchkit.kubemodel.v1.Service.internal_traffic_policy:type_name -> vswitchkit.kubemodel.v1.Service.TrafficPolicy
-	3,  // 12: vswitchkit.kubemodel.v1.Service.session_affinity:type_name -> vswitchkit.kubemodel.v1.Service.SessionAffinity
+	31, // 5: vswitchkit.kubemodel.v1.Service.labels:type_name -> vswitchkit.kubemodel.v1.Service.LabelsEntry
+	32, // 6: vswitchkit.kubemodel.v1.Service.annotations:type_name -> vswitchkit.kubemodel.v1.Service.AnnotationsEntry
+	33, // 7: vswitchkit.kubemodel.v1.Service.selector:type_name -> vswitchkit.kubemodel.v1.Service.SelectorEntry
+	10, // 8: vswitchkit.kubemodel.v1.Service.ports:type_name -> vswitchkit.kubemodel.v1.ServicePort
+	2,  // 9: vswitchkit.kubemodel.v1.Service.type:type_name -> vswitchkit.kubemodel.v1.Service.Type
+	3,  // 10: vswitchkit.kubemodel.v1.Service.external_traffic_policy:type_name -> vswitchkit.kubemodel.v1.Service.TrafficPolicy
+	3,  // 11: vswitchkit.kubemodel.v1.Service.internal_traffic_policy:type_name -> vswitchkit.kubemodel.v1.Service.TrafficPolicy
+	4,  // 12: vswitchkit.kubemodel.v1.Service.session_affinity:type_name -> vswitchkit.kubemodel.v1.Service.SessionAffinity
 	0,  // 13: vswitchkit.kubemodel.v1.ServicePort.protocol:type_name -> vswitchkit.kubemodel.v1.Protocol
-	23, // 14: vswitchkit.kubemodel.v1.Endpoints.labels:type_name -> vswitchkit.kubemodel.v1.Endpoints.LabelsEntry
-	11, // 15: vswitchkit.kubemodel.v1.Endpoints.subsets:type_name -> vswitchkit.kubemodel.v1.EndpointSubset
-	12, // 16: vswitchkit.kubemodel.v1.EndpointSubset.addresses:type_name -> vswitchkit.kubemodel.v1.EndpointAddress
-	12, // 17: vswitchkit.kubemodel.v1.EndpointSubset.not_ready_addresses:type_name -> vswitchkit.kubemodel.v1.EndpointAddress
-	14, // 18: vswitchkit.kubemodel.v1.EndpointSubset.ports:type_name -> vswitchkit.kubemodel.v1.EndpointPort
-	13, // 19: vswitchkit.kubemodel.v1.EndpointAddress.target_ref:type_name -> vswitchkit.kubemodel.v1.ObjectReference
+	34, // 14: vswitchkit.kubemodel.v1.Endpoints.labels:type_name -> vswitchkit.kubemodel.v1.Endpoints.LabelsEntry
+	12, // 15: vswitchkit.kubemodel.v1.Endpoints.subsets:type_name -> vswitchkit.kubemodel.v1.EndpointSubset
+	13, // 16: vswitchkit.kubemodel.v1.EndpointSubset.addresses:type_name -> vswitchkit.kubemodel.v1.EndpointAddress
+	13, // 17: vswitchkit.kubemodel.v1.EndpointSubset.not_ready_addresses:type_name -> vswitchkit.kubemodel.v1.EndpointAddress
+	15, // 18: vswitchkit.kubemodel.v1.EndpointSubset.ports:type_name -> vswitchkit.kubemodel.v1.EndpointPort
+	14, // 19: vswitchkit.kubemodel.v1.EndpointAddress.target_ref:type_name -> vswitchkit.kubemodel.v1.ObjectReference
 	0,  // 20: vswitchkit.kubemodel.v1.EndpointPort.protocol:type_name -> vswitchkit.kubemodel.v1.Protocol
-	24, // 21: vswitchkit.kubemodel.v1.Node.labels:type_name -> vswitchkit.kubemodel.v1.Node.LabelsEntry
-	25, // 22: vswitchkit.kubemodel.v1.Node.annotations:type_name -> vswitchkit.kubemodel.v1.Node.AnnotationsEntry
-	16, // 23: vswitchkit.kubemodel.v1.Node.addresses:type_name -> vswitchkit.kubemodel.v1.NodeAddress
-	4,  // 24: vswitchkit.kubemodel.v1.NodeAddress.type:type_name -> vswitchkit.kubemodel.v1.NodeAddress.Type
-	26, // 25: vswitchkit.kubemodel.v1.Namespace.labels:type_name -> vswitchkit.kubemodel.v1.Namespace.LabelsEntry
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	35, // 21: vswitchkit.kubemodel.v1.Node.labels:type_name -> vswitchkit.kubemodel.v1.Node.LabelsEntry
+	36, // 22: vswitchkit.kubemodel.v1.Node.annotations:type_name -> vswitchkit.kubemodel.v1.Node.AnnotationsEntry
+	17, // 23: vswitchkit.kubemodel.v1.Node.addresses:type_name -> vswitchkit.kubemodel.v1.NodeAddress
+	5,  // 24: vswitchkit.kubemodel.v1.NodeAddress.type:type_name -> vswitchkit.kubemodel.v1.NodeAddress.Type
+	37, // 25: vswitchkit.kubemodel.v1.Namespace.labels:type_name -> vswitchkit.kubemodel.v1.Namespace.LabelsEntry
+	20, // 26: vswitchkit.kubemodel.v1.NetworkPolicy.pod_selector:type_name -> vswitchkit.kubemodel.v1.LabelSelector
+	1,  // 27: vswitchkit.kubemodel.v1.NetworkPolicy.policy_types:type_name -> vswitchkit.kubemodel.v1.PolicyType
+	22, // 28: vswitchkit.kubemodel.v1.NetworkPolicy.ingress:type_name -> vswitchkit.kubemodel.v1.NetworkPolicyIngressRule
+	23, // 29: vswitchkit.kubemodel.v1.NetworkPolicy.egress:type_name -> vswitchkit.kubemodel.v1.NetworkPolicyEgressRule
+	38, // 30: vswitchkit.kubemodel.v1.LabelSelector.match_labels:type_name -> vswitchkit.kubemodel.v1.LabelSelector.MatchLabelsEntry
+	21, // 31: vswitchkit.kubemodel.v1.LabelSelector.match_expressions:type_name -> vswitchkit.kubemodel.v1.LabelSelectorRequirement
+	26, // 32: vswitchkit.kubemodel.v1.NetworkPolicyIngressRule.ports:type_name -> vswitchkit.kubemodel.v1.NetworkPolicyPort
+	24, // 33: vswitchkit.kubemodel.v1.NetworkPolicyIngressRule.from:type_name -> vswitchkit.kubemodel.v1.NetworkPolicyPeer
+	26, // 34: vswitchkit.kubemodel.v1.NetworkPolicyEgressRule.ports:type_name -> vswitchkit.kubemodel.v1.NetworkPolicyPort
+	24, // 35: vswitchkit.kubemodel.v1.NetworkPolicyEgressRule.to:type_name -> vswitchkit.kubemodel.v1.NetworkPolicyPeer
+	20, // 36: vswitchkit.kubemodel.v1.NetworkPolicyPeer.pod_selector:type_name -> vswitchkit.kubemodel.v1.LabelSelector
+	20, // 37: vswitchkit.kubemodel.v1.NetworkPolicyPeer.namespace_selector:type_name -> vswitchkit.kubemodel.v1.LabelSelector
+	25, // 38: vswitchkit.kubemodel.v1.NetworkPolicyPeer.ip_block:type_name -> vswitchkit.kubemodel.v1.IPBlock
+	0,  // 39: vswitchkit.kubemodel.v1.NetworkPolicyPort.protocol:type_name -> vswitchkit.kubemodel.v1.Protocol
+	39, // 40: vswitchkit.kubemodel.v1.PodPeer.labels:type_name -> vswitchkit.kubemodel.v1.PodPeer.LabelsEntry
+	28, // 41: vswitchkit.kubemodel.v1.PodPeer.ports:type_name -> vswitchkit.kubemodel.v1.NamedPort
+	0,  // 42: vswitchkit.kubemodel.v1.NamedPort.protocol:type_name -> vswitchkit.kubemodel.v1.Protocol
+	43, // [43:43] is the sub-list for method output_type
+	43, // [43:43] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_vswitchkit_kubemodel_v1_kubemodel_proto_init() }
@@ -1573,8 +2370,8 @@ func file_vswitchkit_kubemodel_v1_kubemodel_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDesc), len(file_vswitchkit_kubemodel_v1_kubemodel_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   22,
+			NumEnums:      6,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
