@@ -1,0 +1,126 @@
+package policy
+
+import (
+	"net/netip"
+	"slices"
+)
+
+// ipRange is the addresses from..to of one family, both included.
+type ipRange struct{ from, to netip.Addr }
+
+// lastAddr returns the last address of p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	a := p.Masked().Addr()
+	if a.Is4() {
+		b := a.As4()
+		for i := p.Bits(); i < 32; i++ {
+			b[i/8] |= 0x80 >> (i % 8)
+		}
+		return netip.AddrFrom4(b)
+	}
+	b := a.As16()
+	for i := p.Bits(); i < 128; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	return netip.AddrFrom16(b)
+}
+
+// rangesOf returns the sorted, merged ranges covered by ps (touching ranges
+// merge). IPv4 ranges come before IPv6 ones.
+func rangesOf(ps []netip.Prefix) []ipRange {
+	rs := make([]ipRange, 0, len(ps))
+	for _, p := range ps {
+		rs = append(rs, ipRange{p.Masked().Addr(), lastAddr(p)})
+	}
+	return mergeRanges(rs)
+}
+
+// mergeRanges sorts rs and merges overlapping and touching ranges, in place.
+func mergeRanges(rs []ipRange) []ipRange {
+	if len(rs) == 0 {
+		return nil
+	}
+	slices.SortFunc(rs, func(a, b ipRange) int { return a.from.Compare(b.from) })
+	out := rs[:1]
+	for _, r := range rs[1:] {
+		last := &out[len(out)-1]
+		next := last.to.Next()
+		if r.from.BitLen() == last.to.BitLen() && (r.from.Compare(last.to) <= 0 || (next.IsValid() && r.from == next)) {
+			if r.to.Compare(last.to) > 0 {
+				last.to = r.to
+			}
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// subtractRanges returns a minus b (both sorted and merged).
+func subtractRanges(a, b []ipRange) []ipRange {
+	var out []ipRange
+	for _, r := range a {
+		cur := r
+		ok := true
+		for _, x := range b {
+			if x.from.BitLen() != cur.from.BitLen() || x.to.Compare(cur.from) < 0 || x.from.Compare(cur.to) > 0 {
+				continue // other family, or no overlap
+			}
+			if x.from.Compare(cur.from) > 0 {
+				out = append(out, ipRange{cur.from, x.from.Prev()})
+			}
+			if x.to.Compare(cur.to) >= 0 {
+				ok = false
+				break
+			}
+			cur.from = x.to.Next()
+		}
+		if ok {
+			out = append(out, cur)
+		}
+	}
+	return out
+}
+
+// prefixesOf returns the fewest prefixes that cover exactly rs.
+func prefixesOf(rs []ipRange) []netip.Prefix {
+	var out []netip.Prefix
+	for _, r := range rs {
+		from := r.from
+		for {
+			bits := from.BitLen()
+			// The largest aligned block at from that ends within r.
+			p := netip.PrefixFrom(from, bits)
+			for b := bits - 1; b >= 0; b-- {
+				q := netip.PrefixFrom(from, b)
+				if q.Masked().Addr() != from || lastAddr(q).Compare(r.to) > 0 {
+					break
+				}
+				p = q
+			}
+			out = append(out, p)
+			last := lastAddr(p)
+			if last.Compare(r.to) >= 0 {
+				break
+			}
+			from = last.Next()
+		}
+	}
+	return out
+}
+
+// Aggregate returns the fewest prefixes that cover exactly the addresses
+// of ps (a host is a /32 or /128 prefix): overlapping and adjacent
+// prefixes are merged. IPv4 prefixes come first, each family in address
+// order. The result is a new slice.
+func Aggregate(ps []netip.Prefix) []netip.Prefix {
+	return prefixesOf(rangesOf(ps))
+}
+
+// hostPrefix returns the single-address prefix of a.
+func hostPrefix(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
+
+// blockPrefixes returns cidr minus except as the fewest prefixes.
+func blockPrefixes(cidr netip.Prefix, except []netip.Prefix) []netip.Prefix {
+	return prefixesOf(subtractRanges(rangesOf([]netip.Prefix{cidr}), rangesOf(except)))
+}
