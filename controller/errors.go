@@ -1,6 +1,10 @@
 package controller
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
+)
 
 // Sentinel errors returned by the loop.
 var (
@@ -17,9 +21,11 @@ var (
 	// deadlock the loop.
 	ErrBlockingFollowUp = errors.New("controller: blocking event pushed from inside the event loop")
 
-	// ErrAlreadyRunning is returned by Run when the loop is already running
-	// or has run before.
-	ErrAlreadyRunning = errors.New("controller: Run called more than once")
+	// ErrAlreadyRunning is wrapped by the error Run returns when the loop
+	// is already running or has run before. It is the module's one
+	// ErrAlreadyRunning value (every package's is the same), so errors.Is
+	// matches it across packages.
+	ErrAlreadyRunning = lifecycle.ErrAlreadyRunning
 
 	// ErrStartupResyncMissing is reported by Healthy when no start-up
 	// DBResync has been processed within Config.StartupResyncDeadline.

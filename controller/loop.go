@@ -12,6 +12,8 @@ import (
 
 	"github.com/petermattis/goid"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 )
 
 // Loop is the event loop: it processes one event at a time by calling the
@@ -32,8 +34,8 @@ type Loop struct {
 	// typeStats counts events per name and errors per handler.
 	typeStats typeStats
 
-	running atomic.Bool
-	regMu   sync.Mutex // serializes Register with the start of Run
+	run   lifecycle.Once
+	regMu sync.Mutex // serializes Register with the start of Run
 	// inHandler is set while the Run goroutine processes an event; loopG
 	// is the ID of that goroutine. Together they detect follow-up pushes.
 	inHandler atomic.Bool
@@ -134,7 +136,7 @@ func (l *Loop) Register(handlers ...EventHandler) error {
 	}
 	l.regMu.Lock()
 	defer l.regMu.Unlock()
-	if l.running.Load() {
+	if l.run.Started() {
 		return ErrRegisterAfterRun
 	}
 	l.handlers = append(l.handlers, handlers...)
@@ -273,10 +275,10 @@ func (l *Loop) GetConfig(key string) proto.Message {
 // is left running.
 func (l *Loop) Run(ctx context.Context) error {
 	l.regMu.Lock()
-	started := l.running.CompareAndSwap(false, true)
+	err := l.run.Start("controller")
 	l.regMu.Unlock()
-	if !started {
-		return ErrAlreadyRunning
+	if err != nil {
+		return err
 	}
 	l.loopG.Store(goid.Get())
 	l.log.Info("event loop started", slog.Int("handlers", len(l.handlers)))

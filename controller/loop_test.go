@@ -1,9 +1,11 @@
 package controller_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/controllertest"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 )
 
 func TestNewValidatesConfig(t *testing.T) {
@@ -25,6 +28,84 @@ func TestNewValidatesConfig(t *testing.T) {
 	_, err = controller.New(nil, &controllertest.Southbound{}, controller.Config{QueueSize: -1, HealingDelay: -time.Second})
 	require.ErrorContains(t, err, "QueueSize -1 is negative")
 	require.ErrorContains(t, err, "HealingDelay -1s is negative")
+}
+
+// TestConfigNegative: a negative value means "off" for the fields whose doc
+// says so and is an error for every other field, all reported at once
+// (CONTRIBUTING R7).
+func TestConfigNegative(t *testing.T) {
+	sb := &controllertest.Southbound{}
+	for _, tc := range []struct {
+		name    string
+		cfg     controller.Config
+		wantErr string // "" = valid
+	}{
+		{name: "zero", cfg: controller.Config{}},
+		{name: "StartupResyncDeadline off", cfg: controller.Config{StartupResyncDeadline: -1}},
+		{name: "MaxHealingAttempts off", cfg: controller.Config{MaxHealingAttempts: -1}},
+		{name: "HistorySize off", cfg: controller.Config{HistorySize: -1}},
+		{name: "QueueSize", cfg: controller.Config{QueueSize: -1}, wantErr: "QueueSize -1 is negative"},
+		{name: "HealingDelay", cfg: controller.Config{HealingDelay: -1}, wantErr: "HealingDelay -1ns is negative"},
+		{name: "MaxHealingDelay", cfg: controller.Config{MaxHealingDelay: -1}, wantErr: "MaxHealingDelay -1ns is negative"},
+		{name: "PeriodicHealingInterval", cfg: controller.Config{PeriodicHealingInterval: -1}, wantErr: "PeriodicHealingInterval -1ns is negative"},
+		{name: "CommitTimeout", cfg: controller.Config{CommitTimeout: -1}, wantErr: "CommitTimeout -1ns is negative"},
+		{name: "ShutdownTimeout", cfg: controller.Config{ShutdownTimeout: -1}, wantErr: "ShutdownTimeout -1ns is negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := controller.New(nil, sb, tc.cfg)
+			if tc.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.wantErr)
+		})
+	}
+	_, err := controller.New(nil, sb, controller.Config{QueueSize: -1, CommitTimeout: -1, ShutdownTimeout: -1})
+	require.ErrorContains(t, err, "QueueSize")
+	require.ErrorContains(t, err, "CommitTimeout")
+	require.ErrorContains(t, err, "ShutdownTimeout", "every bad field at once")
+}
+
+// TestAlreadyRunningIsTheModuleValue: a second Run returns an error that
+// errors.Is matches with the module's one ErrAlreadyRunning.
+func TestAlreadyRunningIsTheModuleValue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLoop(t, nil, &controllertest.Southbound{}, controller.Config{})
+		stop, _ := run(t, l)
+		synctest.Wait()
+		err := l.Run(context.Background())
+		require.ErrorIs(t, err, lifecycle.ErrAlreadyRunning)
+		require.EqualError(t, err, "controller: Run called more than once")
+		require.ErrorIs(t, stop(), context.Canceled)
+	})
+}
+
+// TestLogsComponentOnce: every log line carries component=controller
+// exactly once, and the loop's attributes are typed (CONTRIBUTING R9).
+func TestLogsComponentOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf bytes.Buffer
+		logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		fail := func(ev controller.Event) error {
+			if ev.GetName() == "bad" {
+				return errBoom
+			}
+			return nil
+		}
+		l := newLoop(t, []controller.EventHandler{handler("a", &callLog{}, fail)}, &controllertest.Southbound{},
+			controller.Config{Logger: logger, HealingDelay: time.Hour})
+		stop, _ := run(t, l)
+		require.NoError(t, l.PushEvent(controller.NewDBResync()))
+		require.NoError(t, l.PushEvent(newUpdate("bad", controller.BestEffort, controller.Forward)))
+		synctest.Wait()
+		require.ErrorIs(t, stop(), context.Canceled)
+		lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+		require.GreaterOrEqual(t, len(lines), 5, "started, processed, failed, healing, stopped")
+		for _, line := range lines {
+			require.Equal(t, 1, strings.Count(line, `"component":"controller"`), line)
+		}
+		require.Contains(t, buf.String(), `"seq":2`)
+	})
 }
 
 func TestStartupGate(t *testing.T) {
