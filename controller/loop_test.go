@@ -204,6 +204,8 @@ func TestErrorOutcomes(t *testing.T) {
 	}
 	fatalErr := controller.NewFatalError(errBoom)
 	abortErr := controller.NewAbortEventError(errBoom)
+	permErr := &controller.KeyError{Key: "k8s/x", Err: errBoom}
+	permCommitErr := controller.NewPermanentError(errBoom2)
 	tests := []struct {
 		name      string
 		tt        controller.UpdateTransactionType
@@ -251,6 +253,47 @@ func TestErrorOutcomes(t *testing.T) {
 		{
 			name: "fatal commit error: stop the loop", tt: controller.BestEffort, commitErr: controller.NewFatalError(errBoom),
 			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: []string{"boom"}, runErr: errBoom},
+		},
+		{
+			name: "fatal revert on failure: stop the loop, no revert", tt: controller.RevertOnFailure, failB: fatalErr,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)"}, doneErr: []string{"b: boom"}, runErr: errBoom},
+		},
+		{
+			name: "abort best effort ignore errors: stop, no commit, heal", tt: controller.BestEffortIgnoreErrors, failB: abortErr,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)"}, doneErr: []string{"b: boom"}, healing: true},
+		},
+		{
+			name: "permanent best effort: commit, no healing", tt: controller.BestEffort, failB: permErr,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: []string{"b: key k8s/x: boom"}},
+		},
+		{
+			name: "permanent revert on failure: stop, revert, no healing", tt: controller.RevertOnFailure, failB: permErr,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "a.Revert(ev)"}, doneErr: []string{"b: key k8s/x: boom"}},
+		},
+		{
+			name: "permanent commit error best effort: no healing", tt: controller.BestEffort, commitErr: permCommitErr,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: []string{"commit: boom2"}},
+		},
+		{
+			name: "permanent commit error revert on failure: revert all, heal", tt: controller.RevertOnFailure, commitErr: permCommitErr,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)", "c.Revert(ev)", "b.Revert(ev)", "a.Revert(ev)"},
+				committed: true, doneErr: []string{"commit: boom2"}, healing: true, revertKeys: true},
+		},
+		{
+			name: "permanent handler and transient commit error best effort: heal", tt: controller.BestEffort, failB: permErr, commitErr: errBoom2,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: []string{"b: key k8s/x: boom", "commit: boom2"}, healing: true},
+		},
+		{
+			name: "transient handler and permanent commit error best effort: heal", tt: controller.BestEffort, failB: errBoom, commitErr: permCommitErr,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: []string{"b: boom", "commit: boom2"}, healing: true},
+		},
+		{
+			name: "commit error best effort ignore errors: heal", tt: controller.BestEffortIgnoreErrors, failB: errBoom, commitErr: errBoom2,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: []string{"b: boom", "commit: boom2"}, healing: true},
+		},
+		{
+			name: "permanent commit error best effort ignore errors: no healing", tt: controller.BestEffortIgnoreErrors, failB: errBoom, commitErr: permCommitErr,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: []string{"b: boom", "commit: boom2"}},
 		},
 	}
 	for _, tc := range tests {
@@ -355,6 +398,145 @@ func TestErrorOutcomes(t *testing.T) {
 					}
 				}
 				require.Equal(t, tc.want.healing, healed, "healing resync")
+			})
+		})
+	}
+}
+
+// TestResyncErrorOutcomes is the end-to-end counterpart of the resync and
+// reapply rows of the package's error table: an UpstreamResync
+// (ExternalConfigResync) or a DownstreamResync (periodic HealingResync)
+// whose handler or commit fails.
+func TestResyncErrorOutcomes(t *testing.T) {
+	const healingDelay = time.Second
+	type want struct {
+		committed bool          // the event's commit was handed to the southbound
+		healAfter time.Duration // a healing resync ran this long after the event; -1: none
+		fatal     bool          // Run stops with the error
+	}
+	for _, tc := range []struct {
+		name      string
+		reapply   bool  // a DownstreamResync instead of an UpstreamResync
+		handler   error // the handler's Resync error for the event
+		commitErr error
+		want      want
+	}{
+		{name: "transient handler error: commit, heal", handler: errBoom, want: want{committed: true, healAfter: healingDelay}},
+		{name: "permanent handler error: commit, no healing", handler: controller.NewPermanentError(errBoom), want: want{committed: true, healAfter: -1}},
+		{name: "abort: no commit, heal at once", handler: controller.NewAbortEventError(errBoom), want: want{healAfter: 0}},
+		{name: "fatal handler error: no commit, stop", handler: controller.NewFatalError(errBoom), want: want{fatal: true, healAfter: -1}},
+		{name: "transient commit error: heal", commitErr: errBoom, want: want{committed: true, healAfter: healingDelay}},
+		{name: "permanent commit error: no healing", commitErr: &controller.KeyError{Key: "k", Err: errBoom}, want: want{committed: true, healAfter: -1}},
+		{name: "abort commit error: heal at once", commitErr: controller.NewAbortEventError(errBoom), want: want{committed: true, healAfter: 0}},
+		{name: "fatal commit error: stop", commitErr: controller.NewFatalError(errBoom), want: want{committed: true, fatal: true, healAfter: -1}},
+		{name: "reapply: transient commit error: heal", reapply: true, commitErr: errBoom, want: want{committed: true, healAfter: healingDelay}},
+		{name: "reapply: permanent commit error: no healing", reapply: true, commitErr: controller.NewPermanentError(errBoom), want: want{committed: true, healAfter: -1}},
+		{name: "reapply: fatal commit error: stop", reapply: true, commitErr: controller.NewFatalError(errBoom), want: want{committed: true, fatal: true, healAfter: -1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var ev controller.Event = controller.NewExternalConfigResync("user", false)
+				if tc.reapply {
+					ev = &controller.HealingResync{Type: controller.Periodic}
+				}
+				var healedAt []time.Time
+				h := &controller.HandlerFuncs{Name: "a", ResyncFunc: func(e controller.Event, _ controller.KubeStateData, _ int, _ controller.ResyncOperations) error {
+					switch {
+					case e == ev:
+						return tc.handler
+					case e.GetName() == "Healing Resync":
+						healedAt = append(healedAt, time.Now())
+					}
+					return nil
+				}}
+				committed := false
+				sb := &controllertest.Southbound{Fail: func(_ int, c *controller.Commit) error {
+					if c.Event == ev {
+						committed = true
+						return tc.commitErr
+					}
+					return nil
+				}}
+				l := newLoop(t, []controller.EventHandler{h}, sb, controller.Config{HealingDelay: healingDelay})
+				_, runDone := run(t, l)
+				require.NoError(t, l.PushEvent(controller.NewDBResync()))
+				synctest.Wait()
+				start := time.Now()
+				require.NoError(t, l.PushEvent(ev))
+				synctest.Wait()
+
+				require.Equal(t, tc.want.committed, committed, "commit of the event")
+				if tc.want.fatal {
+					select {
+					case err := <-runDone:
+						require.ErrorIs(t, err, errBoom)
+					default:
+						t.Fatal("Run did not stop")
+					}
+					return
+				}
+				time.Sleep(time.Hour)
+				synctest.Wait()
+				if tc.want.healAfter < 0 {
+					require.Empty(t, healedAt, "no healing resync")
+					return
+				}
+				require.Len(t, healedAt, 1)
+				require.Equal(t, tc.want.healAfter, healedAt[0].Sub(start))
+			})
+		})
+	}
+}
+
+// TestHistoryMarksRevertedHandlers: the history marks exactly the handlers
+// on which Revert was called.
+func TestHistoryMarksRevertedHandlers(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		names     []string // handler names; the second fails when failB
+		failB     bool
+		commitErr error
+		want      []bool // Reverted per recorded handler outcome
+	}{
+		{name: "handler error: the handlers that ran before", names: []string{"a", "b", "c"}, failB: true, want: []bool{true, false}},
+		{name: "commit error: every handler", names: []string{"a", "b", "c"}, commitErr: errBoom, want: []bool{true, true, true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				log := &callLog{}
+				hs := make([]controller.EventHandler, len(tc.names))
+				for i, name := range tc.names {
+					var fail func(controller.Event) error
+					if i == 1 && tc.failB {
+						fail = func(ev controller.Event) error {
+							if ev.GetName() == "ev" {
+								return errBoom
+							}
+							return nil
+						}
+					}
+					hs[i] = handler(name, log, fail)
+				}
+				sb := &controllertest.Southbound{Fail: func(_ int, c *controller.Commit) error {
+					if c.Event.GetName() == "ev" {
+						return tc.commitErr
+					}
+					return nil
+				}}
+				l := newLoop(t, hs, sb, controller.Config{HealingDelay: time.Hour})
+				run(t, l)
+				require.NoError(t, l.PushEvent(controller.NewDBResync()))
+				ev := newUpdate("ev", controller.RevertOnFailure, controller.Forward)
+				require.NoError(t, l.PushEvent(ev))
+				synctest.Wait()
+				require.Error(t, ev.result(t))
+				rec := l.History().Last(1)[0]
+				require.Equal(t, "ev", rec.Name)
+				var got []bool
+				for _, o := range rec.Handlers {
+					got = append(got, o.Reverted)
+				}
+				require.Equal(t, tc.want, got)
 			})
 		})
 	}
