@@ -66,13 +66,12 @@ type Loop struct {
 	commitVals  KeyValuePairs
 	commitBuf   Commit        // reused for every commit; the southbound must not keep it
 	undo        KeyValuePairs // RevertOnFailure: previous internal values of changed keys
-	ran         []int         // indexes of handlers that ran for the current event
+	ran         []ranHandler  // RevertOnFailure: handlers whose Update succeeded for the current event
 	rec         Record
 	seq         uint64
 
-	// The permanent errors of the event in progress (see health.go).
-	evKeys      []*KeyError
-	evTransient bool
+	// The KeyErrors of the event in progress (see health.go).
+	evKeys []*KeyError
 
 	heal healing
 }

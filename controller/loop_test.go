@@ -193,7 +193,10 @@ var (
 	errBoom2 = errors.New("boom2")
 )
 
-func TestErrorOutcomes(t *testing.T) {
+// TestErrorOutcomesEndToEnd checks the update rows of TestErrorOutcomes (the
+// decision table) through a running loop: handler calls, commit, Done,
+// healing, Run's result and the loop's record of the desired state.
+func TestErrorOutcomesEndToEnd(t *testing.T) {
 	type want struct {
 		calls      []string // handler calls for the event under test (after the start-up resync)
 		committed  bool     // an update commit carrying the event
@@ -500,6 +503,9 @@ func TestHistoryMarksRevertedHandlers(t *testing.T) {
 	}{
 		{name: "handler error: the handlers that ran before", names: []string{"a", "b", "c"}, failB: true, want: []bool{true, false}},
 		{name: "commit error: every handler", names: []string{"a", "b", "c"}, commitErr: errBoom, want: []bool{true, true, true}},
+		// Two handlers with the same name: only the one that ran is marked
+		// (they used to be matched by name).
+		{name: "same names: the handler, not its name", names: []string{"dup", "dup", "c"}, failB: true, want: []bool{true, false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
