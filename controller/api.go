@@ -58,8 +58,9 @@ type UpdateEvent interface {
 // All methods are called on the loop goroutine, one at a time: a handler is
 // never called concurrently with itself or with any other handler of the same
 // loop. Handlers must not block on the loop (for example by waiting on a
-// blocking event they pushed); pushing follow-up events with PushEvent is
-// allowed and they run right after the current event.
+// blocking event they pushed). A handler pushes follow-up events with
+// [PushFollowUp] on its txn (or the loop's PushEvent); they run right after
+// the current event.
 //
 // The txn passed to Resync and Update is valid only during the call; do not
 // keep it. Values put into it are owned by the loop from then on and must not

@@ -120,12 +120,16 @@
 //
 // # Follow-up events
 //
-// An event pushed by a handler (on the loop goroutine) is a follow-up: it
+// An event a handler pushes while it handles an event is a follow-up: it
 // runs right after the current event, before anything queued from outside
-// and before any timer, and follow-ups run in the order they were pushed. A
-// blocking follow-up is refused with ErrBlockingFollowUp, since waiting for
-// it would deadlock. The loop tells the handlers' pushes from concurrent
-// ones by goroutine ID (github.com/petermattis/goid).
+// and before any timer, and follow-ups run in the order they were pushed.
+// Handlers push them with [PushFollowUp] on the transaction they received.
+// A handler that holds the loop only as an [EventLoop] may call PushEvent
+// instead: the loop recognises a push from its own goroutine by goroutine
+// ID (github.com/petermattis/goid), checked only while an event is in
+// progress; a push from another goroutine at that time is an ordinary
+// outside event. Either way a blocking follow-up is refused with
+// ErrBlockingFollowUp, since waiting for it would deadlock.
 //
 // # Ordering
 //

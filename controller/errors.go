@@ -21,6 +21,10 @@ var (
 	// deadlock the loop.
 	ErrBlockingFollowUp = errors.New("controller: blocking event pushed from inside the event loop")
 
+	// ErrNotInHandler is returned by PushFollowUp for a transaction that
+	// does not belong to a handler call in progress.
+	ErrNotInHandler = errors.New("controller: follow-up pushed outside a handler call")
+
 	// ErrAlreadyRunning is wrapped by the error Run returns when the loop
 	// is already running or has run before. It is the module's one
 	// ErrAlreadyRunning value (every package's is the same), so errors.Is

@@ -37,7 +37,8 @@ type Loop struct {
 	run   lifecycle.Once
 	regMu sync.Mutex // serializes Register with the start of Run
 	// inHandler is set while the Run goroutine processes an event; loopG
-	// is the ID of that goroutine. Together they detect follow-up pushes.
+	// is the ID of that goroutine. Together they detect follow-up pushes
+	// through PushEvent (the fallback of PushFollowUp).
 	inHandler atomic.Bool
 	loopG     atomic.Int64
 
@@ -105,7 +106,7 @@ func New(handlers []EventHandler, sb Southbound, cfg Config) (*Loop, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Loop{
+	l := &Loop{
 		handlers:   slices.Clone(handlers),
 		sb:         sb,
 		cfg:        cfg,
@@ -119,7 +120,9 @@ func New(handlers []EventHandler, sb Southbound, cfg Config) (*Loop, error) {
 		txn:        txn{values: make(KeyValuePairs)},
 		commitVals: make(KeyValuePairs),
 		undo:       make(KeyValuePairs),
-	}, nil
+	}
+	l.txn.loop = l
+	return l, nil
 }
 
 // Register appends handlers to the loop, after those given to New and
@@ -200,20 +203,20 @@ func (l *Loop) Healthy() error {
 // would deadlock). Otherwise the event is queued in push order. PushEvent
 // returns ErrQueueFull when the bounded queue is full and ErrStopped after
 // the loop has stopped. Events pushed before Run are queued.
+//
+// Handlers should push follow-ups with [PushFollowUp], which says so
+// explicitly. PushEvent tells a handler's push from a concurrent push of
+// another goroutine by goroutine identity (the ID of the goroutine running
+// Run, read with github.com/petermattis/goid, compared only while an
+// event is in progress): the fallback for handlers (and a southbound) that
+// hold the loop only as an [EventLoop], and the only way from Revert,
+// which receives no transaction.
 func (l *Loop) PushEvent(ev Event) error {
 	if ev == nil {
 		return errors.New("controller: nil event")
 	}
 	if l.inHandler.Load() && goid.Get() == l.loopG.Load() {
-		if ev.IsBlocking() {
-			return fmt.Errorf("%w: %s", ErrBlockingFollowUp, ev.GetName())
-		}
-		if l.followUps.len() >= l.cfg.QueueSize {
-			l.stats.queueFull.Add(1)
-			return ErrQueueFull
-		}
-		l.followUps.push(ev)
-		return nil
+		return l.pushFollowUp(ev)
 	}
 	l.mu.Lock()
 	if l.stopped {
@@ -231,6 +234,23 @@ func (l *Loop) PushEvent(ev Event) error {
 	case l.wake <- struct{}{}:
 	default:
 	}
+	return nil
+}
+
+// pushFollowUp queues ev as a follow-up of the event in progress; it is
+// called on the loop goroutine only.
+func (l *Loop) pushFollowUp(ev Event) error {
+	if ev == nil {
+		return errors.New("controller: nil event")
+	}
+	if ev.IsBlocking() {
+		return fmt.Errorf("%w: %s", ErrBlockingFollowUp, ev.GetName())
+	}
+	if l.followUps.len() >= l.cfg.QueueSize {
+		l.stats.queueFull.Add(1)
+		return ErrQueueFull
+	}
+	l.followUps.push(ev)
 	return nil
 }
 

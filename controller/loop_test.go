@@ -656,45 +656,128 @@ func TestPeriodicHealingIsDownstream(t *testing.T) {
 	})
 }
 
+// pushWays are the two ways a handler pushes a follow-up: explicitly with
+// controller.PushFollowUp on its transaction, and through PushEvent (the
+// loop recognises its own goroutine).
+var pushWays = []struct {
+	name string
+	push func(l *controller.Loop, txn controller.ResyncOperations, ev controller.Event) error
+}{
+	{"PushFollowUp", func(_ *controller.Loop, txn controller.ResyncOperations, ev controller.Event) error {
+		return controller.PushFollowUp(txn, ev)
+	}},
+	{"PushEvent", func(l *controller.Loop, _ controller.ResyncOperations, ev controller.Event) error {
+		return l.PushEvent(ev)
+	}},
+}
+
 func TestFollowUpsRunFirst(t *testing.T) {
+	for _, way := range pushWays {
+		t.Run(way.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				log := &callLog{}
+				var l *controller.Loop
+				var pushErrs []error
+				pusher := &controller.HandlerFuncs{Name: "pusher", UpdateFunc: func(ev controller.Event, txn controller.UpdateOperations) (string, error) {
+					log.add("pusher.Update(%s)", ev.GetName())
+					switch ev.GetName() {
+					case "A":
+						pushErrs = append(pushErrs, way.push(l, txn, newUpdate("F1", controller.BestEffort, controller.Forward)))
+						pushErrs = append(pushErrs, way.push(l, txn, newUpdate("F2", controller.BestEffort, controller.Forward)))
+						// A blocking follow-up would deadlock: refused.
+						pushErrs = append(pushErrs, way.push(l, txn, controller.NewAddPodEvent(kubemodel.PodID{Namespace: "n", Name: "p"}, "c", "/ns")))
+					case "F1":
+						pushErrs = append(pushErrs, way.push(l, txn, newUpdate("F1.1", controller.BestEffort, controller.Forward)))
+					}
+					return "", nil
+				}}
+				l = newLoop(t, []controller.EventHandler{pusher}, &controllertest.Southbound{}, controller.Config{})
+				require.NoError(t, l.PushEvent(controller.NewDBResync()))
+				for _, name := range []string{"A", "B", "C"} {
+					require.NoError(t, l.PushEvent(newUpdate(name, controller.BestEffort, controller.Forward)))
+				}
+				run(t, l)
+				synctest.Wait()
+				require.Equal(t, []string{
+					"pusher.Update(A)", "pusher.Update(F1)", "pusher.Update(F2)", "pusher.Update(F1.1)",
+					"pusher.Update(B)", "pusher.Update(C)",
+				}, log.take())
+				require.Len(t, pushErrs, 4)
+				require.NoError(t, pushErrs[0])
+				require.NoError(t, pushErrs[1])
+				require.ErrorIs(t, pushErrs[2], controller.ErrBlockingFollowUp)
+				require.NoError(t, pushErrs[3])
+				require.EqualValues(t, 3, l.Stats().FollowUps)
+				rec, ok := l.History().BySeq(3)
+				require.True(t, ok)
+				require.Equal(t, "F1", rec.Name)
+				require.True(t, rec.FollowUp)
+			})
+		})
+	}
+}
+
+// TestPushFollowUpFromResync: a Resync handler pushes follow-ups through
+// its transaction too; they run before the events queued behind the
+// resync.
+func TestPushFollowUpFromResync(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		log := &callLog{}
-		var l *controller.Loop
-		var pushErrs []error
-		pusher := &controller.HandlerFuncs{Name: "pusher", UpdateFunc: func(ev controller.Event, _ controller.UpdateOperations) (string, error) {
-			log.add("pusher.Update(%s)", ev.GetName())
-			switch ev.GetName() {
-			case "A":
-				pushErrs = append(pushErrs, l.PushEvent(newUpdate("F1", controller.BestEffort, controller.Forward)))
-				pushErrs = append(pushErrs, l.PushEvent(newUpdate("F2", controller.BestEffort, controller.Forward)))
-				// A blocking follow-up would deadlock: refused.
-				pushErrs = append(pushErrs, l.PushEvent(controller.NewAddPodEvent(kubemodel.PodID{Namespace: "n", Name: "p"}, "c", "/ns")))
-			case "F1":
-				pushErrs = append(pushErrs, l.PushEvent(newUpdate("F1.1", controller.BestEffort, controller.Forward)))
-			}
-			return "", nil
-		}}
-		l = newLoop(t, []controller.EventHandler{pusher}, &controllertest.Southbound{}, controller.Config{})
-		require.NoError(t, l.PushEvent(controller.NewDBResync()))
-		for _, name := range []string{"A", "B", "C"} {
-			require.NoError(t, l.PushEvent(newUpdate(name, controller.BestEffort, controller.Forward)))
+		h := &controller.HandlerFuncs{Name: "h",
+			ResyncFunc: func(ev controller.Event, _ controller.KubeStateData, _ int, txn controller.ResyncOperations) error {
+				log.add("Resync(%s)", ev.GetName())
+				return controller.PushFollowUp(txn, newUpdate("F", controller.BestEffort, controller.Forward))
+			},
+			UpdateFunc: func(ev controller.Event, _ controller.UpdateOperations) (string, error) {
+				log.add("Update(%s)", ev.GetName())
+				return "", nil
+			},
 		}
+		l := newLoop(t, []controller.EventHandler{h}, &controllertest.Southbound{}, controller.Config{})
+		require.NoError(t, l.PushEvent(controller.NewDBResync()))
+		require.NoError(t, l.PushEvent(newUpdate("B", controller.BestEffort, controller.Forward)))
 		run(t, l)
 		synctest.Wait()
-		require.Equal(t, []string{
-			"pusher.Update(A)", "pusher.Update(F1)", "pusher.Update(F2)", "pusher.Update(F1.1)",
-			"pusher.Update(B)", "pusher.Update(C)",
-		}, log.take())
-		require.Len(t, pushErrs, 4)
-		require.NoError(t, pushErrs[0])
-		require.NoError(t, pushErrs[1])
-		require.ErrorIs(t, pushErrs[2], controller.ErrBlockingFollowUp)
-		require.NoError(t, pushErrs[3])
-		require.EqualValues(t, 3, l.Stats().FollowUps)
-		rec, ok := l.History().BySeq(3)
-		require.True(t, ok)
-		require.Equal(t, "F1", rec.Name)
-		require.True(t, rec.FollowUp)
+		require.Equal(t, []string{"Resync(Database Resync)", "Update(F)", "Update(B)"}, log.take())
+	})
+}
+
+// otherTxn is a transaction of another framework: it carries no loop.
+type otherTxn struct{ controllertest.Txn }
+
+func (*otherTxn) PushFollowUp() {} // not the loop's signature
+
+// TestPushFollowUpOutsideHandler: PushFollowUp refuses a transaction that
+// does not belong to a handler call in progress: one kept after the
+// handler returned, one of another framework, none.
+func TestPushFollowUpOutsideHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var kept controller.UpdateOperations
+		h := &controller.HandlerFuncs{Name: "h", UpdateFunc: func(_ controller.Event, txn controller.UpdateOperations) (string, error) {
+			kept = txn
+			txn.Put("k", str("v"))
+			return "", nil
+		}}
+		var sbErr error
+		sb := controller.SouthboundFunc(func(context.Context, *controller.Commit) (uint64, error) {
+			if kept != nil {
+				// During the commit the handlers are done with the transaction.
+				sbErr = controller.PushFollowUp(kept, newUpdate("late", controller.BestEffort, controller.Forward))
+			}
+			return 0, nil
+		})
+		l := newLoop(t, []controller.EventHandler{h}, sb, controller.Config{})
+		run(t, l)
+		require.NoError(t, l.PushEvent(controller.NewDBResync()))
+		ev := newUpdate("ev", controller.BestEffort, controller.Forward)
+		require.NoError(t, l.PushEvent(ev))
+		synctest.Wait()
+		require.NoError(t, ev.result(t))
+		require.ErrorIs(t, sbErr, controller.ErrNotInHandler)
+		require.ErrorIs(t, controller.PushFollowUp(kept, newUpdate("later", controller.BestEffort, controller.Forward)), controller.ErrNotInHandler)
+		require.ErrorIs(t, controller.PushFollowUp(&otherTxn{}, newUpdate("x", controller.BestEffort, controller.Forward)), controller.ErrNotInHandler)
+		require.ErrorIs(t, controller.PushFollowUp(nil, newUpdate("x", controller.BestEffort, controller.Forward)), controller.ErrNotInHandler)
+		require.Zero(t, l.Stats().FollowUps)
 	})
 }
 
@@ -731,52 +814,56 @@ func TestPushFromOtherGoroutineDuringHandlerIsNotFollowUp(t *testing.T) {
 // pushes are follow-ups (a blocking event from outside is accepted), and
 // they run before every outside event.
 func TestFollowUpsAmongConcurrentPushers(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var l *controller.Loop
-		log := &callLog{}
-		release := make(chan struct{})
-		var followUpErrs []error
-		h := &controller.HandlerFuncs{Name: "h", UpdateFunc: func(ev controller.Event, _ controller.UpdateOperations) (string, error) {
-			log.add("%s", ev.GetName())
-			if ev.GetName() == "A" {
-				followUpErrs = append(followUpErrs, l.PushEvent(newUpdate("F1", controller.BestEffort, controller.Forward)))
-				<-release // the pushers run now
-				followUpErrs = append(followUpErrs, l.PushEvent(newUpdate("F2", controller.BestEffort, controller.Forward)))
-			}
-			return "", nil
-		}}
-		l = newLoop(t, []controller.EventHandler{h}, &controllertest.Southbound{}, controller.Config{})
-		run(t, l)
-		require.NoError(t, l.PushEvent(controller.NewDBResync()))
-		require.NoError(t, l.PushEvent(newUpdate("A", controller.BestEffort, controller.Forward)))
-		synctest.Wait() // A is running
+	for _, way := range pushWays {
+		t.Run(way.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var l *controller.Loop
+				log := &callLog{}
+				release := make(chan struct{})
+				var followUpErrs []error
+				h := &controller.HandlerFuncs{Name: "h", UpdateFunc: func(ev controller.Event, txn controller.UpdateOperations) (string, error) {
+					log.add("%s", ev.GetName())
+					if ev.GetName() == "A" {
+						followUpErrs = append(followUpErrs, way.push(l, txn, newUpdate("F1", controller.BestEffort, controller.Forward)))
+						<-release // the pushers run now
+						followUpErrs = append(followUpErrs, way.push(l, txn, newUpdate("F2", controller.BestEffort, controller.Forward)))
+					}
+					return "", nil
+				}}
+				l = newLoop(t, []controller.EventHandler{h}, &controllertest.Southbound{}, controller.Config{})
+				run(t, l)
+				require.NoError(t, l.PushEvent(controller.NewDBResync()))
+				require.NoError(t, l.PushEvent(newUpdate("A", controller.BestEffort, controller.Forward)))
+				synctest.Wait() // A is running
 
-		const pushers = 8
-		pushed := make([]*controller.AddPod, pushers)
-		pushErrs := make([]error, pushers)
-		var wg sync.WaitGroup
-		for i := range pushers {
-			wg.Go(func() {
-				pushed[i] = controller.NewAddPodEvent(kubemodel.PodID{Namespace: "n", Name: fmt.Sprint("p", i)}, "c", "/ns")
-				pushErrs[i] = l.PushEvent(pushed[i])
+				const pushers = 8
+				pushed := make([]*controller.AddPod, pushers)
+				pushErrs := make([]error, pushers)
+				var wg sync.WaitGroup
+				for i := range pushers {
+					wg.Go(func() {
+						pushed[i] = controller.NewAddPodEvent(kubemodel.PodID{Namespace: "n", Name: fmt.Sprint("p", i)}, "c", "/ns")
+						pushErrs[i] = l.PushEvent(pushed[i])
+					})
+				}
+				wg.Wait()
+				close(release)
+				for i := range pushers {
+					require.NoError(t, pushErrs[i], "pusher %d", i)
+					require.NoError(t, pushed[i].Wait(), "pusher %d", i)
+				}
+				require.Equal(t, []error{nil, nil}, followUpErrs)
+				calls := log.take()
+				require.Len(t, calls, 3+pushers)
+				require.Equal(t, []string{"A", "F1", "F2"}, calls[:3])
+				require.EqualValues(t, 2, l.Stats().FollowUps)
+				for _, r := range l.History().Last(pushers) {
+					require.Equal(t, "Add Pod", r.Name)
+					require.False(t, r.FollowUp)
+				}
 			})
-		}
-		wg.Wait()
-		close(release)
-		for i := range pushers {
-			require.NoError(t, pushErrs[i], "pusher %d", i)
-			require.NoError(t, pushed[i].Wait(), "pusher %d", i)
-		}
-		require.Equal(t, []error{nil, nil}, followUpErrs)
-		calls := log.take()
-		require.Len(t, calls, 3+pushers)
-		require.Equal(t, []string{"A", "F1", "F2"}, calls[:3])
-		require.EqualValues(t, 2, l.Stats().FollowUps)
-		for _, r := range l.History().Last(pushers) {
-			require.Equal(t, "Add Pod", r.Name)
-			require.False(t, r.FollowUp)
-		}
-	})
+		})
+	}
 }
 
 func TestQueueFullAndStopped(t *testing.T) {
