@@ -66,6 +66,12 @@ type UpdateEvent interface {
 // keep it. Values put into it are owned by the loop from then on and must not
 // be modified afterwards.
 //
+// A handler that does I/O or waits (for a store, for another component)
+// uses [ContextOf](txn) and returns when it is cancelled: the loop cannot
+// interrupt a handler, and cancels that context when it stops waiting for
+// it (see [Loop.Run]). A handler that blocks without honouring it keeps the
+// loop, and an application's Ctrl-C, waiting for as long as it blocks.
+//
 // Returned errors: a plain error is handled according to the event's
 // transaction type (see [UpdateTransactionType]); an [AbortEventError]
 // stops the event without commit and schedules a healing resync; a

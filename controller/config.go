@@ -55,10 +55,13 @@ type Config struct {
 	CommitTimeout time.Duration
 
 	// ShutdownTimeout bounds the Shutdown event (pushed, or processed after
-	// the Run context was cancelled): its commit gets a context that ends
-	// ShutdownTimeout after the event started, and once that passed no
-	// further handler is called and nothing is committed. A handler call
-	// in progress cannot be interrupted. Default: 30s.
+	// the Run context was cancelled): its handlers (ContextOf) and its
+	// commit get a context that ends ShutdownTimeout after the event
+	// started, and once that passed no further handler is called and
+	// nothing is committed. It also bounds the event in progress when the
+	// Run context is cancelled: its handlers' context is cancelled
+	// ShutdownTimeout after that. A handler call in progress cannot be
+	// interrupted. Default: 30s.
 	ShutdownTimeout time.Duration
 }
 

@@ -159,17 +159,19 @@
 // # Lifecycle
 //
 // [New] does no I/O and starts no goroutine. [Loop.Run] processes events
-// until its context ends. Then it finishes the event in progress (a handler
-// cannot be interrupted; the event's commit gets Run's context, cancelled
-// by then if the cancellation came first),
-// starts no other event, and processes a Shutdown event so that handlers can
-// delete what they own. Config.ShutdownTimeout bounds that event as far as
-// a synchronous call can be bounded: its commit gets a context with that
+// until its context ends. Then it finishes the event in progress and
+// starts no other event, and processes a Shutdown event so that handlers
+// can delete what they own. A handler cannot be interrupted; the loop
+// tells it when to give up through [ContextOf]: the context of the event
+// in progress is not cancelled with Run's, but Config.ShutdownTimeout
+// later (the event's commit gets Run's context, cancelled by then).
+// Config.ShutdownTimeout bounds the Shutdown event as far as a synchronous
+// call can be bounded: its handlers and its commit get a context with that
 // deadline (not cancelled with Run's), and once the deadline passed no
 // further handler is called and nothing is committed; a handler that never
 // returns still blocks Run. Everything still pending (queued events,
 // follow-ups, events held by the start-up gate) completes with ErrStopped,
-// and Run returns ctx.Err(). A pushed Shutdown event stops the loop the same
-// way with a nil result. Run starts no goroutine: when it returns, nothing
-// of the loop is running.
+// and Run returns ctx.Err(). A pushed Shutdown event stops the loop the
+// same way with a nil result. Run starts no goroutine: when it returns,
+// nothing of the loop is running.
 package controller

@@ -277,21 +277,25 @@ func (l *Loop) GetConfig(key string) proto.Message {
 // Run processes events until ctx is done, a Shutdown event was processed,
 // or a fatal error occurred, and returns then: ctx.Err() after
 // cancellation, nil after a pushed Shutdown event, the fatal error
-// otherwise.
+// otherwise. A second call returns an error wrapping ErrAlreadyRunning.
 //
-// When ctx ends, Run finishes the event in progress (handlers cannot be
-// interrupted; its commit gets ctx as it is, so a southbound that honours
-// ctx fails it), then processes a Shutdown event so that handlers can remove
-// what they own. Config.ShutdownTimeout bounds that event: its commit gets a
-// context with that deadline (not cancelled with ctx), and once the deadline
-// passed no further handler is called and nothing is committed (a handler
-// that never returns still blocks Run: the loop cannot interrupt a
-// synchronous call). Everything else still queued, follow-ups included, is
+// When ctx ends, Run finishes the event in progress, then processes a
+// Shutdown event so that handlers can remove what they own. The loop
+// cannot interrupt a handler; it tells handlers when to give up through
+// [ContextOf]: the context of the event in progress is not cancelled with
+// ctx, but Config.ShutdownTimeout later, so a handler whose I/O honours it
+// returns by then. The event's commit gets ctx as it is (cancelled), so a
+// southbound that honours ctx fails it. Config.ShutdownTimeout bounds the
+// Shutdown event too: its handlers and its commit get a context with that
+// deadline from the start of the event (not cancelled with ctx), and once
+// the deadline passed no further handler is called and nothing is
+// committed. A handler that blocks without honouring its context still
+// blocks Run. Everything else still queued, follow-ups included, is
 // completed with ErrStopped without running a handler. A pushed Shutdown
 // event is processed the same way.
 //
-// Run starts no goroutine of its own: when it returns, nothing of the loop
-// is left running.
+// Run starts no goroutine of its own (only the timers of the contexts it
+// derives): when it returns, nothing of the loop is left running.
 func (l *Loop) Run(ctx context.Context) error {
 	l.regMu.Lock()
 	err := l.run.Start("controller")
@@ -304,6 +308,9 @@ func (l *Loop) Run(ctx context.Context) error {
 	t := l.startTimers()
 	defer t.stop()
 	defer l.stopHealTimer()
+	hctx, stopHctx := l.handlerContext(ctx)
+	defer stopHctx()
+	ec := evContexts{handlers: hctx, commit: ctx}
 
 	// Each turn takes exactly one step: the first of these rules that
 	// applies. Only this goroutine touches the loop's state; others append
@@ -345,6 +352,9 @@ func (l *Loop) Run(ctx context.Context) error {
 	//	   ShutdownTimeout after it started and is not cancelled with
 	//	   ctx; once it ended no handler is called and nothing is
 	//	   committed.
+	//	I7 The handlers of every other event get a context (ContextOf)
+	//	   that is not cancelled with ctx but ShutdownTimeout after ctx
+	//	   ended; their commits get ctx.
 	for {
 		if l.fatal != nil { // R1
 			return l.stop(fmt.Errorf("controller: fatal error: %w", l.fatal))
@@ -354,17 +364,17 @@ func (l *Loop) Run(ctx context.Context) error {
 			return l.stop(l.result(ctx.Err()))
 		}
 		if ev, ok := l.followUps.pop(); ok { // R3
-			l.process(ctx, ev, true)
+			l.process(ec, ev, true)
 			continue
 		}
 		if ev, ok := l.batch.pop(); ok { // R4
-			if stop := l.admit(ctx, ev); stop {
+			if stop := l.admit(ctx, ec, ev); stop {
 				return l.stop(l.result(nil))
 			}
 			continue
 		}
 		if k := l.dueTimer(&t); k != noTimer { // R5
-			l.fire(ctx, k)
+			l.fire(ec, k)
 			continue
 		}
 		if l.refill() { // R6
@@ -376,7 +386,7 @@ func (l *Loop) Run(ctx context.Context) error {
 
 // admit processes an outside event through the start-up gate (R4, I3). It
 // reports whether the loop stops (ev was a Shutdown).
-func (l *Loop) admit(ctx context.Context, ev Event) (stop bool) {
+func (l *Loop) admit(ctx context.Context, ec evContexts, ev Event) (stop bool) {
 	switch ev.(type) {
 	case *Shutdown:
 		l.shutdown(ctx, ev)
@@ -391,7 +401,7 @@ func (l *Loop) admit(ctx context.Context, ev Event) (stop bool) {
 			return false
 		}
 	}
-	l.process(ctx, ev, false)
+	l.process(ec, ev, false)
 	if l.gateOpen && len(l.held) > 0 {
 		l.batch.pushFront(l.held)
 		l.held = nil
@@ -414,14 +424,59 @@ func (l *Loop) refill() bool {
 	return true
 }
 
-// shutdown processes a Shutdown event under Config.ShutdownTimeout (I6).
+// shutdown processes a Shutdown event under Config.ShutdownTimeout (I6):
+// its handlers and its commit get a context that ends ShutdownTimeout
+// after it started and is not cancelled with ctx.
 func (l *Loop) shutdown(ctx context.Context, ev Event) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ShutdownTimeout)
 	defer cancel()
 	l.bounded = true
-	l.process(sctx, ev, false)
+	l.process(evContexts{handlers: sctx, commit: sctx}, ev, false)
 	l.bounded = false
 }
+
+// evContexts are the contexts an event is processed under.
+type evContexts struct {
+	// handlers is what handlers get through ContextOf; the Shutdown
+	// event's deadline is checked on it.
+	handlers context.Context
+	// commit is what Southbound.Commit gets.
+	commit context.Context
+}
+
+// handlerContext returns the context for the handlers of every event but
+// Shutdown (I7): ctx's values, not cancelled when ctx ends but
+// Config.ShutdownTimeout later. Handlers that honour it let Run return in
+// bounded time after cancellation, while an event in progress is not torn
+// by the cancellation itself. stop releases it; Run calls it before it
+// returns.
+func (l *Loop) handlerContext(ctx context.Context) (hctx context.Context, stop func()) {
+	hctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	var mu sync.Mutex
+	var grace *time.Timer
+	stopped := false
+	stopAfter := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			grace = time.AfterFunc(l.cfg.ShutdownTimeout, func() { cancel(errGraceOver) })
+		}
+	})
+	return hctx, func() {
+		stopAfter()
+		mu.Lock()
+		stopped = true
+		if grace != nil {
+			grace.Stop()
+		}
+		mu.Unlock()
+		cancel(nil)
+	}
+}
+
+// errGraceOver is the cause (context.Cause) of the handlers' context when
+// ShutdownTimeout passed after Run's context ended.
+var errGraceOver = errors.New("controller: ShutdownTimeout passed since the Run context ended")
 
 // result is what Run returns after the Shutdown event: a fatal error of
 // that event, or res.
@@ -541,7 +596,7 @@ func (l *Loop) wait(ctx context.Context, t *timers) {
 }
 
 // fire acts on a timer (R5).
-func (l *Loop) fire(ctx context.Context, k timerKind) {
+func (l *Loop) fire(ec evContexts, k timerKind) {
 	switch k {
 	case startupTimer:
 		if l.gateOpen {
@@ -554,10 +609,10 @@ func (l *Loop) fire(ctx context.Context, k timerKind) {
 		l.heal.pending = false
 		err := l.heal.err
 		l.heal.err = nil
-		l.process(ctx, &HealingResync{Type: AfterError, Error: err}, false)
+		l.process(ec, &HealingResync{Type: AfterError, Error: err}, false)
 	case periodicTimer:
 		if l.gateOpen {
-			l.process(ctx, &HealingResync{Type: Periodic}, false)
+			l.process(ec, &HealingResync{Type: Periodic}, false)
 		}
 	}
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // process runs one event to completion and calls its Done (I1).
-func (l *Loop) process(ctx context.Context, ev Event, followUp bool) {
+func (l *Loop) process(ec evContexts, ev Event, followUp bool) {
 	l.seq++
 	rec := &l.rec
 	*rec = Record{
@@ -24,7 +24,7 @@ func (l *Loop) process(ctx context.Context, ev Event, followUp bool) {
 		l.evKeys = l.evKeys[:0]
 	}
 	l.inHandler.Store(true)
-	err := l.handle(ctx, ev)
+	err := l.handle(ec, ev)
 	l.inHandler.Store(false)
 	rec.End = rec.Start.Add(time.Since(rec.Start))
 	rec.Err = err
@@ -38,7 +38,7 @@ func (l *Loop) process(ctx context.Context, ev Event, followUp bool) {
 		l.stats.failed.Add(1)
 		l.log.Warn("event processing failed", slog.Uint64("seq", rec.Seq),
 			slog.String("event", rec.Name), slog.Bool("permanent", IsPermanent(err)), slog.Any("error", err))
-	} else if l.log.Enabled(ctx, slog.LevelDebug) {
+	} else if l.log.Enabled(ec.commit, slog.LevelDebug) {
 		l.log.Debug("event processed", slog.Uint64("seq", rec.Seq), slog.String("event", ev.String()),
 			slog.Duration("duration", rec.Duration()))
 	}
@@ -66,7 +66,7 @@ func (l *Loop) recordHandler(h EventHandler, change string, err error, since tim
 // decide what they mean, and carries that out. It returns the event's
 // error: every handler error and the commit's (or the error that stopped
 // the event), joined, with the errors of Revert calls.
-func (l *Loop) handle(ctx context.Context, ev Event) error {
+func (l *Loop) handle(ec evContexts, ev Event) error {
 	f, err := l.begin(ev)
 	if err != nil {
 		return err
@@ -83,14 +83,14 @@ func (l *Loop) handle(ctx context.Context, ev Event) error {
 	if f.kind != kindReapply {
 		t := &l.txn
 		t.reset(f.kind != kindUpdate)
-		t.ctx = ctx
+		t.ctx = ec.handlers
 		l.cur = t // GetConfig sees the transaction while, and only while, the handlers build it
-		errs, last = l.callHandlers(ctx, ev, &f)
+		errs, last = l.callHandlers(ec.handlers, ev, &f)
 		l.cur = nil
 	}
 	o := decide(f)
 	if o.commit {
-		last = l.commitEvent(ctx, ev, f)
+		last = l.commitEvent(ec.commit, ev, f)
 		f.commit = classify(last)
 		o = decide(f)
 	}

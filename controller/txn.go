@@ -20,11 +20,21 @@ type txn struct {
 func (t *txn) Context() context.Context { return t.ctx }
 
 // ContextOf returns the context under which the loop processes the event
-// that txn belongs to, for a handler's I/O (a store write, a lookup): the
-// loop cancels it when it must stop waiting for the event, e.g. when the
-// Shutdown event's Config.ShutdownTimeout has passed. For a transaction
-// that carries no context (one built by a test or by another framework)
-// it returns context.Background().
+// that txn belongs to, for a handler's I/O (a store write, a lookup, a
+// wait): it carries the values of Run's context and is cancelled when the
+// loop stops waiting for the handler:
+//
+//   - for the Shutdown event, when its Config.ShutdownTimeout has passed
+//     (it carries that deadline);
+//   - for any other event, Config.ShutdownTimeout after Run's context
+//     ended; the cancellation of Run's context alone does not cancel it,
+//     so the event in progress finishes its I/O.
+//
+// The loop cannot interrupt a handler: a handler that blocks (on I/O, or
+// waiting for another component) without honouring this context keeps Run
+// from returning after a cancellation (a Ctrl-C) for as long as it blocks.
+// For a transaction that carries no context (one built by a test or by
+// another framework) ContextOf returns context.Background().
 func ContextOf(txn ResyncOperations) context.Context {
 	if c, ok := txn.(interface{ Context() context.Context }); ok {
 		if ctx := c.Context(); ctx != nil {
