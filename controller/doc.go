@@ -13,7 +13,8 @@
 //	err = loop.Register(nodeSync, ipam, services.Handler(), renderer) // dependency order
 //	...
 //	go watcher.Run(ctx)            // pushes DBResync, KubeStateChange, ...
-//	err = loop.Run(ctx)            // returns after the Shutdown event when ctx ends
+//	go func() { errc <- loop.Run(ctx) }() // returns after the Shutdown event when ctx ends
+//	err = loop.WaitStartupResync(ctx)     // the start-up resync was processed: ready
 //
 // # Events
 //
@@ -45,6 +46,16 @@
 // Config.StartupResyncDeadline, [Loop.Healthy] reports
 // ErrStartupResyncMissing. Handlers get resyncCount 1 for the start-up resync
 // and higher numbers for every later resync.
+//
+// # Waiting for the loop
+//
+// An application that embeds the loop waits with [Loop.WaitStartupResync]
+// until the start-up resync was processed (its error, or
+// ErrStartupResyncMissing once the deadline passed), or selects on
+// [Loop.Ready]. [Loop.Sync] is a barrier: it returns once every event
+// pushed before it, and their follow-ups, have been processed. Both take a
+// context, and both return ErrNotRunning when Run has not been called
+// within [NotRunningGrace], instead of waiting for ever.
 //
 // # Errors
 //

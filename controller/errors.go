@@ -31,8 +31,14 @@ var (
 	// matches it across packages.
 	ErrAlreadyRunning = lifecycle.ErrAlreadyRunning
 
-	// ErrStartupResyncMissing is reported by Healthy when no start-up
-	// DBResync has been processed within Config.StartupResyncDeadline.
+	// ErrNotRunning is returned by WaitStartupResync and Sync when Run has
+	// not been called within NotRunningGrace: nothing would ever process
+	// what they wait for.
+	ErrNotRunning = errors.New("controller: event loop not running (Run not called)")
+
+	// ErrStartupResyncMissing is reported by Healthy, and returned by
+	// WaitStartupResync, when no start-up DBResync has been processed
+	// within Config.StartupResyncDeadline.
 	ErrStartupResyncMissing = errors.New("controller: no start-up DBResync within the deadline")
 
 	// ErrHealingFailed is wrapped by the error Run returns when healing

@@ -21,8 +21,9 @@ import (
 // southbound.
 //
 // PushEvent, Register, Healthy, RejectedKeys, Stats, EventStats,
-// HandlerStats and History are safe for concurrent use. GetConfig is only
-// for handlers, called on the loop goroutine. Run is called once.
+// HandlerStats, History, Ready, WaitStartupResync and Sync are safe for
+// concurrent use. GetConfig is only for handlers, called on the loop
+// goroutine. Run is called once.
 type Loop struct {
 	handlers []EventHandler
 	sb       Southbound
@@ -34,8 +35,9 @@ type Loop struct {
 	// typeStats counts events per name and errors per handler.
 	typeStats typeStats
 
-	run   lifecycle.Once
-	regMu sync.Mutex // serializes Register with the start of Run
+	run     lifecycle.Once
+	regMu   sync.Mutex // serializes Register with the start of Run
+	waiters waitState  // what Ready, WaitStartupResync and Sync wait for
 	// inHandler is set while the Run goroutine processes an event; loopG
 	// is the ID of that goroutine. Together they detect follow-up pushes
 	// through PushEvent (the fallback of PushFollowUp).
@@ -120,6 +122,7 @@ func New(handlers []EventHandler, sb Southbound, cfg Config) (*Loop, error) {
 		txn:        txn{values: make(KeyValuePairs)},
 		commitVals: make(KeyValuePairs),
 		undo:       make(KeyValuePairs),
+		waiters:    newWaitState(),
 	}
 	l.txn.loop = l
 	return l, nil
@@ -304,6 +307,7 @@ func (l *Loop) Run(ctx context.Context) error {
 		return err
 	}
 	l.loopG.Store(goid.Get())
+	close(l.waiters.started)
 	l.log.Info("event loop started", slog.Int("handlers", len(l.handlers)))
 	t := l.startTimers()
 	defer t.stop()
@@ -323,7 +327,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	//	R4 batch      admit the oldest outside event of the batch: a
 	//	              Shutdown is processed and stops the loop; before the
 	//	              first DBResync anything else is held; otherwise it
-	//	              is processed.
+	//	              is processed (a Sync barrier is completed).
 	//	R5 timer      act on a due timer: start-up deadline, healing
 	//	              resync, periodic healing.
 	//	R6 refill     the queue of outside events becomes the batch.
@@ -391,6 +395,16 @@ func (l *Loop) admit(ctx context.Context, ec evContexts, ev Event) (stop bool) {
 	case *Shutdown:
 		l.shutdown(ctx, ev)
 		return true
+	case *barrier:
+		if l.gateOpen {
+			ev.Done(nil)
+			return false
+		}
+		l.held = append(l.held, ev)
+		l.mu.Lock()
+		l.heldLen++
+		l.mu.Unlock()
+		return false
 	case *DBResync:
 	default:
 		if !l.gateOpen {
@@ -501,6 +515,7 @@ func (l *Loop) stop(result error) error {
 	failAll(l.held)
 	failAll(queued)
 	l.held = nil
+	close(l.waiters.stopped)
 	if result != nil && !errors.Is(result, context.Canceled) {
 		l.log.Info("event loop stopped", slog.Any("error", result))
 	} else {
@@ -603,6 +618,7 @@ func (l *Loop) fire(ec evContexts, k timerKind) {
 			return
 		}
 		l.stats.deadlineHit.Store(true)
+		close(l.waiters.startupLate)
 		l.log.Warn("no start-up DBResync within the deadline; events wait for it",
 			slog.Duration("deadline", l.cfg.StartupResyncDeadline))
 	case healTimer:

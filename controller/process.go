@@ -66,7 +66,7 @@ func (l *Loop) recordHandler(h EventHandler, change string, err error, since tim
 // decide what they mean, and carries that out. It returns the event's
 // error: every handler error and the commit's (or the error that stopped
 // the event), joined, with the errors of Revert calls.
-func (l *Loop) handle(ec evContexts, ev Event) error {
+func (l *Loop) handle(ec evContexts, ev Event) (err error) {
 	f, err := l.begin(ev)
 	if err != nil {
 		return err
@@ -75,7 +75,7 @@ func (l *Loop) handle(ec evContexts, ev Event) error {
 		l.gateOpen = true
 		// Done once processed (committed, or failed), not while the
 		// handlers run: readiness checks read it.
-		defer l.stats.startupDone.Store(true)
+		defer l.startupDone(&err)
 	}
 
 	var errs []error // handler errors that did not stop the event
@@ -119,6 +119,14 @@ func (l *Loop) handle(ec evContexts, ev Event) error {
 		l.healingSucceeded()
 	}
 	return err
+}
+
+// startupDone records that the start-up DBResync was processed, with its
+// error (for WaitStartupResync), and releases the waiters.
+func (l *Loop) startupDone(err *error) {
+	l.waiters.startupErr = *err
+	l.stats.startupDone.Store(true)
+	close(l.waiters.ready)
 }
 
 // begin returns the facts known before any handler runs, records the
