@@ -91,8 +91,10 @@ func (l *Loop) handle(ec evContexts, ev Event) (err error) {
 	o := decide(f)
 	if o.commit {
 		last = l.commitEvent(ec.commit, ev, f)
-		f.commit = classify(last)
-		o = decide(f)
+		if last != nil { // else the facts, and so the outcome, are unchanged
+			f.commit = classify(last)
+			o = decide(f)
+		}
 	}
 
 	if o.fatal {
