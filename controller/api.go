@@ -58,12 +58,19 @@ type UpdateEvent interface {
 // All methods are called on the loop goroutine, one at a time: a handler is
 // never called concurrently with itself or with any other handler of the same
 // loop. Handlers must not block on the loop (for example by waiting on a
-// blocking event they pushed); pushing follow-up events with PushEvent is
-// allowed and they run right after the current event.
+// blocking event they pushed). A handler pushes follow-up events with
+// [PushFollowUp] on its txn (or the loop's PushEvent); they run right after
+// the current event.
 //
 // The txn passed to Resync and Update is valid only during the call; do not
 // keep it. Values put into it are owned by the loop from then on and must not
 // be modified afterwards.
+//
+// A handler that does I/O or waits (for a store, for another component)
+// uses [ContextOf](txn) and returns when it is cancelled: the loop cannot
+// interrupt a handler, and cancels that context when it stops waiting for
+// it (see [Loop.Run]). A handler that blocks without honouring it keeps the
+// loop, and an application's Ctrl-C, waiting for as long as it blocks.
 //
 // Returned errors: a plain error is handled according to the event's
 // transaction type (see [UpdateTransactionType]); an [AbortEventError]

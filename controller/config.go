@@ -5,10 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/vswitchkit/vswitchkit/internal/cfgutil"
 )
 
 // Config configures a [Loop]. The zero value is valid: every field documents
-// the default that a zero value selects.
+// the default that a zero value selects. A negative duration or count is
+// an error, except for the fields whose doc says what negative means
+// ("off": never, no history, never give up).
 type Config struct {
 	// Logger receives the loop's logs. Default: discard.
 	Logger *slog.Logger
@@ -51,57 +55,39 @@ type Config struct {
 	CommitTimeout time.Duration
 
 	// ShutdownTimeout bounds the Shutdown event (pushed, or processed after
-	// the Run context was cancelled): its commit gets a context that ends
-	// ShutdownTimeout after the event started, and once that passed no
-	// further handler is called and nothing is committed. A handler call
-	// in progress cannot be interrupted. Default: 30s.
+	// the Run context was cancelled): its handlers (ContextOf) and its
+	// commit get a context that ends ShutdownTimeout after the event
+	// started, and once that passed no further handler is called and
+	// nothing is committed. It also bounds the event in progress when the
+	// Run context is cancelled: its handlers' context is cancelled
+	// ShutdownTimeout after that. A handler call in progress cannot be
+	// interrupted. Default: 30s.
 	ShutdownTimeout time.Duration
 }
 
 // withDefaults returns the config with defaults filled in, or an error
-// naming every invalid field.
+// naming every invalid field (CONTRIBUTING R7: zero means the default;
+// negative means "off" for StartupResyncDeadline, MaxHealingAttempts and
+// HistorySize, and is an error for every other field).
 func (c Config) withDefaults() (Config, error) {
-	var errs []error
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.QueueSize < 0 {
-		errs = append(errs, fmt.Errorf("QueueSize %d is negative", c.QueueSize))
-	} else if c.QueueSize == 0 {
-		c.QueueSize = 4096
-	}
-	if c.StartupResyncDeadline == 0 {
-		c.StartupResyncDeadline = 30 * time.Second
-	}
-	if c.HealingDelay < 0 {
-		errs = append(errs, fmt.Errorf("HealingDelay %v is negative", c.HealingDelay))
-	} else if c.HealingDelay == 0 {
-		c.HealingDelay = time.Second
-	}
-	if c.MaxHealingDelay < 0 {
-		errs = append(errs, fmt.Errorf("MaxHealingDelay %v is negative", c.MaxHealingDelay))
-	} else if c.MaxHealingDelay == 0 {
-		c.MaxHealingDelay = time.Minute
-	}
+	errs := cfgutil.Ints([]cfgutil.Int{
+		{Name: "QueueSize", Value: &c.QueueSize, Default: 4096},
+		{Name: "MaxHealingAttempts", Value: &c.MaxHealingAttempts, Default: 5, Off: true},
+		{Name: "HistorySize", Value: &c.HistorySize, Default: 1000, Off: true},
+	})
+	errs = append(errs, cfgutil.Durations([]cfgutil.Duration{
+		{Name: "StartupResyncDeadline", Value: &c.StartupResyncDeadline, Default: 30 * time.Second, Off: true},
+		{Name: "HealingDelay", Value: &c.HealingDelay, Default: time.Second},
+		{Name: "MaxHealingDelay", Value: &c.MaxHealingDelay, Default: time.Minute},
+		{Name: "PeriodicHealingInterval", Value: &c.PeriodicHealingInterval}, // zero: off
+		{Name: "CommitTimeout", Value: &c.CommitTimeout},                     // zero: no bound
+		{Name: "ShutdownTimeout", Value: &c.ShutdownTimeout, Default: 30 * time.Second},
+	})...)
 	if c.MaxHealingDelay < c.HealingDelay {
 		c.MaxHealingDelay = c.HealingDelay
-	}
-	if c.MaxHealingAttempts == 0 {
-		c.MaxHealingAttempts = 5
-	}
-	if c.PeriodicHealingInterval < 0 {
-		errs = append(errs, fmt.Errorf("PeriodicHealingInterval %v is negative", c.PeriodicHealingInterval))
-	}
-	if c.HistorySize == 0 {
-		c.HistorySize = 1000
-	}
-	if c.CommitTimeout < 0 {
-		errs = append(errs, fmt.Errorf("CommitTimeout %v is negative", c.CommitTimeout))
-	}
-	if c.ShutdownTimeout < 0 {
-		errs = append(errs, fmt.Errorf("ShutdownTimeout %v is negative", c.ShutdownTimeout))
-	} else if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = 30 * time.Second
 	}
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("controller: invalid config: %w", err)

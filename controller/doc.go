@@ -13,7 +13,8 @@
 //	err = loop.Register(nodeSync, ipam, services.Handler(), renderer) // dependency order
 //	...
 //	go watcher.Run(ctx)            // pushes DBResync, KubeStateChange, ...
-//	err = loop.Run(ctx)            // returns after the Shutdown event when ctx ends
+//	go func() { errc <- loop.Run(ctx) }() // returns after the Shutdown event when ctx ends
+//	err = loop.WaitStartupResync(ctx)     // the start-up resync was processed: ready
 //
 // # Events
 //
@@ -45,6 +46,16 @@
 // Config.StartupResyncDeadline, [Loop.Healthy] reports
 // ErrStartupResyncMissing. Handlers get resyncCount 1 for the start-up resync
 // and higher numbers for every later resync.
+//
+// # Waiting for the loop
+//
+// An application that embeds the loop waits with [Loop.WaitStartupResync]
+// until the start-up resync was processed (its error, or
+// ErrStartupResyncMissing once the deadline passed), or selects on
+// [Loop.Ready]. [Loop.Sync] is a barrier: it returns once every event
+// pushed before it, and their follow-ups, have been processed. Both take a
+// context, and both return ErrNotRunning when Run has not been called
+// within [NotRunningGrace], instead of waiting for ever.
 //
 // # Errors
 //
@@ -120,12 +131,16 @@
 //
 // # Follow-up events
 //
-// An event pushed by a handler (on the loop goroutine) is a follow-up: it
+// An event a handler pushes while it handles an event is a follow-up: it
 // runs right after the current event, before anything queued from outside
-// and before any timer, and follow-ups run in the order they were pushed. A
-// blocking follow-up is refused with ErrBlockingFollowUp, since waiting for
-// it would deadlock. The loop tells the handlers' pushes from concurrent
-// ones by goroutine ID (github.com/petermattis/goid).
+// and before any timer, and follow-ups run in the order they were pushed.
+// Handlers push them with [PushFollowUp] on the transaction they received.
+// A handler that holds the loop only as an [EventLoop] may call PushEvent
+// instead: the loop recognises a push from its own goroutine by goroutine
+// ID (github.com/petermattis/goid), checked only while an event is in
+// progress; a push from another goroutine at that time is an ordinary
+// outside event. Either way a blocking follow-up is refused with
+// ErrBlockingFollowUp, since waiting for it would deadlock.
 //
 // # Ordering
 //
@@ -155,17 +170,19 @@
 // # Lifecycle
 //
 // [New] does no I/O and starts no goroutine. [Loop.Run] processes events
-// until its context ends. Then it finishes the event in progress (a handler
-// cannot be interrupted; the event's commit gets Run's context, cancelled
-// by then if the cancellation came first),
-// starts no other event, and processes a Shutdown event so that handlers can
-// delete what they own. Config.ShutdownTimeout bounds that event as far as
-// a synchronous call can be bounded: its commit gets a context with that
+// until its context ends. Then it finishes the event in progress and
+// starts no other event, and processes a Shutdown event so that handlers
+// can delete what they own. A handler cannot be interrupted; the loop
+// tells it when to give up through [ContextOf]: the context of the event
+// in progress is not cancelled with Run's, but Config.ShutdownTimeout
+// later (the event's commit gets Run's context, cancelled by then).
+// Config.ShutdownTimeout bounds the Shutdown event as far as a synchronous
+// call can be bounded: its handlers and its commit get a context with that
 // deadline (not cancelled with Run's), and once the deadline passed no
 // further handler is called and nothing is committed; a handler that never
 // returns still blocks Run. Everything still pending (queued events,
 // follow-ups, events held by the start-up gate) completes with ErrStopped,
-// and Run returns ctx.Err(). A pushed Shutdown event stops the loop the same
-// way with a nil result. Run starts no goroutine: when it returns, nothing
-// of the loop is running.
+// and Run returns ctx.Err(). A pushed Shutdown event stops the loop the
+// same way with a nil result. Run starts no goroutine: when it returns,
+// nothing of the loop is running.
 package controller

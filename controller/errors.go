@@ -1,6 +1,10 @@
 package controller
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
+)
 
 // Sentinel errors returned by the loop.
 var (
@@ -17,12 +21,24 @@ var (
 	// deadlock the loop.
 	ErrBlockingFollowUp = errors.New("controller: blocking event pushed from inside the event loop")
 
-	// ErrAlreadyRunning is returned by Run when the loop is already running
-	// or has run before.
-	ErrAlreadyRunning = errors.New("controller: Run called more than once")
+	// ErrNotInHandler is returned by PushFollowUp for a transaction that
+	// does not belong to a handler call in progress.
+	ErrNotInHandler = errors.New("controller: follow-up pushed outside a handler call")
 
-	// ErrStartupResyncMissing is reported by Healthy when no start-up
-	// DBResync has been processed within Config.StartupResyncDeadline.
+	// ErrAlreadyRunning is wrapped by the error Run returns when the loop
+	// is already running or has run before. It is the module's one
+	// ErrAlreadyRunning value (every package's is the same), so errors.Is
+	// matches it across packages.
+	ErrAlreadyRunning = lifecycle.ErrAlreadyRunning
+
+	// ErrNotRunning is returned by WaitStartupResync and Sync when Run has
+	// not been called within NotRunningGrace: nothing would ever process
+	// what they wait for.
+	ErrNotRunning = errors.New("controller: event loop not running (Run not called)")
+
+	// ErrStartupResyncMissing is reported by Healthy, and returned by
+	// WaitStartupResync, when no start-up DBResync has been processed
+	// within Config.StartupResyncDeadline.
 	ErrStartupResyncMissing = errors.New("controller: no start-up DBResync within the deadline")
 
 	// ErrHealingFailed is wrapped by the error Run returns when healing

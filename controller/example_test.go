@@ -51,6 +51,9 @@ func Example() {
 	db := controller.NewDBResync()
 	db.KubeState[kubemodel.PodResource] = controller.KeyValuePairs{kubemodel.PodKey("default", "web"): web}
 	_ = loop.PushEvent(db)
+	if err := loop.WaitStartupResync(context.Background()); err != nil {
+		fmt.Println("start-up resync:", err)
+	}
 	_ = loop.PushEvent(&controller.KubeStateChange{
 		Resource: kubemodel.PodResource, Key: kubemodel.PodKey("default", "api"),
 		NewValue: &kubemodel.Pod{Namespace: "default", Name: "api", IpAddress: "10.1.1.3"},

@@ -16,13 +16,13 @@ type healing struct {
 	nextDelay time.Duration // backoff of the next one after a failure
 }
 
-// scheduleHealing arranges a healing resync after err, a transient error
-// (permanent errors are not healed). failedHealing is set when err comes
-// from a healing resync: the backoff grows and, after
-// Config.MaxHealingAttempts failures in a row, the loop stops.
-func (l *Loop) scheduleHealing(err error, failedHealing bool) {
+// scheduleHealing arranges a healing resync after err, as decide
+// decided. immediate asks for no delay (an abort), unless healing already
+// failed. failedHealing is set when err comes from a healing resync: the
+// backoff grows and, after Config.MaxHealingAttempts failures in a row,
+// the loop stops.
+func (l *Loop) scheduleHealing(err error, immediate, failedHealing bool) {
 	h := &l.heal
-	immediate := isAbort(err)
 	if failedHealing {
 		l.stats.healFailed.Add(1)
 		h.failures++

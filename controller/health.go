@@ -111,7 +111,6 @@ func (l *Loop) noteErr(err error) (others []error, transient bool) {
 		l.stats.permanent.Add(uint64(n))
 	}
 	l.evKeys = append(l.evKeys, keys...)
-	l.evTransient = l.evTransient || transient
 	return others, transient
 }
 
@@ -130,8 +129,7 @@ func (l *Loop) handlerOutcome(h EventHandler, resync bool, err error) {
 		return
 	}
 	if isFatal(err) || isAbort(err) {
-		l.evTransient = true // the event stops; nothing to conclude
-		return
+		return // the event stops; nothing to conclude
 	}
 	others, transient := l.noteErr(err)
 	switch {
@@ -184,26 +182,22 @@ func (l *Loop) southboundOutcome(kind CommitKind, err error) {
 }
 
 // settleMode tells settleKeys what an event's KeyErrors mean for the keys
-// rejected before it.
+// rejected before it (decided by decide).
 type settleMode uint8
 
 const (
-	settleAdd    settleMode = iota // add the event's rejected keys
+	settleNone   settleMode = iota // leave the rejected keys alone (the loop stops)
+	settleAdd                      // add the event's rejected keys
 	settleUpdate                   // the keys the update carried are rejected only if rejected again
 	settleResync                   // the resync's rejected keys replace all
 )
 
 // settleKeys updates the rejected keys at the end of an event from the
-// KeyErrors it collected. With a transient error in the event, a rejection
-// may have been hidden behind it: keys are only added then. Its cost is
-// proportional to the keys the event carried, and nothing while no key is
-// rejected.
+// KeyErrors it collected. Its cost is proportional to the keys the event
+// carried, and nothing while no key is rejected.
 func (l *Loop) settleKeys(ev Event, mode settleMode) {
 	h := &l.health
-	if l.evTransient {
-		mode = settleAdd
-	}
-	if len(l.evKeys) == 0 && (mode == settleAdd || len(h.rejected) == 0) {
+	if mode == settleNone || len(l.evKeys) == 0 && (mode == settleAdd || len(h.rejected) == 0) {
 		return
 	}
 	h.mu.Lock()

@@ -12,6 +12,8 @@ import (
 
 	"github.com/petermattis/goid"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 )
 
 // Loop is the event loop: it processes one event at a time by calling the
@@ -19,8 +21,9 @@ import (
 // southbound.
 //
 // PushEvent, Register, Healthy, RejectedKeys, Stats, EventStats,
-// HandlerStats and History are safe for concurrent use. GetConfig is only
-// for handlers, called on the loop goroutine. Run is called once.
+// HandlerStats, History, Ready, WaitStartupResync and Sync are safe for
+// concurrent use. GetConfig is only for handlers, called on the loop
+// goroutine. Run is called once.
 type Loop struct {
 	handlers []EventHandler
 	sb       Southbound
@@ -32,10 +35,12 @@ type Loop struct {
 	// typeStats counts events per name and errors per handler.
 	typeStats typeStats
 
-	running atomic.Bool
+	run     lifecycle.Once
 	regMu   sync.Mutex // serializes Register with the start of Run
+	waiters waitState  // what Ready, WaitStartupResync and Sync wait for
 	// inHandler is set while the Run goroutine processes an event; loopG
-	// is the ID of that goroutine. Together they detect follow-up pushes.
+	// is the ID of that goroutine. Together they detect follow-up pushes
+	// through PushEvent (the fallback of PushFollowUp).
 	inHandler atomic.Bool
 	loopG     atomic.Int64
 
@@ -64,13 +69,12 @@ type Loop struct {
 	commitVals  KeyValuePairs
 	commitBuf   Commit        // reused for every commit; the southbound must not keep it
 	undo        KeyValuePairs // RevertOnFailure: previous internal values of changed keys
-	ran         []int         // indexes of handlers that ran for the current event
+	ran         []ranHandler  // RevertOnFailure: handlers whose Update succeeded for the current event
 	rec         Record
 	seq         uint64
 
-	// The permanent errors of the event in progress (see health.go).
-	evKeys      []*KeyError
-	evTransient bool
+	// The KeyErrors of the event in progress (see health.go).
+	evKeys []*KeyError
 
 	heal healing
 }
@@ -104,7 +108,7 @@ func New(handlers []EventHandler, sb Southbound, cfg Config) (*Loop, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Loop{
+	l := &Loop{
 		handlers:   slices.Clone(handlers),
 		sb:         sb,
 		cfg:        cfg,
@@ -118,7 +122,10 @@ func New(handlers []EventHandler, sb Southbound, cfg Config) (*Loop, error) {
 		txn:        txn{values: make(KeyValuePairs)},
 		commitVals: make(KeyValuePairs),
 		undo:       make(KeyValuePairs),
-	}, nil
+		waiters:    newWaitState(),
+	}
+	l.txn.loop = l
+	return l, nil
 }
 
 // Register appends handlers to the loop, after those given to New and
@@ -134,7 +141,7 @@ func (l *Loop) Register(handlers ...EventHandler) error {
 	}
 	l.regMu.Lock()
 	defer l.regMu.Unlock()
-	if l.running.Load() {
+	if l.run.Started() {
 		return ErrRegisterAfterRun
 	}
 	l.handlers = append(l.handlers, handlers...)
@@ -199,20 +206,20 @@ func (l *Loop) Healthy() error {
 // would deadlock). Otherwise the event is queued in push order. PushEvent
 // returns ErrQueueFull when the bounded queue is full and ErrStopped after
 // the loop has stopped. Events pushed before Run are queued.
+//
+// Handlers should push follow-ups with [PushFollowUp], which says so
+// explicitly. PushEvent tells a handler's push from a concurrent push of
+// another goroutine by goroutine identity (the ID of the goroutine running
+// Run, read with github.com/petermattis/goid, compared only while an
+// event is in progress): the fallback for handlers (and a southbound) that
+// hold the loop only as an [EventLoop], and the only way from Revert,
+// which receives no transaction.
 func (l *Loop) PushEvent(ev Event) error {
 	if ev == nil {
 		return errors.New("controller: nil event")
 	}
 	if l.inHandler.Load() && goid.Get() == l.loopG.Load() {
-		if ev.IsBlocking() {
-			return fmt.Errorf("%w: %s", ErrBlockingFollowUp, ev.GetName())
-		}
-		if l.followUps.len() >= l.cfg.QueueSize {
-			l.stats.queueFull.Add(1)
-			return ErrQueueFull
-		}
-		l.followUps.push(ev)
-		return nil
+		return l.pushFollowUp(ev)
 	}
 	l.mu.Lock()
 	if l.stopped {
@@ -230,6 +237,23 @@ func (l *Loop) PushEvent(ev Event) error {
 	case l.wake <- struct{}{}:
 	default:
 	}
+	return nil
+}
+
+// pushFollowUp queues ev as a follow-up of the event in progress; it is
+// called on the loop goroutine only.
+func (l *Loop) pushFollowUp(ev Event) error {
+	if ev == nil {
+		return errors.New("controller: nil event")
+	}
+	if ev.IsBlocking() {
+		return fmt.Errorf("%w: %s", ErrBlockingFollowUp, ev.GetName())
+	}
+	if l.followUps.len() >= l.cfg.QueueSize {
+		l.stats.queueFull.Add(1)
+		return ErrQueueFull
+	}
+	l.followUps.push(ev)
 	return nil
 }
 
@@ -256,33 +280,41 @@ func (l *Loop) GetConfig(key string) proto.Message {
 // Run processes events until ctx is done, a Shutdown event was processed,
 // or a fatal error occurred, and returns then: ctx.Err() after
 // cancellation, nil after a pushed Shutdown event, the fatal error
-// otherwise.
+// otherwise. A second call returns an error wrapping ErrAlreadyRunning.
 //
-// When ctx ends, Run finishes the event in progress (handlers cannot be
-// interrupted; its commit gets ctx as it is, so a southbound that honours
-// ctx fails it), then processes a Shutdown event so that handlers can remove
-// what they own. Config.ShutdownTimeout bounds that event: its commit gets a
-// context with that deadline (not cancelled with ctx), and once the deadline
-// passed no further handler is called and nothing is committed (a handler
-// that never returns still blocks Run: the loop cannot interrupt a
-// synchronous call). Everything else still queued, follow-ups included, is
+// When ctx ends, Run finishes the event in progress, then processes a
+// Shutdown event so that handlers can remove what they own. The loop
+// cannot interrupt a handler; it tells handlers when to give up through
+// [ContextOf]: the context of the event in progress is not cancelled with
+// ctx, but Config.ShutdownTimeout later, so a handler whose I/O honours it
+// returns by then. The event's commit gets ctx as it is (cancelled), so a
+// southbound that honours ctx fails it. Config.ShutdownTimeout bounds the
+// Shutdown event too: its handlers and its commit get a context with that
+// deadline from the start of the event (not cancelled with ctx), and once
+// the deadline passed no further handler is called and nothing is
+// committed. A handler that blocks without honouring its context still
+// blocks Run. Everything else still queued, follow-ups included, is
 // completed with ErrStopped without running a handler. A pushed Shutdown
 // event is processed the same way.
 //
-// Run starts no goroutine of its own: when it returns, nothing of the loop
-// is left running.
+// Run starts no goroutine of its own (only the timers of the contexts it
+// derives): when it returns, nothing of the loop is left running.
 func (l *Loop) Run(ctx context.Context) error {
 	l.regMu.Lock()
-	started := l.running.CompareAndSwap(false, true)
+	err := l.run.Start("controller")
 	l.regMu.Unlock()
-	if !started {
-		return ErrAlreadyRunning
+	if err != nil {
+		return err
 	}
 	l.loopG.Store(goid.Get())
+	close(l.waiters.started)
 	l.log.Info("event loop started", slog.Int("handlers", len(l.handlers)))
 	t := l.startTimers()
 	defer t.stop()
 	defer l.stopHealTimer()
+	hctx, stopHctx := l.handlerContext(ctx)
+	defer stopHctx()
+	ec := evContexts{handlers: hctx, commit: ctx}
 
 	// Each turn takes exactly one step: the first of these rules that
 	// applies. Only this goroutine touches the loop's state; others append
@@ -295,7 +327,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	//	R4 batch      admit the oldest outside event of the batch: a
 	//	              Shutdown is processed and stops the loop; before the
 	//	              first DBResync anything else is held; otherwise it
-	//	              is processed.
+	//	              is processed (a Sync barrier is completed).
 	//	R5 timer      act on a due timer: start-up deadline, healing
 	//	              resync, periodic healing.
 	//	R6 refill     the queue of outside events becomes the batch.
@@ -324,6 +356,9 @@ func (l *Loop) Run(ctx context.Context) error {
 	//	   ShutdownTimeout after it started and is not cancelled with
 	//	   ctx; once it ended no handler is called and nothing is
 	//	   committed.
+	//	I7 The handlers of every other event get a context (ContextOf)
+	//	   that is not cancelled with ctx but ShutdownTimeout after ctx
+	//	   ended; their commits get ctx.
 	for {
 		if l.fatal != nil { // R1
 			return l.stop(fmt.Errorf("controller: fatal error: %w", l.fatal))
@@ -333,17 +368,17 @@ func (l *Loop) Run(ctx context.Context) error {
 			return l.stop(l.result(ctx.Err()))
 		}
 		if ev, ok := l.followUps.pop(); ok { // R3
-			l.process(ctx, ev, true)
+			l.process(ec, ev, true)
 			continue
 		}
 		if ev, ok := l.batch.pop(); ok { // R4
-			if stop := l.admit(ctx, ev); stop {
+			if stop := l.admit(ctx, ec, ev); stop {
 				return l.stop(l.result(nil))
 			}
 			continue
 		}
 		if k := l.dueTimer(&t); k != noTimer { // R5
-			l.fire(ctx, k)
+			l.fire(ec, k)
 			continue
 		}
 		if l.refill() { // R6
@@ -355,11 +390,21 @@ func (l *Loop) Run(ctx context.Context) error {
 
 // admit processes an outside event through the start-up gate (R4, I3). It
 // reports whether the loop stops (ev was a Shutdown).
-func (l *Loop) admit(ctx context.Context, ev Event) (stop bool) {
+func (l *Loop) admit(ctx context.Context, ec evContexts, ev Event) (stop bool) {
 	switch ev.(type) {
 	case *Shutdown:
 		l.shutdown(ctx, ev)
 		return true
+	case *barrier:
+		if l.gateOpen {
+			ev.Done(nil)
+			return false
+		}
+		l.held = append(l.held, ev)
+		l.mu.Lock()
+		l.heldLen++
+		l.mu.Unlock()
+		return false
 	case *DBResync:
 	default:
 		if !l.gateOpen {
@@ -370,7 +415,7 @@ func (l *Loop) admit(ctx context.Context, ev Event) (stop bool) {
 			return false
 		}
 	}
-	l.process(ctx, ev, false)
+	l.process(ec, ev, false)
 	if l.gateOpen && len(l.held) > 0 {
 		l.batch.pushFront(l.held)
 		l.held = nil
@@ -393,14 +438,59 @@ func (l *Loop) refill() bool {
 	return true
 }
 
-// shutdown processes a Shutdown event under Config.ShutdownTimeout (I6).
+// shutdown processes a Shutdown event under Config.ShutdownTimeout (I6):
+// its handlers and its commit get a context that ends ShutdownTimeout
+// after it started and is not cancelled with ctx.
 func (l *Loop) shutdown(ctx context.Context, ev Event) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ShutdownTimeout)
 	defer cancel()
 	l.bounded = true
-	l.process(sctx, ev, false)
+	l.process(evContexts{handlers: sctx, commit: sctx}, ev, false)
 	l.bounded = false
 }
+
+// evContexts are the contexts an event is processed under.
+type evContexts struct {
+	// handlers is what handlers get through ContextOf; the Shutdown
+	// event's deadline is checked on it.
+	handlers context.Context
+	// commit is what Southbound.Commit gets.
+	commit context.Context
+}
+
+// handlerContext returns the context for the handlers of every event but
+// Shutdown (I7): ctx's values, not cancelled when ctx ends but
+// Config.ShutdownTimeout later. Handlers that honour it let Run return in
+// bounded time after cancellation, while an event in progress is not torn
+// by the cancellation itself. stop releases it; Run calls it before it
+// returns.
+func (l *Loop) handlerContext(ctx context.Context) (hctx context.Context, stop func()) {
+	hctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	var mu sync.Mutex
+	var grace *time.Timer
+	stopped := false
+	stopAfter := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			grace = time.AfterFunc(l.cfg.ShutdownTimeout, func() { cancel(errGraceOver) })
+		}
+	})
+	return hctx, func() {
+		stopAfter()
+		mu.Lock()
+		stopped = true
+		if grace != nil {
+			grace.Stop()
+		}
+		mu.Unlock()
+		cancel(nil)
+	}
+}
+
+// errGraceOver is the cause (context.Cause) of the handlers' context when
+// ShutdownTimeout passed after Run's context ended.
+var errGraceOver = errors.New("controller: ShutdownTimeout passed since the Run context ended")
 
 // result is what Run returns after the Shutdown event: a fatal error of
 // that event, or res.
@@ -425,6 +515,7 @@ func (l *Loop) stop(result error) error {
 	failAll(l.held)
 	failAll(queued)
 	l.held = nil
+	close(l.waiters.stopped)
 	if result != nil && !errors.Is(result, context.Canceled) {
 		l.log.Info("event loop stopped", slog.Any("error", result))
 	} else {
@@ -520,23 +611,24 @@ func (l *Loop) wait(ctx context.Context, t *timers) {
 }
 
 // fire acts on a timer (R5).
-func (l *Loop) fire(ctx context.Context, k timerKind) {
+func (l *Loop) fire(ec evContexts, k timerKind) {
 	switch k {
 	case startupTimer:
 		if l.gateOpen {
 			return
 		}
 		l.stats.deadlineHit.Store(true)
+		close(l.waiters.startupLate)
 		l.log.Warn("no start-up DBResync within the deadline; events wait for it",
 			slog.Duration("deadline", l.cfg.StartupResyncDeadline))
 	case healTimer:
 		l.heal.pending = false
 		err := l.heal.err
 		l.heal.err = nil
-		l.process(ctx, &HealingResync{Type: AfterError, Error: err}, false)
+		l.process(ec, &HealingResync{Type: AfterError, Error: err}, false)
 	case periodicTimer:
 		if l.gateOpen {
-			l.process(ctx, &HealingResync{Type: Periodic}, false)
+			l.process(ec, &HealingResync{Type: Periodic}, false)
 		}
 	}
 }

@@ -1,9 +1,11 @@
 package controller_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/controllertest"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 )
 
 func TestNewValidatesConfig(t *testing.T) {
@@ -25,6 +28,84 @@ func TestNewValidatesConfig(t *testing.T) {
 	_, err = controller.New(nil, &controllertest.Southbound{}, controller.Config{QueueSize: -1, HealingDelay: -time.Second})
 	require.ErrorContains(t, err, "QueueSize -1 is negative")
 	require.ErrorContains(t, err, "HealingDelay -1s is negative")
+}
+
+// TestConfigNegative: a negative value means "off" for the fields whose doc
+// says so and is an error for every other field, all reported at once
+// (CONTRIBUTING R7).
+func TestConfigNegative(t *testing.T) {
+	sb := &controllertest.Southbound{}
+	for _, tc := range []struct {
+		name    string
+		cfg     controller.Config
+		wantErr string // "" = valid
+	}{
+		{name: "zero", cfg: controller.Config{}},
+		{name: "StartupResyncDeadline off", cfg: controller.Config{StartupResyncDeadline: -1}},
+		{name: "MaxHealingAttempts off", cfg: controller.Config{MaxHealingAttempts: -1}},
+		{name: "HistorySize off", cfg: controller.Config{HistorySize: -1}},
+		{name: "QueueSize", cfg: controller.Config{QueueSize: -1}, wantErr: "QueueSize -1 is negative"},
+		{name: "HealingDelay", cfg: controller.Config{HealingDelay: -1}, wantErr: "HealingDelay -1ns is negative"},
+		{name: "MaxHealingDelay", cfg: controller.Config{MaxHealingDelay: -1}, wantErr: "MaxHealingDelay -1ns is negative"},
+		{name: "PeriodicHealingInterval", cfg: controller.Config{PeriodicHealingInterval: -1}, wantErr: "PeriodicHealingInterval -1ns is negative"},
+		{name: "CommitTimeout", cfg: controller.Config{CommitTimeout: -1}, wantErr: "CommitTimeout -1ns is negative"},
+		{name: "ShutdownTimeout", cfg: controller.Config{ShutdownTimeout: -1}, wantErr: "ShutdownTimeout -1ns is negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := controller.New(nil, sb, tc.cfg)
+			if tc.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.wantErr)
+		})
+	}
+	_, err := controller.New(nil, sb, controller.Config{QueueSize: -1, CommitTimeout: -1, ShutdownTimeout: -1})
+	require.ErrorContains(t, err, "QueueSize")
+	require.ErrorContains(t, err, "CommitTimeout")
+	require.ErrorContains(t, err, "ShutdownTimeout", "every bad field at once")
+}
+
+// TestAlreadyRunningIsTheModuleValue: a second Run returns an error that
+// errors.Is matches with the module's one ErrAlreadyRunning.
+func TestAlreadyRunningIsTheModuleValue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLoop(t, nil, &controllertest.Southbound{}, controller.Config{})
+		stop, _ := run(t, l)
+		synctest.Wait()
+		err := l.Run(context.Background())
+		require.ErrorIs(t, err, lifecycle.ErrAlreadyRunning)
+		require.EqualError(t, err, "controller: Run called more than once")
+		require.ErrorIs(t, stop(), context.Canceled)
+	})
+}
+
+// TestLogsComponentOnce: every log line carries component=controller
+// exactly once, and the loop's attributes are typed (CONTRIBUTING R9).
+func TestLogsComponentOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf bytes.Buffer
+		logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		fail := func(ev controller.Event) error {
+			if ev.GetName() == "bad" {
+				return errBoom
+			}
+			return nil
+		}
+		l := newLoop(t, []controller.EventHandler{handler("a", &callLog{}, fail)}, &controllertest.Southbound{},
+			controller.Config{Logger: logger, HealingDelay: time.Hour})
+		stop, _ := run(t, l)
+		require.NoError(t, l.PushEvent(controller.NewDBResync()))
+		require.NoError(t, l.PushEvent(newUpdate("bad", controller.BestEffort, controller.Forward)))
+		synctest.Wait()
+		require.ErrorIs(t, stop(), context.Canceled)
+		lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+		require.GreaterOrEqual(t, len(lines), 5, "started, processed, failed, healing, stopped")
+		for _, line := range lines {
+			require.Equal(t, 1, strings.Count(line, `"component":"controller"`), line)
+		}
+		require.Contains(t, buf.String(), `"seq":2`)
+	})
 }
 
 func TestStartupGate(t *testing.T) {
@@ -112,7 +193,10 @@ var (
 	errBoom2 = errors.New("boom2")
 )
 
-func TestErrorOutcomes(t *testing.T) {
+// TestErrorOutcomesEndToEnd checks the update rows of TestErrorOutcomes (the
+// decision table) through a running loop: handler calls, commit, Done,
+// healing, Run's result and the loop's record of the desired state.
+func TestErrorOutcomesEndToEnd(t *testing.T) {
 	type want struct {
 		calls      []string // handler calls for the event under test (after the start-up resync)
 		committed  bool     // an update commit carrying the event
@@ -123,6 +207,8 @@ func TestErrorOutcomes(t *testing.T) {
 	}
 	fatalErr := controller.NewFatalError(errBoom)
 	abortErr := controller.NewAbortEventError(errBoom)
+	permErr := &controller.KeyError{Key: "k8s/x", Err: errBoom}
+	permCommitErr := controller.NewPermanentError(errBoom2)
 	tests := []struct {
 		name      string
 		tt        controller.UpdateTransactionType
@@ -170,6 +256,47 @@ func TestErrorOutcomes(t *testing.T) {
 		{
 			name: "fatal commit error: stop the loop", tt: controller.BestEffort, commitErr: controller.NewFatalError(errBoom),
 			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: []string{"boom"}, runErr: errBoom},
+		},
+		{
+			name: "fatal revert on failure: stop the loop, no revert", tt: controller.RevertOnFailure, failB: fatalErr,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)"}, doneErr: []string{"b: boom"}, runErr: errBoom},
+		},
+		{
+			name: "abort best effort ignore errors: stop, no commit, heal", tt: controller.BestEffortIgnoreErrors, failB: abortErr,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)"}, doneErr: []string{"b: boom"}, healing: true},
+		},
+		{
+			name: "permanent best effort: commit, no healing", tt: controller.BestEffort, failB: permErr,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: []string{"b: key k8s/x: boom"}},
+		},
+		{
+			name: "permanent revert on failure: stop, revert, no healing", tt: controller.RevertOnFailure, failB: permErr,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "a.Revert(ev)"}, doneErr: []string{"b: key k8s/x: boom"}},
+		},
+		{
+			name: "permanent commit error best effort: no healing", tt: controller.BestEffort, commitErr: permCommitErr,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: []string{"commit: boom2"}},
+		},
+		{
+			name: "permanent commit error revert on failure: revert all, heal", tt: controller.RevertOnFailure, commitErr: permCommitErr,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)", "c.Revert(ev)", "b.Revert(ev)", "a.Revert(ev)"},
+				committed: true, doneErr: []string{"commit: boom2"}, healing: true, revertKeys: true},
+		},
+		{
+			name: "permanent handler and transient commit error best effort: heal", tt: controller.BestEffort, failB: permErr, commitErr: errBoom2,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: []string{"b: key k8s/x: boom", "commit: boom2"}, healing: true},
+		},
+		{
+			name: "transient handler and permanent commit error best effort: heal", tt: controller.BestEffort, failB: errBoom, commitErr: permCommitErr,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: []string{"b: boom", "commit: boom2"}, healing: true},
+		},
+		{
+			name: "commit error best effort ignore errors: heal", tt: controller.BestEffortIgnoreErrors, failB: errBoom, commitErr: errBoom2,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: []string{"b: boom", "commit: boom2"}, healing: true},
+		},
+		{
+			name: "permanent commit error best effort ignore errors: no healing", tt: controller.BestEffortIgnoreErrors, failB: errBoom, commitErr: permCommitErr,
+			want: want{calls: []string{"a.Update(ev)", "b.Update(ev)", "c.Update(ev)"}, committed: true, doneErr: []string{"b: boom", "commit: boom2"}},
 		},
 	}
 	for _, tc := range tests {
@@ -274,6 +401,148 @@ func TestErrorOutcomes(t *testing.T) {
 					}
 				}
 				require.Equal(t, tc.want.healing, healed, "healing resync")
+			})
+		})
+	}
+}
+
+// TestResyncErrorOutcomes is the end-to-end counterpart of the resync and
+// reapply rows of the package's error table: an UpstreamResync
+// (ExternalConfigResync) or a DownstreamResync (periodic HealingResync)
+// whose handler or commit fails.
+func TestResyncErrorOutcomes(t *testing.T) {
+	const healingDelay = time.Second
+	type want struct {
+		committed bool          // the event's commit was handed to the southbound
+		healAfter time.Duration // a healing resync ran this long after the event; -1: none
+		fatal     bool          // Run stops with the error
+	}
+	for _, tc := range []struct {
+		name      string
+		reapply   bool  // a DownstreamResync instead of an UpstreamResync
+		handler   error // the handler's Resync error for the event
+		commitErr error
+		want      want
+	}{
+		{name: "transient handler error: commit, heal", handler: errBoom, want: want{committed: true, healAfter: healingDelay}},
+		{name: "permanent handler error: commit, no healing", handler: controller.NewPermanentError(errBoom), want: want{committed: true, healAfter: -1}},
+		{name: "abort: no commit, heal at once", handler: controller.NewAbortEventError(errBoom), want: want{healAfter: 0}},
+		{name: "fatal handler error: no commit, stop", handler: controller.NewFatalError(errBoom), want: want{fatal: true, healAfter: -1}},
+		{name: "transient commit error: heal", commitErr: errBoom, want: want{committed: true, healAfter: healingDelay}},
+		{name: "permanent commit error: no healing", commitErr: &controller.KeyError{Key: "k", Err: errBoom}, want: want{committed: true, healAfter: -1}},
+		{name: "abort commit error: heal at once", commitErr: controller.NewAbortEventError(errBoom), want: want{committed: true, healAfter: 0}},
+		{name: "fatal commit error: stop", commitErr: controller.NewFatalError(errBoom), want: want{committed: true, fatal: true, healAfter: -1}},
+		{name: "reapply: transient commit error: heal", reapply: true, commitErr: errBoom, want: want{committed: true, healAfter: healingDelay}},
+		{name: "reapply: permanent commit error: no healing", reapply: true, commitErr: controller.NewPermanentError(errBoom), want: want{committed: true, healAfter: -1}},
+		{name: "reapply: fatal commit error: stop", reapply: true, commitErr: controller.NewFatalError(errBoom), want: want{committed: true, fatal: true, healAfter: -1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var ev controller.Event = controller.NewExternalConfigResync("user", false)
+				if tc.reapply {
+					ev = &controller.HealingResync{Type: controller.Periodic}
+				}
+				var healedAt []time.Time
+				h := &controller.HandlerFuncs{Name: "a", ResyncFunc: func(e controller.Event, _ controller.KubeStateData, _ int, _ controller.ResyncOperations) error {
+					switch {
+					case e == ev:
+						return tc.handler
+					case e.GetName() == "Healing Resync":
+						healedAt = append(healedAt, time.Now())
+					}
+					return nil
+				}}
+				committed := false
+				sb := &controllertest.Southbound{Fail: func(_ int, c *controller.Commit) error {
+					if c.Event == ev {
+						committed = true
+						return tc.commitErr
+					}
+					return nil
+				}}
+				l := newLoop(t, []controller.EventHandler{h}, sb, controller.Config{HealingDelay: healingDelay})
+				_, runDone := run(t, l)
+				require.NoError(t, l.PushEvent(controller.NewDBResync()))
+				synctest.Wait()
+				start := time.Now()
+				require.NoError(t, l.PushEvent(ev))
+				synctest.Wait()
+
+				require.Equal(t, tc.want.committed, committed, "commit of the event")
+				if tc.want.fatal {
+					select {
+					case err := <-runDone:
+						require.ErrorIs(t, err, errBoom)
+					default:
+						t.Fatal("Run did not stop")
+					}
+					return
+				}
+				time.Sleep(time.Hour)
+				synctest.Wait()
+				if tc.want.healAfter < 0 {
+					require.Empty(t, healedAt, "no healing resync")
+					return
+				}
+				require.Len(t, healedAt, 1)
+				require.Equal(t, tc.want.healAfter, healedAt[0].Sub(start))
+			})
+		})
+	}
+}
+
+// TestHistoryMarksRevertedHandlers: the history marks exactly the handlers
+// on which Revert was called.
+func TestHistoryMarksRevertedHandlers(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		names     []string // handler names; the second fails when failB
+		failB     bool
+		commitErr error
+		want      []bool // Reverted per recorded handler outcome
+	}{
+		{name: "handler error: the handlers that ran before", names: []string{"a", "b", "c"}, failB: true, want: []bool{true, false}},
+		{name: "commit error: every handler", names: []string{"a", "b", "c"}, commitErr: errBoom, want: []bool{true, true, true}},
+		// Two handlers with the same name: only the one that ran is marked
+		// (they used to be matched by name).
+		{name: "same names: the handler, not its name", names: []string{"dup", "dup", "c"}, failB: true, want: []bool{true, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				log := &callLog{}
+				hs := make([]controller.EventHandler, len(tc.names))
+				for i, name := range tc.names {
+					var fail func(controller.Event) error
+					if i == 1 && tc.failB {
+						fail = func(ev controller.Event) error {
+							if ev.GetName() == "ev" {
+								return errBoom
+							}
+							return nil
+						}
+					}
+					hs[i] = handler(name, log, fail)
+				}
+				sb := &controllertest.Southbound{Fail: func(_ int, c *controller.Commit) error {
+					if c.Event.GetName() == "ev" {
+						return tc.commitErr
+					}
+					return nil
+				}}
+				l := newLoop(t, hs, sb, controller.Config{HealingDelay: time.Hour})
+				run(t, l)
+				require.NoError(t, l.PushEvent(controller.NewDBResync()))
+				ev := newUpdate("ev", controller.RevertOnFailure, controller.Forward)
+				require.NoError(t, l.PushEvent(ev))
+				synctest.Wait()
+				require.Error(t, ev.result(t))
+				rec := l.History().Last(1)[0]
+				require.Equal(t, "ev", rec.Name)
+				var got []bool
+				for _, o := range rec.Handlers {
+					got = append(got, o.Reverted)
+				}
+				require.Equal(t, tc.want, got)
 			})
 		})
 	}
@@ -387,45 +656,128 @@ func TestPeriodicHealingIsDownstream(t *testing.T) {
 	})
 }
 
+// pushWays are the two ways a handler pushes a follow-up: explicitly with
+// controller.PushFollowUp on its transaction, and through PushEvent (the
+// loop recognises its own goroutine).
+var pushWays = []struct {
+	name string
+	push func(l *controller.Loop, txn controller.ResyncOperations, ev controller.Event) error
+}{
+	{"PushFollowUp", func(_ *controller.Loop, txn controller.ResyncOperations, ev controller.Event) error {
+		return controller.PushFollowUp(txn, ev)
+	}},
+	{"PushEvent", func(l *controller.Loop, _ controller.ResyncOperations, ev controller.Event) error {
+		return l.PushEvent(ev)
+	}},
+}
+
 func TestFollowUpsRunFirst(t *testing.T) {
+	for _, way := range pushWays {
+		t.Run(way.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				log := &callLog{}
+				var l *controller.Loop
+				var pushErrs []error
+				pusher := &controller.HandlerFuncs{Name: "pusher", UpdateFunc: func(ev controller.Event, txn controller.UpdateOperations) (string, error) {
+					log.add("pusher.Update(%s)", ev.GetName())
+					switch ev.GetName() {
+					case "A":
+						pushErrs = append(pushErrs, way.push(l, txn, newUpdate("F1", controller.BestEffort, controller.Forward)))
+						pushErrs = append(pushErrs, way.push(l, txn, newUpdate("F2", controller.BestEffort, controller.Forward)))
+						// A blocking follow-up would deadlock: refused.
+						pushErrs = append(pushErrs, way.push(l, txn, controller.NewAddPodEvent(kubemodel.PodID{Namespace: "n", Name: "p"}, "c", "/ns")))
+					case "F1":
+						pushErrs = append(pushErrs, way.push(l, txn, newUpdate("F1.1", controller.BestEffort, controller.Forward)))
+					}
+					return "", nil
+				}}
+				l = newLoop(t, []controller.EventHandler{pusher}, &controllertest.Southbound{}, controller.Config{})
+				require.NoError(t, l.PushEvent(controller.NewDBResync()))
+				for _, name := range []string{"A", "B", "C"} {
+					require.NoError(t, l.PushEvent(newUpdate(name, controller.BestEffort, controller.Forward)))
+				}
+				run(t, l)
+				synctest.Wait()
+				require.Equal(t, []string{
+					"pusher.Update(A)", "pusher.Update(F1)", "pusher.Update(F2)", "pusher.Update(F1.1)",
+					"pusher.Update(B)", "pusher.Update(C)",
+				}, log.take())
+				require.Len(t, pushErrs, 4)
+				require.NoError(t, pushErrs[0])
+				require.NoError(t, pushErrs[1])
+				require.ErrorIs(t, pushErrs[2], controller.ErrBlockingFollowUp)
+				require.NoError(t, pushErrs[3])
+				require.EqualValues(t, 3, l.Stats().FollowUps)
+				rec, ok := l.History().BySeq(3)
+				require.True(t, ok)
+				require.Equal(t, "F1", rec.Name)
+				require.True(t, rec.FollowUp)
+			})
+		})
+	}
+}
+
+// TestPushFollowUpFromResync: a Resync handler pushes follow-ups through
+// its transaction too; they run before the events queued behind the
+// resync.
+func TestPushFollowUpFromResync(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		log := &callLog{}
-		var l *controller.Loop
-		var pushErrs []error
-		pusher := &controller.HandlerFuncs{Name: "pusher", UpdateFunc: func(ev controller.Event, _ controller.UpdateOperations) (string, error) {
-			log.add("pusher.Update(%s)", ev.GetName())
-			switch ev.GetName() {
-			case "A":
-				pushErrs = append(pushErrs, l.PushEvent(newUpdate("F1", controller.BestEffort, controller.Forward)))
-				pushErrs = append(pushErrs, l.PushEvent(newUpdate("F2", controller.BestEffort, controller.Forward)))
-				// A blocking follow-up would deadlock: refused.
-				pushErrs = append(pushErrs, l.PushEvent(controller.NewAddPodEvent(kubemodel.PodID{Namespace: "n", Name: "p"}, "c", "/ns")))
-			case "F1":
-				pushErrs = append(pushErrs, l.PushEvent(newUpdate("F1.1", controller.BestEffort, controller.Forward)))
-			}
-			return "", nil
-		}}
-		l = newLoop(t, []controller.EventHandler{pusher}, &controllertest.Southbound{}, controller.Config{})
-		require.NoError(t, l.PushEvent(controller.NewDBResync()))
-		for _, name := range []string{"A", "B", "C"} {
-			require.NoError(t, l.PushEvent(newUpdate(name, controller.BestEffort, controller.Forward)))
+		h := &controller.HandlerFuncs{Name: "h",
+			ResyncFunc: func(ev controller.Event, _ controller.KubeStateData, _ int, txn controller.ResyncOperations) error {
+				log.add("Resync(%s)", ev.GetName())
+				return controller.PushFollowUp(txn, newUpdate("F", controller.BestEffort, controller.Forward))
+			},
+			UpdateFunc: func(ev controller.Event, _ controller.UpdateOperations) (string, error) {
+				log.add("Update(%s)", ev.GetName())
+				return "", nil
+			},
 		}
+		l := newLoop(t, []controller.EventHandler{h}, &controllertest.Southbound{}, controller.Config{})
+		require.NoError(t, l.PushEvent(controller.NewDBResync()))
+		require.NoError(t, l.PushEvent(newUpdate("B", controller.BestEffort, controller.Forward)))
 		run(t, l)
 		synctest.Wait()
-		require.Equal(t, []string{
-			"pusher.Update(A)", "pusher.Update(F1)", "pusher.Update(F2)", "pusher.Update(F1.1)",
-			"pusher.Update(B)", "pusher.Update(C)",
-		}, log.take())
-		require.Len(t, pushErrs, 4)
-		require.NoError(t, pushErrs[0])
-		require.NoError(t, pushErrs[1])
-		require.ErrorIs(t, pushErrs[2], controller.ErrBlockingFollowUp)
-		require.NoError(t, pushErrs[3])
-		require.EqualValues(t, 3, l.Stats().FollowUps)
-		rec, ok := l.History().BySeq(3)
-		require.True(t, ok)
-		require.Equal(t, "F1", rec.Name)
-		require.True(t, rec.FollowUp)
+		require.Equal(t, []string{"Resync(Database Resync)", "Update(F)", "Update(B)"}, log.take())
+	})
+}
+
+// otherTxn is a transaction of another framework: it carries no loop.
+type otherTxn struct{ controllertest.Txn }
+
+func (*otherTxn) PushFollowUp() {} // not the loop's signature
+
+// TestPushFollowUpOutsideHandler: PushFollowUp refuses a transaction that
+// does not belong to a handler call in progress: one kept after the
+// handler returned, one of another framework, none.
+func TestPushFollowUpOutsideHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var kept controller.UpdateOperations
+		h := &controller.HandlerFuncs{Name: "h", UpdateFunc: func(_ controller.Event, txn controller.UpdateOperations) (string, error) {
+			kept = txn
+			txn.Put("k", str("v"))
+			return "", nil
+		}}
+		var sbErr error
+		sb := controller.SouthboundFunc(func(context.Context, *controller.Commit) (uint64, error) {
+			if kept != nil {
+				// During the commit the handlers are done with the transaction.
+				sbErr = controller.PushFollowUp(kept, newUpdate("late", controller.BestEffort, controller.Forward))
+			}
+			return 0, nil
+		})
+		l := newLoop(t, []controller.EventHandler{h}, sb, controller.Config{})
+		run(t, l)
+		require.NoError(t, l.PushEvent(controller.NewDBResync()))
+		ev := newUpdate("ev", controller.BestEffort, controller.Forward)
+		require.NoError(t, l.PushEvent(ev))
+		synctest.Wait()
+		require.NoError(t, ev.result(t))
+		require.ErrorIs(t, sbErr, controller.ErrNotInHandler)
+		require.ErrorIs(t, controller.PushFollowUp(kept, newUpdate("later", controller.BestEffort, controller.Forward)), controller.ErrNotInHandler)
+		require.ErrorIs(t, controller.PushFollowUp(&otherTxn{}, newUpdate("x", controller.BestEffort, controller.Forward)), controller.ErrNotInHandler)
+		require.ErrorIs(t, controller.PushFollowUp(nil, newUpdate("x", controller.BestEffort, controller.Forward)), controller.ErrNotInHandler)
+		require.Zero(t, l.Stats().FollowUps)
 	})
 }
 
@@ -462,52 +814,56 @@ func TestPushFromOtherGoroutineDuringHandlerIsNotFollowUp(t *testing.T) {
 // pushes are follow-ups (a blocking event from outside is accepted), and
 // they run before every outside event.
 func TestFollowUpsAmongConcurrentPushers(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var l *controller.Loop
-		log := &callLog{}
-		release := make(chan struct{})
-		var followUpErrs []error
-		h := &controller.HandlerFuncs{Name: "h", UpdateFunc: func(ev controller.Event, _ controller.UpdateOperations) (string, error) {
-			log.add("%s", ev.GetName())
-			if ev.GetName() == "A" {
-				followUpErrs = append(followUpErrs, l.PushEvent(newUpdate("F1", controller.BestEffort, controller.Forward)))
-				<-release // the pushers run now
-				followUpErrs = append(followUpErrs, l.PushEvent(newUpdate("F2", controller.BestEffort, controller.Forward)))
-			}
-			return "", nil
-		}}
-		l = newLoop(t, []controller.EventHandler{h}, &controllertest.Southbound{}, controller.Config{})
-		run(t, l)
-		require.NoError(t, l.PushEvent(controller.NewDBResync()))
-		require.NoError(t, l.PushEvent(newUpdate("A", controller.BestEffort, controller.Forward)))
-		synctest.Wait() // A is running
+	for _, way := range pushWays {
+		t.Run(way.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var l *controller.Loop
+				log := &callLog{}
+				release := make(chan struct{})
+				var followUpErrs []error
+				h := &controller.HandlerFuncs{Name: "h", UpdateFunc: func(ev controller.Event, txn controller.UpdateOperations) (string, error) {
+					log.add("%s", ev.GetName())
+					if ev.GetName() == "A" {
+						followUpErrs = append(followUpErrs, way.push(l, txn, newUpdate("F1", controller.BestEffort, controller.Forward)))
+						<-release // the pushers run now
+						followUpErrs = append(followUpErrs, way.push(l, txn, newUpdate("F2", controller.BestEffort, controller.Forward)))
+					}
+					return "", nil
+				}}
+				l = newLoop(t, []controller.EventHandler{h}, &controllertest.Southbound{}, controller.Config{})
+				run(t, l)
+				require.NoError(t, l.PushEvent(controller.NewDBResync()))
+				require.NoError(t, l.PushEvent(newUpdate("A", controller.BestEffort, controller.Forward)))
+				synctest.Wait() // A is running
 
-		const pushers = 8
-		pushed := make([]*controller.AddPod, pushers)
-		pushErrs := make([]error, pushers)
-		var wg sync.WaitGroup
-		for i := range pushers {
-			wg.Go(func() {
-				pushed[i] = controller.NewAddPodEvent(kubemodel.PodID{Namespace: "n", Name: fmt.Sprint("p", i)}, "c", "/ns")
-				pushErrs[i] = l.PushEvent(pushed[i])
+				const pushers = 8
+				pushed := make([]*controller.AddPod, pushers)
+				pushErrs := make([]error, pushers)
+				var wg sync.WaitGroup
+				for i := range pushers {
+					wg.Go(func() {
+						pushed[i] = controller.NewAddPodEvent(kubemodel.PodID{Namespace: "n", Name: fmt.Sprint("p", i)}, "c", "/ns")
+						pushErrs[i] = l.PushEvent(pushed[i])
+					})
+				}
+				wg.Wait()
+				close(release)
+				for i := range pushers {
+					require.NoError(t, pushErrs[i], "pusher %d", i)
+					require.NoError(t, pushed[i].Wait(), "pusher %d", i)
+				}
+				require.Equal(t, []error{nil, nil}, followUpErrs)
+				calls := log.take()
+				require.Len(t, calls, 3+pushers)
+				require.Equal(t, []string{"A", "F1", "F2"}, calls[:3])
+				require.EqualValues(t, 2, l.Stats().FollowUps)
+				for _, r := range l.History().Last(pushers) {
+					require.Equal(t, "Add Pod", r.Name)
+					require.False(t, r.FollowUp)
+				}
 			})
-		}
-		wg.Wait()
-		close(release)
-		for i := range pushers {
-			require.NoError(t, pushErrs[i], "pusher %d", i)
-			require.NoError(t, pushed[i].Wait(), "pusher %d", i)
-		}
-		require.Equal(t, []error{nil, nil}, followUpErrs)
-		calls := log.take()
-		require.Len(t, calls, 3+pushers)
-		require.Equal(t, []string{"A", "F1", "F2"}, calls[:3])
-		require.EqualValues(t, 2, l.Stats().FollowUps)
-		for _, r := range l.History().Last(pushers) {
-			require.Equal(t, "Add Pod", r.Name)
-			require.False(t, r.FollowUp)
-		}
-	})
+		})
+	}
 }
 
 func TestQueueFullAndStopped(t *testing.T) {

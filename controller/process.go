@@ -9,7 +9,7 @@ import (
 )
 
 // process runs one event to completion and calls its Done (I1).
-func (l *Loop) process(ctx context.Context, ev Event, followUp bool) {
+func (l *Loop) process(ec evContexts, ev Event, followUp bool) {
 	l.seq++
 	rec := &l.rec
 	*rec = Record{
@@ -23,21 +23,9 @@ func (l *Loop) process(ctx context.Context, ev Event, followUp bool) {
 		clear(l.evKeys)
 		l.evKeys = l.evKeys[:0]
 	}
-	l.evTransient = false
 	l.inHandler.Store(true)
-	var err error
-	switch ev.Method() {
-	case FullResync, UpstreamResync:
-		err = l.resync(ctx, ev)
-	case DownstreamResync:
-		err = l.reapply(ctx, ev)
-	case Update:
-		err = l.update(ctx, ev)
-	default:
-		err = fmt.Errorf("controller: event %q has unknown method %v", ev.GetName(), ev.Method())
-	}
+	err := l.handle(ec, ev)
 	l.inHandler.Store(false)
-	l.cur = nil
 	rec.End = rec.Start.Add(time.Since(rec.Start))
 	rec.Err = err
 
@@ -50,7 +38,7 @@ func (l *Loop) process(ctx context.Context, ev Event, followUp bool) {
 		l.stats.failed.Add(1)
 		l.log.Warn("event processing failed", slog.Uint64("seq", rec.Seq),
 			slog.String("event", rec.Name), slog.Bool("permanent", IsPermanent(err)), slog.Any("error", err))
-	} else if l.log.Enabled(ctx, slog.LevelDebug) {
+	} else if l.log.Enabled(ec.commit, slog.LevelDebug) {
 		l.log.Debug("event processed", slog.Uint64("seq", rec.Seq), slog.String("event", ev.String()),
 			slog.Duration("duration", rec.Duration()))
 	}
@@ -58,11 +46,11 @@ func (l *Loop) process(ctx context.Context, ev Event, followUp bool) {
 	ev.Done(err)
 }
 
-// outcome appends a handler outcome to the current record. since is the
-// offset from the start of the event at which the handler was called; the
-// returned offset is when it returned. Offsets use only the monotonic clock
-// (one clock read per handler).
-func (l *Loop) outcome(h EventHandler, change string, err error, since time.Duration) time.Duration {
+// recordHandler appends a handler outcome to the current record. since is
+// the offset from the start of the event at which the handler was called;
+// the returned offset is when it returned. Offsets use only the monotonic
+// clock (one clock read per handler).
+func (l *Loop) recordHandler(h EventHandler, change string, err error, since time.Duration) time.Duration {
 	if l.history.Cap() == 0 {
 		return 0
 	}
@@ -73,127 +61,120 @@ func (l *Loop) outcome(h EventHandler, change string, err error, since time.Dura
 	return now
 }
 
-// resync processes a FullResync or UpstreamResync event: the handlers
-// rebuild their complete desired state, which is committed as a whole.
-//
-// Errors: an abort stops the event (no commit) and heals at once; other
-// handler errors do not stop it. The event's error joins every handler
-// error and the commit error. Unless every part of it is permanent, a
-// healing resync is scheduled; a failed healing resync counts towards
-// Config.MaxHealingAttempts. A resync without a transient error resets the
-// healing backoff.
-func (l *Loop) resync(ctx context.Context, ev Event) error {
-	l.stats.resyncs.Add(1)
-	l.resyncCount++
-	l.rec.ResyncCount = l.resyncCount
-	healing := l.applyResyncInput(ev)
+// handle processes ev: it gathers the facts of the event (its kind, the
+// handlers' errors, the commit's error, the shutdown deadline), asks
+// decide what they mean, and carries that out. It returns the event's
+// error: every handler error and the commit's (or the error that stopped
+// the event), joined, with the errors of Revert calls.
+func (l *Loop) handle(ec evContexts, ev Event) (err error) {
+	f, err := l.begin(ev)
+	if err != nil {
+		return err
+	}
 	if _, ok := ev.(*DBResync); ok && !l.gateOpen {
 		l.gateOpen = true
 		// Done once processed (committed, or failed), not while the
 		// handlers run: readiness checks read it.
-		defer l.stats.startupDone.Store(true)
+		defer l.startupDone(&err)
 	}
 
-	t := &l.txn
-	t.reset(true)
-	t.ctx = ctx
-	l.cur = t
-	var errs []error
-	var stop error // abort or fatal
-	var start time.Duration
-	for _, h := range l.handlers {
-		if !h.HandlesEvent(ev) {
-			continue
-		}
-		err := h.Resync(ev, l.kubeState, l.resyncCount, t)
-		start = l.outcome(h, "", err, start)
-		l.handlerOutcome(h, true, err)
-		if err == nil {
-			continue
-		}
-		err = fmt.Errorf("%s: resync: %w", h, err)
-		if isFatal(err) || isAbort(err) {
-			stop = err
-			break
-		}
-		errs = append(errs, err)
+	var errs []error // handler errors that did not stop the event
+	var last error   // the error that stopped the event, or the commit's
+	if f.kind != kindReapply {
+		t := &l.txn
+		t.reset(f.kind != kindUpdate)
+		t.ctx = ec.handlers
+		l.cur = t // GetConfig sees the transaction while, and only while, the handlers build it
+		errs, last = l.callHandlers(ec.handlers, ev, &f)
+		l.cur = nil
 	}
-	if stop != nil {
-		l.settleKeys(ev, settleAdd)
-		err := joinErrs(errs, stop)
-		if isFatal(stop) {
-			l.fatal = stop
-			return err
+	o := decide(f)
+	if o.commit {
+		last = l.commitEvent(ec.commit, ev, f)
+		if last != nil { // else the facts, and so the outcome, are unchanged
+			f.commit = classify(last)
+			o = decide(f)
 		}
+	}
+
+	if o.fatal {
+		l.fatal = last
+		return joinErrs(errs, last)
+	}
+	if o.undo {
+		l.undoChanges()
+	}
+	if o.revert {
+		if rerr := l.revert(ev); rerr != nil {
+			last = errors.Join(last, rerr)
+		}
+	}
+	err = joinErrs(errs, last)
+	l.settleKeys(ev, o.keys)
+	if o.abort {
 		l.stats.aborts.Add(1)
-		l.scheduleHealing(err, healing)
-		return err
 	}
-
-	// The handlers' output becomes the internal configuration.
-	l.internal, t.values = t.values, l.internal
-	clear(t.values)
-	l.cur = nil
-	commitErr := l.commit(ctx, Commit{Kind: CommitResync, Event: ev, Values: l.merged()})
-	err := joinErrs(errs, commitErr)
-	if isFatal(commitErr) {
-		l.fatal = commitErr
-		return err
+	if o.heal != healNone {
+		l.scheduleHealing(err, o.heal == healNow, o.healFailed)
 	}
-	l.settleKeys(ev, settleResync)
-	if err != nil && !IsPermanent(err) {
-		l.scheduleHealing(err, healing)
-	} else {
+	if o.resetBackoff {
 		l.healingSucceeded()
 	}
 	return err
 }
 
-// reapply processes a DownstreamResync: no handler runs, the southbound
-// re-applies the committed state. A transient error heals.
-func (l *Loop) reapply(ctx context.Context, ev Event) error {
-	l.stats.downstream.Add(1)
-	err := l.commit(ctx, Commit{Kind: CommitReapply, Event: ev})
-	switch {
-	case isFatal(err):
-		l.fatal = err
-		return err
-	case err != nil && !IsPermanent(err):
-		l.scheduleHealing(err, false)
-	}
-	l.settleKeys(ev, settleAdd)
-	return err
+// startupDone records that the start-up DBResync was processed, with its
+// error (for WaitStartupResync), and releases the waiters.
+func (l *Loop) startupDone(err *error) {
+	l.waiters.startupErr = *err
+	l.stats.startupDone.Store(true)
+	close(l.waiters.ready)
 }
 
-// update processes an Update event: the handlers change their desired
-// state in the event's direction, and the changes are committed.
-//
-// Errors (see the package documentation for the table): the event's error
-// joins every handler error and the commit error. Handler errors of a
-// BestEffort event heal unless all are permanent; a commit error heals
-// unless it is permanent, and always for RevertOnFailure (the loop reverts
-// the handlers while the southbound may have applied the other keys).
-func (l *Loop) update(ctx context.Context, ev Event) error {
-	ue, ok := ev.(UpdateEvent)
-	if !ok {
-		return fmt.Errorf("controller: event %q has method Update but does not implement UpdateEvent", ev.GetName())
+// begin returns the facts known before any handler runs, records the
+// event's kind, and makes the input the event carries part of the loop's
+// state (see external.go).
+func (l *Loop) begin(ev Event) (facts, error) {
+	switch ev.Method() {
+	case FullResync, UpstreamResync:
+		l.stats.resyncs.Add(1)
+		l.resyncCount++
+		l.rec.ResyncCount = l.resyncCount
+		if l.applyResyncInput(ev) {
+			return facts{kind: kindHealing}, nil
+		}
+		return facts{kind: kindResync}, nil
+	case DownstreamResync:
+		l.stats.downstream.Add(1)
+		return facts{kind: kindReapply}, nil
+	case Update:
+		ue, ok := ev.(UpdateEvent)
+		if !ok {
+			return facts{}, fmt.Errorf("controller: event %q has method Update but does not implement UpdateEvent", ev.GetName())
+		}
+		tt := ue.TransactionType()
+		l.rec.TransactionType, l.rec.Direction = tt, ue.Direction()
+		l.applyUpdateInput(ev)
+		return facts{kind: kindUpdate, tt: tt}, nil
 	}
-	tt, dir := ue.TransactionType(), ue.Direction()
-	l.rec.TransactionType, l.rec.Direction = tt, dir
-	l.applyUpdateInput(ev)
+	return facts{}, fmt.Errorf("controller: event %q has unknown method %v", ev.GetName(), ev.Method())
+}
 
+// callHandlers calls the interested handlers' Resync (resyncs) or Update
+// (updates, in the event's direction) and adds what they return to f. It
+// stops as soon as decide rules out the commit, and returns the errors
+// that did not stop the event and the one that did (nil if none). The
+// handlers whose Update succeeded are recorded in l.ran, for a revert.
+func (l *Loop) callHandlers(ctx context.Context, ev Event, f *facts) (errs []error, stop error) {
 	t := &l.txn
-	t.reset(false)
-	t.ctx = ctx
-	l.cur = t
+	resync := f.kind != kindUpdate
+	reverse := !resync && l.rec.Direction == Reverse
 	l.ran = l.ran[:0]
-	var errs []error
-	var stop error // abort, fatal, the first error of RevertOnFailure, or the shutdown deadline
 	n := len(l.handlers)
 	var start time.Duration
 	for i := range n {
 		idx := i
-		if dir == Reverse {
+		if reverse {
 			idx = n - 1 - i
 		}
 		h := l.handlers[idx]
@@ -201,76 +182,68 @@ func (l *Loop) update(ctx context.Context, ev Event) error {
 			continue
 		}
 		if l.bounded && ctx.Err() != nil {
-			stop = fmt.Errorf("controller: %s stopped before handler %s: ShutdownTimeout %v exceeded: %w",
+			f.deadline = true
+			return errs, fmt.Errorf("controller: %s stopped before handler %s: ShutdownTimeout %v exceeded: %w",
 				ev.GetName(), h, l.cfg.ShutdownTimeout, ctx.Err())
-			break
 		}
-		change, err := h.Update(ev, t)
-		start = l.outcome(h, change, err, start)
+		recIdx := len(l.rec.Handlers) // where recordHandler records the call (history on)
+		var change string
+		var err error
+		if resync {
+			err = h.Resync(ev, l.kubeState, l.resyncCount, t)
+		} else {
+			change, err = h.Update(ev, t)
+		}
+		start = l.recordHandler(h, change, err, start)
+		if resync || err != nil {
+			l.handlerOutcome(h, resync, err)
+		}
 		if err == nil {
-			l.ran = append(l.ran, idx)
+			if !resync {
+				if l.history.Cap() == 0 {
+					recIdx = -1
+				}
+				l.ran = append(l.ran, ranHandler{handler: idx, rec: recIdx})
+			}
 			continue
 		}
-		l.handlerOutcome(h, false, err)
-		err = fmt.Errorf("%s: %w", h, err)
-		if isFatal(err) || isAbort(err) || tt == RevertOnFailure {
-			stop = err
-			break
+		if resync {
+			err = fmt.Errorf("%s: resync: %w", h, err)
+		} else {
+			err = fmt.Errorf("%s: %w", h, err)
+		}
+		f.handlers = max(f.handlers, classify(err))
+		if !decide(*f).commit {
+			return errs, err
 		}
 		errs = append(errs, err)
 	}
-	if stop == nil && l.bounded && ctx.Err() != nil && len(t.values) > 0 {
-		stop = fmt.Errorf("controller: %s not committed: ShutdownTimeout %v exceeded: %w",
+	if !resync && l.bounded && ctx.Err() != nil && len(t.values) > 0 {
+		f.deadline = true
+		return errs, fmt.Errorf("controller: %s not committed: ShutdownTimeout %v exceeded: %w",
 			ev.GetName(), l.cfg.ShutdownTimeout, ctx.Err())
 	}
-	if stop != nil {
-		l.cur = nil
-		return l.stopUpdate(ev, tt, errs, stop)
-	}
-
-	l.applyChanges(ev, tt)
-	var commitErr error
-	if len(l.commitVals) > 0 {
-		commitErr = l.commit(ctx, Commit{Kind: CommitUpdate, Event: ev, TransactionType: tt, Values: l.commitVals})
-		if isFatal(commitErr) {
-			l.fatal = commitErr
-			return joinErrs(errs, commitErr)
-		}
-		if commitErr != nil && tt == RevertOnFailure {
-			l.undoChanges()
-			commitErr = errors.Join(commitErr, l.revert(ev))
-		}
-	}
-	l.settleKeys(ev, settleUpdate)
-	err := joinErrs(errs, commitErr)
-	switch {
-	case err == nil:
-	case commitErr != nil && (tt == RevertOnFailure || !IsPermanent(commitErr)):
-		// The data plane may hold part of the transaction: heal.
-		l.scheduleHealing(err, false)
-	case tt == BestEffort && !IsPermanent(err):
-		l.scheduleHealing(err, false)
-	}
-	return err
+	return errs, nil
 }
 
-// stopUpdate ends an update event that a handler stopped (nothing is
-// committed): a fatal error stops the loop; RevertOnFailure reverts the
-// handlers that ran; an abort heals at once.
-func (l *Loop) stopUpdate(ev Event, tt UpdateTransactionType, errs []error, stop error) error {
-	if isFatal(stop) {
-		l.fatal = stop
-		return joinErrs(errs, stop)
+// commitEvent makes the handlers' transaction the loop's record of their
+// desired state and commits it: a resync's whole, an update's changes (if
+// any), nothing for a reapply (the southbound re-applies what it has).
+func (l *Loop) commitEvent(ctx context.Context, ev Event, f facts) error {
+	switch f.kind {
+	case kindReapply:
+		return l.commit(ctx, Commit{Kind: CommitReapply, Event: ev})
+	case kindUpdate:
+		l.applyChanges(ev, f.tt)
+		if len(l.commitVals) == 0 {
+			return nil
+		}
+		return l.commit(ctx, Commit{Kind: CommitUpdate, Event: ev, TransactionType: f.tt, Values: l.commitVals})
 	}
-	if tt == RevertOnFailure {
-		stop = errors.Join(stop, l.revert(ev))
-	}
-	l.settleKeys(ev, settleAdd)
-	if isAbort(stop) {
-		l.stats.aborts.Add(1)
-		l.scheduleHealing(stop, false)
-	}
-	return joinErrs(errs, stop)
+	t := &l.txn
+	l.internal, t.values = t.values, l.internal
+	clear(t.values)
+	return l.commit(ctx, Commit{Kind: CommitResync, Event: ev, Values: l.merged()})
 }
 
 // applyChanges applies the handlers' transaction to the internal
@@ -299,7 +272,6 @@ func (l *Loop) applyChanges(ev Event, tt UpdateTransactionType) {
 	for k := range t.values {
 		l.commitVals[k] = l.effective(k)
 	}
-	l.cur = nil
 }
 
 // undoChanges restores the internal configuration after a failed commit of
@@ -314,17 +286,22 @@ func (l *Loop) undoChanges() {
 	}
 }
 
-// revert calls Revert on the handlers that ran for ev, in reverse order.
+// ranHandler is a handler whose Update succeeded for the current event:
+// its index in l.handlers and the index of its outcome in l.rec.Handlers
+// (-1 with history off).
+type ranHandler struct{ handler, rec int }
+
+// revert calls Revert on the handlers that ran for ev, in reverse order,
+// and marks their outcomes in the record as reverted.
 func (l *Loop) revert(ev Event) error {
 	l.stats.reverts.Add(1)
 	var errs []error
 	for i := len(l.ran) - 1; i >= 0; i-- {
-		h := l.handlers[l.ran[i]]
+		r := l.ran[i]
+		h := l.handlers[r.handler]
 		err := h.Revert(ev)
-		for j := range l.rec.Handlers {
-			if l.rec.Handlers[j].Handler == h.String() {
-				l.rec.Handlers[j].Reverted = true
-			}
+		if r.rec >= 0 {
+			l.rec.Handlers[r.rec].Reverted = true
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: revert: %w", h, err))

@@ -141,3 +141,109 @@ func TestShutdownCommitCarriesTheDeadline(t *testing.T) {
 		assert.NoError(t, cs[1].CtxErr)
 	})
 }
+
+// TestHandlerContextOnCancel pins what ContextOf gives a handler when
+// Run's context is cancelled while an ordinary event is in progress: the
+// cancellation alone does not cancel it (the event in progress finishes),
+// ShutdownTimeout later it is cancelled, so a handler that honours it
+// lets Run return in bounded time. The event's commit gets Run's context,
+// cancelled by then. The Shutdown event that follows gets a fresh context
+// that ends ShutdownTimeout after it started.
+func TestHandlerContextOnCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const timeout = 10 * time.Second
+		type key struct{}
+		var cancelledAt, shutdownCtxAt time.Time
+		var slowCtxErr, shutdownCtxErr error
+		var shutdownDeadline time.Time
+		blocked, gaveUp := make(chan struct{}), make(chan struct{})
+		h := &controller.HandlerFuncs{Name: "io", UpdateFunc: func(ev controller.Event, txn controller.UpdateOperations) (string, error) {
+			ctx := controller.ContextOf(txn)
+			switch ev.GetName() {
+			case "slow":
+				close(blocked)
+				<-ctx.Done() // I/O that honours the context
+				cancelledAt = time.Now()
+				slowCtxErr = ctx.Err()
+				close(gaveUp)
+				txn.Put("slow", str("done"))
+				return "", nil
+			case "Shutdown":
+				shutdownDeadline, _ = ctx.Deadline()
+				shutdownCtxErr = ctx.Err()
+				<-ctx.Done()
+				shutdownCtxAt = time.Now()
+			}
+			return "", nil
+		}}
+		sb := &controllertest.Southbound{}
+		l := newLoop(t, []controller.EventHandler{h}, sb, controller.Config{ShutdownTimeout: timeout})
+		ctx, cancel := context.WithCancel(context.WithValue(context.Background(), key{}, "run"))
+		defer cancel()
+		runDone := make(chan error, 1)
+		go func() { runDone <- l.Run(ctx) }()
+		require.NoError(t, l.PushEvent(controller.NewDBResync()))
+		require.NoError(t, l.PushEvent(newUpdate("slow", controller.BestEffort, controller.Forward)))
+		<-blocked
+		start := time.Now()
+		cancel()
+		synctest.Wait()
+		select {
+		case <-gaveUp:
+			t.Fatal("the handler's context was cancelled with Run's")
+		default:
+		}
+
+		err := <-runDone
+		require.ErrorIs(t, err, context.Canceled)
+		assert.Equal(t, timeout, cancelledAt.Sub(start), "cancelled ShutdownTimeout after Run's context")
+		assert.ErrorIs(t, slowCtxErr, context.Canceled)
+
+		// The Shutdown event started when "slow" ended, with its own bound.
+		assert.NoError(t, shutdownCtxErr, "the Shutdown event's context is live")
+		assert.Equal(t, start.Add(2*timeout), shutdownDeadline)
+		assert.Equal(t, 2*timeout, shutdownCtxAt.Sub(start))
+
+		var slow *controllertest.CommitRecord
+		for i, c := range sb.Commits() {
+			if c.EventName == "slow" {
+				slow = &sb.Commits()[i]
+			}
+		}
+		require.NotNil(t, slow, "the event in progress is committed")
+		assert.ErrorIs(t, slow.CtxErr, context.Canceled, "its commit gets Run's context")
+	})
+}
+
+// TestHandlerContextLive: while Run's context is live, the handlers'
+// context is live and carries its values; it has no deadline.
+func TestHandlerContextLive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		type key struct{}
+		var errs []error
+		var values []any
+		var deadlines []bool
+		h := &controller.HandlerFuncs{Name: "io",
+			ResyncFunc: func(_ controller.Event, _ controller.KubeStateData, _ int, txn controller.ResyncOperations) error {
+				ctx := controller.ContextOf(txn)
+				_, hasDeadline := ctx.Deadline()
+				errs, values, deadlines = append(errs, ctx.Err()), append(values, ctx.Value(key{})), append(deadlines, hasDeadline)
+				return nil
+			},
+		}
+		l := newLoop(t, []controller.EventHandler{h}, &controllertest.Southbound{}, controller.Config{})
+		ctx, cancel := context.WithCancel(context.WithValue(context.Background(), key{}, "run"))
+		defer cancel()
+		runDone := make(chan error, 1)
+		go func() { runDone <- l.Run(ctx) }()
+		require.NoError(t, l.PushEvent(controller.NewDBResync()))
+		time.Sleep(time.Hour)
+		require.NoError(t, l.PushEvent(controller.NewExternalConfigResync("user", false)))
+		synctest.Wait()
+		cancel()
+		require.ErrorIs(t, <-runDone, context.Canceled)
+		assert.Equal(t, []error{nil, nil}, errs)
+		assert.Equal(t, []any{"run", "run"}, values)
+		assert.Equal(t, []bool{false, false}, deadlines)
+	})
+}

@@ -28,6 +28,14 @@ func TestTxn(t *testing.T) {
 	require.EqualValues(t, 1, seq)
 	txn.Reset()
 	require.Empty(t, txn.Keys())
+
+	// Follow-ups pushed by a handler under test are recorded.
+	ev := controller.NewExternalConfigChange("src", false)
+	require.NoError(t, controller.PushFollowUp(&txn, ev))
+	require.ErrorIs(t, controller.PushFollowUp(&txn, controller.NewShutdownEvent()), controller.ErrBlockingFollowUp)
+	require.Equal(t, []controller.Event{ev}, txn.FollowUps())
+	txn.Reset()
+	require.Empty(t, txn.FollowUps())
 }
 
 func TestEventRecorder(t *testing.T) {

@@ -1,8 +1,9 @@
 // Package controllertest provides working in-memory fakes for testing code
 // that plugs into the controller package:
 //
-//   - [Txn], a transaction that records Put/Delete, for calling handlers'
-//     Resync and Update directly;
+//   - [Txn], a transaction that records Put/Delete and the follow-up events
+//     pushed with controller.PushFollowUp, for calling handlers' Resync and
+//     Update directly;
 //   - [EventRecorder], an [controller.EventLoop] that records pushed events;
 //   - [Southbound], a [controller.Southbound] that records every commit
 //     (with the state of its context), keeps the resulting state, and can be

@@ -2,7 +2,10 @@ package controllertest
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"sync"
 
@@ -11,12 +14,15 @@ import (
 )
 
 // Txn is an in-memory [controller.Transaction]. Values maps every touched
-// key to its new value (nil = deleted). Commit only counts commits. The zero
-// value is ready to use.
+// key to its new value (nil = deleted). Commit only counts commits. It
+// records the follow-up events a handler pushes with
+// [controller.PushFollowUp] (see FollowUps). The zero value is ready to
+// use.
 type Txn struct {
-	mu      sync.Mutex
-	values  controller.KeyValuePairs
-	commits int
+	mu        sync.Mutex
+	values    controller.KeyValuePairs
+	commits   int
+	followUps []controller.Event
 }
 
 var _ controller.Transaction = (*Txn)(nil)
@@ -82,9 +88,33 @@ func (t *Txn) Keys() []string {
 	return keys
 }
 
+// PushFollowUp records ev, as [controller.PushFollowUp] does with a loop's
+// transaction: a blocking event is refused with
+// controller.ErrBlockingFollowUp, and a nil event with an error.
+func (t *Txn) PushFollowUp(ev controller.Event) error {
+	if ev == nil {
+		return errors.New("controllertest: nil event")
+	}
+	if ev.IsBlocking() {
+		return fmt.Errorf("%w: %s", controller.ErrBlockingFollowUp, ev.GetName())
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.followUps = append(t.followUps, ev)
+	return nil
+}
+
+// FollowUps returns the events pushed with PushFollowUp, in push order.
+func (t *Txn) FollowUps() []controller.Event {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.followUps)
+}
+
 // Reset forgets everything recorded.
 func (t *Txn) Reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.values = nil
+	t.followUps = nil
 }
