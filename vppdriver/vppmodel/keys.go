@@ -80,6 +80,10 @@ func KeyOf(msg proto.Message) (string, error) {
 	case *IPNeighbor:
 		ip, _ := netip.ParseAddr(m.GetIpAddress())
 		return IPNeighborKey(m.GetInterface(), ip), nil
+	case *ACL:
+		return ACLKey(m.GetName()), nil
+	case *ACLInterface:
+		return ACLInterfaceKey(m.GetInterface()), nil
 	}
 	return "", invalid("unsupported message type %T", msg)
 }
@@ -108,6 +112,10 @@ func NewValueForKey(key string) (proto.Message, error) {
 		return &Route{}, nil
 	case strings.HasPrefix(key, IPNeighborKeyPrefix):
 		return &IPNeighbor{}, nil
+	case strings.HasPrefix(key, ACLKeyPrefix):
+		return &ACL{}, nil
+	case strings.HasPrefix(key, ACLInterfaceKeyPrefix):
+		return &ACLInterface{}, nil
 	case key == Nat44GlobalKey:
 		return &Nat44Global{}, nil
 	case strings.HasPrefix(key, Nat44InterfaceKeyPrefix):
@@ -147,6 +155,10 @@ func Validate(msg proto.Message) error {
 		return validateRoute(m)
 	case *IPNeighbor:
 		return validateNeighbor(m)
+	case *ACL:
+		return validateACL(m)
+	case *ACLInterface:
+		return validateACLInterface(m)
 	case *Nat44Global, *Nat44Interface, *Nat44AddressPool, *Nat44StaticMapping, *Nat44IdentityMapping, *Nat44LbStaticMapping:
 		if _, err := natKey(m); err != nil {
 			return invalid("%v", err)

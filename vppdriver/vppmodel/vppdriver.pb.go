@@ -243,6 +243,59 @@ func (VrfTable_Protocol) EnumDescriptor() ([]byte, []int) {
 	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{7, 0}
 }
 
+// Action is what a matching packet gets.
+type ACLRule_Action int32
+
+const (
+	ACLRule_DENY   ACLRule_Action = 0
+	ACLRule_PERMIT ACLRule_Action = 1
+	// PERMIT_REFLECT permits and creates a session: the packets of the
+	// connection in both directions on the same interface are permitted
+	// without looking at the rules.
+	ACLRule_PERMIT_REFLECT ACLRule_Action = 2
+)
+
+// Enum value maps for ACLRule_Action.
+var (
+	ACLRule_Action_name = map[int32]string{
+		0: "DENY",
+		1: "PERMIT",
+		2: "PERMIT_REFLECT",
+	}
+	ACLRule_Action_value = map[string]int32{
+		"DENY":           0,
+		"PERMIT":         1,
+		"PERMIT_REFLECT": 2,
+	}
+)
+
+func (x ACLRule_Action) Enum() *ACLRule_Action {
+	p := new(ACLRule_Action)
+	*p = x
+	return p
+}
+
+func (x ACLRule_Action) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ACLRule_Action) Descriptor() protoreflect.EnumDescriptor {
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_enumTypes[4].Descriptor()
+}
+
+func (ACLRule_Action) Type() protoreflect.EnumType {
+	return &file_vswitchkit_vppdriver_v1_vppdriver_proto_enumTypes[4]
+}
+
+func (x ACLRule_Action) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ACLRule_Action.Descriptor instead.
+func (ACLRule_Action) EnumDescriptor() ([]byte, []int) {
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{18, 0}
+}
+
 // Interface is a VPP interface that the driver creates and owns (or, type
 // EXISTING, adopts), with its admin state, IP addresses (own or borrowed:
 // unnumbered) and VRF binding. Key: InterfaceKey(name).
@@ -1614,6 +1667,236 @@ func (x *Nat44Backend) GetVrf() uint32 {
 	return 0
 }
 
+// ACL is an access list of VPP's ACL plugin (acl_add_replace), stateful
+// where its rules say so. Its index is VPP's; the driver finds it again by
+// its tag. Key: ACLKey(name).
+type ACL struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name identifies the ACL (1-56 bytes without '/', '=' or white space);
+	// interfaces refer to it by this name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// rules are matched in order; the first that matches decides. A packet
+	// that matches none of the ACLs applied to an interface's direction is
+	// denied.
+	Rules         []*ACLRule `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ACL) Reset() {
+	*x = ACL{}
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ACL) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ACL) ProtoMessage() {}
+
+func (x *ACL) ProtoReflect() protoreflect.Message {
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ACL.ProtoReflect.Descriptor instead.
+func (*ACL) Descriptor() ([]byte, []int) {
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ACL) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ACL) GetRules() []*ACLRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+// ACLRule is one rule of an ACL. Both prefixes are of one family (the
+// rule's); "0.0.0.0/0" or "::/0" matches every address of it.
+type ACLRule struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Action    ACLRule_Action         `protobuf:"varint,1,opt,name=action,proto3,enum=vswitchkit.vppdriver.v1.ACLRule_Action" json:"action,omitempty"`
+	SrcPrefix string                 `protobuf:"bytes,2,opt,name=src_prefix,json=srcPrefix,proto3" json:"src_prefix,omitempty"`
+	DstPrefix string                 `protobuf:"bytes,3,opt,name=dst_prefix,json=dstPrefix,proto3" json:"dst_prefix,omitempty"`
+	// protocol is an IP protocol number; 0 matches every protocol (and
+	// then the ports must be the full range).
+	Protocol uint32 `protobuf:"varint,4,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// Port ranges (TCP, UDP, SCTP), first..last both included; 0..65535 is
+	// every port. For ICMP they are the type and code ranges.
+	SrcPortFirst  uint32 `protobuf:"varint,5,opt,name=src_port_first,json=srcPortFirst,proto3" json:"src_port_first,omitempty"`
+	SrcPortLast   uint32 `protobuf:"varint,6,opt,name=src_port_last,json=srcPortLast,proto3" json:"src_port_last,omitempty"`
+	DstPortFirst  uint32 `protobuf:"varint,7,opt,name=dst_port_first,json=dstPortFirst,proto3" json:"dst_port_first,omitempty"`
+	DstPortLast   uint32 `protobuf:"varint,8,opt,name=dst_port_last,json=dstPortLast,proto3" json:"dst_port_last,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ACLRule) Reset() {
+	*x = ACLRule{}
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ACLRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ACLRule) ProtoMessage() {}
+
+func (x *ACLRule) ProtoReflect() protoreflect.Message {
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ACLRule.ProtoReflect.Descriptor instead.
+func (*ACLRule) Descriptor() ([]byte, []int) {
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ACLRule) GetAction() ACLRule_Action {
+	if x != nil {
+		return x.Action
+	}
+	return ACLRule_DENY
+}
+
+func (x *ACLRule) GetSrcPrefix() string {
+	if x != nil {
+		return x.SrcPrefix
+	}
+	return ""
+}
+
+func (x *ACLRule) GetDstPrefix() string {
+	if x != nil {
+		return x.DstPrefix
+	}
+	return ""
+}
+
+func (x *ACLRule) GetProtocol() uint32 {
+	if x != nil {
+		return x.Protocol
+	}
+	return 0
+}
+
+func (x *ACLRule) GetSrcPortFirst() uint32 {
+	if x != nil {
+		return x.SrcPortFirst
+	}
+	return 0
+}
+
+func (x *ACLRule) GetSrcPortLast() uint32 {
+	if x != nil {
+		return x.SrcPortLast
+	}
+	return 0
+}
+
+func (x *ACLRule) GetDstPortFirst() uint32 {
+	if x != nil {
+		return x.DstPortFirst
+	}
+	return 0
+}
+
+func (x *ACLRule) GetDstPortLast() uint32 {
+	if x != nil {
+		return x.DstPortLast
+	}
+	return 0
+}
+
+// ACLInterface applies ACLs to one interface (acl_interface_set_acl_list):
+// input ACLs to the packets VPP receives on it, output ACLs to those it
+// sends on it, each list in order. Key: ACLInterfaceKey(interface).
+type ACLInterface struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// interface is the logical name of the Interface.
+	Interface     string   `protobuf:"bytes,1,opt,name=interface,proto3" json:"interface,omitempty"`
+	Input         []string `protobuf:"bytes,2,rep,name=input,proto3" json:"input,omitempty"`
+	Output        []string `protobuf:"bytes,3,rep,name=output,proto3" json:"output,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ACLInterface) Reset() {
+	*x = ACLInterface{}
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ACLInterface) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ACLInterface) ProtoMessage() {}
+
+func (x *ACLInterface) ProtoReflect() protoreflect.Message {
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ACLInterface.ProtoReflect.Descriptor instead.
+func (*ACLInterface) Descriptor() ([]byte, []int) {
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ACLInterface) GetInterface() string {
+	if x != nil {
+		return x.Interface
+	}
+	return ""
+}
+
+func (x *ACLInterface) GetInput() []string {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+func (x *ACLInterface) GetOutput() []string {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
 var File_vswitchkit_vppdriver_v1_vppdriver_proto protoreflect.FileDescriptor
 
 const file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDesc = "" +
@@ -1754,7 +2037,30 @@ const file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDesc = "" +
 	"\x02ip\x18\x01 \x01(\tR\x02ip\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12 \n" +
 	"\vprobability\x18\x03 \x01(\rR\vprobability\x12\x10\n" +
-	"\x03vrf\x18\x04 \x01(\rR\x03vrf*K\n" +
+	"\x03vrf\x18\x04 \x01(\rR\x03vrf\"Q\n" +
+	"\x03ACL\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x126\n" +
+	"\x05rules\x18\x02 \x03(\v2 .vswitchkit.vppdriver.v1.ACLRuleR\x05rules\"\xec\x02\n" +
+	"\aACLRule\x12?\n" +
+	"\x06action\x18\x01 \x01(\x0e2'.vswitchkit.vppdriver.v1.ACLRule.ActionR\x06action\x12\x1d\n" +
+	"\n" +
+	"src_prefix\x18\x02 \x01(\tR\tsrcPrefix\x12\x1d\n" +
+	"\n" +
+	"dst_prefix\x18\x03 \x01(\tR\tdstPrefix\x12\x1a\n" +
+	"\bprotocol\x18\x04 \x01(\rR\bprotocol\x12$\n" +
+	"\x0esrc_port_first\x18\x05 \x01(\rR\fsrcPortFirst\x12\"\n" +
+	"\rsrc_port_last\x18\x06 \x01(\rR\vsrcPortLast\x12$\n" +
+	"\x0edst_port_first\x18\a \x01(\rR\fdstPortFirst\x12\"\n" +
+	"\rdst_port_last\x18\b \x01(\rR\vdstPortLast\"2\n" +
+	"\x06Action\x12\b\n" +
+	"\x04DENY\x10\x00\x12\n" +
+	"\n" +
+	"\x06PERMIT\x10\x01\x12\x12\n" +
+	"\x0ePERMIT_REFLECT\x10\x02\"Z\n" +
+	"\fACLInterface\x12\x1c\n" +
+	"\tinterface\x18\x01 \x01(\tR\tinterface\x12\x14\n" +
+	"\x05input\x18\x02 \x03(\tR\x05input\x12\x16\n" +
+	"\x06output\x18\x03 \x03(\tR\x06output*K\n" +
 	"\rNat44Protocol\x12\x1e\n" +
 	"\x1aNAT44_PROTOCOL_UNSPECIFIED\x10\x00\x12\b\n" +
 	"\x04ICMP\x10\x01\x12\a\n" +
@@ -1773,50 +2079,56 @@ func file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP() []byte {
 	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescData
 }
 
-var file_vswitchkit_vppdriver_v1_vppdriver_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_vswitchkit_vppdriver_v1_vppdriver_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_vswitchkit_vppdriver_v1_vppdriver_proto_goTypes = []any{
 	(Nat44Protocol)(0),           // 0: vswitchkit.vppdriver.v1.Nat44Protocol
 	(Interface_Type)(0),          // 1: vswitchkit.vppdriver.v1.Interface.Type
 	(VxlanLink_Payload)(0),       // 2: vswitchkit.vppdriver.v1.VxlanLink.Payload
 	(VrfTable_Protocol)(0),       // 3: vswitchkit.vppdriver.v1.VrfTable.Protocol
-	(*Interface)(nil),            // 4: vswitchkit.vppdriver.v1.Interface
-	(*ExistingLink)(nil),         // 5: vswitchkit.vppdriver.v1.ExistingLink
-	(*MemifLink)(nil),            // 6: vswitchkit.vppdriver.v1.MemifLink
-	(*VxlanLink)(nil),            // 7: vswitchkit.vppdriver.v1.VxlanLink
-	(*AfPacketLink)(nil),         // 8: vswitchkit.vppdriver.v1.AfPacketLink
-	(*TapLink)(nil),              // 9: vswitchkit.vppdriver.v1.TapLink
-	(*IPNeighbor)(nil),           // 10: vswitchkit.vppdriver.v1.IPNeighbor
-	(*VrfTable)(nil),             // 11: vswitchkit.vppdriver.v1.VrfTable
-	(*Route)(nil),                // 12: vswitchkit.vppdriver.v1.Route
-	(*Path)(nil),                 // 13: vswitchkit.vppdriver.v1.Path
-	(*Nat44Global)(nil),          // 14: vswitchkit.vppdriver.v1.Nat44Global
-	(*Nat44Interface)(nil),       // 15: vswitchkit.vppdriver.v1.Nat44Interface
-	(*Nat44AddressPool)(nil),     // 16: vswitchkit.vppdriver.v1.Nat44AddressPool
-	(*Nat44StaticMapping)(nil),   // 17: vswitchkit.vppdriver.v1.Nat44StaticMapping
-	(*Nat44IdentityMapping)(nil), // 18: vswitchkit.vppdriver.v1.Nat44IdentityMapping
-	(*Nat44LbStaticMapping)(nil), // 19: vswitchkit.vppdriver.v1.Nat44LbStaticMapping
-	(*Nat44Backend)(nil),         // 20: vswitchkit.vppdriver.v1.Nat44Backend
+	(ACLRule_Action)(0),          // 4: vswitchkit.vppdriver.v1.ACLRule.Action
+	(*Interface)(nil),            // 5: vswitchkit.vppdriver.v1.Interface
+	(*ExistingLink)(nil),         // 6: vswitchkit.vppdriver.v1.ExistingLink
+	(*MemifLink)(nil),            // 7: vswitchkit.vppdriver.v1.MemifLink
+	(*VxlanLink)(nil),            // 8: vswitchkit.vppdriver.v1.VxlanLink
+	(*AfPacketLink)(nil),         // 9: vswitchkit.vppdriver.v1.AfPacketLink
+	(*TapLink)(nil),              // 10: vswitchkit.vppdriver.v1.TapLink
+	(*IPNeighbor)(nil),           // 11: vswitchkit.vppdriver.v1.IPNeighbor
+	(*VrfTable)(nil),             // 12: vswitchkit.vppdriver.v1.VrfTable
+	(*Route)(nil),                // 13: vswitchkit.vppdriver.v1.Route
+	(*Path)(nil),                 // 14: vswitchkit.vppdriver.v1.Path
+	(*Nat44Global)(nil),          // 15: vswitchkit.vppdriver.v1.Nat44Global
+	(*Nat44Interface)(nil),       // 16: vswitchkit.vppdriver.v1.Nat44Interface
+	(*Nat44AddressPool)(nil),     // 17: vswitchkit.vppdriver.v1.Nat44AddressPool
+	(*Nat44StaticMapping)(nil),   // 18: vswitchkit.vppdriver.v1.Nat44StaticMapping
+	(*Nat44IdentityMapping)(nil), // 19: vswitchkit.vppdriver.v1.Nat44IdentityMapping
+	(*Nat44LbStaticMapping)(nil), // 20: vswitchkit.vppdriver.v1.Nat44LbStaticMapping
+	(*Nat44Backend)(nil),         // 21: vswitchkit.vppdriver.v1.Nat44Backend
+	(*ACL)(nil),                  // 22: vswitchkit.vppdriver.v1.ACL
+	(*ACLRule)(nil),              // 23: vswitchkit.vppdriver.v1.ACLRule
+	(*ACLInterface)(nil),         // 24: vswitchkit.vppdriver.v1.ACLInterface
 }
 var file_vswitchkit_vppdriver_v1_vppdriver_proto_depIdxs = []int32{
 	1,  // 0: vswitchkit.vppdriver.v1.Interface.type:type_name -> vswitchkit.vppdriver.v1.Interface.Type
-	8,  // 1: vswitchkit.vppdriver.v1.Interface.af_packet:type_name -> vswitchkit.vppdriver.v1.AfPacketLink
-	9,  // 2: vswitchkit.vppdriver.v1.Interface.tap:type_name -> vswitchkit.vppdriver.v1.TapLink
-	7,  // 3: vswitchkit.vppdriver.v1.Interface.vxlan:type_name -> vswitchkit.vppdriver.v1.VxlanLink
-	6,  // 4: vswitchkit.vppdriver.v1.Interface.memif:type_name -> vswitchkit.vppdriver.v1.MemifLink
-	5,  // 5: vswitchkit.vppdriver.v1.Interface.existing:type_name -> vswitchkit.vppdriver.v1.ExistingLink
+	9,  // 1: vswitchkit.vppdriver.v1.Interface.af_packet:type_name -> vswitchkit.vppdriver.v1.AfPacketLink
+	10, // 2: vswitchkit.vppdriver.v1.Interface.tap:type_name -> vswitchkit.vppdriver.v1.TapLink
+	8,  // 3: vswitchkit.vppdriver.v1.Interface.vxlan:type_name -> vswitchkit.vppdriver.v1.VxlanLink
+	7,  // 4: vswitchkit.vppdriver.v1.Interface.memif:type_name -> vswitchkit.vppdriver.v1.MemifLink
+	6,  // 5: vswitchkit.vppdriver.v1.Interface.existing:type_name -> vswitchkit.vppdriver.v1.ExistingLink
 	2,  // 6: vswitchkit.vppdriver.v1.VxlanLink.payload:type_name -> vswitchkit.vppdriver.v1.VxlanLink.Payload
 	3,  // 7: vswitchkit.vppdriver.v1.VrfTable.protocol:type_name -> vswitchkit.vppdriver.v1.VrfTable.Protocol
-	13, // 8: vswitchkit.vppdriver.v1.Route.paths:type_name -> vswitchkit.vppdriver.v1.Path
+	14, // 8: vswitchkit.vppdriver.v1.Route.paths:type_name -> vswitchkit.vppdriver.v1.Path
 	0,  // 9: vswitchkit.vppdriver.v1.Nat44StaticMapping.protocol:type_name -> vswitchkit.vppdriver.v1.Nat44Protocol
 	0,  // 10: vswitchkit.vppdriver.v1.Nat44IdentityMapping.protocol:type_name -> vswitchkit.vppdriver.v1.Nat44Protocol
 	0,  // 11: vswitchkit.vppdriver.v1.Nat44LbStaticMapping.protocol:type_name -> vswitchkit.vppdriver.v1.Nat44Protocol
-	20, // 12: vswitchkit.vppdriver.v1.Nat44LbStaticMapping.backends:type_name -> vswitchkit.vppdriver.v1.Nat44Backend
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	21, // 12: vswitchkit.vppdriver.v1.Nat44LbStaticMapping.backends:type_name -> vswitchkit.vppdriver.v1.Nat44Backend
+	23, // 13: vswitchkit.vppdriver.v1.ACL.rules:type_name -> vswitchkit.vppdriver.v1.ACLRule
+	4,  // 14: vswitchkit.vppdriver.v1.ACLRule.action:type_name -> vswitchkit.vppdriver.v1.ACLRule.Action
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_vswitchkit_vppdriver_v1_vppdriver_proto_init() }
@@ -1829,8 +2141,8 @@ func file_vswitchkit_vppdriver_v1_vppdriver_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDesc), len(file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   17,
+			NumEnums:      5,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
