@@ -227,6 +227,30 @@ func (h *Handler) Tunnels(node string) []string {
 	return out
 }
 
+// ExitInterfaces returns the logical names of the interfaces on which
+// traffic leaves this node's VPP for other nodes and the host: the uplink
+// and the host interconnect (when configured) and every tunnel, sorted.
+func (h *Handler) ExitInterfaces() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	if h.cfg.Uplink.AfPacketHostIf != "" || h.cfg.Uplink.VPPName != "" {
+		out = append(out, h.cfg.Uplink.Name)
+	}
+	if h.cfg.HostInterconnect.AfPacketHostIf != "" || h.cfg.HostInterconnect.TapHostIfName != "" {
+		out = append(out, h.cfg.HostInterconnect.Name)
+	}
+	for _, p := range h.peers {
+		for k, v := range p.values {
+			if i, ok := v.(*vppmodel.Interface); ok && k == vppmodel.InterfaceKey(i.GetName()) {
+				out = append(out, i.GetName())
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // computeSelf reads this node's ID and addresses.
 func (h *Handler) computeSelf() (*self, error) {
 	id := h.nodes.GetNodeID()

@@ -1,0 +1,54 @@
+// Package aclpolicy renders the effective NetworkPolicies of this node's
+// pods (package policy) onto VPP's ACL plugin: stateful ACLs
+// (permit+reflect) applied to the pods' interfaces and to the interfaces on
+// which traffic leaves the node.
+//
+// # Where each rule is checked
+//
+// VPP's input ACL on a pod's interface runs before NAT44 translates a
+// service address to a backend, and its output ACLs after it; its NAT
+// output feature on the uplink translates pod sources before the uplink's
+// output ACL. NetworkPolicy is about the real backend pod and the real
+// client, so the renderer places each check where VPP sees them:
+//
+//   - A pod's input ACL (what it sends) holds its egress rules for every
+//     destination but the service frontends (Config.ServicePrefixes),
+//     which it permits; if the pod is not egress-isolated it permits
+//     everything. Every rule creates a session, so the replies of what
+//     the pod started come back whatever its output ACL says.
+//   - A pod's output ACL (what it receives) permits the node's own
+//     addresses (Config.HostPrefixes: kubelet probes, host-network pods,
+//     a pod reaching itself through a service, which then arrives from
+//     the service renderer's NAT address), then, for each egress-isolated
+//     pod of the node, the ports that both that pod's egress rules and
+//     this pod's ingress rules allow between them and a deny of the rest
+//     (the service case: the check after translation), then the pod's
+//     ingress rules; what matches nothing is denied.
+//   - The exit interfaces (Config.ExitInterfaces: tunnels, the host
+//     interconnect, the uplink) get one shared output ACL, EgressACL, with
+//     the egress rules of every egress-isolated pod of the node, keyed by
+//     its address, then a permit of everything else: the check after
+//     translation for connections to backends on other nodes. Their input
+//     ACL, ReflectACL, creates the sessions that let the replies of
+//     connections from other nodes out again.
+//
+// A pod without any isolation, and not restricted by another local pod's
+// egress, gets no ACL at all: its traffic pays nothing.
+//
+// # Sharing and incremental changes
+//
+// A pod's ACLs are named by a hash of their rules: every pod with the same
+// rules shares one ACL (ReflectACL is shared by every pod that only needs
+// sessions), and a change to one pod's policy creates at most its new
+// ACLs, switches its interface's lists (one request) and deletes ACLs no
+// longer used. EgressACL keeps its name and is replaced in place. Peers
+// come aggregated from the processor (the fewest prefixes).
+//
+// # Limits
+//
+// A connection from a pod to an external or load-balancer IP of a
+// service, or to a NodePort on a node address, is checked against the
+// pod's egress rules with that address, before translation (only the
+// service CIDRs are deferred). IPv6 neighbor discovery (ICMPv6 types
+// 133-136) is always permitted.
+package aclpolicy
