@@ -32,14 +32,14 @@ func (cs Case) Start(opts ModelOptions) (*Cluster, error) {
 	c := Model(opts)
 	for _, s := range cs.Setup {
 		if err := s.Apply(c); err != nil {
-			return nil, fmt.Errorf("case %s: setup %s: %w", cs.Name, s, err)
+			return nil, fmt.Errorf("%w (case %s, setup: %s)", err, cs.Name, s)
 		}
 	}
 	for _, np := range cs.Policies {
 		c.PutPolicy(np)
 	}
 	if err := c.Check(); err != nil {
-		return nil, fmt.Errorf("case %s: %w", cs.Name, err)
+		return nil, fmt.Errorf("%w (case %s)", err, cs.Name)
 	}
 	return c, nil
 }
@@ -55,10 +55,10 @@ func (cs Case) Expect(opts ModelOptions) ([]*Matrix, error) {
 	matrices := []*Matrix{c.Matrix(probes)}
 	for i, s := range cs.Steps {
 		if err := s.Apply(c); err != nil {
-			return nil, fmt.Errorf("case %s: step %d (%s): %w", cs.Name, i+1, s, err)
+			return nil, fmt.Errorf("%w (case %s, step %d: %s)", err, cs.Name, i+1, s)
 		}
 		if err := c.Check(); err != nil {
-			return nil, fmt.Errorf("case %s: step %d (%s): %w", cs.Name, i+1, s, err)
+			return nil, fmt.Errorf("%w (case %s, step %d: %s)", err, cs.Name, i+1, s)
 		}
 		matrices = append(matrices, c.Matrix(probes))
 	}

@@ -9,8 +9,8 @@ import (
 // the test, and its policies are the upstream ones (the upstream helpers
 // set policyTypes explicitly: Ingress for a policy built with ingress
 // rules, Egress for one built with egress rules). The expected matrices
-// are the evaluator's ([Case.Expect]); the package's tests check a dozen
-// of them against matrices written by hand.
+// are the evaluator's ([Case.Expect]); the package's tests check two dozen
+// of their tables against tables written by hand.
 func Cases() []Case {
 	var cases []Case
 	add := func(c ...Case) { cases = append(cases, c...) }

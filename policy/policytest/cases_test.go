@@ -117,7 +117,7 @@ func TestCaseStartAndSteps(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalidCluster)
 	bad = Case{Name: "bad", Steps: []Step{SetPodLabels{pod("x", "a"), nil}, SetNamespaceLabels{"q", nil}}}
 	_, err = bad.Expect(ModelOptions{})
-	assert.ErrorContains(t, err, "step 2 (namespace q labels {})")
+	assert.EqualError(t, err, "policytest: invalid cluster: no namespace q (case bad, step 2: namespace q labels {})")
 
 	for _, s := range []Step{
 		PutPolicy{newPolicy("x", "p", nil).build()},

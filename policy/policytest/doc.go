@@ -75,6 +75,9 @@
 //     other; selectors match a pod whichever of its addresses it uses.
 //   - Non-canonical CIDRs (host bits set, "10.0.0.1/8") are accepted and
 //     mean their network, as the API server accepts them.
+//   - Services. The evaluator knows nothing of services: a connection to
+//     a service address is evaluated as the backend pod receives it, after
+//     translation, with the source address the pod sees.
 //   - Invalid policies. The API server rejects them; the policy processor
 //     reports them one by one and ignores them. The evaluator ignores every
 //     policy that fails [Validate]: it neither isolates nor allows.
