@@ -221,8 +221,8 @@ func compileBlock(b *kubemodel.IPBlock) ([]netip.Prefix, error) {
 		if err != nil {
 			return nil, fmt.Errorf("except %q: %w", s, err)
 		}
-		if e.Addr().BitLen() != cidr.Addr().BitLen() || e.Bits() < cidr.Bits() || !cidr.Contains(e.Addr()) {
-			return nil, fmt.Errorf("except %s is not inside cidr %s", e, cidr)
+		if e.Addr().BitLen() != cidr.Addr().BitLen() || e.Bits() <= cidr.Bits() || !cidr.Contains(e.Addr()) {
+			return nil, fmt.Errorf("except %s is not strictly inside cidr %s", e, cidr)
 		}
 		except = append(except, e.Masked())
 	}

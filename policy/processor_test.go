@@ -250,7 +250,8 @@ func TestInvalidPoliciesReportedAndIgnored(t *testing.T) {
 	}{
 		{"bad operator", &kubemodel.NetworkPolicy{PodSelector: &kubemodel.LabelSelector{MatchExpressions: []*kubemodel.LabelSelectorRequirement{{Key: "a", Operator: "Like"}}}}, `unknown operator "Like"`},
 		{"bad cidr", &kubemodel.NetworkPolicy{Ingress: []*kubemodel.NetworkPolicyIngressRule{{From: []*kubemodel.NetworkPolicyPeer{{IpBlock: &kubemodel.IPBlock{Cidr: "10.0.0.0/33"}}}}}}, "cidr"},
-		{"except outside", &kubemodel.NetworkPolicy{Ingress: []*kubemodel.NetworkPolicyIngressRule{{From: []*kubemodel.NetworkPolicyPeer{{IpBlock: &kubemodel.IPBlock{Cidr: "10.0.0.0/24", Except: []string{"10.0.1.0/25"}}}}}}}, "not inside"},
+		{"except outside", &kubemodel.NetworkPolicy{Ingress: []*kubemodel.NetworkPolicyIngressRule{{From: []*kubemodel.NetworkPolicyPeer{{IpBlock: &kubemodel.IPBlock{Cidr: "10.0.0.0/24", Except: []string{"10.0.1.0/25"}}}}}}}, "not strictly inside"},
+		{"except equal", &kubemodel.NetworkPolicy{Ingress: []*kubemodel.NetworkPolicyIngressRule{{From: []*kubemodel.NetworkPolicyPeer{{IpBlock: &kubemodel.IPBlock{Cidr: "10.0.0.0/24", Except: []string{"10.0.0.0/24"}}}}}}}, "not strictly inside"},
 		{"port range", &kubemodel.NetworkPolicy{Ingress: []*kubemodel.NetworkPolicyIngressRule{{Ports: []*kubemodel.NetworkPolicyPort{{Port: 70000}}}}}, "out of range"},
 		{"end port", &kubemodel.NetworkPolicy{Ingress: []*kubemodel.NetworkPolicyIngressRule{{Ports: []*kubemodel.NetworkPolicyPort{{Port: 80, EndPort: 79}}}}}, "endPort 79"},
 		{"named end port", &kubemodel.NetworkPolicy{Ingress: []*kubemodel.NetworkPolicyIngressRule{{Ports: []*kubemodel.NetworkPolicyPort{{PortName: "http", EndPort: 90}}}}}, "named port"},
