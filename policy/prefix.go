@@ -41,19 +41,7 @@ func mergeRanges(rs []ipRange) []ipRange {
 		return nil
 	}
 	slices.SortFunc(rs, func(a, b ipRange) int { return a.from.Compare(b.from) })
-	out := rs[:1]
-	for _, r := range rs[1:] {
-		last := &out[len(out)-1]
-		next := last.to.Next()
-		if r.from.BitLen() == last.to.BitLen() && (r.from.Compare(last.to) <= 0 || (next.IsValid() && r.from == next)) {
-			if r.to.Compare(last.to) > 0 {
-				last.to = r.to
-			}
-			continue
-		}
-		out = append(out, r)
-	}
-	return out
+	return coalesce(rs)
 }
 
 // subtractRanges returns a minus b (both sorted and merged).
@@ -123,4 +111,72 @@ func hostPrefix(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen
 // blockPrefixes returns cidr minus except as the fewest prefixes.
 func blockPrefixes(cidr netip.Prefix, except []netip.Prefix) []netip.Prefix {
 	return prefixesOf(subtractRanges(rangesOf([]netip.Prefix{cidr}), rangesOf(except)))
+}
+
+// aggregateSorted is Aggregate of the host prefixes of addrs, which are
+// sorted (duplicates allowed): one pass, no sort.
+func aggregateSorted(addrs []netip.Addr) []netip.Prefix {
+	var rs []ipRange
+	for _, a := range addrs {
+		if n := len(rs); n > 0 {
+			last := &rs[n-1]
+			if a == last.to {
+				continue
+			}
+			if next := last.to.Next(); next.IsValid() && a == next && a.BitLen() == last.to.BitLen() {
+				last.to = a
+				continue
+			}
+		}
+		rs = append(rs, ipRange{a, a})
+	}
+	return prefixesOf(rs)
+}
+
+// mergeAggregated is Aggregate of the union of lists, each an output of
+// Aggregate (sorted, IPv4 first): merged in one pass per list, no sort.
+func mergeAggregated(lists [][]netip.Prefix) []netip.Prefix {
+	var merged []ipRange
+	for _, l := range lists {
+		rs := make([]ipRange, len(l))
+		for i, p := range l {
+			rs[i] = ipRange{p.Addr(), lastAddr(p)}
+		}
+		merged = mergeTwo(merged, rs)
+	}
+	return prefixesOf(coalesce(merged))
+}
+
+// mergeTwo merges two sorted range lists by start.
+func mergeTwo(a, b []ipRange) []ipRange {
+	out := make([]ipRange, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		if a[0].from.Compare(b[0].from) <= 0 {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return append(append(out, a...), b...)
+}
+
+// coalesce merges overlapping and touching ranges of a list sorted by
+// start, in place.
+func coalesce(rs []ipRange) []ipRange {
+	if len(rs) == 0 {
+		return nil
+	}
+	out := rs[:1]
+	for _, r := range rs[1:] {
+		last := &out[len(out)-1]
+		next := last.to.Next()
+		if r.from.BitLen() == last.to.BitLen() && (r.from.Compare(last.to) <= 0 || (next.IsValid() && r.from == next)) {
+			if r.to.Compare(last.to) > 0 {
+				last.to = r.to
+			}
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
 }

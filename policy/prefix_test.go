@@ -3,6 +3,7 @@ package policy
 import (
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -115,4 +116,47 @@ func FuzzAggregate(f *testing.F) {
 		assert.Equal(t, rs, rangesOf(got), "same addresses")
 		assert.Equal(t, got, Aggregate(got), "idempotent")
 	})
+}
+
+func TestAggregateSortedEqualsAggregate(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 2))
+	for range 300 {
+		var addrs []netip.Addr
+		var hosts []netip.Prefix
+		for range r.IntN(60) {
+			a := netip.AddrFrom4([4]byte{10, 0, byte(r.IntN(2)), byte(r.IntN(256))})
+			if r.IntN(4) == 0 {
+				a = netip.AddrFrom16([16]byte{0xfd, 15: byte(r.IntN(256))})
+			}
+			addrs = append(addrs, a)
+			hosts = append(hosts, hostPrefix(a))
+		}
+		slices.SortFunc(addrs, netip.Addr.Compare)
+		require.Equal(t, Aggregate(hosts), aggregateSorted(addrs), "addrs %v", addrs)
+	}
+}
+
+func TestMergeAggregated(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 3))
+	for range 300 {
+		var lists [][]netip.Prefix
+		var all []netip.Prefix
+		for range 1 + r.IntN(4) {
+			var in []netip.Prefix
+			for range r.IntN(30) {
+				a := netip.AddrFrom4([4]byte{10, 0, 0, byte(r.IntN(256))})
+				if r.IntN(5) == 0 {
+					a = netip.AddrFrom16([16]byte{0xfd, 15: byte(r.IntN(256))})
+				}
+				in = append(in, netip.PrefixFrom(a, a.BitLen()-r.IntN(4)).Masked())
+			}
+			lists = append(lists, Aggregate(in))
+			all = append(all, in...)
+		}
+		require.Equal(t, Aggregate(all), mergeAggregated(lists))
+	}
 }

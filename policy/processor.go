@@ -96,7 +96,8 @@ type peerSel struct {
 	key      string
 	members  map[kubemodel.PodID]struct{}
 	users    map[kubemodel.PolicyID]int // policies using it, with the number of uses
-	prefixes []netip.Prefix             // aggregated member addresses, valid unless stale
+	addrs    []netip.Addr               // the members' addresses, sorted (a multiset)
+	prefixes []netip.Prefix             // aggregated addrs, valid unless stale
 	stale    bool
 }
 
@@ -268,6 +269,10 @@ func (p *Processor) acquire(spec peerSpec, id kubemodel.PolicyID) *peerSel {
 				}
 			}
 		}
+		for id := range s.members {
+			s.addrs = append(s.addrs, p.peer(id).addrs...)
+		}
+		slices.SortFunc(s.addrs, netip.Addr.Compare)
 	}
 	s.users[id]++
 	return s
@@ -295,24 +300,33 @@ func (p *Processor) release(s *peerSel, id kubemodel.PolicyID) {
 // selPrefixes returns the aggregated addresses of s's members.
 func (p *Processor) selPrefixes(s *peerSel) []netip.Prefix {
 	if s.stale {
-		var ps []netip.Prefix
-		for id := range s.members {
-			if pi := p.peer(id); pi != nil {
-				for _, a := range pi.addrs {
-					ps = append(ps, hostPrefix(a))
-				}
-			}
-		}
-		s.prefixes, s.stale = Aggregate(ps), false
+		s.prefixes, s.stale = aggregateSorted(s.addrs), false
 	}
 	return s.prefixes
 }
 
-// selChanged marks the local pods that policies using s select as dirty.
-func (p *Processor) selChanged(s *peerSel, addrs bool) {
-	if addrs {
-		s.stale = true
+// addMember and dropMember keep s's members and their sorted addresses.
+func (s *peerSel) addMember(id kubemodel.PodID, addrs []netip.Addr) {
+	s.members[id] = struct{}{}
+	for _, a := range addrs {
+		i, _ := slices.BinarySearchFunc(s.addrs, a, netip.Addr.Compare)
+		s.addrs = slices.Insert(s.addrs, i, a)
 	}
+	s.stale = true
+}
+
+func (s *peerSel) dropMember(id kubemodel.PodID, addrs []netip.Addr) {
+	delete(s.members, id)
+	for _, a := range addrs {
+		if i, ok := slices.BinarySearchFunc(s.addrs, a, netip.Addr.Compare); ok {
+			s.addrs = slices.Delete(s.addrs, i, i+1)
+		}
+	}
+	s.stale = true
+}
+
+// selChanged marks the local pods that policies using s select as dirty.
+func (p *Processor) selChanged(s *peerSel) {
 	for id := range s.users {
 		if pol := p.policies[id]; pol != nil {
 			p.markTargets(pol)
@@ -376,14 +390,17 @@ func (p *Processor) peerChanged(id kubemodel.PodID, old, cur *podInfo) {
 		was, is := p.selects(s, old), p.selects(s, cur)
 		switch {
 		case was && !is:
-			delete(s.members, id)
-			p.selChanged(s, true)
+			s.dropMember(id, old.addrs)
 		case !was && is:
-			s.members[id] = struct{}{}
-			p.selChanged(s, true)
-		case is && (addrsChanged || portsChanged):
-			p.selChanged(s, addrsChanged)
+			s.addMember(id, cur.addrs)
+		case is && addrsChanged:
+			s.dropMember(id, old.addrs)
+			s.addMember(id, cur.addrs)
+		case is && portsChanged:
+		default:
+			return
 		}
+		p.selChanged(s)
 	}
 	for s := range p.nsSels[id.Namespace] {
 		check(s)
@@ -424,19 +441,18 @@ func (p *Processor) setNamespace(ns string, labels map[string]string, present bo
 		changed := false
 		for id := range p.nsPods[ns] {
 			pi := p.peer(id)
+			_, member := s.members[id]
 			switch in := p.selects(s, pi); {
-			case in && !was:
-				s.members[id] = struct{}{}
+			case in && !member:
+				s.addMember(id, pi.addrs)
 				changed = true
-			case !in && was:
-				if _, ok := s.members[id]; ok {
-					delete(s.members, id)
-					changed = true
-				}
+			case !in && member:
+				s.dropMember(id, pi.addrs)
+				changed = true
 			}
 		}
 		if changed {
-			p.selChanged(s, true)
+			p.selChanged(s)
 		}
 	}
 }
@@ -524,7 +540,8 @@ func (p *Processor) compute(id kubemodel.PodID) *PodPolicy {
 			for i := range pol.in {
 				r := &pol.in[i]
 				ports := resolvePorts(r.ports, pi.ports)
-				in.add(r.allPeers, p.rulePeers(r), ports)
+				peers, aggregated := p.rulePeers(r)
+				in.add(r.allPeers, peers, aggregated, ports)
 			}
 		}
 		if pol.egress {
@@ -559,22 +576,29 @@ func (p *Processor) withIPAMAddrs(pi *podInfo) *podInfo {
 	return &cur
 }
 
-// rulePeers returns the peers of a rule that lists peers.
-func (p *Processor) rulePeers(r *compiledRule) []netip.Prefix {
-	if r.allPeers {
-		return nil
+// rulePeers returns the peers of a rule that lists peers (read-only), and
+// whether they are aggregated already (one selector or only blocks).
+func (p *Processor) rulePeers(r *compiledRule) ([]netip.Prefix, bool) {
+	switch {
+	case r.allPeers:
+		return nil, true
+	case len(r.sels) == 1 && len(r.blocks) == 0:
+		return p.selPrefixes(r.sels[0]), true
+	case len(r.sels) == 0:
+		return r.blocks, true
 	}
 	var ps []netip.Prefix
 	for _, s := range r.sels {
 		ps = append(ps, p.selPrefixes(s)...)
 	}
-	return append(ps, r.blocks...)
+	return append(ps, r.blocks...), false
 }
 
 // egressRule adds the rules of one egress rule: its numbered ports to all
 // its peers, its named ports to each destination pod that declares them.
 func (p *Processor) egressRule(eg *ruleSet, r *compiledRule) {
-	eg.add(r.allPeers, p.rulePeers(r), numberedPorts(r.ports))
+	peers, aggregated := p.rulePeers(r)
+	eg.add(r.allPeers, peers, aggregated, numberedPorts(r.ports))
 	if !r.named {
 		return
 	}
@@ -596,7 +620,7 @@ func (p *Processor) egressRule(eg *ruleSet, r *compiledRule) {
 		for i, a := range pi.addrs {
 			hosts[i] = hostPrefix(a)
 		}
-		eg.add(false, hosts, ports)
+		eg.add(false, hosts, false, ports)
 	}
 	seen := map[kubemodel.PodID]struct{}{}
 	once := func(id kubemodel.PodID) {

@@ -107,29 +107,50 @@ type ruleSet struct {
 type ruleAcc struct {
 	ports Ports
 	any   bool
-	peers []netip.Prefix
+	// lists are the peer lists added, each read-only; one list that is
+	// already aggregated is used as it is.
+	lists      [][]netip.Prefix
+	aggregated bool // one list, aggregated
+	sorted     bool // every list aggregated (so sorted)
 }
 
-func (s *ruleSet) add(anyPeer bool, peers []netip.Prefix, ports Ports) {
+// add adds peers (read-only; aggregated says they are Aggregate's output)
+// with ports.
+func (s *ruleSet) add(anyPeer bool, peers []netip.Prefix, aggregated bool, ports Ports) {
 	if ports.IsEmpty() || (!anyPeer && len(peers) == 0) {
 		return
 	}
 	for i := range s.byPorts {
-		if s.byPorts[i].ports.Equal(ports) {
-			s.byPorts[i].any = s.byPorts[i].any || anyPeer
-			s.byPorts[i].peers = append(s.byPorts[i].peers, peers...)
+		a := &s.byPorts[i]
+		if a.ports.Equal(ports) {
+			a.any = a.any || anyPeer
+			if len(peers) > 0 {
+				a.lists = append(a.lists, peers)
+				a.aggregated = false
+				a.sorted = a.sorted && aggregated
+			}
 			return
 		}
 	}
-	s.byPorts = append(s.byPorts, ruleAcc{ports: ports, any: anyPeer, peers: slices.Clone(peers)})
+	a := ruleAcc{ports: ports, any: anyPeer, aggregated: aggregated, sorted: aggregated}
+	if len(peers) > 0 {
+		a.lists = [][]netip.Prefix{peers}
+	}
+	s.byPorts = append(s.byPorts, a)
 }
 
 func (s *ruleSet) rules() []Rule {
 	out := make([]Rule, 0, len(s.byPorts))
 	for _, a := range s.byPorts {
 		r := Rule{AnyPeer: a.any, Ports: a.ports}
-		if !a.any {
-			r.Peers = Aggregate(a.peers)
+		switch {
+		case a.any:
+		case len(a.lists) == 1 && a.aggregated:
+			r.Peers = a.lists[0]
+		case a.sorted:
+			r.Peers = mergeAggregated(a.lists)
+		default:
+			r.Peers = Aggregate(slices.Concat(a.lists...))
 		}
 		out = append(out, r)
 	}

@@ -1,0 +1,155 @@
+package policy_test
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/policy"
+	"github.com/vswitchkit/vswitchkit/policy/policytest"
+)
+
+// scaleState is the Kubernetes state of node-1's agent in a synthetic
+// cluster: every namespace, policy and peer record, and node-1's pods.
+func scaleState(o policytest.ScaleOptions) controller.KubeStateData {
+	ksd := controller.NewKubeStateData()
+	for _, obj := range policytest.Scale(o) {
+		if p, ok := obj.Value.(*kubemodel.Pod); ok && p.GetNodeName() != "node-1" {
+			continue
+		}
+		if ksd[obj.Resource] == nil {
+			ksd[obj.Resource] = controller.KeyValuePairs{}
+		}
+		ksd[obj.Resource][obj.Key] = obj.Value
+	}
+	return ksd
+}
+
+func newScaleProcessor(b testing.TB, ksd controller.KubeStateData) (*policy.Processor, *int) {
+	p, err := policy.New(policy.Config{NodeName: "node-1"})
+	require.NoError(b, err)
+	changed := 0
+	require.NoError(b, p.RegisterRenderer(policy.RendererFunc(func(ev policy.RenderEvent) error {
+		changed += len(ev.Changes)
+		return nil
+	})))
+	require.NoError(b, p.Handler().Resync(controller.NewDBResync(), ksd, 1, nil))
+	return p, &changed
+}
+
+// BenchmarkResync: one node's full computation with 5000 nodes' pods
+// (150k) as peers and 10k policies in 5000 namespaces.
+func BenchmarkResync(b *testing.B) {
+	ksd := scaleState(policytest.ScaleOptions{})
+	b.ResetTimer()
+	for b.Loop() {
+		newScaleProcessor(b, ksd)
+	}
+	b.StopTimer()
+	p, _ := newScaleProcessor(b, ksd)
+	st := p.Stats()
+	b.ReportMetric(float64(st.LocalPods), "local-pods")
+	b.ReportMetric(float64(st.Peers), "peers")
+	b.ReportMetric(float64(st.Policies), "policies")
+}
+
+// BenchmarkPodAdded: a pod of this node is added (its record, as the
+// watcher delivers it, then its peer record) and deleted again, with 10k
+// policies and 150k peers: the cost of a new pod getting its policy.
+func BenchmarkPodAdded(b *testing.B) {
+	ksd := scaleState(policytest.ScaleOptions{})
+	p, changed := newScaleProcessor(b, ksd)
+	h := p.Handler()
+	pod := &kubemodel.Pod{Namespace: "ns-7", Name: "new", NodeName: "node-1", IpAddresses: []string{"10.0.1.200"},
+		Labels:     map[string]string{"app": "backend"},
+		Containers: []*kubemodel.Container{{Name: "c", Ports: []*kubemodel.ContainerPort{{Name: "http", ContainerPort: 8080}}}}}
+	peer := &kubemodel.PodPeer{Namespace: "ns-7", Name: "new", NodeName: "node-1", IpAddresses: []string{"10.0.1.200"},
+		Labels: pod.Labels, Ports: []*kubemodel.NamedPort{{Name: "http", Port: 8080}}}
+	podKey, peerKey := kubemodel.PodKey("ns-7", "new"), kubemodel.PodPeerKey("ns-7", "new")
+	b.ResetTimer()
+	for b.Loop() {
+		for _, ev := range []*controller.KubeStateChange{
+			{Resource: kubemodel.PodResource, Key: podKey, NewValue: pod},
+			{Resource: kubemodel.PodPeerResource, Key: peerKey, NewValue: peer},
+		} {
+			if _, err := h.Update(ev, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		for _, ev := range []*controller.KubeStateChange{
+			{Resource: kubemodel.PodPeerResource, Key: peerKey, PrevValue: peer},
+			{Resource: kubemodel.PodResource, Key: podKey, PrevValue: pod},
+		} {
+			if _, err := h.Update(ev, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(*changed)/float64(b.N)/2, "views-changed/op")
+}
+
+// BenchmarkLabelChange: a pod on another node changes its app label in
+// and out of a peer set (app=frontend of its namespace); the local pods
+// whose policy uses that set are recomputed.
+func BenchmarkLabelChange(b *testing.B) {
+	for _, policies := range []int{1, 2} {
+		b.Run(fmt.Sprint("policiesPerNamespace=", policies), func(b *testing.B) {
+			ksd := scaleState(policytest.ScaleOptions{PoliciesPerNamespace: policies})
+			p, changed := newScaleProcessor(b, ksd)
+			h := p.Handler()
+			// A frontend pod of a namespace that has pods on node-1.
+			var key string
+			var peer *kubemodel.PodPeer
+			for k, v := range ksd[kubemodel.PodPeerResource] {
+				pp := v.(*kubemodel.PodPeer)
+				if pp.GetNamespace() == "ns-0" && pp.GetLabels()["app"] == "frontend" && pp.GetNodeName() != "node-1" {
+					key, peer = k, pp
+					break
+				}
+			}
+			require.NotNil(b, peer)
+			moved := &kubemodel.PodPeer{Namespace: peer.Namespace, Name: peer.Name, NodeName: peer.NodeName,
+				IpAddresses: peer.IpAddresses, Ports: peer.Ports, Labels: map[string]string{"app": "batch"}}
+			*changed = 0
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				prev, next := peer, moved
+				if i%2 == 1 {
+					prev, next = moved, peer
+				}
+				if _, err := h.Update(&controller.KubeStateChange{Resource: kubemodel.PodPeerResource, Key: key, PrevValue: prev, NewValue: next}, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(*changed)/float64(b.N), "views-changed/op")
+		})
+	}
+}
+
+// TestScaleMemory reports the processor's live heap with 150k peers and
+// 10k policies (run with -v; skipped with -short).
+func TestScaleMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a 150k-pod state")
+	}
+	ksd := scaleState(policytest.ScaleOptions{})
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	p, err := policy.New(policy.Config{NodeName: "node-1"})
+	require.NoError(t, err)
+	require.NoError(t, p.Handler().Resync(controller.NewDBResync(), ksd, 1, nil))
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	st := p.Stats()
+	t.Logf("processor heap %.1f MiB for %d peers, %d policies, %d selectors, %d local pods (isolated %d)",
+		float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), st.Peers, st.Policies, st.PeerSelectors, st.LocalPods, st.IsolatedIngress)
+	runtime.KeepAlive(ksd)
+	runtime.KeepAlive(p)
+}
