@@ -50,30 +50,27 @@ type API interface {
 // does a DB request and should be called from the loop goroutine too (it is
 // serialized with the handler methods).
 type NodeSync struct {
-	name   string
-	db     ClusterWideDB
-	loop   controller.EventLoop
-	cfg    Config
-	log    *slog.Logger
-	broker ProtoBroker
-
-	nodeID  atomic.Uint32
+	name    string
+	db      ClusterWideDB
+	loop    controller.EventLoop
+	cfg     Config
+	log     *slog.Logger
+	broker  ProtoBroker
 	running atomic.Bool
-	ready   chan struct{} // closed when the ID is allocated and snap is set
-	done    chan struct{} // closed when Run returns
-	runErr  error         // set before done is closed
 
-	snapMu  sync.Mutex
-	snap    ListResult // latest record snapshot from Run; guarded by snapMu
-	startMu sync.Mutex // guards the two fields below: who installs the ID
-	offline bool       // started with the ID from LocalState
-	online  bool       // the DB decided the ID before the fallback
+	// nodeID is this node's ID, 0 until ready is closed. It is written
+	// with mu held, together with st, and read without it by GetNodeID.
+	nodeID atomic.Uint32
+	ready  chan struct{} // closed when st.state becomes ready (stateOffline or stateOnline)
+	done   chan struct{} // closed when st.state becomes stateEnded
 
-	statusMu sync.Mutex
-	status   startStatus // why the ID is not there yet; guarded by statusMu
-
-	mu        sync.Mutex // guards everything below and serializes the handler methods
-	started   bool       // start-up resync done
+	// mu guards every field below. The handler methods and PublishNodeIPs
+	// hold it for their whole run, which serializes them (PublishNodeIPs
+	// also across its DB write); Run and the getters hold it briefly,
+	// never across I/O or a wait.
+	mu        sync.Mutex
+	st        startup // Run's start-up state
+	synced    bool    // the start-up resync is done
 	records   map[string]vswitchRecord
 	recRev    int64 // revision of the record snapshot in use
 	kube      map[string]kubeInfo
@@ -159,7 +156,7 @@ func (ns *NodeSync) Run(ctx context.Context) (err error) {
 		return ErrAlreadyRunning
 	}
 	start := time.Now()
-	ns.setPhase("waiting for the database connection", start)
+	ns.enter(stateConnecting)
 	var wg sync.WaitGroup
 	fctx, stopFallback := context.WithCancel(ctx)
 	defer func() {
@@ -168,8 +165,7 @@ func (ns *NodeSync) Run(ctx context.Context) (err error) {
 		if err != nil && ctx.Err() != nil && ns.GetNodeID() != 0 {
 			ns.saveView() // a clean stop: keep the latest view
 		}
-		ns.runErr = err
-		close(ns.done)
+		ns.end(err)
 	}()
 
 	local, hasLocal := ns.loadLocal()
@@ -179,7 +175,7 @@ func (ns *NodeSync) Run(ctx context.Context) (err error) {
 			defer t.Stop()
 			select {
 			case <-t.C:
-				ns.startOffline(local)
+				ns.startOffline()
 			case <-fctx.Done():
 			}
 		})
@@ -196,10 +192,10 @@ func (ns *NodeSync) Run(ctx context.Context) (err error) {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	ns.setPhase("allocating the node ID", time.Now())
 
 	var id uint32
 	if hasLocal {
+		ns.enter(stateConfirming)
 		ok, err := ns.confirm(ctx, local.NodeID)
 		if err != nil {
 			ns.forget(err)
@@ -210,6 +206,7 @@ func (ns *NodeSync) Run(ctx context.Context) (err error) {
 		}
 	}
 	if id == 0 {
+		ns.enter(stateAllocating)
 		id, _, err = ns.allocate(ctx)
 		if err != nil {
 			return err
@@ -233,30 +230,31 @@ func (ns *NodeSync) Run(ctx context.Context) (err error) {
 	return ns.watchRecords(ctx, list.Revision)
 }
 
-// loadLocal loads the saved state that belongs to this node and has an ID.
+// loadLocal loads the saved state that belongs to this node and has an ID,
+// and offers it to the fallback.
 func (ns *NodeSync) loadLocal() (SavedState, bool) {
 	ls := ns.cfg.LocalState
 	if ls == nil {
-		ns.setLocalStatus("no local state (Config.LocalState is nil)")
+		ns.setLocal(nil, "no local state (Config.LocalState is nil)")
 		return SavedState{}, false
 	}
 	st, ok, err := ls.Load()
 	switch {
 	case err != nil:
 		ns.log.Warn("cannot load local state", slog.Any("error", err))
-		ns.setLocalStatus(fmt.Sprintf("local state %s unreadable: %v", describe(ls), err))
+		ns.setLocal(nil, fmt.Sprintf("local state %s unreadable: %v", describe(ls), err))
 		return SavedState{}, false
 	case !ok:
-		ns.setLocalStatus(fmt.Sprintf("nothing saved in local state %s", describe(ls)))
+		ns.setLocal(nil, fmt.Sprintf("nothing saved in local state %s", describe(ls)))
 		return SavedState{}, false
 	case st.Prefix != ns.cfg.Prefix || st.NodeName != ns.name:
-		ns.setLocalStatus(fmt.Sprintf("local state %s belongs to node %q under prefix %q", describe(ls), st.NodeName, st.Prefix))
+		ns.setLocal(nil, fmt.Sprintf("local state %s belongs to node %q under prefix %q", describe(ls), st.NodeName, st.Prefix))
 		return SavedState{}, false
 	case st.NodeID == 0:
-		ns.setLocalStatus(fmt.Sprintf("local state %s holds no node ID", describe(ls)))
+		ns.setLocal(nil, fmt.Sprintf("local state %s holds no node ID", describe(ls)))
 		return SavedState{}, false
 	}
-	ns.setLocalStatus(fmt.Sprintf("local state %s holds node ID %d", describe(ls), st.NodeID))
+	ns.setLocal(&st, fmt.Sprintf("local state %s holds node ID %d", describe(ls), st.NodeID))
 	return st, true
 }
 
@@ -265,42 +263,6 @@ func describe(ls LocalState) string {
 		return s.String()
 	}
 	return fmt.Sprintf("%T", ls)
-}
-
-// startOffline installs the ID and records from local state, unless the DB
-// has decided the ID already.
-func (ns *NodeSync) startOffline(local SavedState) {
-	ns.startMu.Lock()
-	defer ns.startMu.Unlock()
-	if ns.online {
-		return
-	}
-	ns.offline = true
-	recs := local.Records
-	recs.Revision = 0 // any snapshot read from the DB replaces it
-	recs.KVs = slices.DeleteFunc(slices.Clone(recs.KVs), func(kv KV) bool { return !strings.HasPrefix(kv.Key, nodeKeyPrefix) })
-	ns.nodeID.Store(local.NodeID)
-	ns.setSnapshot(recs)
-	close(ns.ready)
-	st := ns.statusText()
-	ns.log.Warn("started with the node ID from local state; the database has not confirmed it yet",
-		slog.Uint64("id", uint64(local.NodeID)), slog.Int("records", len(recs.KVs)), slog.String("database", st))
-}
-
-// installOnline installs the ID and records read from the DB and reports
-// true, unless Run started from local state already (then false).
-func (ns *NodeSync) installOnline(id uint32, list ListResult, start time.Time) bool {
-	ns.startMu.Lock()
-	defer ns.startMu.Unlock()
-	if ns.offline {
-		return false
-	}
-	ns.online = true
-	ns.nodeID.Store(id)
-	ns.setSnapshot(list)
-	close(ns.ready)
-	ns.log.Info("node ID allocated", slog.Uint64("id", uint64(id)), slog.Duration("took", time.Since(start)))
-	return true
 }
 
 // confirm checks in the DB that this node owns id, the ID from local state,
@@ -351,27 +313,9 @@ func (ns *NodeSync) confirm(ctx context.Context, id uint32) (bool, error) {
 // this node's and was never used.
 var errNotOwned = errors.New("not owned")
 
-// lost returns the error for an ID from local state that this node does
-// not own (owner "" means unclaimed): errNotOwned if the ID has not been
-// used yet, ErrNodeReleased or ErrNodeIDLost otherwise.
-func (ns *NodeSync) lost(id uint32, owner string) error {
-	ns.startMu.Lock()
-	defer ns.startMu.Unlock()
-	if !ns.offline {
-		ns.online = true // the fallback must not start with this ID now
-		ns.log.Info("the node ID in local state is not this node's any more; allocating anew",
-			slog.Uint64("id", uint64(id)), slog.String("owner", owner))
-		return errNotOwned
-	}
-	if owner == "" {
-		return fmt.Errorf("%w: ID %d from local state is not claimed any more", ErrNodeReleased, id)
-	}
-	return fmt.Errorf("%w: ID %d from local state is claimed by node %q", ErrNodeIDLost, id, owner)
-}
-
 // listRecords reads the node records, retrying DB errors.
 func (ns *NodeSync) listRecords(ctx context.Context) (ListResult, error) {
-	ns.setPhase("reading the node records", time.Now())
+	ns.enter(stateListing)
 	return backoff.Retry(ctx, func() (ListResult, error) {
 		list, err := ns.relist(ctx)
 		if errors.Is(err, ErrNodeReleased) {
@@ -410,7 +354,7 @@ func (ns *NodeSync) saveView() {
 		return
 	}
 	ns.mu.Lock()
-	if !ns.started {
+	if !ns.synced {
 		ns.mu.Unlock()
 		return
 	}
@@ -432,12 +376,6 @@ func (ns *NodeSync) forget(err error) {
 	if errors.Is(err, ErrNodeReleased) || errors.Is(err, ErrNodeIDLost) {
 		ns.saveLocal(0, ListResult{})
 	}
-}
-
-func (ns *NodeSync) setSnapshot(s ListResult) {
-	ns.snapMu.Lock()
-	ns.snap = s
-	ns.snapMu.Unlock()
 }
 
 // watchRecords runs watch and clears the saved ID if the node is released.
@@ -549,23 +487,22 @@ func (ns *NodeSync) HandlesEvent(event controller.Event) bool {
 // resync from GetAllNodes.
 func (ns *NodeSync) Resync(event controller.Event, kubeStateData controller.KubeStateData, resyncCount int, _ controller.ResyncOperations) error {
 	ns.mu.Lock()
-	started := ns.started
+	synced := ns.synced
 	ns.mu.Unlock()
 	var snap ListResult
-	if !started {
-		if err := ns.waitReady(); err != nil {
+	if !synced {
+		s, err := ns.waitStartup()
+		if err != nil {
 			return err
 		}
-		ns.snapMu.Lock()
-		snap = ns.snap
-		ns.snapMu.Unlock()
+		snap = s
 	}
 
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	if !ns.started {
+	if !ns.synced {
 		ns.replaceRecords(snap)
-		ns.started = true
+		ns.synced = true
 	}
 	ns.kube = make(map[string]kubeInfo)
 	for key, value := range kubeStateData[kubemodel.NodeResource] {
@@ -585,85 +522,34 @@ func (ns *NodeSync) Resync(event controller.Event, kubeStateData controller.Kube
 	return nil
 }
 
-func (ns *NodeSync) waitReady() error {
-	select {
-	case <-ns.ready:
-		return nil
-	default:
-	}
+// waitStartup waits, at most Config.StartupTimeout, until Run is ready and
+// returns the records for the start-up resync.
+func (ns *NodeSync) waitStartup() (ListResult, error) {
 	t := time.NewTimer(ns.cfg.StartupTimeout)
 	defer t.Stop()
 	select {
 	case <-ns.ready:
-		return nil
 	case <-ns.done:
-		select {
-		case <-ns.ready:
-			return nil
-		default:
-		}
-		return fmt.Errorf("%w: Run ended: %v", ErrNotReady, ns.runErr)
 	case <-t.C:
-		return fmt.Errorf("%w after waiting %v: %s", ErrNotReady, ns.cfg.StartupTimeout, ns.statusText())
 	}
-}
-
-// startStatus says what Run is waiting for while the ID is not there, for
-// the error of a start-up Resync that times out.
-type startStatus struct {
-	phase   string    // e.g. "waiting for the database connection"
-	since   time.Time // start of the phase
-	failing time.Time // first DB error in the phase; zero if none
-	lastErr error     // last DB error in the phase
-	local   string    // what the local state offers
-}
-
-func (ns *NodeSync) setPhase(phase string, since time.Time) {
-	ns.statusMu.Lock()
-	defer ns.statusMu.Unlock()
-	ns.status.phase, ns.status.since = phase, since
-	ns.status.failing, ns.status.lastErr = time.Time{}, nil
-}
-
-func (ns *NodeSync) setDBError(err error) {
-	ns.statusMu.Lock()
-	defer ns.statusMu.Unlock()
-	if ns.status.failing.IsZero() {
-		ns.status.failing = time.Now()
-	}
-	ns.status.lastErr = err
-}
-
-func (ns *NodeSync) setLocalStatus(s string) {
-	ns.statusMu.Lock()
-	defer ns.statusMu.Unlock()
-	ns.status.local = s
-}
-
-// statusText describes why the ID is not there yet, e.g. "database not
-// connected since 12:03:04 (Run waiting for the connection); no local
-// state (Config.LocalState is nil)".
-func (ns *NodeSync) statusText() string {
-	if !ns.running.Load() {
-		return "Run has not been called"
-	}
-	ns.statusMu.Lock()
-	defer ns.statusMu.Unlock()
-	st := ns.status
-	const clock = "15:04:05"
-	var b strings.Builder
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
 	switch {
-	case st.phase == "waiting for the database connection":
-		fmt.Fprintf(&b, "database not connected since %s", st.since.Format(clock))
-	case st.lastErr != nil:
-		fmt.Fprintf(&b, "database requests failing since %s while %s (last error: %v)", st.failing.Format(clock), st.phase, st.lastErr)
+	case ns.st.state.ready() || (ns.st.state == stateEnded && isClosed(ns.ready)):
+		return ns.st.snap, nil
+	case ns.st.state == stateEnded:
+		return ListResult{}, fmt.Errorf("%w: Run ended: %v", ErrNotReady, ns.st.err)
+	}
+	return ListResult{}, fmt.Errorf("%w after waiting %v: %s", ErrNotReady, ns.cfg.StartupTimeout, ns.statusTextLocked())
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
 	default:
-		fmt.Fprintf(&b, "%s since %s", st.phase, st.since.Format(clock))
+		return false
 	}
-	if st.local != "" {
-		b.WriteString("; " + st.local)
-	}
-	return b.String()
 }
 
 // replaceRecords installs a record snapshot; ns.mu is held.
@@ -771,13 +657,13 @@ func (ns *NodeSync) Update(event controller.Event, _ controller.UpdateOperations
 		return ns.refresh(name)
 
 	case *recordChange:
-		if !ns.started {
+		if !ns.synced {
 			return "", fmt.Errorf("%w: record change before the start-up resync", ErrNotReady)
 		}
 		return ns.applyRecordEvent(ev.ev)
 
 	case *recordResync:
-		if !ns.started {
+		if !ns.synced {
 			return "", fmt.Errorf("%w: record resync before the start-up resync", ErrNotReady)
 		}
 		if ev.list.Revision <= ns.recRev {
@@ -901,16 +787,14 @@ func (ns *NodeSync) PublishNodeIPs(addresses IPsWithNetworks, version IPVersion)
 			return fmt.Errorf("nodesync: publish node IPs: %s is not an %v address", a, version)
 		}
 	}
-	select {
-	case <-ns.done:
-		// Never write after Run has ended: the record may have been
-		// released, and writing it would resurrect a freed ID.
-		return fmt.Errorf("nodesync: publish node IPs: %w: Run has ended: %v", ErrNotReady, ns.runErr)
-	default:
-	}
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	if !ns.started {
+	if ns.st.state == stateEnded {
+		// Never write after Run has ended: the record may have been
+		// released, and writing it would resurrect a freed ID.
+		return fmt.Errorf("nodesync: publish node IPs: %w: Run has ended: %v", ErrNotReady, ns.st.err)
+	}
+	if !ns.synced {
 		return fmt.Errorf("nodesync: publish node IPs: %w", ErrNotReady)
 	}
 	other := IPv4
