@@ -32,7 +32,9 @@ type Config struct {
 
 	// StartupTimeout bounds how long the start-up Resync waits for Run to
 	// allocate the node ID; when it passes, Resync returns ErrNotReady (the
-	// loop retries with a healing resync). Default: 2m.
+	// loop retries with a healing resync). A Run that has not been called
+	// at all is reported sooner, after NotRunningDelay, with ErrNotRunning;
+	// and the wait ends with the loop's context. Default: 2m.
 	StartupTimeout time.Duration
 
 	// MaxNodeID is the largest node ID that may be allocated; when all IDs

@@ -3,6 +3,7 @@ package nodesync
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Sentinel errors. Match them with errors.Is; most are returned wrapped.
@@ -23,6 +24,12 @@ var (
 	// the start-up Resync) before Run has allocated it.
 	ErrNotReady = errors.New("nodesync: node ID not allocated yet")
 
+	// ErrNotRunning is returned (wrapped, together with ErrNotReady) by the
+	// start-up Resync when Run has not been called within a few seconds
+	// (see [NodeSync.Resync]): only Run allocates the node ID, so waiting
+	// longer would only block the event loop.
+	ErrNotRunning = errors.New("nodesync: Run has not been called")
+
 	// ErrAlreadyRunning is returned by Run when it is called more than once.
 	ErrAlreadyRunning = errors.New("nodesync: Run called more than once")
 
@@ -37,6 +44,16 @@ var (
 	// node must stop using it.
 	ErrNodeIDLost = errors.New("nodesync: this node's ID is owned by another node")
 )
+
+// notRunningError is the start-up Resync's error when Run was not called:
+// it wraps ErrNotRunning and ErrNotReady.
+type notRunningError struct{ waited time.Duration }
+
+func (e *notRunningError) Error() string {
+	return fmt.Sprintf("%v (the start-up resync waited %v for it; the node ID cannot be allocated without it)", ErrNotRunning, e.waited)
+}
+
+func (e *notRunningError) Unwrap() []error { return []error{ErrNotRunning, ErrNotReady} }
 
 // RecordError reports a malformed record found in the database. Records of
 // other nodes that are malformed are skipped (and logged); they never stop

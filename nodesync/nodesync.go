@@ -479,19 +479,25 @@ func (ns *NodeSync) HandlesEvent(event controller.Event) bool {
 }
 
 // Resync rebuilds the node information from the Kubernetes nodes in
-// kubeStateData. The first resync (the start-up one) waits, at most
-// Config.StartupTimeout, until Run has allocated the node ID and takes the
-// vswitch records from Run's snapshot; it returns ErrNotReady if the wait
-// times out or Run has ended. Later resyncs keep the vswitch records, which
-// Run keeps up to date. Resync emits no NodeUpdate events: other handlers
-// resync from GetAllNodes.
-func (ns *NodeSync) Resync(event controller.Event, kubeStateData controller.KubeStateData, resyncCount int, _ controller.ResyncOperations) error {
+// kubeStateData. The first resync (the start-up one) waits until Run has
+// the node ID and the node records (see [NodeSync.Ready]) and takes the
+// vswitch records from Run's snapshot. It waits at most
+// Config.StartupTimeout and no longer than the context of the event
+// ([controller.ContextOf] of txn: the loop cancels it when it stops); then
+// it returns an error wrapping [ErrNotReady] (and the context's error)
+// that says what Run is waiting for. If Run has not been called within
+// NotRunningDelay (or StartupTimeout if shorter) it returns an error
+// wrapping [ErrNotRunning] and ErrNotReady at once, and if Run has ended,
+// ErrNotReady. Later resyncs keep the vswitch records, which Run keeps up
+// to date. Resync emits no NodeUpdate events: other handlers resync from
+// GetAllNodes.
+func (ns *NodeSync) Resync(event controller.Event, kubeStateData controller.KubeStateData, resyncCount int, txn controller.ResyncOperations) error {
 	ns.mu.Lock()
 	synced := ns.synced
 	ns.mu.Unlock()
 	var snap ListResult
 	if !synced {
-		s, err := ns.waitStartup()
+		s, err := ns.waitStartup(controller.ContextOf(txn))
 		if err != nil {
 			return err
 		}
@@ -522,15 +528,43 @@ func (ns *NodeSync) Resync(event controller.Event, kubeStateData controller.Kube
 	return nil
 }
 
-// waitStartup waits, at most Config.StartupTimeout, until Run is ready and
-// returns the records for the start-up resync.
-func (ns *NodeSync) waitStartup() (ListResult, error) {
-	t := time.NewTimer(ns.cfg.StartupTimeout)
-	defer t.Stop()
-	select {
-	case <-ns.ready:
-	case <-ns.done:
-	case <-t.C:
+// NotRunningDelay is how long the start-up Resync waits for Run to be
+// called before it fails with [ErrNotRunning]: long enough for the
+// goroutines of an application that starts the loop and Run together, short
+// enough that a forgotten Run is reported within seconds instead of
+// blocking the loop for Config.StartupTimeout.
+const NotRunningDelay = 2 * time.Second
+
+// waitStartup waits until Run is ready and returns the records for the
+// start-up resync; it gives up when Run has ended, has not been called
+// within NotRunningDelay, Config.StartupTimeout has passed or ctx is done.
+func (ns *NodeSync) waitStartup(ctx context.Context) (ListResult, error) {
+	start := time.Now()
+	timeout := time.NewTimer(ns.cfg.StartupTimeout)
+	defer timeout.Stop()
+	notRunning := time.NewTimer(min(NotRunningDelay, ns.cfg.StartupTimeout))
+	defer notRunning.Stop()
+	var ctxErr error
+wait:
+	for {
+		select {
+		case <-ns.ready:
+			break wait
+		case <-ns.done:
+			break wait
+		case <-timeout.C:
+			break wait
+		case <-notRunning.C:
+			ns.mu.Lock()
+			idle := ns.st.state == stateIdle
+			ns.mu.Unlock()
+			if idle {
+				return ListResult{}, &notRunningError{waited: time.Since(start)}
+			}
+		case <-ctx.Done():
+			ctxErr = ctx.Err()
+			break wait
+		}
 	}
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
@@ -539,6 +573,10 @@ func (ns *NodeSync) waitStartup() (ListResult, error) {
 		return ns.st.snap, nil
 	case ns.st.state == stateEnded:
 		return ListResult{}, fmt.Errorf("%w: Run ended: %v", ErrNotReady, ns.st.err)
+	case ctxErr != nil:
+		return ListResult{}, fmt.Errorf("%w: the start-up resync stopped waiting: %w (%s)", ErrNotReady, ctxErr, ns.statusTextLocked())
+	case ns.st.state == stateIdle:
+		return ListResult{}, &notRunningError{waited: time.Since(start)}
 	}
 	return ListResult{}, fmt.Errorf("%w after waiting %v: %s", ErrNotReady, ns.cfg.StartupTimeout, ns.statusTextLocked())
 }
