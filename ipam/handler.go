@@ -325,12 +325,12 @@ func (i *IPAM) Update(event controller.Event, _ controller.UpdateOperations) (st
 		switch r.outcome {
 		case allocNew:
 			i.mu.Lock()
-			i.revertEv, i.revertPod, i.revertMoved = event, ev.Pod, false
+			i.revert = pendingRevert{ev: event, pod: ev.Pod}
 			i.mu.Unlock()
 			return fmt.Sprintf("allocated %s for pod %s", r.addr, ev.Pod), nil
 		case allocMoved:
 			i.mu.Lock()
-			i.revertEv, i.revertPod, i.revertMoved, i.revertTo, i.revertPrev = event, ev.Pod, true, ev.ContainerID, r.prev
+			i.revert = pendingRevert{ev: event, pod: ev.Pod, moved: true, to: ev.ContainerID, prev: r.prev}
 			i.mu.Unlock()
 			return fmt.Sprintf("pod %s keeps %s, now held by sandbox %s (was %s)", ev.Pod, r.addr, ev.ContainerID, sandboxName(r.prev)), nil
 		}
@@ -445,18 +445,18 @@ func (i *IPAM) nodeChanged(ev *controller.KubeStateChange) (string, error) {
 // an AddPod that changed nothing) it does nothing.
 func (i *IPAM) Revert(event controller.Event) error {
 	i.mu.Lock()
-	ev, pod, moved, to, prev := i.revertEv, i.revertPod, i.revertMoved, i.revertTo, i.revertPrev
-	if ev == event {
-		i.revertEv = nil
+	r := i.revert
+	if r.ev == event {
+		i.revert = pendingRevert{}
 	}
 	i.mu.Unlock()
-	if ev == nil || ev != event {
+	if r.ev == nil || r.ev != event {
 		return nil
 	}
-	if moved {
-		return i.restoreHolder(pod, to, prev)
+	if r.moved {
+		return i.restoreHolder(r.pod, r.to, r.prev)
 	}
-	return i.ReleasePodIP(pod)
+	return i.ReleasePodIP(r.pod)
 }
 
 // restoreHolder makes prev ("" for unknown) the holder of pod's address

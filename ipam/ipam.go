@@ -69,15 +69,21 @@ type IPAM struct {
 	// warnedNoStore: the missing Store was logged. Guarded by ioMu.
 	warnedNoStore bool
 
-	// Revert support for the AddPod event being processed; guarded by mu.
-	// revertMoved: the event moved the pod's address from the sandbox
-	// revertPrev (empty: unknown) to its own, revertTo; otherwise it
-	// allocated it.
-	revertEv    controller.Event
-	revertPod   kubemodel.PodID
-	revertMoved bool
-	revertTo    string
-	revertPrev  string
+	// revert is what Revert undoes for the AddPod event being processed.
+	// Guarded by mu.
+	revert pendingRevert
+}
+
+// pendingRevert is what Revert undoes for one AddPod event: the
+// allocation of the pod's address, or the move of the address to the
+// event's sandbox. The zero value means nothing to undo. It is a value.
+type pendingRevert struct {
+	ev  controller.Event // the AddPod event; nil: nothing to undo
+	pod kubemodel.PodID
+	// moved: the event moved the pod's address from the sandbox prev
+	// ("" if unknown) to its own, to; otherwise it allocated the address.
+	moved    bool
+	to, prev string
 }
 
 var (
