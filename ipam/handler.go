@@ -336,7 +336,7 @@ func (i *IPAM) Update(event controller.Event, _ controller.UpdateOperations) (st
 		}
 		return fmt.Sprintf("pod %s already has %s", ev.Pod, r.addr), nil
 	case *controller.DeletePod:
-		r, err := i.release(ev.Pod, netip.Addr{}, ev.ContainerID)
+		r, err := i.release(ev.Pod, netip.Addr{}, releaseCause{sandbox: ev.ContainerID})
 		if err != nil {
 			return "", err
 		}
@@ -362,11 +362,6 @@ func (i *IPAM) Update(event controller.Event, _ controller.UpdateOperations) (st
 	return "", nil
 }
 
-// kubeDeletion stands for the sandbox of a pod deleted from the
-// Kubernetes state in release: no real sandbox, so an address held by a
-// known sandbox is kept, and one whose holder is unknown is released.
-const kubeDeletion = "\x00deleted from Kubernetes"
-
 // podDeleted releases the address of a pod removed from the Kubernetes
 // state, if IPAM still holds it with an unknown holder: normally DeletePod
 // released it already, but an allocation recovered from a lagging state
@@ -387,7 +382,7 @@ func (i *IPAM) podDeleted(ev *controller.KubeStateChange) (string, error) {
 		if err != nil {
 			continue
 		}
-		r, err := i.release(id, a.Unmap(), kubeDeletion)
+		r, err := i.release(id, a.Unmap(), releaseCause{kubeDeletion: true})
 		if err != nil {
 			return "", err
 		}

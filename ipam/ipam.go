@@ -679,8 +679,45 @@ func parseIPAMData(data string) (netip.Addr, error) {
 // sandbox holds it, like a DeletePod without a container ID (see
 // [IPAM.Update]).
 func (i *IPAM) ReleasePodIP(podID kubemodel.PodID) error {
-	_, err := i.release(podID, netip.Addr{}, "")
+	_, err := i.release(podID, netip.Addr{}, releaseCause{})
 	return err
+}
+
+// releaseCause says who asks for a release, which decides whether the
+// sandbox holding the address keeps it (see [IPAM.Update]). The zero
+// value is a release whatever sandbox holds the address: the direct API,
+// or a DeletePod without a container ID. It is a value.
+type releaseCause struct {
+	// sandbox is the container ID of the DeletePod's sandbox; "" if not
+	// known.
+	sandbox string
+	// kubeDeletion: the pod was deleted from the Kubernetes state, which
+	// knows no sandbox.
+	kubeDeletion bool
+}
+
+// String describes the cause for messages: "sandbox <id>", "deletion from
+// Kubernetes" or "any sandbox".
+func (c releaseCause) String() string {
+	switch {
+	case c.sandbox != "":
+		return "sandbox " + c.sandbox
+	case c.kubeDeletion:
+		return "deletion from Kubernetes"
+	}
+	return "any sandbox"
+}
+
+// selective reports whether the release depends on the holder of the
+// address.
+func (c releaseCause) selective() bool { return c.sandbox != "" || c.kubeDeletion }
+
+// keptBy reports whether the sandbox holder ("" if unknown) keeps the
+// address against this release: a known holder keeps it against the DEL
+// of another sandbox of the pod and against the pod's deletion from the
+// Kubernetes state.
+func (c releaseCause) keptBy(holder string) bool {
+	return holder != "" && c.selective() && holder != c.sandbox
 }
 
 type releaseResult struct {
@@ -692,9 +729,9 @@ type releaseResult struct {
 }
 
 // release releases the pod's address; if only is valid, only when the pod
-// has exactly that address; if container is not empty, only when the
-// holder of the address is unknown or that container.
-func (i *IPAM) release(pod kubemodel.PodID, only netip.Addr, container string) (releaseResult, error) {
+// has exactly that address; and not when its holder keeps it against
+// cause (see releaseCause.keptBy).
+func (i *IPAM) release(pod kubemodel.PodID, only netip.Addr, cause releaseCause) (releaseResult, error) {
 	if i.store == nil {
 		i.mu.Lock()
 		off, ok := i.byPod[pod]
@@ -702,12 +739,10 @@ func (i *IPAM) release(pod kubemodel.PodID, only netip.Addr, container string) (
 			i.mu.Unlock()
 			return releaseResult{}, nil
 		}
-		if container != "" {
-			if h := i.holder[pod]; h != "" && h != container {
-				a := i.podAddr(off)
-				i.mu.Unlock()
-				return releaseResult{kept: a, holder: h}, nil
-			}
+		if h := i.holder[pod]; cause.keptBy(h) {
+			a := i.podAddr(off)
+			i.mu.Unlock()
+			return releaseResult{kept: a, holder: h}, nil
 		}
 		delete(i.byPod, pod)
 		delete(i.holder, pod)
@@ -724,20 +759,18 @@ func (i *IPAM) release(pod kubemodel.PodID, only netip.Addr, container string) (
 	if only.IsValid() && (!ok || i.podAddr(off) != only) {
 		return releaseResult{}, nil
 	}
-	if container != "" {
-		if ok {
-			if h := i.holder[pod]; h != "" && h != container {
-				return releaseResult{kept: i.podAddr(off), holder: h}, nil
-			}
-		} else if i.pool == nil || i.waitResync {
-			// The pod's record, if any, is not loaded: it may name
-			// another sandbox of the pod, which the blind delete below
-			// would release.
-			i.mu.Lock()
-			err := i.notReadyLocked()
-			i.mu.Unlock()
-			return releaseResult{}, fmt.Errorf("release pod IP of %s (sandbox %s): %w", pod, container, err)
+	if ok {
+		if h := i.holder[pod]; cause.keptBy(h) {
+			return releaseResult{kept: i.podAddr(off), holder: h}, nil
 		}
+	} else if cause.selective() && (i.pool == nil || i.waitResync) {
+		// The pod's record, if any, is not loaded: it may name
+		// another sandbox of the pod, which the blind delete below
+		// would release.
+		i.mu.Lock()
+		err := i.notReadyLocked()
+		i.mu.Unlock()
+		return releaseResult{}, fmt.Errorf("release pod IP of %s (%s): %w", pod, cause, err)
 	}
 	// A pod IPAM knows no address of may still have a record: one that
 	// was not loaded yet (no pod subnet yet) or one whose deletion failed
