@@ -91,9 +91,6 @@ func (i *IPAM) HandlesEvent(event controller.Event) bool {
 // the node object provides the CIDR. Readers never see a half-built
 // state. Resync puts nothing into txn.
 func (i *IPAM) Resync(_ controller.Event, kubeStateData controller.KubeStateData, _ int, _ controller.ResyncOperations) error {
-	i.ioMu.Lock()
-	defer i.ioMu.Unlock()
-
 	id := i.nodes.GetNodeID()
 	if id == 0 {
 		return fmt.Errorf("ipam resync: %w: node ID not allocated", ErrNotReady)
@@ -102,6 +99,8 @@ func (i *IPAM) Resync(_ controller.Event, kubeStateData controller.KubeStateData
 	if err != nil {
 		return fmt.Errorf("ipam resync: %w", err)
 	}
+	i.begin()
+	defer i.mu.Unlock()
 	if i.store == nil && !i.warnedNoStore {
 		i.warnedNoStore = true
 		i.log.Warn("no Store configured: an address allocated just before a crash, not yet in the Kubernetes state, can be handed out twice after the restart")
@@ -133,26 +132,26 @@ func (i *IPAM) Resync(_ controller.Event, kubeStateData controller.KubeStateData
 		// External IPAM and this node's pod CIDR was never known: nothing
 		// to rebuild, and the records must wait for the CIDR (they cannot
 		// be checked against a subnet).
-		i.mu.Lock()
 		i.nodeID, i.hostNet = id, hostNet
-		i.mu.Unlock()
 		i.log.Info("waiting for the pod CIDR of this node", slog.String("node", i.nodeName), slog.Uint64("nodeID", uint64(id)))
 		return nil
 	}
 
 	var stored []Allocation
 	if i.store != nil {
+		i.unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), i.storeTimeout)
 		stored, err = i.store.ListAllocations(ctx)
 		cancel()
+		i.relock()
 		if err != nil {
 			return fmt.Errorf("ipam resync: list persisted allocations: %w", err)
 		}
 	}
 
-	// Rebuild under mu: without a Store, allocations may run concurrently
-	// and their results must not be lost.
-	i.mu.Lock()
+	// Rebuild under mu: readers must not see a half-built state (in the
+	// same subnet the rebuilder changes the holder map in place, see
+	// addMemory).
 	r := i.newRebuilder(podNet, kubeStateData[kubemodel.PodResource])
 	if i.pool != nil {
 		i.addMemory(r)
@@ -175,7 +174,6 @@ func (i *IPAM) Resync(_ controller.Event, kubeStateData controller.KubeStateData
 	i.setPodNet(podNet)
 	i.waitResync = false
 	n := len(byPod)
-	i.mu.Unlock()
 	i.log.Debug("resynced", slog.Uint64("nodeID", uint64(id)), slog.Any("podSubnet", podNet), slog.Int("pods", n))
 
 	if i.store != nil {
@@ -232,37 +230,40 @@ func (i *IPAM) nodePodCIDR(node *kubemodel.Node) (netip.Prefix, error) {
 // syncStore makes the Store hold exactly the current allocations: it
 // writes every allocation whose record is missing or differs (settling
 // the unsure ones) and deletes the other records. An allocation whose
-// write fails stays unsure. Caller holds ioMu (and a Store is set, so the
-// state cannot change).
+// write fails stays unsure. Caller is in an operation.
 func (i *IPAM) syncStore(stored []Allocation) error {
 	have := make(map[kubemodel.PodID]Allocation, len(stored))
 	for _, a := range stored {
 		have[a.Pod] = a
 	}
-	var errs []error
-	var failed []kubemodel.PodID
-	ctx, cancel := context.WithTimeout(context.Background(), i.storeTimeout)
-	defer cancel()
+	var puts []Allocation
 	for pod, off := range i.byPod {
 		a := Allocation{Pod: pod, Addr: i.podAddr(off), ContainerID: i.holder[pod]}
 		if have[pod] != a {
-			if err := i.store.PutAllocation(ctx, a); err != nil {
-				errs = append(errs, err)
-				failed = append(failed, pod)
-			}
+			puts = append(puts, a)
 		}
 		delete(have, pod)
 	}
-	i.mu.Lock()
-	clear(i.unsure)
-	for _, pod := range failed {
-		i.markUnsure(pod)
+	var errs []error
+	var failed []kubemodel.PodID
+	i.unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), i.storeTimeout)
+	for _, a := range puts {
+		if err := i.store.PutAllocation(ctx, a); err != nil {
+			errs = append(errs, err)
+			failed = append(failed, a.Pod)
+		}
 	}
-	i.mu.Unlock()
 	for pod := range have {
 		if err := i.store.DeleteAllocation(ctx, pod); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	cancel()
+	i.relock()
+	clear(i.unsure)
+	for _, pod := range failed {
+		i.markUnsure(pod)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("ipam resync: persist allocations: %w", err)
@@ -316,6 +317,8 @@ func (i *IPAM) syncStore(stored []Allocation) error {
 // Revert of an AddPod releases the address it allocated, or gives the
 // address back to the sandbox it moved it from.
 func (i *IPAM) Update(event controller.Event, _ controller.UpdateOperations) (string, error) {
+	i.begin()
+	defer i.mu.Unlock()
 	switch ev := event.(type) {
 	case *controller.AddPod:
 		r, err := i.allocate(ev.Pod, ev.ContainerID, ev.IPAMType, ev.IPAMData)
@@ -324,14 +327,10 @@ func (i *IPAM) Update(event controller.Event, _ controller.UpdateOperations) (st
 		}
 		switch r.outcome {
 		case allocNew:
-			i.mu.Lock()
 			i.revert = pendingRevert{ev: event, pod: ev.Pod}
-			i.mu.Unlock()
 			return fmt.Sprintf("allocated %s for pod %s", r.addr, ev.Pod), nil
 		case allocMoved:
-			i.mu.Lock()
 			i.revert = pendingRevert{ev: event, pod: ev.Pod, moved: true, to: ev.ContainerID, prev: r.prev}
-			i.mu.Unlock()
 			return fmt.Sprintf("pod %s keeps %s, now held by sandbox %s (was %s)", ev.Pod, r.addr, ev.ContainerID, sandboxName(r.prev)), nil
 		}
 		return fmt.Sprintf("pod %s already has %s", ev.Pod, r.addr), nil
@@ -398,18 +397,16 @@ func (i *IPAM) podDeleted(ev *controller.KubeStateChange) (string, error) {
 	return "", nil
 }
 
+// nodeChanged switches the pod subnet to the one of this node's changed
+// node object. Caller is in an operation.
 func (i *IPAM) nodeChanged(ev *controller.KubeStateChange) (string, error) {
-	i.ioMu.Lock()
-	defer i.ioMu.Unlock()
 	node, _ := ev.NewValue.(*kubemodel.Node)
 	podNet, err := i.nodePodCIDR(node)
 	if err != nil {
 		return "", fmt.Errorf("ipam: node %s: %w", i.nodeName, err)
 	}
-	i.mu.Lock()
 	prev := i.podNet
 	if !podNet.IsValid() || podNet == prev {
-		i.mu.Unlock()
 		return "", nil // no CIDR (yet / any more), or no change: keep what we have
 	}
 	r := i.newRebuilder(podNet, nil)
@@ -418,17 +415,19 @@ func (i *IPAM) nodeChanged(ev *controller.KubeStateChange) (string, error) {
 	}
 	r.pool.cursor = r.cursor()
 	i.pool, i.byPod, i.holder = r.pool, r.byPod, r.holder
+	i.setPodNet(podNet)
 	for pod := range i.unsure {
 		if _, ok := r.byPod[pod]; !ok {
 			delete(i.unsure, pod)
 		}
 	}
-	i.setPodNet(podNet)
 	// The records and the running pods of the new subnet are not known
 	// here: allocate only after the Resync that PodCIDRChange triggers.
 	i.waitResync = true
-	i.mu.Unlock()
-	if err := i.loop.PushEvent(&PodCIDRChange{PrevPodCIDR: prev, LocalPodCIDR: podNet}); err != nil {
+	i.unlock()
+	err = i.loop.PushEvent(&PodCIDRChange{PrevPodCIDR: prev, LocalPodCIDR: podNet})
+	i.relock()
+	if err != nil {
 		return "", fmt.Errorf("ipam: push PodCIDRChange: %w", err)
 	}
 	return fmt.Sprintf("pod CIDR of this node changed to %s", podNet), nil
@@ -439,41 +438,34 @@ func (i *IPAM) nodeChanged(ev *controller.KubeStateChange) (string, error) {
 // sandbox, gives it back to the previous holder. For other events (and
 // an AddPod that changed nothing) it does nothing.
 func (i *IPAM) Revert(event controller.Event) error {
-	i.mu.Lock()
+	i.begin()
+	defer i.mu.Unlock()
 	r := i.revert
-	if r.ev == event {
-		i.revert = pendingRevert{}
-	}
-	i.mu.Unlock()
 	if r.ev == nil || r.ev != event {
 		return nil
 	}
+	i.revert = pendingRevert{}
 	if r.moved {
 		return i.restoreHolder(r.pod, r.to, r.prev)
 	}
-	return i.ReleasePodIP(r.pod)
+	_, err := i.release(r.pod, netip.Addr{}, releaseCause{})
+	return err
 }
 
 // restoreHolder makes prev ("" for unknown) the holder of pod's address
 // again if the sandbox container still holds it. With a Store the record
 // is rewritten; if that fails it is settled later like any failed write.
+// Caller is in an operation.
 func (i *IPAM) restoreHolder(pod kubemodel.PodID, container, prev string) error {
-	if i.store != nil {
-		i.ioMu.Lock()
-		defer i.ioMu.Unlock()
-	}
-	i.mu.Lock()
 	off, ok := i.byPod[pod]
 	if !ok || i.holder[pod] != container {
-		i.mu.Unlock()
 		return nil // released or moved on since
 	}
 	setHolder(&i.holder, pod, prev)
-	a := i.podAddr(off)
-	i.mu.Unlock()
 	if i.store == nil {
 		return nil
 	}
+	a := i.podAddr(off)
 	if err := i.put(pod, a, prev); err != nil {
 		return fmt.Errorf("give %s of pod %s back to sandbox %s: persist: %w", a, pod, sandboxName(prev), err)
 	}

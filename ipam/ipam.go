@@ -34,43 +34,44 @@ type IPAM struct {
 	nodeName     string
 	log          *slog.Logger
 
-	// ioMu serialises Resync, Update and, with a Store, AllocatePodIP and
-	// ReleasePodIP, so Store I/O can be done without holding mu. nodeID,
-	// hostNet and podNet are written only with ioMu and mu held; with a
-	// Store, pool, byPod and holder too. A holder of ioMu may read those
-	// fields without mu.
-	ioMu sync.Mutex
+	// mu guards every field below; one rule, whatever the configuration.
+	// An operation that changes the allocations — Resync, Update, Revert,
+	// AllocatePodIP (AllocatePodAddr), ReleasePodIP — runs from begin to
+	// end with mu held, except across its calls out of IPAM (the Store,
+	// the event loop): for those it sets busy and releases mu (unlock),
+	// touches no field, and takes mu back (relock). Meanwhile the other
+	// operations wait in begin until busy is clear, and the getters, which
+	// hold mu only to read, go on. So operations run one at a time, and a
+	// getter never waits for the Store.
+	mu   sync.Mutex
+	idle sync.Cond // L is &mu; signalled when busy is cleared
+	busy bool      // an operation waits for a call out of IPAM
 
-	mu      sync.Mutex
-	nodeID  uint32                     // guarded by mu; 0 until the first successful Resync
-	hostNet netip.Prefix               // guarded by mu; this node's VPP-host subnet
-	podNet  netip.Prefix               // guarded by mu; this node's pod subnet, invalid if unknown
-	pool    *pool                      // guarded by mu; nil when podNet is invalid
-	byPod   map[kubemodel.PodID]uint64 // guarded by mu
-	podBase u128                       // guarded by mu; network address of podNet
-	podIs4  bool                       // guarded by mu; podNet is IPv4
+	nodeID  uint32       // 0 until the first successful Resync
+	hostNet netip.Prefix // this node's VPP-host subnet
+	podNet  netip.Prefix // this node's pod subnet, invalid if unknown
+	pool    *pool        // nil when podNet is invalid
+	byPod   map[kubemodel.PodID]uint64
+	podBase u128 // network address of podNet
+	podIs4  bool // podNet is IPv4
 	// holder maps the pods of byPod whose holder is known to the
 	// container ID of the sandbox that holds their address; a pod of
 	// byPod missing here has an unknown holder. Its keys are a subset of
-	// byPod's. Guarded by mu (written with ioMu held too if there is a
-	// Store); nil until needed.
+	// byPod's. Nil until needed.
 	holder map[kubemodel.PodID]string
 	// unsure holds the pods of byPod whose record in the Store may differ
 	// from the allocation: a Put or Delete of theirs failed, so it may or
 	// may not have been applied. Their addresses stay allocated until a
 	// later Store call settles the record (see allocate, release and
-	// syncStore). Guarded by mu; written with ioMu held too. Nil until
-	// needed.
+	// syncStore). Nil until needed.
 	unsure map[kubemodel.PodID]struct{}
 	// waitResync: the pod subnet was switched by a change of the node
 	// object (nodeChanged); allocation waits until a Resync has recovered
-	// the records and the pods of the new subnet. Guarded by mu.
+	// the records and the pods of the new subnet.
 	waitResync bool
-	// warnedNoStore: the missing Store was logged. Guarded by ioMu.
+	// warnedNoStore: the missing Store was logged.
 	warnedNoStore bool
-
 	// revert is what Revert undoes for the AddPod event being processed.
-	// Guarded by mu.
 	revert pendingRevert
 }
 
@@ -118,6 +119,7 @@ func New(nodes NodeIDSource, cfg Config) (*IPAM, error) {
 		log:          cfg.Logger,
 		byPod:        make(map[kubemodel.PodID]uint64),
 	}
+	i.idle.L = &i.mu
 	if i.storeTimeout == 0 {
 		i.storeTimeout = defaultStoreTimeout
 	}
@@ -434,6 +436,8 @@ func (i *IPAM) PoolUsage() PoolUsage {
 // holder (see [Allocation.ContainerID]), and the holder of an existing
 // one is kept. The AddPod events of [IPAM.Update] carry the sandbox.
 func (i *IPAM) AllocatePodIP(podID kubemodel.PodID, ipamType string, ipamData string) (net.IP, error) {
+	i.begin()
+	defer i.mu.Unlock()
 	r, err := i.allocate(podID, "", ipamType, ipamData)
 	if err != nil {
 		return nil, err
@@ -445,6 +449,8 @@ func (i *IPAM) AllocatePodIP(podID kubemodel.PodID, ipamType string, ipamData st
 // a netip.Addr (it does not allocate memory without a Store). Like
 // AllocatePodIP it records no holder.
 func (i *IPAM) AllocatePodAddr(podID kubemodel.PodID) (netip.Addr, error) {
+	i.begin()
+	defer i.mu.Unlock()
 	r, err := i.allocate(podID, "", "", "")
 	return r.addr, err
 }
@@ -467,7 +473,8 @@ type allocResult struct {
 // allocate returns the pod's address and what it did. A non-empty
 // container becomes the holder of the address (a pod that holds an
 // address already keeps it and the holder moves); an empty one leaves the
-// holder as it is (unknown for a new allocation).
+// holder as it is (unknown for a new allocation). Caller is in an
+// operation (holds mu).
 func (i *IPAM) allocate(pod kubemodel.PodID, container, ipamType, ipamData string) (allocResult, error) {
 	if pod.Name == "" {
 		return allocResult{}, fmt.Errorf("allocate pod IP for %q: %w", pod.String(), ErrInvalidPodID)
@@ -480,19 +487,11 @@ func (i *IPAM) allocate(pod kubemodel.PodID, container, ipamType, ipamData strin
 		}
 		want = a
 	}
-	if i.store != nil {
-		i.ioMu.Lock()
-		defer i.ioMu.Unlock()
-	}
-	i.mu.Lock()
 	if i.pool == nil || i.waitResync {
-		err := i.notReadyLocked()
-		i.mu.Unlock()
-		return allocResult{}, fmt.Errorf("allocate pod IP for %s: %w", pod, err)
+		return allocResult{}, fmt.Errorf("allocate pod IP for %s: %w", pod, i.notReady())
 	}
 	if off, ok := i.byPod[pod]; ok {
 		r := allocResult{addr: i.podAddr(off)}
-		_, unsure := i.unsure[pod]
 		holder := i.holder[pod]
 		if container != "" && container != holder {
 			// A re-created sandbox of the pod: it gets the pod's address,
@@ -500,8 +499,7 @@ func (i *IPAM) allocate(pod kubemodel.PodID, container, ipamType, ipamData strin
 			r.outcome, r.prev, holder = allocMoved, holder, container
 			setHolder(&i.holder, pod, container)
 		}
-		i.mu.Unlock()
-		if unsure {
+		if _, unsure := i.unsure[pod]; unsure {
 			// An earlier write of this allocation failed: the first
 			// successful write allocates it.
 			r.outcome = allocNew
@@ -520,23 +518,17 @@ func (i *IPAM) allocate(pod kubemodel.PodID, container, ipamType, ipamData strin
 	if !want.IsValid() {
 		o, ok := i.pool.alloc()
 		if !ok {
-			podNet := i.podNet
-			i.mu.Unlock()
-			return allocResult{}, fmt.Errorf("allocate pod IP for %s in %s: %w", pod, podNet, ErrPoolExhausted)
+			return allocResult{}, fmt.Errorf("allocate pod IP for %s in %s: %w", pod, i.podNet, ErrPoolExhausted)
 		}
 		off = o
 	} else {
 		o, ok := offsetIn(i.podNet, want)
 		if !ok || o < i.pool.lo || o > i.pool.hi {
-			podNet := i.podNet
-			i.mu.Unlock()
 			return allocResult{}, fmt.Errorf("allocate pod IP for %s (IPAM type %s): %w: %s is not a pod address of %s",
-				pod, ipamType, ErrInvalidIPAMData, want, podNet)
+				pod, ipamType, ErrInvalidIPAMData, want, i.podNet)
 		}
 		if !i.pool.claim(o) {
-			owner := i.ownerOf(o)
-			i.mu.Unlock()
-			return allocResult{}, &ConflictError{Addr: want, Owner: owner}
+			return allocResult{}, &ConflictError{Addr: want, Owner: i.ownerOf(o)}
 		}
 		off = o
 	}
@@ -545,8 +537,6 @@ func (i *IPAM) allocate(pod kubemodel.PodID, container, ipamType, ipamData strin
 		setHolder(&i.holder, pod, container)
 	}
 	addr := i.podAddr(off)
-	i.mu.Unlock()
-
 	if i.store != nil {
 		if err := i.put(pod, addr, container); err != nil {
 			return allocResult{}, allocPersistError(pod, addr, err)
@@ -562,7 +552,7 @@ func allocPersistError(pod kubemodel.PodID, addr netip.Addr, err error) error {
 
 // setHolder records holder as the sandbox holding pod's address in the
 // holder map *m (made on first use), or forgets pod's holder when holder
-// is "" (unknown). The IPAM's map: caller holds mu (and ioMu with a Store).
+// is "" (unknown). The IPAM's map: caller holds mu.
 func setHolder(m *map[kubemodel.PodID]string, pod kubemodel.PodID, holder string) {
 	if holder == "" {
 		delete(*m, pod)
@@ -574,26 +564,50 @@ func setHolder(m *map[kubemodel.PodID]string, pod kubemodel.PodID, holder string
 	(*m)[pod] = holder
 }
 
+// begin starts an operation: it waits until no other operation runs and
+// returns with mu held. The operation ends with i.mu.Unlock().
+func (i *IPAM) begin() {
+	i.mu.Lock()
+	for i.busy {
+		i.idle.Wait()
+	}
+}
+
+// unlock lets the running operation call out of IPAM (the Store, the
+// event loop) without mu: other operations keep waiting, getters go on.
+// Until relock the operation must not touch any field.
+func (i *IPAM) unlock() {
+	i.busy = true
+	i.mu.Unlock()
+}
+
+// relock takes mu back after unlock.
+func (i *IPAM) relock() {
+	i.mu.Lock()
+	i.busy = false
+	i.idle.Broadcast()
+}
+
 // put persists the allocation of pod (which holds addr, held by the
 // sandbox holder, "" if unknown) and records the outcome in unsure. On
 // error the allocation is kept: the write may have been applied. Caller
-// holds ioMu (not mu).
+// is in an operation.
 func (i *IPAM) put(pod kubemodel.PodID, addr netip.Addr, holder string) error {
+	i.unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), i.storeTimeout)
 	err := i.store.PutAllocation(ctx, Allocation{Pod: pod, Addr: addr, ContainerID: holder})
 	cancel()
-	i.mu.Lock()
+	i.relock()
 	if err != nil {
 		i.markUnsure(pod)
 	} else {
 		delete(i.unsure, pod)
 	}
-	i.mu.Unlock()
 	return err
 }
 
 // markUnsure records that the Store record of pod may differ from its
-// allocation. Caller holds mu and ioMu.
+// allocation. Caller holds mu.
 func (i *IPAM) markUnsure(pod kubemodel.PodID) {
 	if i.unsure == nil {
 		i.unsure = make(map[kubemodel.PodID]struct{})
@@ -601,9 +615,8 @@ func (i *IPAM) markUnsure(pod kubemodel.PodID) {
 	i.unsure[pod] = struct{}{}
 }
 
-// notReadyLocked explains why no address can be allocated. Caller holds
-// mu.
-func (i *IPAM) notReadyLocked() error {
+// notReady explains why no address can be allocated. Caller holds mu.
+func (i *IPAM) notReady() error {
 	switch {
 	case i.nodeID == 0:
 		return fmt.Errorf("%w: no successful resync yet (this node's ID is not known)", ErrNotReady)
@@ -614,7 +627,7 @@ func (i *IPAM) notReadyLocked() error {
 	}
 }
 
-// setPodNet sets podNet and its derived fields. Caller holds mu (and ioMu).
+// setPodNet sets podNet and its derived fields. Caller holds mu.
 func (i *IPAM) setPodNet(p netip.Prefix) {
 	i.podNet = p
 	if p.IsValid() {
@@ -623,7 +636,7 @@ func (i *IPAM) setPodNet(p netip.Prefix) {
 }
 
 // podAddr returns the address at offset off of this node's pod subnet.
-// Caller holds mu (or ioMu with a Store).
+// Caller holds mu.
 func (i *IPAM) podAddr(off uint64) netip.Addr {
 	if i.podIs4 {
 		v := uint32(i.podBase.lo) + uint32(off)
@@ -679,6 +692,8 @@ func parseIPAMData(data string) (netip.Addr, error) {
 // sandbox holds it, like a DeletePod without a container ID (see
 // [IPAM.Update]).
 func (i *IPAM) ReleasePodIP(podID kubemodel.PodID) error {
+	i.begin()
+	defer i.mu.Unlock()
 	_, err := i.release(podID, netip.Addr{}, releaseCause{})
 	return err
 }
@@ -730,31 +745,8 @@ type releaseResult struct {
 
 // release releases the pod's address; if only is valid, only when the pod
 // has exactly that address; and not when its holder keeps it against
-// cause (see releaseCause.keptBy).
+// cause (see releaseCause.keptBy). Caller is in an operation.
 func (i *IPAM) release(pod kubemodel.PodID, only netip.Addr, cause releaseCause) (releaseResult, error) {
-	if i.store == nil {
-		i.mu.Lock()
-		off, ok := i.byPod[pod]
-		if !ok || (only.IsValid() && i.podAddr(off) != only) {
-			i.mu.Unlock()
-			return releaseResult{}, nil
-		}
-		if h := i.holder[pod]; cause.keptBy(h) {
-			a := i.podAddr(off)
-			i.mu.Unlock()
-			return releaseResult{kept: a, holder: h}, nil
-		}
-		delete(i.byPod, pod)
-		delete(i.holder, pod)
-		i.pool.release(off)
-		a := i.podAddr(off)
-		i.mu.Unlock()
-		return releaseResult{addr: a}, nil
-	}
-	i.ioMu.Lock()
-	defer i.ioMu.Unlock()
-	// With a Store every mutation holds ioMu: the state cannot change
-	// under us, and reading it without mu is safe.
 	off, ok := i.byPod[pod]
 	if only.IsValid() && (!ok || i.podAddr(off) != only) {
 		return releaseResult{}, nil
@@ -763,41 +755,37 @@ func (i *IPAM) release(pod kubemodel.PodID, only netip.Addr, cause releaseCause)
 		if h := i.holder[pod]; cause.keptBy(h) {
 			return releaseResult{kept: i.podAddr(off), holder: h}, nil
 		}
-	} else if cause.selective() && (i.pool == nil || i.waitResync) {
+	} else if i.store != nil && cause.selective() && (i.pool == nil || i.waitResync) {
 		// The pod's record, if any, is not loaded: it may name
 		// another sandbox of the pod, which the blind delete below
 		// would release.
-		i.mu.Lock()
-		err := i.notReadyLocked()
-		i.mu.Unlock()
-		return releaseResult{}, fmt.Errorf("release pod IP of %s (%s): %w", pod, cause, err)
+		return releaseResult{}, fmt.Errorf("release pod IP of %s (%s): %w", pod, cause, i.notReady())
 	}
-	// A pod IPAM knows no address of may still have a record: one that
-	// was not loaded yet (no pod subnet yet) or one whose deletion failed
-	// in a Resync. CNI DEL of such a pod deletes it.
-	ctx, cancel := context.WithTimeout(context.Background(), i.storeTimeout)
-	err := i.store.DeleteAllocation(ctx, pod)
-	cancel()
-	if err != nil {
-		if ok {
-			// The delete may have been applied: settle it later.
-			i.mu.Lock()
-			i.markUnsure(pod)
-			i.mu.Unlock()
+	if i.store != nil {
+		// A pod IPAM knows no address of may still have a record: one
+		// that was not loaded yet (no pod subnet yet) or one whose
+		// deletion failed in a Resync. CNI DEL of such a pod deletes it.
+		i.unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), i.storeTimeout)
+		err := i.store.DeleteAllocation(ctx, pod)
+		cancel()
+		i.relock()
+		if err != nil {
+			if ok {
+				// The delete may have been applied: settle it later.
+				i.markUnsure(pod)
+			}
+			return releaseResult{}, fmt.Errorf("release pod IP of %s: persist: %w", pod, err)
 		}
-		return releaseResult{}, fmt.Errorf("release pod IP of %s: persist: %w", pod, err)
 	}
 	if !ok {
 		return releaseResult{}, nil
 	}
-	a := i.podAddr(off)
-	i.mu.Lock()
 	delete(i.byPod, pod)
 	delete(i.holder, pod)
 	delete(i.unsure, pod)
 	i.pool.release(off)
-	i.mu.Unlock()
-	return releaseResult{addr: a}, nil
+	return releaseResult{addr: i.podAddr(off)}, nil
 }
 
 func comparePodID(a, b kubemodel.PodID) int {

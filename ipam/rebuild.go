@@ -42,7 +42,7 @@ type rebuilder struct {
 }
 
 // newRebuilder returns a rebuilder for podNet and the pods of the
-// Kubernetes state. Caller holds mu.
+// Kubernetes state. Caller is in an operation.
 func (i *IPAM) newRebuilder(podNet netip.Prefix, pods controller.KeyValuePairs) *rebuilder {
 	lo, hi := podPoolRange(podNet)
 	hint := len(pods)
@@ -344,7 +344,7 @@ func (r *rebuilder) cursor() uint64 {
 // them, and takes the holder map over without copying it — in the same
 // subnet no memory claim is dropped, so the later passes only add and
 // remove the holders of the pods they claim, and the caller, holding mu
-// throughout, replaces i's state with r's. Caller holds mu.
+// throughout, replaces i's state with r's. Caller is in an operation.
 func (i *IPAM) addMemory(r *rebuilder) {
 	if i.podNet != r.podNet {
 		for pod, off := range i.byPod {
