@@ -90,7 +90,8 @@ func (i *IPAM) HandlesEvent(event controller.Event) bool {
 // AllocatePodIP fails with [ErrNotReady] until a Resync or a change of
 // the node object provides the CIDR. Readers never see a half-built
 // state. Resync puts nothing into txn.
-func (i *IPAM) Resync(_ controller.Event, kubeStateData controller.KubeStateData, _ int, _ controller.ResyncOperations) error {
+func (i *IPAM) Resync(_ controller.Event, kubeStateData controller.KubeStateData, _ int, txn controller.ResyncOperations) error {
+	ctx := controller.ContextOf(txn)
 	id := i.nodes.GetNodeID()
 	if id == 0 {
 		return fmt.Errorf("ipam resync: %w: node ID not allocated", ErrNotReady)
@@ -140,8 +141,8 @@ func (i *IPAM) Resync(_ controller.Event, kubeStateData controller.KubeStateData
 	var stored []Allocation
 	if i.store != nil {
 		i.unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), i.storeTimeout)
-		stored, err = i.store.ListAllocations(ctx)
+		lctx, cancel := context.WithTimeout(ctx, i.storeTimeout)
+		stored, err = i.store.ListAllocations(lctx)
 		cancel()
 		i.relock()
 		if err != nil {
@@ -177,7 +178,7 @@ func (i *IPAM) Resync(_ controller.Event, kubeStateData controller.KubeStateData
 	i.log.Debug("resynced", slog.Uint64("nodeID", uint64(id)), slog.Any("podSubnet", podNet), slog.Int("pods", n))
 
 	if i.store != nil {
-		return i.syncStore(stored)
+		return i.syncStore(ctx, stored)
 	}
 	return nil
 }
@@ -231,7 +232,7 @@ func (i *IPAM) nodePodCIDR(node *kubemodel.Node) (netip.Prefix, error) {
 // writes every allocation whose record is missing or differs (settling
 // the unsure ones) and deletes the other records. An allocation whose
 // write fails stays unsure. Caller is in an operation.
-func (i *IPAM) syncStore(stored []Allocation) error {
+func (i *IPAM) syncStore(ctx context.Context, stored []Allocation) error {
 	have := make(map[kubemodel.PodID]Allocation, len(stored))
 	for _, a := range stored {
 		have[a.Pod] = a
@@ -247,7 +248,7 @@ func (i *IPAM) syncStore(stored []Allocation) error {
 	var errs []error
 	var failed []kubemodel.PodID
 	i.unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), i.storeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, i.storeTimeout)
 	for _, a := range puts {
 		if err := i.store.PutAllocation(ctx, a); err != nil {
 			errs = append(errs, err)
@@ -316,12 +317,13 @@ func (i *IPAM) syncStore(stored []Allocation) error {
 //
 // Revert of an AddPod releases the address it allocated, or gives the
 // address back to the sandbox it moved it from.
-func (i *IPAM) Update(event controller.Event, _ controller.UpdateOperations) (string, error) {
+func (i *IPAM) Update(event controller.Event, txn controller.UpdateOperations) (string, error) {
+	ctx := controller.ContextOf(txn)
 	i.begin()
 	defer i.mu.Unlock()
 	switch ev := event.(type) {
 	case *controller.AddPod:
-		r, err := i.allocate(ev.Pod, ev.ContainerID, ev.IPAMType, ev.IPAMData)
+		r, err := i.allocate(ctx, ev.Pod, ev.ContainerID, ev.IPAMType, ev.IPAMData)
 		if err != nil {
 			return "", err
 		}
@@ -335,7 +337,7 @@ func (i *IPAM) Update(event controller.Event, _ controller.UpdateOperations) (st
 		}
 		return fmt.Sprintf("pod %s already has %s", ev.Pod, r.addr), nil
 	case *controller.DeletePod:
-		r, err := i.release(ev.Pod, netip.Addr{}, releaseCause{sandbox: ev.ContainerID})
+		r, err := i.release(ctx, ev.Pod, netip.Addr{}, releaseCause{sandbox: ev.ContainerID})
 		if err != nil {
 			return "", err
 		}
@@ -354,7 +356,7 @@ func (i *IPAM) Update(event controller.Event, _ controller.UpdateOperations) (st
 			return "", nil
 		}
 		if ev.Resource == kubemodel.PodResource {
-			return i.podDeleted(ev)
+			return i.podDeleted(ctx, ev)
 		}
 		return i.nodeChanged(ev)
 	}
@@ -370,7 +372,7 @@ func (i *IPAM) Update(event controller.Event, _ controller.UpdateOperations) (st
 // touch the new pod's new address; and an address a known sandbox holds
 // stays with it until that sandbox's DEL (or CNI GC): the sandbox may be
 // the re-created pod's, which took the address over (see [IPAM.Update]).
-func (i *IPAM) podDeleted(ev *controller.KubeStateChange) (string, error) {
+func (i *IPAM) podDeleted(ctx context.Context, ev *controller.KubeStateChange) (string, error) {
 	id, ok := podIDFromKey(ev.Key)
 	prev, _ := ev.PrevValue.(*kubemodel.Pod)
 	if !ok || prev == nil {
@@ -381,7 +383,7 @@ func (i *IPAM) podDeleted(ev *controller.KubeStateChange) (string, error) {
 		if err != nil {
 			continue
 		}
-		r, err := i.release(id, a.Unmap(), releaseCause{kubeDeletion: true})
+		r, err := i.release(ctx, id, a.Unmap(), releaseCause{kubeDeletion: true})
 		if err != nil {
 			return "", err
 		}
@@ -438,6 +440,9 @@ func (i *IPAM) nodeChanged(ev *controller.KubeStateChange) (string, error) {
 // sandbox, gives it back to the previous holder. For other events (and
 // an AddPod that changed nothing) it does nothing.
 func (i *IPAM) Revert(event controller.Event) error {
+	// Revert gets no transaction, so no event context: its Store call is
+	// bounded by Config.StoreTimeout only.
+	ctx := context.Background()
 	i.begin()
 	defer i.mu.Unlock()
 	r := i.revert
@@ -446,9 +451,9 @@ func (i *IPAM) Revert(event controller.Event) error {
 	}
 	i.revert = pendingRevert{}
 	if r.moved {
-		return i.restoreHolder(r.pod, r.to, r.prev)
+		return i.restoreHolder(ctx, r.pod, r.to, r.prev)
 	}
-	_, err := i.release(r.pod, netip.Addr{}, releaseCause{})
+	_, err := i.release(ctx, r.pod, netip.Addr{}, releaseCause{})
 	return err
 }
 
@@ -456,7 +461,7 @@ func (i *IPAM) Revert(event controller.Event) error {
 // again if the sandbox container still holds it. With a Store the record
 // is rewritten; if that fails it is settled later like any failed write.
 // Caller is in an operation.
-func (i *IPAM) restoreHolder(pod kubemodel.PodID, container, prev string) error {
+func (i *IPAM) restoreHolder(ctx context.Context, pod kubemodel.PodID, container, prev string) error {
 	off, ok := i.byPod[pod]
 	if !ok || i.holder[pod] != container {
 		return nil // released or moved on since
@@ -466,7 +471,7 @@ func (i *IPAM) restoreHolder(pod kubemodel.PodID, container, prev string) error 
 		return nil
 	}
 	a := i.podAddr(off)
-	if err := i.put(pod, a, prev); err != nil {
+	if err := i.put(ctx, pod, a, prev); err != nil {
 		return fmt.Errorf("give %s of pod %s back to sandbox %s: persist: %w", a, pod, sandboxName(prev), err)
 	}
 	return nil

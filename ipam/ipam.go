@@ -435,10 +435,14 @@ func (i *IPAM) PoolUsage() PoolUsage {
 // AllocatePodIP knows no container ID: a new allocation has an unknown
 // holder (see [Allocation.ContainerID]), and the holder of an existing
 // one is kept. The AddPod events of [IPAM.Update] carry the sandbox.
+//
+// AllocatePodIP takes no context (its signature is the documented IPAM
+// API): its Store write is bounded by Config.StoreTimeout only. The AddPod
+// events of [IPAM.Update] use the event's context.
 func (i *IPAM) AllocatePodIP(podID kubemodel.PodID, ipamType string, ipamData string) (net.IP, error) {
 	i.begin()
 	defer i.mu.Unlock()
-	r, err := i.allocate(podID, "", ipamType, ipamData)
+	r, err := i.allocate(context.Background(), podID, "", ipamType, ipamData)
 	if err != nil {
 		return nil, err
 	}
@@ -451,7 +455,7 @@ func (i *IPAM) AllocatePodIP(podID kubemodel.PodID, ipamType string, ipamData st
 func (i *IPAM) AllocatePodAddr(podID kubemodel.PodID) (netip.Addr, error) {
 	i.begin()
 	defer i.mu.Unlock()
-	r, err := i.allocate(podID, "", "", "")
+	r, err := i.allocate(context.Background(), podID, "", "", "")
 	return r.addr, err
 }
 
@@ -475,7 +479,7 @@ type allocResult struct {
 // address already keeps it and the holder moves); an empty one leaves the
 // holder as it is (unknown for a new allocation). Caller is in an
 // operation (holds mu).
-func (i *IPAM) allocate(pod kubemodel.PodID, container, ipamType, ipamData string) (allocResult, error) {
+func (i *IPAM) allocate(ctx context.Context, pod kubemodel.PodID, container, ipamType, ipamData string) (allocResult, error) {
 	if pod.Name == "" {
 		return allocResult{}, fmt.Errorf("allocate pod IP for %q: %w", pod.String(), ErrInvalidPodID)
 	}
@@ -508,7 +512,7 @@ func (i *IPAM) allocate(pod kubemodel.PodID, container, ipamType, ipamData strin
 			return r, nil
 		}
 		if i.store != nil {
-			if err := i.put(pod, r.addr, holder); err != nil {
+			if err := i.put(ctx, pod, r.addr, holder); err != nil {
 				return allocResult{}, allocPersistError(pod, r.addr, err)
 			}
 		}
@@ -538,7 +542,7 @@ func (i *IPAM) allocate(pod kubemodel.PodID, container, ipamType, ipamData strin
 	}
 	addr := i.podAddr(off)
 	if i.store != nil {
-		if err := i.put(pod, addr, container); err != nil {
+		if err := i.put(ctx, pod, addr, container); err != nil {
 			return allocResult{}, allocPersistError(pod, addr, err)
 		}
 	}
@@ -589,12 +593,12 @@ func (i *IPAM) relock() {
 }
 
 // put persists the allocation of pod (which holds addr, held by the
-// sandbox holder, "" if unknown) and records the outcome in unsure. On
-// error the allocation is kept: the write may have been applied. Caller
-// is in an operation.
-func (i *IPAM) put(pod kubemodel.PodID, addr netip.Addr, holder string) error {
+// sandbox holder, "" if unknown), bounded by ctx and Config.StoreTimeout,
+// and records the outcome in unsure. On error the allocation is kept: the
+// write may have been applied. Caller is in an operation.
+func (i *IPAM) put(ctx context.Context, pod kubemodel.PodID, addr netip.Addr, holder string) error {
 	i.unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), i.storeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, i.storeTimeout)
 	err := i.store.PutAllocation(ctx, Allocation{Pod: pod, Addr: addr, ContainerID: holder})
 	cancel()
 	i.relock()
@@ -690,11 +694,12 @@ func parseIPAMData(data string) (netip.Addr, error) {
 //
 // ReleasePodIP knows no container ID: it releases the address whichever
 // sandbox holds it, like a DeletePod without a container ID (see
-// [IPAM.Update]).
+// [IPAM.Update]). Like AllocatePodIP it takes no context: its Store call
+// is bounded by Config.StoreTimeout only.
 func (i *IPAM) ReleasePodIP(podID kubemodel.PodID) error {
 	i.begin()
 	defer i.mu.Unlock()
-	_, err := i.release(podID, netip.Addr{}, releaseCause{})
+	_, err := i.release(context.Background(), podID, netip.Addr{}, releaseCause{})
 	return err
 }
 
@@ -746,7 +751,7 @@ type releaseResult struct {
 // release releases the pod's address; if only is valid, only when the pod
 // has exactly that address; and not when its holder keeps it against
 // cause (see releaseCause.keptBy). Caller is in an operation.
-func (i *IPAM) release(pod kubemodel.PodID, only netip.Addr, cause releaseCause) (releaseResult, error) {
+func (i *IPAM) release(ctx context.Context, pod kubemodel.PodID, only netip.Addr, cause releaseCause) (releaseResult, error) {
 	off, ok := i.byPod[pod]
 	if only.IsValid() && (!ok || i.podAddr(off) != only) {
 		return releaseResult{}, nil
@@ -766,7 +771,7 @@ func (i *IPAM) release(pod kubemodel.PodID, only netip.Addr, cause releaseCause)
 		// that was not loaded yet (no pod subnet yet) or one whose
 		// deletion failed in a Resync. CNI DEL of such a pod deletes it.
 		i.unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), i.storeTimeout)
+		ctx, cancel := context.WithTimeout(ctx, i.storeTimeout)
 		err := i.store.DeleteAllocation(ctx, pod)
 		cancel()
 		i.relock()
