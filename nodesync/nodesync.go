@@ -15,6 +15,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/internal/retry"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -271,7 +272,7 @@ func describe(ls LocalState) string {
 // local state it returns ErrNodeReleased or ErrNodeIDLost instead.
 func (ns *NodeSync) confirm(ctx context.Context, id uint32) (bool, error) {
 	me := nodeKey(ns.name)
-	owned, err := backoff.Retry(ctx, func() (bool, error) {
+	owned, err := retryDB(ctx, ns, "confirming the node ID", func() (bool, error) {
 		res, err := ns.txn(ctx, Txn{Then: []Op{{Type: OpGet, Key: me}, {Type: OpGet, Key: idKey(id)}}})
 		if err != nil {
 			ns.setDBError(err)
@@ -302,7 +303,7 @@ func (ns *NodeSync) confirm(ctx context.Context, id uint32) (bool, error) {
 			return false, err
 		}
 		return true, nil
-	}, ns.retryOptions("confirming the node ID")...)
+	})
 	if errors.Is(err, errNotOwned) {
 		return false, nil
 	}
@@ -316,7 +317,7 @@ var errNotOwned = errors.New("not owned")
 // listRecords reads the node records, retrying DB errors.
 func (ns *NodeSync) listRecords(ctx context.Context) (ListResult, error) {
 	ns.enter(stateListing)
-	return backoff.Retry(ctx, func() (ListResult, error) {
+	return retryDB(ctx, ns, "reading the node records", func() (ListResult, error) {
 		list, err := ns.relist(ctx)
 		if errors.Is(err, ErrNodeReleased) {
 			return ListResult{}, backoff.Permanent(err)
@@ -325,15 +326,15 @@ func (ns *NodeSync) listRecords(ctx context.Context) (ListResult, error) {
 			ns.setDBError(err)
 		}
 		return list, err
-	}, ns.retryOptions("reading node records")...)
+	})
 }
 
 // pushResync pushes a record snapshot into the loop, retrying while the
 // loop refuses it.
 func (ns *NodeSync) pushResync(ctx context.Context, list ListResult) error {
-	_, err := backoff.Retry(ctx, func() (struct{}, error) {
+	_, err := retryDB(ctx, ns, "pushing the node records", func() (struct{}, error) {
 		return struct{}{}, ns.loop.PushEvent(&recordResync{owner: ns, list: list})
-	}, ns.retryOptions("pushing the node records")...)
+	})
 	return err
 }
 
@@ -389,6 +390,7 @@ func (ns *NodeSync) watchRecords(ctx context.Context, rev int64) error {
 // the watch breaks (compaction, connection loss, a full event queue).
 func (ns *NodeSync) watch(ctx context.Context, rev int64) error {
 	brk := ns.newBackoff() // delay between breaks; reset by every event
+	broken := retry.NewDegraded(ns.log, "watching the node records")
 	for {
 		wctx, cancel := context.WithCancel(ctx)
 		var failure error
@@ -419,28 +421,21 @@ func (ns *NodeSync) watch(ctx context.Context, rev int64) error {
 		if failure != nil {
 			err = failure
 		}
+		// The watch broke: re-list after a backoff and push the records
+		// as one snapshot.
 		d := brk.NextBackOff()
-		ns.log.Warn("watch of node records broke, re-listing", slog.Any("error", err), slog.Duration("in", d))
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
+		broken.Fail(err, d)
+		if err := retry.Sleep(ctx, d); err != nil {
+			return err
 		}
-		list, err := backoff.Retry(ctx, func() (ListResult, error) {
-			list, err := ns.relist(ctx)
-			if errors.Is(err, ErrNodeReleased) {
-				return ListResult{}, backoff.Permanent(err)
-			}
-			if err == nil {
-				err = ns.loop.PushEvent(&recordResync{owner: ns, list: list})
-			}
-			return list, err
-		}, ns.retryOptions("re-listing node records")...)
+		list, err := ns.listRecords(ctx)
 		if err != nil {
 			return err
 		}
+		if err := ns.pushResync(ctx, list); err != nil {
+			return err
+		}
+		broken.OK()
 		ns.saveLocal(ns.GetNodeID(), list)
 		rev = list.Revision
 	}

@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/internal/retry"
 	"github.com/vswitchkit/vswitchkit/ipam"
 	"github.com/vswitchkit/vswitchkit/ipam/internal/record"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -170,9 +170,11 @@ func (s *Store) lose(err error) error {
 
 // Run acquires the node's records and keeps them until ctx is done or
 // ownership is lost. While another agent owns them it waits (logging who
-// does); etcd errors are retried with backoff. On return it revokes its
-// lease, which deletes the owner key so that the next agent can take the
-// records at once. Run returns ctx.Err() when ctx ends, an error wrapping
+// does); etcd errors are retried with exponential backoff from 100ms up to
+// 5s with ±50% jitter (so that agents do not retry in waves), logged when
+// they start and when they end. On return it revokes its lease, which
+// deletes the owner key so that the next agent can take the records at
+// once. Run returns ctx.Err() when ctx ends, an error wrapping
 // [ErrOwnershipLost] when ownership is lost, and an error if called more
 // than once.
 func (s *Store) Run(ctx context.Context) error {
@@ -230,20 +232,12 @@ func (s *Store) revoke(lease clientv3.LeaseID) {
 // acquire waits until the owner key is free and creates it with a new
 // lease. It returns only when it owns the key or ctx is done.
 func (s *Store) acquire(ctx context.Context) (clientv3.LeaseID, error) {
-	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval = 100 * time.Millisecond
-	bo.MaxInterval = 5 * time.Second
-	retry := func(what string, err error) error {
+	bo := retry.NewClientBackoff(100*time.Millisecond, 5*time.Second)
+	deg := retry.NewDegraded(s.log, "acquiring the node's IPAM records")
+	wait := func(what string, err error) error {
 		d := bo.NextBackOff()
-		s.log.Warn("acquiring the node's IPAM records: "+what+" failed, retrying", slog.Any("error", err), slog.Duration("in", d))
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		deg.Fail(fmt.Errorf("%s: %w", what, err), d)
+		return retry.Sleep(ctx, d)
 	}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -251,7 +245,7 @@ func (s *Store) acquire(ctx context.Context) (clientv3.LeaseID, error) {
 		}
 		free, err := s.waitFree(ctx)
 		if err != nil {
-			if rerr := retry("waiting for the owner key", err); rerr != nil {
+			if rerr := wait("waiting for the owner key", err); rerr != nil {
 				return 0, rerr
 			}
 			continue
@@ -261,7 +255,7 @@ func (s *Store) acquire(ctx context.Context) (clientv3.LeaseID, error) {
 		}
 		g, err := s.cli.Grant(ctx, s.ttl)
 		if err != nil {
-			if rerr := retry("granting a lease", err); rerr != nil {
+			if rerr := wait("granting a lease", err); rerr != nil {
 				return 0, rerr
 			}
 			continue
@@ -275,7 +269,7 @@ func (s *Store) acquire(ctx context.Context) (clientv3.LeaseID, error) {
 			// was applied after all.
 			s.revoke(g.ID)
 			if err != nil {
-				if rerr := retry("creating the owner key", err); rerr != nil {
+				if rerr := wait("creating the owner key", err); rerr != nil {
 					return 0, rerr
 				}
 			}
@@ -284,6 +278,7 @@ func (s *Store) acquire(ctx context.Context) (clientv3.LeaseID, error) {
 		s.mu.Lock()
 		s.createRev, s.modRev = resp.Header.Revision, resp.Header.Revision
 		s.mu.Unlock()
+		deg.OK()
 		return g.ID, nil
 	}
 }

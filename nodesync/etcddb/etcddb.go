@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/vswitchkit/vswitchkit/internal/retry"
 	"github.com/vswitchkit/vswitchkit/nodesync"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -45,7 +46,8 @@ type Config struct {
 	Logger *slog.Logger
 
 	// RetryBackoff is the initial delay between connection attempts of Run;
-	// it grows exponentially (with jitter) up to 5s. Default: 100ms.
+	// it doubles up to 5s, with ±50% jitter so that agents that lost etcd
+	// together do not reconnect together. Default: 100ms.
 	RetryBackoff time.Duration
 
 	// ListPageSize is the number of keys one request of
@@ -143,21 +145,17 @@ func (db *DB) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	bo := &backoff.ExponentialBackOff{
-		InitialInterval:     db.cfg.RetryBackoff,
-		RandomizationFactor: 0.5,
-		Multiplier:          2,
-		MaxInterval:         5 * time.Second,
-	}
+	deg := retry.NewDegraded(db.log, "connecting to etcd")
 	_, err := backoff.Retry(ctx, func() (struct{}, error) {
 		err := db.connect(ctx)
 		if errors.Is(err, errClosed) {
 			return struct{}{}, backoff.Permanent(err)
 		}
 		return struct{}{}, err
-	}, backoff.WithBackOff(bo), backoff.WithMaxElapsedTime(0), backoff.WithNotify(func(err error, d time.Duration) {
-		db.log.Warn("connecting to etcd failed, retrying", slog.Any("error", err), slog.Duration("in", d))
-	}))
+	}, backoff.WithBackOff(retry.NewClientBackoff(db.cfg.RetryBackoff, 5*time.Second)), backoff.WithMaxElapsedTime(0), backoff.WithNotify(deg.Fail))
+	if err == nil {
+		deg.OK()
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
