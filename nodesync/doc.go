@@ -99,5 +99,7 @@
 // is called for it), and does not decide when a node is gone: it trusts the
 // Kubernetes node objects and ReleaseNode. Every node still reads all node
 // records once at start (and after a broken watch), which is O(N) per node
-// by nature; the etcd adapter reads them in pages.
+// by nature; with a broker that reads pages ([PageLister], as the etcd
+// adapter does) a failed request is retried for its page alone, so the
+// records are read once however many requests fail.
 package nodesync

@@ -314,19 +314,87 @@ func (ns *NodeSync) confirm(ctx context.Context, id uint32) (bool, error) {
 // this node's and was never used.
 var errNotOwned = errors.New("not owned")
 
-// listRecords reads the node records, retrying DB errors.
+// listRecords reads the node records, retrying DB errors; it fails with
+// ErrNodeReleased when this node's record is missing. It reads them once:
+// with a broker that is a [PageLister] page by page, a failed page
+// retried alone; otherwise whole, retried whole.
 func (ns *NodeSync) listRecords(ctx context.Context) (ListResult, error) {
 	ns.enter(stateListing)
-	return retryDB(ctx, ns, "reading the node records", func() (ListResult, error) {
-		list, err := ns.relist(ctx)
-		if errors.Is(err, ErrNodeReleased) {
-			return ListResult{}, backoff.Permanent(err)
+	pl, ok := ns.broker.(PageLister)
+	if !ok {
+		return retryDB(ctx, ns, "reading the node records", func() (ListResult, error) {
+			lctx, cancel := context.WithTimeout(ctx, ns.cfg.RequestTimeout)
+			defer cancel()
+			list, err := ns.broker.List(lctx, nodeKeyPrefix)
+			if err == nil {
+				err = ns.checkOwn(list)
+			}
+			if errors.Is(err, ErrNodeReleased) {
+				return ListResult{}, backoff.Permanent(err)
+			}
+			if err != nil {
+				ns.setDBError(err)
+			}
+			return list, err
+		})
+	}
+	for {
+		list, err := ns.listPages(ctx, pl)
+		if errors.Is(err, ErrCompacted) && ctx.Err() == nil {
+			continue // the first page's revision is gone (rare): start over
 		}
 		if err != nil {
-			ns.setDBError(err)
+			return ListResult{}, err
 		}
-		return list, err
-	})
+		return list, ns.checkOwn(list)
+	}
+}
+
+// listPages reads the node records page by page at the revision of the
+// first page, retrying a failed page alone; it returns ErrCompacted when
+// that revision is compacted away meanwhile.
+func (ns *NodeSync) listPages(ctx context.Context, pl PageLister) (ListResult, error) {
+	type page struct {
+		list ListResult
+		more bool
+	}
+	var list ListResult
+	var after string
+	for {
+		p, err := retryDB(ctx, ns, "reading the node records", func() (page, error) {
+			pctx, cancel := context.WithTimeout(ctx, ns.cfg.RequestTimeout)
+			defer cancel()
+			res, more, err := pl.ListPage(pctx, nodeKeyPrefix, after, list.Revision, 0)
+			if errors.Is(err, ErrCompacted) {
+				return page{}, backoff.Permanent(err)
+			}
+			if err != nil {
+				ns.setDBError(err)
+			}
+			return page{res, more}, err
+		})
+		if err != nil {
+			return ListResult{}, err
+		}
+		if list.Revision == 0 {
+			list.Revision = p.list.Revision
+		}
+		list.KVs = append(list.KVs, p.list.KVs...)
+		if !p.more || len(p.list.KVs) == 0 {
+			return list, nil
+		}
+		after = p.list.KVs[len(p.list.KVs)-1].Key
+	}
+}
+
+// checkOwn returns ErrNodeReleased when this node's record is missing from
+// list.
+func (ns *NodeSync) checkOwn(list ListResult) error {
+	me := nodeKey(ns.name)
+	if slices.ContainsFunc(list.KVs, func(kv KV) bool { return kv.Key == me }) {
+		return nil
+	}
+	return fmt.Errorf("%w (missing at revision %d)", ErrNodeReleased, list.Revision)
 }
 
 // pushResync pushes a record snapshot into the loop, retrying while the
@@ -439,23 +507,6 @@ func (ns *NodeSync) watch(ctx context.Context, rev int64) error {
 		ns.saveLocal(ns.GetNodeID(), list)
 		rev = list.Revision
 	}
-}
-
-// relist reads the node records; it fails with ErrNodeReleased when this
-// node's record is missing.
-func (ns *NodeSync) relist(ctx context.Context) (ListResult, error) {
-	lctx, cancel := context.WithTimeout(ctx, ns.cfg.RequestTimeout)
-	defer cancel()
-	list, err := ns.broker.List(lctx, nodeKeyPrefix)
-	if err != nil {
-		return ListResult{}, err
-	}
-	for _, kv := range list.KVs {
-		if kv.Key == nodeKey(ns.name) {
-			return list, nil
-		}
-	}
-	return ListResult{}, fmt.Errorf("%w (missing at revision %d)", ErrNodeReleased, list.Revision)
 }
 
 // HandlesEvent selects resyncs, Kubernetes node changes and the record

@@ -310,38 +310,62 @@ func (b *broker) Put(ctx context.Context, key string, value proto.Message) (int6
 // List reads the range in pages of Config.ListPageSize keys, every page at
 // the revision of the first one, so the result is one consistent snapshot.
 func (b *broker) List(ctx context.Context, keyPrefix string) (nodesync.ListResult, error) {
-	cli, err := b.db.client()
-	if err != nil {
-		return nodesync.ListResult{}, err
-	}
-	full := b.prefix + keyPrefix
-	end := clientv3.GetPrefixRangeEnd(full)
 	var res nodesync.ListResult
-	start := full
+	var after string
 	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(b.db.cfg.ListPageSize)}
-		if res.Revision != 0 {
-			opts = append(opts, clientv3.WithRev(res.Revision))
-		}
-		resp, err := cli.Get(ctx, start, opts...)
+		page, more, err := b.ListPage(ctx, keyPrefix, after, res.Revision, 0)
 		if err != nil {
-			if errors.Is(err, rpctypes.ErrCompacted) {
-				return nodesync.ListResult{}, fmt.Errorf("%w: list %s at revision %d: %v", nodesync.ErrCompacted, full, res.Revision, err)
-			}
-			return nodesync.ListResult{}, fmt.Errorf("etcddb: list %s: %w", full, err)
+			return nodesync.ListResult{}, err
 		}
 		if res.Revision == 0 {
-			res.Revision = resp.Header.GetRevision()
-			res.KVs = make([]nodesync.KV, 0, resp.Count)
+			res.Revision = page.Revision
+			res.KVs = page.KVs
+		} else {
+			res.KVs = append(res.KVs, page.KVs...)
 		}
-		for _, kv := range resp.Kvs {
-			res.KVs = append(res.KVs, b.kv(kv))
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
+		if !more || len(page.KVs) == 0 {
 			return res, nil
 		}
-		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		after = page.KVs[len(page.KVs)-1].Key
 	}
+}
+
+var _ nodesync.PageLister = (*broker)(nil)
+
+// ListPage reads one page of a range (see [nodesync.PageLister]); limit 0
+// means Config.ListPageSize.
+func (b *broker) ListPage(ctx context.Context, keyPrefix, after string, revision, limit int64) (nodesync.ListResult, bool, error) {
+	cli, err := b.db.client()
+	if err != nil {
+		return nodesync.ListResult{}, false, err
+	}
+	full := b.prefix + keyPrefix
+	start := full
+	if after != "" {
+		start = b.prefix + after + "\x00"
+	}
+	if limit <= 0 {
+		limit = b.db.cfg.ListPageSize
+	}
+	opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(full)), clientv3.WithLimit(limit)}
+	if revision > 0 {
+		opts = append(opts, clientv3.WithRev(revision))
+	}
+	resp, err := cli.Get(ctx, start, opts...)
+	if err != nil {
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			return nodesync.ListResult{}, false, fmt.Errorf("%w: list %s at revision %d: %v", nodesync.ErrCompacted, full, revision, err)
+		}
+		return nodesync.ListResult{}, false, fmt.Errorf("etcddb: list %s: %w", full, err)
+	}
+	res := nodesync.ListResult{Revision: revision, KVs: make([]nodesync.KV, 0, len(resp.Kvs))}
+	if revision == 0 {
+		res.Revision = resp.Header.GetRevision()
+	}
+	for _, kv := range resp.Kvs {
+		res.KVs = append(res.KVs, b.kv(kv))
+	}
+	return res, resp.More && len(resp.Kvs) > 0, nil
 }
 
 func (b *broker) kv(kv *mvccpb.KeyValue) nodesync.KV {

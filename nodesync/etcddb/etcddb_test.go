@@ -285,6 +285,17 @@ func TestTxn(t *testing.T) {
 	})
 }
 
+func TestListPage(t *testing.T) {
+	endpoint := etcdtest.Start(t)
+	cli := rawClient(t, endpoint, clientv3.Config{})
+	db, err := etcddb.NewFromClient(cli, etcddb.Config{})
+	require.NoError(t, err)
+	dbtest.TestListPage(t, db, func(rev int64) {
+		_, err := cli.Compact(context.Background(), rev)
+		require.NoError(t, err)
+	})
+}
+
 // TestListPages: a range larger than a page is read in pages, at one
 // revision, so writes made between the pages are not seen.
 func TestListPages(t *testing.T) {
