@@ -10,11 +10,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vswitchkit/vswitchkit/controller/controllertest"
 	"github.com/vswitchkit/vswitchkit/nodesync"
 	"github.com/vswitchkit/vswitchkit/nodesync/internal/etcdtest"
 	"github.com/vswitchkit/vswitchkit/nodesync/nodesyncmodel"
 	"github.com/vswitchkit/vswitchkit/nodesync/nodesynctest"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
 )
 
 // failLists returns a List hook that fails the list requests whose
@@ -134,4 +136,37 @@ func TestNodeListReadOnceEtcd(t *testing.T) {
 	defer kv.mu.Unlock()
 	assert.Equal(t, 5, kv.gets, "three pages of 1000, two failed requests")
 	assert.Equal(t, others+1, kv.keys, "every record read once")
+}
+
+// TestReadyWaitsForTheRecords pins what Ready and GetNodeID document: the
+// ID is claimed in the database before the records are read, but Ready
+// closes (and GetNodeID returns it) only once the records are read too.
+func TestReadyWaitsForTheRecords(t *testing.T) {
+	db := nodesynctest.NewMemDB()
+	seedNode(t, db, 1, "node-b")
+	listing, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	db.SetHooks(nodesynctest.Hooks{List: func(string) error {
+		once.Do(func() {
+			close(listing)
+			<-release // the MemDB is locked meanwhile: only NodeSync's getters run
+		})
+		return nil
+	}})
+	h := launchHarness(t, db, "node-a", nodesync.Config{}, &controllertest.EventRecorder{})
+	<-listing
+	select {
+	case <-h.ns.Ready():
+		t.Fatal("Ready closed before the records were read")
+	default:
+	}
+	assert.Zero(t, h.ns.GetNodeID(), "no ID before Ready")
+	close(release)
+	h.waitReady()
+	assert.Equal(t, uint32(2), h.ns.GetNodeID())
+	v, ok := db.Value(testPrefix + "id/2")
+	require.True(t, ok, "the claim")
+	var c nodesyncmodel.NodeIDClaim
+	require.NoError(t, proto.Unmarshal(v, &c))
+	assert.Equal(t, "node-a", c.GetName())
 }

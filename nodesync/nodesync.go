@@ -22,8 +22,9 @@ import (
 // API defines the methods provided by NodeSync for use by other components.
 // Implementations must be safe for concurrent use.
 type API interface {
-	// GetNodeID returns the integer ID allocated for this node, 0 before
-	// it is allocated. The method is safe for concurrent use.
+	// GetNodeID returns the integer ID allocated for this node, 0 while it
+	// is not known yet (for NodeSync: until Ready is closed). The method
+	// is safe for concurrent use.
 	GetNodeID() uint32
 
 	// PublishNodeIPs publishes the currently assigned VPP-side node IPs of
@@ -128,11 +129,18 @@ func (ns *NodeSync) String() string { return "nodesync" }
 // NodeName returns the name of this node.
 func (ns *NodeSync) NodeName() string { return ns.name }
 
-// GetNodeID returns the integer ID allocated for this node, or 0 before Run
-// has allocated it (see [NodeSync.Ready]).
+// GetNodeID returns this node's ID once [NodeSync.Ready] is closed, and 0
+// before: also while the ID is already claimed in the database but Run
+// still reads the node records.
 func (ns *NodeSync) GetNodeID() uint32 { return ns.nodeID.Load() }
 
-// Ready returns a channel that is closed once Run has allocated the node ID.
+// Ready returns a channel that is closed once Run has what the start-up
+// Resync needs: this node's ID and a snapshot of the node records of all
+// nodes, both from the database (the ID allocated or confirmed there, the
+// records read after it) or, when the database has not answered within
+// Config.LocalFallbackDelay, both from Config.LocalState. GetNodeID
+// returns the ID from then on. Ready stays closed after Run has ended; it
+// never closes if Run fails before (see the errors of [NodeSync.Run]).
 func (ns *NodeSync) Ready() <-chan struct{} { return ns.ready }
 
 // Run waits for the DB connection, allocates this node's ID (or finds the
