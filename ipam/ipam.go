@@ -113,16 +113,13 @@ func New(nodes NodeIDSource, cfg Config) (*IPAM, error) {
 		lay:          lay,
 		nodes:        nodes,
 		store:        cfg.Store,
-		storeTimeout: cfg.StoreTimeout,
+		storeTimeout: lay.storeTimeout,
 		loop:         cfg.EventLoop,
 		nodeName:     cfg.NodeName,
 		log:          cfg.Logger,
 		byPod:        make(map[kubemodel.PodID]uint64),
 	}
 	i.idle.L = &i.mu
-	if i.storeTimeout == 0 {
-		i.storeTimeout = defaultStoreTimeout
-	}
 	if i.log == nil {
 		i.log = slog.New(slog.DiscardHandler)
 	}

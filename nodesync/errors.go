@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 )
 
 // Sentinel errors. Match them with errors.Is; most are returned wrapped.
@@ -30,8 +32,10 @@ var (
 	// longer would only block the event loop.
 	ErrNotRunning = errors.New("nodesync: Run has not been called")
 
-	// ErrAlreadyRunning is returned by Run when it is called more than once.
-	ErrAlreadyRunning = errors.New("nodesync: Run called more than once")
+	// ErrAlreadyRunning is returned (wrapped) by Run when it is called
+	// more than once. It is the module's one value
+	// (internal/lifecycle), so errors.Is matches it across packages.
+	ErrAlreadyRunning = lifecycle.ErrAlreadyRunning
 
 	// ErrNodeReleased is returned (wrapped) by Run when this node's record
 	// was deleted while it was running, e.g. by [ReleaseNode]: its ID may be

@@ -15,6 +15,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 	"github.com/vswitchkit/vswitchkit/internal/retry"
 	"google.golang.org/protobuf/proto"
 )
@@ -52,13 +53,13 @@ type API interface {
 // does a DB request and should be called from the loop goroutine too (it is
 // serialized with the handler methods).
 type NodeSync struct {
-	name    string
-	db      ClusterWideDB
-	loop    controller.EventLoop
-	cfg     Config
-	log     *slog.Logger
-	broker  ProtoBroker
-	running atomic.Bool
+	name   string
+	db     ClusterWideDB
+	loop   controller.EventLoop
+	cfg    Config
+	log    *slog.Logger
+	broker ProtoBroker
+	run    lifecycle.Once
 
 	// nodeID is this node's ID, 0 until ready is closed. It is written
 	// with mu held, together with st, and read without it by GetNodeID.
@@ -161,8 +162,8 @@ func (ns *NodeSync) Ready() <-chan struct{} { return ns.ready }
 // node owns the ID; [ErrAlreadyRunning] when called again. DB failures are
 // retried with backoff and do not end Run.
 func (ns *NodeSync) Run(ctx context.Context) (err error) {
-	if !ns.running.CompareAndSwap(false, true) {
-		return ErrAlreadyRunning
+	if err := ns.run.Start("nodesync"); err != nil {
+		return err
 	}
 	start := time.Now()
 	ns.enter(stateConnecting)

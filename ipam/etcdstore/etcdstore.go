@@ -9,10 +9,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/internal/cfgutil"
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 	"github.com/vswitchkit/vswitchkit/internal/retry"
 	"github.com/vswitchkit/vswitchkit/ipam"
 	"github.com/vswitchkit/vswitchkit/ipam/internal/record"
@@ -27,25 +28,6 @@ const (
 	// DefaultLeaseTTL is the default Config.LeaseTTL.
 	DefaultLeaseTTL = 15 * time.Second
 )
-
-// Sentinel errors, wrapped with details by the returned errors.
-var (
-	// ErrNotOwner is returned by the Store methods when their context ends
-	// before Run has acquired the node's records (another agent with the
-	// same node name holds them, etcd is unreachable, or Run is not
-	// running).
-	ErrNotOwner = errors.New("etcdstore: this store does not own the node's IPAM records")
-
-	// ErrOwnershipLost is returned by the Store methods and by Run once the
-	// store no longer owns the node's records: its lease expired (an etcd
-	// outage longer than the lease TTL), the owner key was deleted or taken
-	// over, or Run returned. It is final: the application restarts the
-	// agent (or creates a new Store and IPAM) to take the records again.
-	ErrOwnershipLost = errors.New("etcdstore: ownership of the node's IPAM records lost")
-)
-
-// errStopped is wrapped into the lost error when Run returns normally.
-var errStopped = errors.New("the store's Run returned")
 
 // Config configures a [Store]. The zero value is valid. A Config is a plain
 // value, copied by New.
@@ -82,9 +64,9 @@ type Store struct {
 	log       *slog.Logger
 	pageSize  int64
 
-	running atomic.Bool
-	owned   chan struct{} // closed when Run acquired the records
-	lost    chan struct{} // closed when the store stops owning them (or Run returned)
+	run   lifecycle.Once
+	owned chan struct{} // closed when Run acquired the records
+	lost  chan struct{} // closed when the store stops owning them (or Run returned)
 
 	mu        sync.Mutex
 	createRev int64 // guarded by mu; create revision of our owner key, set before owned is closed
@@ -109,10 +91,9 @@ func New(cli *clientv3.Client, nodeName string, cfg Config) (*Store, error) {
 	} else if !strings.HasSuffix(cfg.Prefix, "/") {
 		errs = append(errs, fmt.Errorf("field Prefix %q: must end with '/'", cfg.Prefix))
 	}
-	switch {
-	case cfg.LeaseTTL == 0:
-		cfg.LeaseTTL = DefaultLeaseTTL
-	case cfg.LeaseTTL < 2*time.Second:
+	if ttlErrs := cfgutil.Durations([]cfgutil.Duration{{Name: "LeaseTTL", Value: &cfg.LeaseTTL, Default: DefaultLeaseTTL}}); len(ttlErrs) > 0 {
+		errs = append(errs, ttlErrs...)
+	} else if cfg.LeaseTTL < 2*time.Second {
 		errs = append(errs, fmt.Errorf("field LeaseTTL %s: must be at least 2s", cfg.LeaseTTL))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -175,11 +156,11 @@ func (s *Store) lose(err error) error {
 // they start and when they end. On return it revokes its lease, which
 // deletes the owner key so that the next agent can take the records at
 // once. Run returns ctx.Err() when ctx ends, an error wrapping
-// [ErrOwnershipLost] when ownership is lost, and an error if called more
-// than once.
+// [ErrOwnershipLost] when ownership is lost, and an error wrapping
+// [ErrAlreadyRunning] if called more than once.
 func (s *Store) Run(ctx context.Context) error {
-	if !s.running.CompareAndSwap(false, true) {
-		return errors.New("etcdstore: Run called more than once")
+	if err := s.run.Start("etcdstore"); err != nil {
+		return err
 	}
 	if s.identity == "" {
 		host, _ := os.Hostname()

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/vswitchkit/vswitchkit/internal/cfgutil"
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 	"github.com/vswitchkit/vswitchkit/internal/retry"
 	"github.com/vswitchkit/vswitchkit/nodesync"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -27,7 +29,8 @@ type Config struct {
 	// Endpoints are the etcd client URLs, e.g. "https://10.0.0.1:2379".
 	Endpoints []string
 
-	// DialTimeout bounds each connection attempt of Run. Default: 5s.
+	// DialTimeout bounds each connection attempt of Run. Default: 5s;
+	// negative is an error (as for every duration of Config).
 	DialTimeout time.Duration
 
 	// RequestTimeout bounds PutIfNotExists (which takes no context).
@@ -51,10 +54,11 @@ type Config struct {
 	RetryBackoff time.Duration
 
 	// ListPageSize is the number of keys one request of
-	// [nodesync.ProtoBroker.List] reads: a large range is read in pages of
-	// this size, all at the revision of the first page, so that neither the
-	// server nor the client holds a whole large response at once.
-	// Default: 1000.
+	// [nodesync.ProtoBroker.List] (and of a ListPage without a limit)
+	// reads: a large range is read in pages of this size, all at the
+	// revision of the first page, so that neither the server nor the
+	// client holds a whole large response at once. Default: 1000;
+	// negative is an error.
 	ListPageSize int64
 }
 
@@ -63,23 +67,14 @@ func (c Config) withDefaults(needEndpoints bool) (Config, error) {
 	if needEndpoints && len(c.Endpoints) == 0 {
 		errs = append(errs, errors.New("no endpoints"))
 	}
-	if c.DialTimeout < 0 || c.RequestTimeout < 0 || c.RetryBackoff < 0 {
-		errs = append(errs, errors.New("durations must not be negative"))
-	}
-	if c.ListPageSize < 0 {
-		errs = append(errs, fmt.Errorf("ListPageSize %d is negative", c.ListPageSize))
-	} else if c.ListPageSize == 0 {
-		c.ListPageSize = 1000
-	}
-	if c.DialTimeout == 0 {
-		c.DialTimeout = 5 * time.Second
-	}
-	if c.RequestTimeout == 0 {
-		c.RequestTimeout = 10 * time.Second
-	}
-	if c.RetryBackoff == 0 {
-		c.RetryBackoff = 100 * time.Millisecond
-	}
+	errs = append(errs, cfgutil.Durations([]cfgutil.Duration{
+		{Name: "DialTimeout", Value: &c.DialTimeout, Default: 5 * time.Second},
+		{Name: "RequestTimeout", Value: &c.RequestTimeout, Default: 10 * time.Second},
+		{Name: "RetryBackoff", Value: &c.RetryBackoff, Default: 100 * time.Millisecond},
+	})...)
+	pageSize := int(min(c.ListPageSize, math.MaxInt32))
+	errs = append(errs, cfgutil.Ints([]cfgutil.Int{{Name: "ListPageSize", Value: &pageSize, Default: 1000}})...)
+	c.ListPageSize = int64(pageSize)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -89,15 +84,13 @@ func (c Config) withDefaults(needEndpoints bool) (Config, error) {
 	return c, nil
 }
 
-var errClosed = errors.New("etcddb: closed")
-
 // DB is a [nodesync.ClusterWideDB] backed by etcd. It is safe for
 // concurrent use.
 type DB struct {
-	cfg     Config
-	log     *slog.Logger
-	running atomic.Bool
-	owns    bool // the client is created (and closed) by Run
+	cfg  Config
+	log  *slog.Logger
+	run  lifecycle.Once
+	owns bool // the client is created (and closed) by Run
 
 	mu        sync.Mutex
 	cli       *clientv3.Client // nil until connected; guarded by mu
@@ -136,10 +129,11 @@ func NewFromClient(cli *clientv3.Client, cfg Config) (*DB, error) {
 // succeeds), calls the OnConnect callbacks, and blocks until ctx is done.
 // Then it closes the client and returns ctx.Err(). It returns an error at
 // once if the DB has been closed. For a DB made by
-// NewFromClient it only waits for ctx. A second call returns an error.
+// NewFromClient it only waits for ctx. A second call returns an error
+// wrapping [ErrAlreadyRunning].
 func (db *DB) Run(ctx context.Context) error {
-	if !db.running.CompareAndSwap(false, true) {
-		return errors.New("etcddb: Run called more than once")
+	if err := db.run.Start("etcddb"); err != nil {
+		return err
 	}
 	if !db.owns {
 		<-ctx.Done()
