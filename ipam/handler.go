@@ -94,11 +94,11 @@ func (i *IPAM) Resync(_ controller.Event, kubeStateData controller.KubeStateData
 	ctx := controller.ContextOf(txn)
 	id := i.nodes.GetNodeID()
 	if id == 0 {
-		return fmt.Errorf("ipam resync: %w: node ID not allocated", ErrNotReady)
+		return fmt.Errorf("%w: resync: node ID not allocated", ErrNotReady)
 	}
 	hostNet, err := i.checkNodeID(id)
 	if err != nil {
-		return fmt.Errorf("ipam resync: %w", err)
+		return err // each joined error is an ErrInvalidNodeID naming the range
 	}
 	i.begin()
 	defer i.mu.Unlock()
@@ -126,7 +126,7 @@ func (i *IPAM) Resync(_ controller.Event, kubeStateData controller.KubeStateData
 	} else {
 		podNet, err = nodeSlice("PodSubnetCIDR", i.lay.podAll, i.lay.podLen, id)
 		if err != nil {
-			return fmt.Errorf("ipam resync: %w", err)
+			return err
 		}
 	}
 	if !podNet.IsValid() {
@@ -146,7 +146,7 @@ func (i *IPAM) Resync(_ controller.Event, kubeStateData controller.KubeStateData
 		cancel()
 		i.relock()
 		if err != nil {
-			return fmt.Errorf("ipam resync: list persisted allocations: %w", err)
+			return fmt.Errorf("ipam: resync: list persisted allocations: %w", err)
 		}
 	}
 
@@ -267,7 +267,7 @@ func (i *IPAM) syncStore(ctx context.Context, stored []Allocation) error {
 		i.markUnsure(pod)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("ipam resync: persist allocations: %w", err)
+		return fmt.Errorf("ipam: resync: persist allocations: %w", err)
 	}
 	return nil
 }
@@ -472,7 +472,7 @@ func (i *IPAM) restoreHolder(ctx context.Context, pod kubemodel.PodID, container
 	}
 	a := i.podAddr(off)
 	if err := i.put(ctx, pod, a, prev); err != nil {
-		return fmt.Errorf("give %s of pod %s back to sandbox %s: persist: %w", a, pod, sandboxName(prev), err)
+		return fmt.Errorf("ipam: give %s of pod %s back to sandbox %s: persist: %w", a, pod, sandboxName(prev), err)
 	}
 	return nil
 }

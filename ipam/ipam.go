@@ -478,18 +478,19 @@ type allocResult struct {
 // operation (holds mu).
 func (i *IPAM) allocate(ctx context.Context, pod kubemodel.PodID, container, ipamType, ipamData string) (allocResult, error) {
 	if pod.Name == "" {
-		return allocResult{}, fmt.Errorf("allocate pod IP for %q: %w", pod.String(), ErrInvalidPodID)
+		return allocResult{}, fmt.Errorf("%w: allocate pod IP for %q", ErrInvalidPodID, pod.String())
 	}
 	var want netip.Addr // address chosen by an external IPAM plugin
 	if ipamType != "" {
-		a, err := parseIPAMData(ipamData)
-		if err != nil {
-			return allocResult{}, fmt.Errorf("allocate pod IP for %s (IPAM type %s): %w", pod, ipamType, err)
+		a, ok := parseIPAMData(ipamData)
+		if !ok {
+			return allocResult{}, fmt.Errorf("%w: allocate pod IP for %s (IPAM type %s): %q is neither an address, a CIDR nor a CNI result with ips",
+				ErrInvalidIPAMData, pod, ipamType, ipamData)
 		}
 		want = a
 	}
 	if i.pool == nil || i.waitResync {
-		return allocResult{}, fmt.Errorf("allocate pod IP for %s: %w", pod, i.notReady())
+		return allocResult{}, i.notReady("allocate pod IP for " + pod.String())
 	}
 	if off, ok := i.byPod[pod]; ok {
 		r := allocResult{addr: i.podAddr(off)}
@@ -519,14 +520,14 @@ func (i *IPAM) allocate(ctx context.Context, pod kubemodel.PodID, container, ipa
 	if !want.IsValid() {
 		o, ok := i.pool.alloc()
 		if !ok {
-			return allocResult{}, fmt.Errorf("allocate pod IP for %s in %s: %w", pod, i.podNet, ErrPoolExhausted)
+			return allocResult{}, fmt.Errorf("%w: allocate pod IP for %s in %s", ErrPoolExhausted, pod, i.podNet)
 		}
 		off = o
 	} else {
 		o, ok := offsetIn(i.podNet, want)
 		if !ok || o < i.pool.lo || o > i.pool.hi {
-			return allocResult{}, fmt.Errorf("allocate pod IP for %s (IPAM type %s): %w: %s is not a pod address of %s",
-				pod, ipamType, ErrInvalidIPAMData, want, i.podNet)
+			return allocResult{}, fmt.Errorf("%w: allocate pod IP for %s (IPAM type %s): %s is not a pod address of %s",
+				ErrInvalidIPAMData, pod, ipamType, want, i.podNet)
 		}
 		if !i.pool.claim(o) {
 			return allocResult{}, &ConflictError{Addr: want, Owner: i.ownerOf(o)}
@@ -547,7 +548,7 @@ func (i *IPAM) allocate(ctx context.Context, pod kubemodel.PodID, container, ipa
 }
 
 func allocPersistError(pod kubemodel.PodID, addr netip.Addr, err error) error {
-	return fmt.Errorf("allocate pod IP for %s: persist %s (reserved for the pod until a retried allocation persists it or its release deletes it): %w",
+	return fmt.Errorf("ipam: allocate pod IP for %s: persist %s (reserved for the pod until a retried allocation persists it or its release deletes it): %w",
 		pod, addr, err)
 }
 
@@ -616,15 +617,16 @@ func (i *IPAM) markUnsure(pod kubemodel.PodID) {
 	i.unsure[pod] = struct{}{}
 }
 
-// notReady explains why no address can be allocated. Caller holds mu.
-func (i *IPAM) notReady() error {
+// notReady explains why no address can be allocated for what, e.g.
+// "allocate pod IP for ns/name". Caller holds mu.
+func (i *IPAM) notReady(what string) error {
 	switch {
 	case i.nodeID == 0:
-		return fmt.Errorf("%w: no successful resync yet (this node's ID is not known)", ErrNotReady)
+		return fmt.Errorf("%w: %s: no successful resync yet (this node's ID is not known)", ErrNotReady, what)
 	case i.waitResync:
-		return fmt.Errorf("%w: the pod CIDR of node %s changed to %s; waiting for the resync that follows", ErrNotReady, i.nodeName, i.podNet)
+		return fmt.Errorf("%w: %s: the pod CIDR of node %s changed to %s; waiting for the resync that follows", ErrNotReady, what, i.nodeName, i.podNet)
 	default:
-		return fmt.Errorf("%w: the pod CIDR of node %s is not known yet", ErrNotReady, i.nodeName)
+		return fmt.Errorf("%w: %s: the pod CIDR of node %s is not known yet", ErrNotReady, what, i.nodeName)
 	}
 }
 
@@ -657,14 +659,16 @@ func (i *IPAM) ownerOf(off uint64) kubemodel.PodID {
 	return kubemodel.PodID{}
 }
 
-// parseIPAMData extracts an address from an external IPAM plugin's data.
-func parseIPAMData(data string) (netip.Addr, error) {
+// parseIPAMData extracts an address from an external IPAM plugin's data:
+// an address, a CIDR or a CNI result with ips; ok is false for anything
+// else.
+func parseIPAMData(data string) (netip.Addr, bool) {
 	s := strings.TrimSpace(data)
 	if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
-		return a.Unmap(), nil
+		return a.Unmap(), true
 	}
 	if p, err := netip.ParsePrefix(s); err == nil {
-		return p.Addr().Unmap(), nil
+		return p.Addr().Unmap(), true
 	}
 	var res struct {
 		IPs []struct {
@@ -673,13 +677,13 @@ func parseIPAMData(data string) (netip.Addr, error) {
 	}
 	if err := json.Unmarshal([]byte(s), &res); err == nil && len(res.IPs) > 0 {
 		if p, err := netip.ParsePrefix(res.IPs[0].Address); err == nil {
-			return p.Addr().Unmap(), nil
+			return p.Addr().Unmap(), true
 		}
 		if a, err := netip.ParseAddr(res.IPs[0].Address); err == nil && a.Zone() == "" {
-			return a.Unmap(), nil
+			return a.Unmap(), true
 		}
 	}
-	return netip.Addr{}, fmt.Errorf("%w: %q is neither an address, a CIDR nor a CNI result with ips", ErrInvalidIPAMData, data)
+	return netip.Addr{}, false
 }
 
 // ReleasePodIP releases the pod's address, making it available for new pods
@@ -761,7 +765,7 @@ func (i *IPAM) release(ctx context.Context, pod kubemodel.PodID, only netip.Addr
 		// The pod's record, if any, is not loaded: it may name
 		// another sandbox of the pod, which the blind delete below
 		// would release.
-		return releaseResult{}, fmt.Errorf("release pod IP of %s (%s): %w", pod, cause, i.notReady())
+		return releaseResult{}, i.notReady(fmt.Sprintf("release pod IP of %s (%s)", pod, cause))
 	}
 	if i.store != nil {
 		// A pod IPAM knows no address of may still have a record: one
@@ -777,7 +781,7 @@ func (i *IPAM) release(ctx context.Context, pod kubemodel.PodID, only netip.Addr
 				// The delete may have been applied: settle it later.
 				i.markUnsure(pod)
 			}
-			return releaseResult{}, fmt.Errorf("release pod IP of %s: persist: %w", pod, err)
+			return releaseResult{}, fmt.Errorf("ipam: release pod IP of %s: persist: %w", pod, err)
 		}
 	}
 	if !ok {
