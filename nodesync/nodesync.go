@@ -869,6 +869,14 @@ func (ns *NodeSync) GetAllNodes() Nodes {
 // given version, or outside its network, and ErrNotReady after Run has
 // ended.
 func (ns *NodeSync) PublishNodeIPs(addresses IPsWithNetworks, version IPVersion) error {
+	return ns.PublishNodeIPsContext(context.Background(), addresses, version)
+}
+
+// PublishNodeIPsContext is [NodeSync.PublishNodeIPs] under ctx: an event
+// handler passes the context of its event ([controller.ContextOf] of its
+// transaction), so that the write ends with the event (CONTRIBUTING R6).
+// The write is also bounded by Config.RequestTimeout.
+func (ns *NodeSync) PublishNodeIPsContext(ctx context.Context, addresses IPsWithNetworks, version IPVersion) error {
 	if version != IPv4 && version != IPv6 {
 		return fmt.Errorf("nodesync: publish node IPs: invalid IP version %v", version)
 	}
@@ -899,7 +907,7 @@ func (ns *NodeSync) PublishNodeIPs(addresses IPsWithNetworks, version IPVersion)
 		return nil
 	}
 	rec := vswitchRecord{ID: ns.GetNodeID(), Name: ns.name, IPs: next}
-	ctx, cancel := context.WithTimeout(context.Background(), ns.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, ns.cfg.RequestTimeout)
 	defer cancel()
 	rev, err := ns.broker.Put(ctx, nodeKey(ns.name), recordToModel(rec))
 	if err != nil {

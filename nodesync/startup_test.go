@@ -144,6 +144,16 @@ func TestHandlersUseTheEventContext(t *testing.T) {
 			assert.Zero(t, time.Since(start))
 		})
 	})
+	t.Run("publish node IPs", func(t *testing.T) {
+		db := nodesynctest.NewMemDB()
+		h := startHarness(t, db, "node-a", nodesync.Config{})
+		h.resync(1)
+		err := h.ns.PublishNodeIPsContext(ctx, nodesync.IPsWithNetworks{ipNet("192.168.16.1", "192.168.16.0/24")}, nodesync.IPv4)
+		require.ErrorIs(t, err, context.Canceled)
+		assert.Empty(t, h.ns.GetAllNodes()["node-a"].VppIPAddresses, "nothing published")
+		require.NoError(t, h.ns.PublishNodeIPsContext(context.Background(), nodesync.IPsWithNetworks{ipNet("192.168.16.1", "192.168.16.0/24")}, nodesync.IPv4))
+		assert.Len(t, h.ns.GetAllNodes()["node-a"].VppIPAddresses, 1)
+	})
 	t.Run("releaser", func(t *testing.T) {
 		db := nodesynctest.NewMemDB()
 		seedNode(t, db, 1, "node-a")
