@@ -70,7 +70,8 @@ func TestRetriesLoggedOnce(t *testing.T) {
 
 // TestRetriesAreSpread: nodes whose requests fail at the same moment (an
 // etcd outage) do not come back at the same moment: their retries are
-// jittered.
+// jittered. The randomness is the backoff's own (not seedable); the
+// bounds fail with a probability below 1e-6.
 func TestRetriesAreSpread(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 30
