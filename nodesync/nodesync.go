@@ -69,8 +69,9 @@ type NodeSync struct {
 
 	// mu guards every field below. The handler methods and PublishNodeIPs
 	// hold it for their whole run, which serializes them (PublishNodeIPs
-	// also across its DB write); Run and the getters hold it briefly,
-	// never across I/O or a wait.
+	// also across its DB write, bounded by Config.RequestTimeout, which
+	// GetAllNodes and Run's state changes may then wait for); Run and the
+	// getters hold it briefly, never across I/O or a wait.
 	mu        sync.Mutex
 	st        startup // Run's start-up state
 	synced    bool    // the start-up resync is done
