@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/internal/cfgutil"
 )
 
 // Config configures an [IPAM]. The zero value is valid and gives the
@@ -97,7 +98,8 @@ type Config struct {
 	// allocated just before a crash and not yet reflected in Kubernetes can
 	// be handed out twice. Set a Store in production.
 	Store Store `json:"-"`
-	// StoreTimeout bounds every Store call. Default 5s.
+	// StoreTimeout bounds every Store call. Default 5s; negative is an
+	// error.
 	StoreTimeout time.Duration `json:"storeTimeout,omitempty"`
 
 	// Logger receives debug logs. Nil: logs are discarded.
@@ -127,6 +129,8 @@ type layout struct {
 	vxlan    netip.Prefix
 	service  netip.Prefix
 	external bool
+	// storeTimeout is Config.StoreTimeout with its default.
+	storeTimeout time.Duration
 }
 
 // configErrors collects ConfigErrors.
@@ -179,7 +183,8 @@ func resolveConfig(cfg Config) (layout, error) {
 	if cfg.DefaultGateway.IsValid() && cfg.DefaultGateway.Zone() != "" {
 		ce.add("DefaultGateway", cfg.DefaultGateway.String(), "must not have an IPv6 zone")
 	}
-	if cfg.StoreTimeout < 0 {
+	storeTimeout := cfg.StoreTimeout
+	if len(cfgutil.Durations([]cfgutil.Duration{{Name: "StoreTimeout", Value: &storeTimeout, Default: defaultStoreTimeout}})) > 0 {
 		ce.add("StoreTimeout", cfg.StoreTimeout.String(), "must not be negative")
 	}
 	if cfg.NodeInterconnectDHCP && cfg.NodeInterconnectCIDR.IsValid() {
@@ -198,6 +203,7 @@ func resolveConfig(cfg Config) (layout, error) {
 	}
 
 	l.external = cfg.ExternalIPAM
+	l.storeTimeout = storeTimeout
 	l.podLen, l.hostLen = cfg.PodSubnetOneNodePrefixLen, cfg.VPPHostSubnetOneNodePrefixLen
 	l.nodeNet, l.vxlan, l.service = cfg.NodeInterconnectCIDR, cfg.VXLANCIDR, cfg.ServiceCIDR
 	if cfg.SingleCIDR.IsValid() {

@@ -34,8 +34,9 @@ import (
 // Store holds exactly their records (nothing leaked).
 func TestCrashRecoveryModel(t *testing.T) {
 	for _, mode := range []string{"store", "store+faults", "no-store"} {
-		for seed := range uint64(4) {
+		for _, seed := range ipam.TestSeeds(t, 0, 1, 2, 3) {
 			t.Run(fmt.Sprintf("%s/seed%d", mode, seed), func(t *testing.T) {
+				ipam.LogSeed(t, seed)
 				crashModel(t, seed, mode)
 			})
 		}

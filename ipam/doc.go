@@ -124,12 +124,14 @@
 //
 // # Concurrency
 //
-// [IPAM] is safe for concurrent use. Getters, allocations and releases
-// take a short mutex. Resync rebuilds the allocations while holding it, so
-// readers wait for the rebuild (a few milliseconds for 65k pods) but never
-// see a half-built state; Update and Resync are serialised with each other
-// and with allocations. Store I/O is done outside that mutex, so readers do
-// not wait for the Store.
+// [IPAM] is safe for concurrent use, with one rule whatever the
+// configuration: the operations that change the allocations (Resync,
+// Update, Revert, AllocatePodIP and ReleasePodIP) run one at a time, each
+// with its Store I/O, so an allocation waits for a running Resync and
+// vice versa. The getters take the same mutex only to read; an operation
+// releases it while it waits for the Store, so the getters never wait for
+// the Store, only while a Resync rebuilds the allocations (a few
+// milliseconds for 65k pods), and they never see a half-built state.
 //
 // # Lifecycle
 //

@@ -209,8 +209,9 @@ func TestExternalIPAMWaitsForPodCIDR(t *testing.T) {
 	assert.Equal(t, "10.244.3.4", ip.String())
 }
 
-// Allocations without a Store run concurrently with Resync (no lock
-// order between them): go test -race must stay quiet.
+// Allocations from another goroutine run concurrently with Resync (they
+// are serialized with it, with or without a Store): go test -race must
+// stay quiet.
 func TestConcurrentAllocateDuringResync(t *testing.T) {
 	loop := &controllertest.EventRecorder{}
 	node := &kubemodel.Node{Name: "n1", PodCidrs: []string{"10.244.3.0/24"}}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/netip"
 	"strings"
 
@@ -91,18 +90,18 @@ func (i *IPAM) HandlesEvent(event controller.Event) bool {
 // AllocatePodIP fails with [ErrNotReady] until a Resync or a change of
 // the node object provides the CIDR. Readers never see a half-built
 // state. Resync puts nothing into txn.
-func (i *IPAM) Resync(_ controller.Event, kubeStateData controller.KubeStateData, _ int, _ controller.ResyncOperations) error {
-	i.ioMu.Lock()
-	defer i.ioMu.Unlock()
-
+func (i *IPAM) Resync(_ controller.Event, kubeStateData controller.KubeStateData, _ int, txn controller.ResyncOperations) error {
+	ctx := controller.ContextOf(txn)
 	id := i.nodes.GetNodeID()
 	if id == 0 {
-		return fmt.Errorf("ipam resync: %w: node ID not allocated", ErrNotReady)
+		return fmt.Errorf("%w: resync: node ID not allocated", ErrNotReady)
 	}
 	hostNet, err := i.checkNodeID(id)
 	if err != nil {
-		return fmt.Errorf("ipam resync: %w", err)
+		return err // each joined error is an ErrInvalidNodeID naming the range
 	}
+	i.begin()
+	defer i.mu.Unlock()
 	if i.store == nil && !i.warnedNoStore {
 		i.warnedNoStore = true
 		i.log.Warn("no Store configured: an address allocated just before a crash, not yet in the Kubernetes state, can be handed out twice after the restart")
@@ -127,33 +126,33 @@ func (i *IPAM) Resync(_ controller.Event, kubeStateData controller.KubeStateData
 	} else {
 		podNet, err = nodeSlice("PodSubnetCIDR", i.lay.podAll, i.lay.podLen, id)
 		if err != nil {
-			return fmt.Errorf("ipam resync: %w", err)
+			return err
 		}
 	}
 	if !podNet.IsValid() {
 		// External IPAM and this node's pod CIDR was never known: nothing
 		// to rebuild, and the records must wait for the CIDR (they cannot
 		// be checked against a subnet).
-		i.mu.Lock()
 		i.nodeID, i.hostNet = id, hostNet
-		i.mu.Unlock()
 		i.log.Info("waiting for the pod CIDR of this node", slog.String("node", i.nodeName), slog.Uint64("nodeID", uint64(id)))
 		return nil
 	}
 
 	var stored []Allocation
 	if i.store != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), i.storeTimeout)
-		stored, err = i.store.ListAllocations(ctx)
+		i.unlock()
+		lctx, cancel := context.WithTimeout(ctx, i.storeTimeout)
+		stored, err = i.store.ListAllocations(lctx)
 		cancel()
+		i.relock()
 		if err != nil {
-			return fmt.Errorf("ipam resync: list persisted allocations: %w", err)
+			return fmt.Errorf("ipam: resync: list persisted allocations: %w", err)
 		}
 	}
 
-	// Rebuild under mu: without a Store, allocations may run concurrently
-	// and their results must not be lost.
-	i.mu.Lock()
+	// Rebuild under mu: readers must not see a half-built state (in the
+	// same subnet the rebuilder changes the holder map in place, see
+	// addMemory).
 	r := i.newRebuilder(podNet, kubeStateData[kubemodel.PodResource])
 	if i.pool != nil {
 		i.addMemory(r)
@@ -176,11 +175,10 @@ func (i *IPAM) Resync(_ controller.Event, kubeStateData controller.KubeStateData
 	i.setPodNet(podNet)
 	i.waitResync = false
 	n := len(byPod)
-	i.mu.Unlock()
 	i.log.Debug("resynced", slog.Uint64("nodeID", uint64(id)), slog.Any("podSubnet", podNet), slog.Int("pods", n))
 
 	if i.store != nil {
-		return i.syncStore(stored)
+		return i.syncStore(ctx, stored)
 	}
 	return nil
 }
@@ -230,391 +228,48 @@ func (i *IPAM) nodePodCIDR(node *kubemodel.Node) (netip.Prefix, error) {
 	return netip.Prefix{}, fmt.Errorf("no usable pod CIDR for node %s: %s", i.nodeName, strings.Join(problems, "; "))
 }
 
-// addMemory feeds the current in-memory allocations (with their holders)
-// to r, which has claimed nothing yet, in its first pass. In the same
-// subnet they cannot conflict with each other: r starts from a copy of
-// them, and takes the holder map over without copying it — in the same
-// subnet no memory claim is dropped, so the later passes only add and
-// remove the holders of the pods they claim, and the caller, holding mu
-// throughout, replaces i's state with r's. Caller holds mu.
-func (i *IPAM) addMemory(r *rebuilder) {
-	if i.podNet != r.podNet {
-		for pod, off := range i.byPod {
-			r.record(pod, i.podAddr(off), i.holder[pod])
-		}
-		return
-	}
-	r.pool, r.byPod, r.holder = i.pool.clone(), maps.Clone(i.byPod), i.holder
-	r.maxOff, r.hasMax = r.pool.max()
-}
-
 // syncStore makes the Store hold exactly the current allocations: it
 // writes every allocation whose record is missing or differs (settling
 // the unsure ones) and deletes the other records. An allocation whose
-// write fails stays unsure. Caller holds ioMu (and a Store is set, so the
-// state cannot change).
-func (i *IPAM) syncStore(stored []Allocation) error {
+// write fails stays unsure. Caller is in an operation.
+func (i *IPAM) syncStore(ctx context.Context, stored []Allocation) error {
 	have := make(map[kubemodel.PodID]Allocation, len(stored))
 	for _, a := range stored {
 		have[a.Pod] = a
 	}
-	var errs []error
-	var failed []kubemodel.PodID
-	ctx, cancel := context.WithTimeout(context.Background(), i.storeTimeout)
-	defer cancel()
+	var puts []Allocation
 	for pod, off := range i.byPod {
 		a := Allocation{Pod: pod, Addr: i.podAddr(off), ContainerID: i.holder[pod]}
 		if have[pod] != a {
-			if err := i.store.PutAllocation(ctx, a); err != nil {
-				errs = append(errs, err)
-				failed = append(failed, pod)
-			}
+			puts = append(puts, a)
 		}
 		delete(have, pod)
 	}
-	i.mu.Lock()
-	clear(i.unsure)
-	for _, pod := range failed {
-		i.markUnsure(pod)
+	var errs []error
+	var failed []kubemodel.PodID
+	i.unlock()
+	ctx, cancel := context.WithTimeout(ctx, i.storeTimeout)
+	for _, a := range puts {
+		if err := i.store.PutAllocation(ctx, a); err != nil {
+			errs = append(errs, err)
+			failed = append(failed, a.Pod)
+		}
 	}
-	i.mu.Unlock()
 	for pod := range have {
 		if err := i.store.DeleteAllocation(ctx, pod); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	cancel()
+	i.relock()
+	clear(i.unsure)
+	for _, pod := range failed {
+		i.markUnsure(pod)
+	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("ipam resync: persist allocations: %w", err)
+		return fmt.Errorf("ipam: resync: persist allocations: %w", err)
 	}
 	return nil
-}
-
-// The precedence classes of a rebuild (see Resync), one pass each.
-const (
-	passMemory = iota
-	passRecords
-	passKube
-	passTerminating
-)
-
-// rebuilder recovers allocations into a new pool.
-type rebuilder struct {
-	log    *slog.Logger
-	podNet netip.Prefix
-	pods   controller.KeyValuePairs
-	pool   *pool
-	byPod  map[kubemodel.PodID]uint64
-	holder map[kubemodel.PodID]string // known holders of the pods of byPod; nil until needed
-	maxOff uint64                     // highest claimed offset, if hasMax
-	hasMax bool
-	pass   int                        // passMemory, passRecords, passKube or passTerminating
-	inPass *pool                      // offsets claimed in the current pass
-	owner  map[uint64]kubemodel.PodID // built on the first conflict
-	// noDup: no pod can have been claimed before (the first Kubernetes
-	// pass with no records): the per-pod duplicate check is skipped.
-	noDup bool
-	// terminating pods of the Kubernetes state, claimed in pass 2
-	terminating []Allocation
-	// IPv4 fast path: podNet as integers
-	is4          bool
-	base4, mask4 uint32
-}
-
-// newRebuilder returns a rebuilder for podNet and the pods of the
-// Kubernetes state. Caller holds mu.
-func (i *IPAM) newRebuilder(podNet netip.Prefix, pods controller.KeyValuePairs) *rebuilder {
-	lo, hi := podPoolRange(podNet)
-	hint := len(pods)
-	if i.pool != nil && i.podNet == podNet {
-		hint = 0 // addMemory replaces the map with a copy of byPod
-	}
-	r := &rebuilder{
-		log:    i.log,
-		podNet: podNet,
-		pods:   pods,
-		pool:   newPool(lo, hi),
-		byPod:  make(map[kubemodel.PodID]uint64, hint),
-		inPass: newPool(lo, hi),
-		is4:    podNet.Addr().Is4(),
-	}
-	if r.is4 {
-		r.base4 = uint32(addrBits(podNet.Addr()).lo)
-		r.mask4 = ^uint32(0) << hostBits(podNet)
-		if hostBits(podNet) == 32 {
-			r.mask4 = 0
-		}
-	}
-	return r
-}
-
-// parseIPv4 parses a dotted-quad IPv4 address the way netip.ParseAddr does
-// (decimal, no leading zeros, each field at most 255). ok is false for
-// anything else, including IPv6 forms.
-func parseIPv4(s string) (v uint32, ok bool) {
-	if len(s) < 7 || len(s) > 15 {
-		return 0, false
-	}
-	var field, digits, dots uint32
-	for k := 0; k < len(s); k++ {
-		c := s[k]
-		switch {
-		case c >= '0' && c <= '9':
-			if digits > 0 && field == 0 {
-				return 0, false // leading zero
-			}
-			field = field*10 + uint32(c-'0')
-			digits++
-			if field > 255 {
-				return 0, false
-			}
-		case c == '.':
-			if digits == 0 || dots == 3 {
-				return 0, false
-			}
-			v = v<<8 | field
-			field, digits = 0, 0
-			dots++
-		default:
-			return 0, false
-		}
-	}
-	if digits == 0 || dots != 3 {
-		return 0, false
-	}
-	return v<<8 | field, true
-}
-
-// fromKube claims the addresses of the non-terminating pods of the
-// Kubernetes state and sets the terminating ones aside for claimTerminating.
-// Pods are processed in small batches, stage by stage, so that the cache
-// misses of independent pods overlap (the rebuild is memory-bound).
-func (r *rebuilder) fromKube() {
-	var buf [kubeBatch]kubeItem
-	n := 0
-	for key, v := range r.pods {
-		pod, ok := v.(*kubemodel.Pod)
-		if !ok || pod == nil {
-			continue
-		}
-		buf[n] = kubeItem{key: key, pod: pod}
-		if n++; n == kubeBatch {
-			r.kubeItems(buf[:])
-			n = 0
-		}
-	}
-	r.kubeItems(buf[:n])
-}
-
-const kubeBatch = 16
-
-type kubeItem struct {
-	key        string
-	pod        *kubemodel.Pod
-	ip         string
-	skip, term bool
-	off        uint64
-}
-
-func (r *rebuilder) kubeItems(items []kubeItem) {
-	for k := range items { // stage 1: the pod objects
-		p := items[k].pod
-		items[k].ip, items[k].skip, items[k].term = p.IpAddress, p.HostNetwork, p.Terminating
-	}
-	for k := range items { // stage 2: the address strings
-		it := &items[k]
-		if it.skip {
-			continue
-		}
-		off, ok := r.podOffset(it.ip)
-		if !ok {
-			for _, s := range it.pod.GetIpAddresses() {
-				if off, ok = r.podOffset(s); ok {
-					break
-				}
-			}
-		}
-		it.off, it.skip = off, !ok
-	}
-	for k := range items { // stage 3: keys and claims
-		it := &items[k]
-		if it.skip {
-			continue
-		}
-		// The key identifies the pod (keys are unique, so pods need no
-		// duplicate check); the ID shares the key's memory.
-		id, ok := podIDFromKey(it.key)
-		if !ok {
-			continue
-		}
-		if it.term {
-			r.terminating = append(r.terminating, Allocation{Pod: id, Addr: nthAddr(r.podNet, u128{lo: it.off})})
-			continue
-		}
-		r.claim(id, it.off, "") // the Kubernetes state knows no sandbox
-	}
-}
-
-// podIDFromKey splits a key built by kubemodel.PodKey into the pod ID
-// without validating the names (the watcher does). Splitting at the first
-// '/' after the prefix is injective, so distinct keys give distinct IDs.
-func podIDFromKey(key string) (kubemodel.PodID, bool) {
-	rest, ok := strings.CutPrefix(key, kubemodel.PodKeyPrefix)
-	if !ok {
-		return kubemodel.PodID{}, false
-	}
-	ns, name, ok := strings.Cut(rest, "/")
-	if !ok || ns == "" || name == "" {
-		return kubemodel.PodID{}, false
-	}
-	return kubemodel.PodID{Namespace: ns, Name: name}, true
-}
-
-// claimTerminating claims the addresses of terminating pods, last.
-func (r *rebuilder) claimTerminating() {
-	for _, a := range r.terminating {
-		r.record(a.Pod, a.Addr, "")
-	}
-}
-
-// podOffset parses s and returns its offset if it is a pod address of the
-// subnet.
-func (r *rebuilder) podOffset(s string) (uint64, bool) {
-	if s == "" {
-		return 0, false
-	}
-	if r.is4 {
-		if v, ok := parseIPv4(s); ok {
-			if v&r.mask4 != r.base4 {
-				return 0, false
-			}
-			off := uint64(v - r.base4)
-			return off, off >= r.pool.lo && off <= r.pool.hi
-		}
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return 0, false
-	}
-	return r.addrOffset(a.Unmap())
-}
-
-func (r *rebuilder) addrOffset(a netip.Addr) (uint64, bool) {
-	off, ok := offsetIn(r.podNet, a)
-	if !ok || off < r.pool.lo || off > r.pool.hi {
-		return 0, false
-	}
-	return off, true
-}
-
-// record claims the address of a persisted or in-memory allocation held
-// by the sandbox holder ("" if unknown).
-func (r *rebuilder) record(pod kubemodel.PodID, a netip.Addr, holder string) {
-	off, ok := r.addrOffset(a)
-	if !ok {
-		r.log.Warn("dropping a pod IP allocation outside the pod subnet",
-			slog.String("pod", pod.String()), slog.Any("addr", a), slog.Any("podSubnet", r.podNet))
-		return
-	}
-	r.claim(pod, off, holder)
-}
-
-// nextPass starts the next precedence class.
-func (r *rebuilder) nextPass() {
-	r.pass++
-	if r.inPass.n > 0 {
-		r.inPass = newPool(r.pool.lo, r.pool.hi)
-	}
-	// Kubernetes keys are unique: in the live-pod pass a pod can only
-	// have been claimed before by a record or from memory.
-	r.noDup = r.pass == passKube && len(r.byPod) == 0
-}
-
-// confirmed reports whether the Kubernetes state shows pod id with the
-// address at offset off (slow path, for conflicts only).
-func (r *rebuilder) confirmed(id kubemodel.PodID, off uint64) bool {
-	p, ok := r.pods[kubemodel.PodKey(id.Namespace, id.Name)].(*kubemodel.Pod)
-	if !ok || p == nil || p.HostNetwork {
-		return false
-	}
-	if o, ok := r.podOffset(p.IpAddress); ok && o == off {
-		return true
-	}
-	for _, s := range p.GetIpAddresses() {
-		if o, ok := r.podOffset(s); ok && o == off {
-			return true
-		}
-	}
-	return false
-}
-
-// wins reports whether id beats cur, the pod that claimed off earlier in
-// the same pass: among records the one the Kubernetes state confirms,
-// else (and in the other passes) the smaller namespace/name.
-func (r *rebuilder) wins(id, cur kubemodel.PodID, off uint64) bool {
-	if r.pass == passRecords {
-		if ci, cc := r.confirmed(id, off), r.confirmed(cur, off); ci != cc {
-			return ci
-		}
-	}
-	return comparePodID(id, cur) < 0
-}
-
-// claim gives off, held by the sandbox holder ("" if unknown), to pod id
-// unless id already has an address or off is taken by a claim of higher
-// precedence (an earlier pass) or, in the same pass, by a pod that wins
-// over id (see wins). The holder comes with the claim that wins.
-func (r *rebuilder) claim(id kubemodel.PodID, off uint64, holder string) {
-	if !r.noDup {
-		if _, dup := r.byPod[id]; dup {
-			return // a pod keeps its first (highest-precedence) claim
-		}
-	}
-	if r.pool.claim(off) {
-		r.take(id, off, holder)
-		return
-	}
-	if r.owner == nil {
-		r.owner = make(map[uint64]kubemodel.PodID, len(r.byPod))
-		for pod, o := range r.byPod {
-			r.owner[o] = pod
-		}
-	}
-	cur := r.owner[off]
-	if !r.inPass.used(off) || !r.wins(id, cur, off) {
-		r.log.Warn("two pods claim one address; keeping the first",
-			slog.String("kept", cur.String()), slog.String("dropped", id.String()), slog.Uint64("offset", off))
-		return
-	}
-	r.log.Warn("two pods claim one address; keeping the first",
-		slog.String("kept", id.String()), slog.String("dropped", cur.String()), slog.Uint64("offset", off))
-	delete(r.byPod, cur)
-	delete(r.holder, cur)
-	r.byPod[id] = off
-	setHolder(&r.holder, id, holder)
-	r.owner[off] = id
-}
-
-func (r *rebuilder) take(id kubemodel.PodID, off uint64, holder string) {
-	r.byPod[id] = off
-	if holder != "" {
-		setHolder(&r.holder, id, holder)
-	}
-	if r.owner != nil {
-		r.owner[off] = id
-	}
-	r.inPass.claim(off)
-	if !r.hasMax || off > r.maxOff {
-		r.maxOff, r.hasMax = off, true
-	}
-}
-
-// cursor returns where the allocator continues after a rebuild: after the
-// highest recovered address, or from the start of the range.
-func (r *rebuilder) cursor() uint64 {
-	if r.hasMax {
-		return r.maxOff
-	}
-	return r.pool.hi
 }
 
 // Update handles AddPod (allocate), DeletePod (release), deletions of pods
@@ -662,28 +317,27 @@ func (r *rebuilder) cursor() uint64 {
 //
 // Revert of an AddPod releases the address it allocated, or gives the
 // address back to the sandbox it moved it from.
-func (i *IPAM) Update(event controller.Event, _ controller.UpdateOperations) (string, error) {
+func (i *IPAM) Update(event controller.Event, txn controller.UpdateOperations) (string, error) {
+	ctx := controller.ContextOf(txn)
+	i.begin()
+	defer i.mu.Unlock()
 	switch ev := event.(type) {
 	case *controller.AddPod:
-		r, err := i.allocate(ev.Pod, ev.ContainerID, ev.IPAMType, ev.IPAMData)
+		r, err := i.allocate(ctx, ev.Pod, ev.ContainerID, ev.IPAMType, ev.IPAMData)
 		if err != nil {
 			return "", err
 		}
 		switch r.outcome {
 		case allocNew:
-			i.mu.Lock()
-			i.revertEv, i.revertPod, i.revertMoved = event, ev.Pod, false
-			i.mu.Unlock()
+			i.revert = pendingRevert{ev: event, pod: ev.Pod}
 			return fmt.Sprintf("allocated %s for pod %s", r.addr, ev.Pod), nil
 		case allocMoved:
-			i.mu.Lock()
-			i.revertEv, i.revertPod, i.revertMoved, i.revertTo, i.revertPrev = event, ev.Pod, true, ev.ContainerID, r.prev
-			i.mu.Unlock()
+			i.revert = pendingRevert{ev: event, pod: ev.Pod, moved: true, to: ev.ContainerID, prev: r.prev}
 			return fmt.Sprintf("pod %s keeps %s, now held by sandbox %s (was %s)", ev.Pod, r.addr, ev.ContainerID, sandboxName(r.prev)), nil
 		}
 		return fmt.Sprintf("pod %s already has %s", ev.Pod, r.addr), nil
 	case *controller.DeletePod:
-		r, err := i.release(ev.Pod, netip.Addr{}, ev.ContainerID)
+		r, err := i.release(ctx, ev.Pod, netip.Addr{}, releaseCause{sandbox: ev.ContainerID})
 		if err != nil {
 			return "", err
 		}
@@ -702,17 +356,12 @@ func (i *IPAM) Update(event controller.Event, _ controller.UpdateOperations) (st
 			return "", nil
 		}
 		if ev.Resource == kubemodel.PodResource {
-			return i.podDeleted(ev)
+			return i.podDeleted(ctx, ev)
 		}
 		return i.nodeChanged(ev)
 	}
 	return "", nil
 }
-
-// kubeDeletion stands for the sandbox of a pod deleted from the
-// Kubernetes state in release: no real sandbox, so an address held by a
-// known sandbox is kept, and one whose holder is unknown is released.
-const kubeDeletion = "\x00deleted from Kubernetes"
 
 // podDeleted releases the address of a pod removed from the Kubernetes
 // state, if IPAM still holds it with an unknown holder: normally DeletePod
@@ -723,7 +372,7 @@ const kubeDeletion = "\x00deleted from Kubernetes"
 // touch the new pod's new address; and an address a known sandbox holds
 // stays with it until that sandbox's DEL (or CNI GC): the sandbox may be
 // the re-created pod's, which took the address over (see [IPAM.Update]).
-func (i *IPAM) podDeleted(ev *controller.KubeStateChange) (string, error) {
+func (i *IPAM) podDeleted(ctx context.Context, ev *controller.KubeStateChange) (string, error) {
 	id, ok := podIDFromKey(ev.Key)
 	prev, _ := ev.PrevValue.(*kubemodel.Pod)
 	if !ok || prev == nil {
@@ -734,7 +383,7 @@ func (i *IPAM) podDeleted(ev *controller.KubeStateChange) (string, error) {
 		if err != nil {
 			continue
 		}
-		r, err := i.release(id, a.Unmap(), kubeDeletion)
+		r, err := i.release(ctx, id, a.Unmap(), releaseCause{kubeDeletion: true})
 		if err != nil {
 			return "", err
 		}
@@ -750,18 +399,16 @@ func (i *IPAM) podDeleted(ev *controller.KubeStateChange) (string, error) {
 	return "", nil
 }
 
+// nodeChanged switches the pod subnet to the one of this node's changed
+// node object. Caller is in an operation.
 func (i *IPAM) nodeChanged(ev *controller.KubeStateChange) (string, error) {
-	i.ioMu.Lock()
-	defer i.ioMu.Unlock()
 	node, _ := ev.NewValue.(*kubemodel.Node)
 	podNet, err := i.nodePodCIDR(node)
 	if err != nil {
 		return "", fmt.Errorf("ipam: node %s: %w", i.nodeName, err)
 	}
-	i.mu.Lock()
 	prev := i.podNet
 	if !podNet.IsValid() || podNet == prev {
-		i.mu.Unlock()
 		return "", nil // no CIDR (yet / any more), or no change: keep what we have
 	}
 	r := i.newRebuilder(podNet, nil)
@@ -770,17 +417,19 @@ func (i *IPAM) nodeChanged(ev *controller.KubeStateChange) (string, error) {
 	}
 	r.pool.cursor = r.cursor()
 	i.pool, i.byPod, i.holder = r.pool, r.byPod, r.holder
+	i.setPodNet(podNet)
 	for pod := range i.unsure {
 		if _, ok := r.byPod[pod]; !ok {
 			delete(i.unsure, pod)
 		}
 	}
-	i.setPodNet(podNet)
 	// The records and the running pods of the new subnet are not known
 	// here: allocate only after the Resync that PodCIDRChange triggers.
 	i.waitResync = true
-	i.mu.Unlock()
-	if err := i.loop.PushEvent(&PodCIDRChange{PrevPodCIDR: prev, LocalPodCIDR: podNet}); err != nil {
+	i.unlock()
+	err = i.loop.PushEvent(&PodCIDRChange{PrevPodCIDR: prev, LocalPodCIDR: podNet})
+	i.relock()
+	if err != nil {
 		return "", fmt.Errorf("ipam: push PodCIDRChange: %w", err)
 	}
 	return fmt.Sprintf("pod CIDR of this node changed to %s", podNet), nil
@@ -791,43 +440,39 @@ func (i *IPAM) nodeChanged(ev *controller.KubeStateChange) (string, error) {
 // sandbox, gives it back to the previous holder. For other events (and
 // an AddPod that changed nothing) it does nothing.
 func (i *IPAM) Revert(event controller.Event) error {
-	i.mu.Lock()
-	ev, pod, moved, to, prev := i.revertEv, i.revertPod, i.revertMoved, i.revertTo, i.revertPrev
-	if ev == event {
-		i.revertEv = nil
-	}
-	i.mu.Unlock()
-	if ev == nil || ev != event {
+	// Revert gets no transaction, so no event context: its Store call is
+	// bounded by Config.StoreTimeout only.
+	ctx := context.Background()
+	i.begin()
+	defer i.mu.Unlock()
+	r := i.revert
+	if r.ev == nil || r.ev != event {
 		return nil
 	}
-	if moved {
-		return i.restoreHolder(pod, to, prev)
+	i.revert = pendingRevert{}
+	if r.moved {
+		return i.restoreHolder(ctx, r.pod, r.to, r.prev)
 	}
-	return i.ReleasePodIP(pod)
+	_, err := i.release(ctx, r.pod, netip.Addr{}, releaseCause{})
+	return err
 }
 
 // restoreHolder makes prev ("" for unknown) the holder of pod's address
 // again if the sandbox container still holds it. With a Store the record
 // is rewritten; if that fails it is settled later like any failed write.
-func (i *IPAM) restoreHolder(pod kubemodel.PodID, container, prev string) error {
-	if i.store != nil {
-		i.ioMu.Lock()
-		defer i.ioMu.Unlock()
-	}
-	i.mu.Lock()
+// Caller is in an operation.
+func (i *IPAM) restoreHolder(ctx context.Context, pod kubemodel.PodID, container, prev string) error {
 	off, ok := i.byPod[pod]
 	if !ok || i.holder[pod] != container {
-		i.mu.Unlock()
 		return nil // released or moved on since
 	}
 	setHolder(&i.holder, pod, prev)
-	a := i.podAddr(off)
-	i.mu.Unlock()
 	if i.store == nil {
 		return nil
 	}
-	if err := i.put(pod, a, prev); err != nil {
-		return fmt.Errorf("give %s of pod %s back to sandbox %s: persist: %w", a, pod, sandboxName(prev), err)
+	a := i.podAddr(off)
+	if err := i.put(ctx, pod, a, prev); err != nil {
+		return fmt.Errorf("ipam: give %s of pod %s back to sandbox %s: persist: %w", a, pod, sandboxName(prev), err)
 	}
 	return nil
 }

@@ -34,50 +34,57 @@ type IPAM struct {
 	nodeName     string
 	log          *slog.Logger
 
-	// ioMu serialises Resync, Update and, with a Store, AllocatePodIP and
-	// ReleasePodIP, so Store I/O can be done without holding mu. nodeID,
-	// hostNet and podNet are written only with ioMu and mu held; with a
-	// Store, pool, byPod and holder too. A holder of ioMu may read those
-	// fields without mu.
-	ioMu sync.Mutex
+	// mu guards every field below; one rule, whatever the configuration.
+	// An operation that changes the allocations — Resync, Update, Revert,
+	// AllocatePodIP (AllocatePodAddr), ReleasePodIP — runs from begin to
+	// end with mu held, except across its calls out of IPAM (the Store,
+	// the event loop): for those it sets busy and releases mu (unlock),
+	// touches no field, and takes mu back (relock). Meanwhile the other
+	// operations wait in begin until busy is clear, and the getters, which
+	// hold mu only to read, go on. So operations run one at a time, and a
+	// getter never waits for the Store.
+	mu   sync.Mutex
+	idle sync.Cond // L is &mu; signalled when busy is cleared
+	busy bool      // an operation waits for a call out of IPAM
 
-	mu      sync.Mutex
-	nodeID  uint32                     // guarded by mu; 0 until the first successful Resync
-	hostNet netip.Prefix               // guarded by mu; this node's VPP-host subnet
-	podNet  netip.Prefix               // guarded by mu; this node's pod subnet, invalid if unknown
-	pool    *pool                      // guarded by mu; nil when podNet is invalid
-	byPod   map[kubemodel.PodID]uint64 // guarded by mu
-	podBase u128                       // guarded by mu; network address of podNet
-	podIs4  bool                       // guarded by mu; podNet is IPv4
+	nodeID  uint32       // 0 until the first successful Resync
+	hostNet netip.Prefix // this node's VPP-host subnet
+	podNet  netip.Prefix // this node's pod subnet, invalid if unknown
+	pool    *pool        // nil when podNet is invalid
+	byPod   map[kubemodel.PodID]uint64
+	podBase u128 // network address of podNet
+	podIs4  bool // podNet is IPv4
 	// holder maps the pods of byPod whose holder is known to the
 	// container ID of the sandbox that holds their address; a pod of
 	// byPod missing here has an unknown holder. Its keys are a subset of
-	// byPod's. Guarded by mu (written with ioMu held too if there is a
-	// Store); nil until needed.
+	// byPod's. Nil until needed.
 	holder map[kubemodel.PodID]string
 	// unsure holds the pods of byPod whose record in the Store may differ
 	// from the allocation: a Put or Delete of theirs failed, so it may or
 	// may not have been applied. Their addresses stay allocated until a
 	// later Store call settles the record (see allocate, release and
-	// syncStore). Guarded by mu; written with ioMu held too. Nil until
-	// needed.
+	// syncStore). Nil until needed.
 	unsure map[kubemodel.PodID]struct{}
 	// waitResync: the pod subnet was switched by a change of the node
 	// object (nodeChanged); allocation waits until a Resync has recovered
-	// the records and the pods of the new subnet. Guarded by mu.
+	// the records and the pods of the new subnet.
 	waitResync bool
-	// warnedNoStore: the missing Store was logged. Guarded by ioMu.
+	// warnedNoStore: the missing Store was logged.
 	warnedNoStore bool
+	// revert is what Revert undoes for the AddPod event being processed.
+	revert pendingRevert
+}
 
-	// Revert support for the AddPod event being processed; guarded by mu.
-	// revertMoved: the event moved the pod's address from the sandbox
-	// revertPrev (empty: unknown) to its own, revertTo; otherwise it
-	// allocated it.
-	revertEv    controller.Event
-	revertPod   kubemodel.PodID
-	revertMoved bool
-	revertTo    string
-	revertPrev  string
+// pendingRevert is what Revert undoes for one AddPod event: the
+// allocation of the pod's address, or the move of the address to the
+// event's sandbox. The zero value means nothing to undo. It is a value.
+type pendingRevert struct {
+	ev  controller.Event // the AddPod event; nil: nothing to undo
+	pod kubemodel.PodID
+	// moved: the event moved the pod's address from the sandbox prev
+	// ("" if unknown) to its own, to; otherwise it allocated the address.
+	moved    bool
+	to, prev string
 }
 
 var (
@@ -106,15 +113,13 @@ func New(nodes NodeIDSource, cfg Config) (*IPAM, error) {
 		lay:          lay,
 		nodes:        nodes,
 		store:        cfg.Store,
-		storeTimeout: cfg.StoreTimeout,
+		storeTimeout: lay.storeTimeout,
 		loop:         cfg.EventLoop,
 		nodeName:     cfg.NodeName,
 		log:          cfg.Logger,
 		byPod:        make(map[kubemodel.PodID]uint64),
 	}
-	if i.storeTimeout == 0 {
-		i.storeTimeout = defaultStoreTimeout
-	}
+	i.idle.L = &i.mu
 	if i.log == nil {
 		i.log = slog.New(slog.DiscardHandler)
 	}
@@ -427,8 +432,14 @@ func (i *IPAM) PoolUsage() PoolUsage {
 // AllocatePodIP knows no container ID: a new allocation has an unknown
 // holder (see [Allocation.ContainerID]), and the holder of an existing
 // one is kept. The AddPod events of [IPAM.Update] carry the sandbox.
+//
+// AllocatePodIP takes no context (its signature is the documented IPAM
+// API): its Store write is bounded by Config.StoreTimeout only. The AddPod
+// events of [IPAM.Update] use the event's context.
 func (i *IPAM) AllocatePodIP(podID kubemodel.PodID, ipamType string, ipamData string) (net.IP, error) {
-	r, err := i.allocate(podID, "", ipamType, ipamData)
+	i.begin()
+	r, err := i.allocate(context.Background(), podID, "", ipamType, ipamData)
+	i.mu.Unlock() // not deferred: the hot path (a defer costs ~10% here)
 	if err != nil {
 		return nil, err
 	}
@@ -439,7 +450,9 @@ func (i *IPAM) AllocatePodIP(podID kubemodel.PodID, ipamType string, ipamData st
 // a netip.Addr (it does not allocate memory without a Store). Like
 // AllocatePodIP it records no holder.
 func (i *IPAM) AllocatePodAddr(podID kubemodel.PodID) (netip.Addr, error) {
-	r, err := i.allocate(podID, "", "", "")
+	i.begin()
+	r, err := i.allocate(context.Background(), podID, "", "", "")
+	i.mu.Unlock() // not deferred: the hot path
 	return r.addr, err
 }
 
@@ -461,32 +474,26 @@ type allocResult struct {
 // allocate returns the pod's address and what it did. A non-empty
 // container becomes the holder of the address (a pod that holds an
 // address already keeps it and the holder moves); an empty one leaves the
-// holder as it is (unknown for a new allocation).
-func (i *IPAM) allocate(pod kubemodel.PodID, container, ipamType, ipamData string) (allocResult, error) {
+// holder as it is (unknown for a new allocation). Caller is in an
+// operation (holds mu).
+func (i *IPAM) allocate(ctx context.Context, pod kubemodel.PodID, container, ipamType, ipamData string) (allocResult, error) {
 	if pod.Name == "" {
-		return allocResult{}, fmt.Errorf("allocate pod IP for %q: %w", pod.String(), ErrInvalidPodID)
+		return allocResult{}, fmt.Errorf("%w: allocate pod IP for %q", ErrInvalidPodID, pod.String())
 	}
 	var want netip.Addr // address chosen by an external IPAM plugin
 	if ipamType != "" {
-		a, err := parseIPAMData(ipamData)
-		if err != nil {
-			return allocResult{}, fmt.Errorf("allocate pod IP for %s (IPAM type %s): %w", pod, ipamType, err)
+		a, ok := parseIPAMData(ipamData)
+		if !ok {
+			return allocResult{}, fmt.Errorf("%w: allocate pod IP for %s (IPAM type %s): %q is neither an address, a CIDR nor a CNI result with ips",
+				ErrInvalidIPAMData, pod, ipamType, ipamData)
 		}
 		want = a
 	}
-	if i.store != nil {
-		i.ioMu.Lock()
-		defer i.ioMu.Unlock()
-	}
-	i.mu.Lock()
 	if i.pool == nil || i.waitResync {
-		err := i.notReadyLocked()
-		i.mu.Unlock()
-		return allocResult{}, fmt.Errorf("allocate pod IP for %s: %w", pod, err)
+		return allocResult{}, i.notReady("allocate pod IP for " + pod.String())
 	}
 	if off, ok := i.byPod[pod]; ok {
 		r := allocResult{addr: i.podAddr(off)}
-		_, unsure := i.unsure[pod]
 		holder := i.holder[pod]
 		if container != "" && container != holder {
 			// A re-created sandbox of the pod: it gets the pod's address,
@@ -494,8 +501,7 @@ func (i *IPAM) allocate(pod kubemodel.PodID, container, ipamType, ipamData strin
 			r.outcome, r.prev, holder = allocMoved, holder, container
 			setHolder(&i.holder, pod, container)
 		}
-		i.mu.Unlock()
-		if unsure {
+		if _, unsure := i.unsure[pod]; unsure {
 			// An earlier write of this allocation failed: the first
 			// successful write allocates it.
 			r.outcome = allocNew
@@ -504,7 +510,7 @@ func (i *IPAM) allocate(pod kubemodel.PodID, container, ipamType, ipamData strin
 			return r, nil
 		}
 		if i.store != nil {
-			if err := i.put(pod, r.addr, holder); err != nil {
+			if err := i.put(ctx, pod, r.addr, holder); err != nil {
 				return allocResult{}, allocPersistError(pod, r.addr, err)
 			}
 		}
@@ -514,23 +520,17 @@ func (i *IPAM) allocate(pod kubemodel.PodID, container, ipamType, ipamData strin
 	if !want.IsValid() {
 		o, ok := i.pool.alloc()
 		if !ok {
-			podNet := i.podNet
-			i.mu.Unlock()
-			return allocResult{}, fmt.Errorf("allocate pod IP for %s in %s: %w", pod, podNet, ErrPoolExhausted)
+			return allocResult{}, fmt.Errorf("%w: allocate pod IP for %s in %s", ErrPoolExhausted, pod, i.podNet)
 		}
 		off = o
 	} else {
 		o, ok := offsetIn(i.podNet, want)
 		if !ok || o < i.pool.lo || o > i.pool.hi {
-			podNet := i.podNet
-			i.mu.Unlock()
-			return allocResult{}, fmt.Errorf("allocate pod IP for %s (IPAM type %s): %w: %s is not a pod address of %s",
-				pod, ipamType, ErrInvalidIPAMData, want, podNet)
+			return allocResult{}, fmt.Errorf("%w: allocate pod IP for %s (IPAM type %s): %s is not a pod address of %s",
+				ErrInvalidIPAMData, pod, ipamType, want, i.podNet)
 		}
 		if !i.pool.claim(o) {
-			owner := i.ownerOf(o)
-			i.mu.Unlock()
-			return allocResult{}, &ConflictError{Addr: want, Owner: owner}
+			return allocResult{}, &ConflictError{Addr: want, Owner: i.ownerOf(o)}
 		}
 		off = o
 	}
@@ -539,10 +539,8 @@ func (i *IPAM) allocate(pod kubemodel.PodID, container, ipamType, ipamData strin
 		setHolder(&i.holder, pod, container)
 	}
 	addr := i.podAddr(off)
-	i.mu.Unlock()
-
 	if i.store != nil {
-		if err := i.put(pod, addr, container); err != nil {
+		if err := i.put(ctx, pod, addr, container); err != nil {
 			return allocResult{}, allocPersistError(pod, addr, err)
 		}
 	}
@@ -550,13 +548,13 @@ func (i *IPAM) allocate(pod kubemodel.PodID, container, ipamType, ipamData strin
 }
 
 func allocPersistError(pod kubemodel.PodID, addr netip.Addr, err error) error {
-	return fmt.Errorf("allocate pod IP for %s: persist %s (reserved for the pod until a retried allocation persists it or its release deletes it): %w",
+	return fmt.Errorf("ipam: allocate pod IP for %s: persist %s (reserved for the pod until a retried allocation persists it or its release deletes it): %w",
 		pod, addr, err)
 }
 
 // setHolder records holder as the sandbox holding pod's address in the
 // holder map *m (made on first use), or forgets pod's holder when holder
-// is "" (unknown). The IPAM's map: caller holds mu (and ioMu with a Store).
+// is "" (unknown). The IPAM's map: caller holds mu.
 func setHolder(m *map[kubemodel.PodID]string, pod kubemodel.PodID, holder string) {
 	if holder == "" {
 		delete(*m, pod)
@@ -568,26 +566,50 @@ func setHolder(m *map[kubemodel.PodID]string, pod kubemodel.PodID, holder string
 	(*m)[pod] = holder
 }
 
+// begin starts an operation: it waits until no other operation runs and
+// returns with mu held. The operation ends with i.mu.Unlock().
+func (i *IPAM) begin() {
+	i.mu.Lock()
+	for i.busy {
+		i.idle.Wait()
+	}
+}
+
+// unlock lets the running operation call out of IPAM (the Store, the
+// event loop) without mu: other operations keep waiting, getters go on.
+// Until relock the operation must not touch any field.
+func (i *IPAM) unlock() {
+	i.busy = true
+	i.mu.Unlock()
+}
+
+// relock takes mu back after unlock.
+func (i *IPAM) relock() {
+	i.mu.Lock()
+	i.busy = false
+	i.idle.Broadcast()
+}
+
 // put persists the allocation of pod (which holds addr, held by the
-// sandbox holder, "" if unknown) and records the outcome in unsure. On
-// error the allocation is kept: the write may have been applied. Caller
-// holds ioMu (not mu).
-func (i *IPAM) put(pod kubemodel.PodID, addr netip.Addr, holder string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), i.storeTimeout)
+// sandbox holder, "" if unknown), bounded by ctx and Config.StoreTimeout,
+// and records the outcome in unsure. On error the allocation is kept: the
+// write may have been applied. Caller is in an operation.
+func (i *IPAM) put(ctx context.Context, pod kubemodel.PodID, addr netip.Addr, holder string) error {
+	i.unlock()
+	ctx, cancel := context.WithTimeout(ctx, i.storeTimeout)
 	err := i.store.PutAllocation(ctx, Allocation{Pod: pod, Addr: addr, ContainerID: holder})
 	cancel()
-	i.mu.Lock()
+	i.relock()
 	if err != nil {
 		i.markUnsure(pod)
 	} else {
 		delete(i.unsure, pod)
 	}
-	i.mu.Unlock()
 	return err
 }
 
 // markUnsure records that the Store record of pod may differ from its
-// allocation. Caller holds mu and ioMu.
+// allocation. Caller holds mu.
 func (i *IPAM) markUnsure(pod kubemodel.PodID) {
 	if i.unsure == nil {
 		i.unsure = make(map[kubemodel.PodID]struct{})
@@ -595,20 +617,20 @@ func (i *IPAM) markUnsure(pod kubemodel.PodID) {
 	i.unsure[pod] = struct{}{}
 }
 
-// notReadyLocked explains why no address can be allocated. Caller holds
-// mu.
-func (i *IPAM) notReadyLocked() error {
+// notReady explains why no address can be allocated for what, e.g.
+// "allocate pod IP for ns/name". Caller holds mu.
+func (i *IPAM) notReady(what string) error {
 	switch {
 	case i.nodeID == 0:
-		return fmt.Errorf("%w: no successful resync yet (this node's ID is not known)", ErrNotReady)
+		return fmt.Errorf("%w: %s: no successful resync yet (this node's ID is not known)", ErrNotReady, what)
 	case i.waitResync:
-		return fmt.Errorf("%w: the pod CIDR of node %s changed to %s; waiting for the resync that follows", ErrNotReady, i.nodeName, i.podNet)
+		return fmt.Errorf("%w: %s: the pod CIDR of node %s changed to %s; waiting for the resync that follows", ErrNotReady, what, i.nodeName, i.podNet)
 	default:
-		return fmt.Errorf("%w: the pod CIDR of node %s is not known yet", ErrNotReady, i.nodeName)
+		return fmt.Errorf("%w: %s: the pod CIDR of node %s is not known yet", ErrNotReady, what, i.nodeName)
 	}
 }
 
-// setPodNet sets podNet and its derived fields. Caller holds mu (and ioMu).
+// setPodNet sets podNet and its derived fields. Caller holds mu.
 func (i *IPAM) setPodNet(p netip.Prefix) {
 	i.podNet = p
 	if p.IsValid() {
@@ -617,7 +639,7 @@ func (i *IPAM) setPodNet(p netip.Prefix) {
 }
 
 // podAddr returns the address at offset off of this node's pod subnet.
-// Caller holds mu (or ioMu with a Store).
+// Caller holds mu.
 func (i *IPAM) podAddr(off uint64) netip.Addr {
 	if i.podIs4 {
 		v := uint32(i.podBase.lo) + uint32(off)
@@ -637,14 +659,16 @@ func (i *IPAM) ownerOf(off uint64) kubemodel.PodID {
 	return kubemodel.PodID{}
 }
 
-// parseIPAMData extracts an address from an external IPAM plugin's data.
-func parseIPAMData(data string) (netip.Addr, error) {
+// parseIPAMData extracts an address from an external IPAM plugin's data:
+// an address, a CIDR or a CNI result with ips; ok is false for anything
+// else.
+func parseIPAMData(data string) (netip.Addr, bool) {
 	s := strings.TrimSpace(data)
 	if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
-		return a.Unmap(), nil
+		return a.Unmap(), true
 	}
 	if p, err := netip.ParsePrefix(s); err == nil {
-		return p.Addr().Unmap(), nil
+		return p.Addr().Unmap(), true
 	}
 	var res struct {
 		IPs []struct {
@@ -653,13 +677,13 @@ func parseIPAMData(data string) (netip.Addr, error) {
 	}
 	if err := json.Unmarshal([]byte(s), &res); err == nil && len(res.IPs) > 0 {
 		if p, err := netip.ParsePrefix(res.IPs[0].Address); err == nil {
-			return p.Addr().Unmap(), nil
+			return p.Addr().Unmap(), true
 		}
 		if a, err := netip.ParseAddr(res.IPs[0].Address); err == nil && a.Zone() == "" {
-			return a.Unmap(), nil
+			return a.Unmap(), true
 		}
 	}
-	return netip.Addr{}, fmt.Errorf("%w: %q is neither an address, a CIDR nor a CNI result with ips", ErrInvalidIPAMData, data)
+	return netip.Addr{}, false
 }
 
 // ReleasePodIP releases the pod's address, making it available for new pods
@@ -671,10 +695,50 @@ func parseIPAMData(data string) (netip.Addr, error) {
 //
 // ReleasePodIP knows no container ID: it releases the address whichever
 // sandbox holds it, like a DeletePod without a container ID (see
-// [IPAM.Update]).
+// [IPAM.Update]). Like AllocatePodIP it takes no context: its Store call
+// is bounded by Config.StoreTimeout only.
 func (i *IPAM) ReleasePodIP(podID kubemodel.PodID) error {
-	_, err := i.release(podID, netip.Addr{}, "")
+	i.begin()
+	_, err := i.release(context.Background(), podID, netip.Addr{}, releaseCause{})
+	i.mu.Unlock() // not deferred: the hot path
 	return err
+}
+
+// releaseCause says who asks for a release, which decides whether the
+// sandbox holding the address keeps it (see [IPAM.Update]). The zero
+// value is a release whatever sandbox holds the address: the direct API,
+// or a DeletePod without a container ID. It is a value.
+type releaseCause struct {
+	// sandbox is the container ID of the DeletePod's sandbox; "" if not
+	// known.
+	sandbox string
+	// kubeDeletion: the pod was deleted from the Kubernetes state, which
+	// knows no sandbox.
+	kubeDeletion bool
+}
+
+// String describes the cause for messages: "sandbox <id>", "deletion from
+// Kubernetes" or "any sandbox".
+func (c releaseCause) String() string {
+	switch {
+	case c.sandbox != "":
+		return "sandbox " + c.sandbox
+	case c.kubeDeletion:
+		return "deletion from Kubernetes"
+	}
+	return "any sandbox"
+}
+
+// selective reports whether the release depends on the holder of the
+// address.
+func (c releaseCause) selective() bool { return c.sandbox != "" || c.kubeDeletion }
+
+// keptBy reports whether the sandbox holder ("" if unknown) keeps the
+// address against this release: a known holder keeps it against the DEL
+// of another sandbox of the pod and against the pod's deletion from the
+// Kubernetes state.
+func (c releaseCause) keptBy(holder string) bool {
+	return holder != "" && c.selective() && holder != c.sandbox
 }
 
 type releaseResult struct {
@@ -686,79 +750,52 @@ type releaseResult struct {
 }
 
 // release releases the pod's address; if only is valid, only when the pod
-// has exactly that address; if container is not empty, only when the
-// holder of the address is unknown or that container.
-func (i *IPAM) release(pod kubemodel.PodID, only netip.Addr, container string) (releaseResult, error) {
-	if i.store == nil {
-		i.mu.Lock()
-		off, ok := i.byPod[pod]
-		if !ok || (only.IsValid() && i.podAddr(off) != only) {
-			i.mu.Unlock()
-			return releaseResult{}, nil
-		}
-		if container != "" {
-			if h := i.holder[pod]; h != "" && h != container {
-				a := i.podAddr(off)
-				i.mu.Unlock()
-				return releaseResult{kept: a, holder: h}, nil
-			}
-		}
-		delete(i.byPod, pod)
-		delete(i.holder, pod)
-		i.pool.release(off)
-		a := i.podAddr(off)
-		i.mu.Unlock()
-		return releaseResult{addr: a}, nil
-	}
-	i.ioMu.Lock()
-	defer i.ioMu.Unlock()
-	// With a Store every mutation holds ioMu: the state cannot change
-	// under us, and reading it without mu is safe.
+// has exactly that address; and not when its holder keeps it against
+// cause (see releaseCause.keptBy). Caller is in an operation.
+func (i *IPAM) release(ctx context.Context, pod kubemodel.PodID, only netip.Addr, cause releaseCause) (releaseResult, error) {
 	off, ok := i.byPod[pod]
 	if only.IsValid() && (!ok || i.podAddr(off) != only) {
 		return releaseResult{}, nil
 	}
-	if container != "" {
-		if ok {
-			if h := i.holder[pod]; h != "" && h != container {
-				return releaseResult{kept: i.podAddr(off), holder: h}, nil
-			}
-		} else if i.pool == nil || i.waitResync {
-			// The pod's record, if any, is not loaded: it may name
-			// another sandbox of the pod, which the blind delete below
-			// would release.
-			i.mu.Lock()
-			err := i.notReadyLocked()
-			i.mu.Unlock()
-			return releaseResult{}, fmt.Errorf("release pod IP of %s (sandbox %s): %w", pod, container, err)
+	if ok && cause.selective() {
+		if h := i.holder[pod]; cause.keptBy(h) {
+			return releaseResult{kept: i.podAddr(off), holder: h}, nil
 		}
+	} else if !ok && i.store != nil && cause.selective() && (i.pool == nil || i.waitResync) {
+		// The pod's record, if any, is not loaded: it may name
+		// another sandbox of the pod, which the blind delete below
+		// would release.
+		return releaseResult{}, i.notReady(fmt.Sprintf("release pod IP of %s (%s)", pod, cause))
 	}
-	// A pod IPAM knows no address of may still have a record: one that
-	// was not loaded yet (no pod subnet yet) or one whose deletion failed
-	// in a Resync. CNI DEL of such a pod deletes it.
-	ctx, cancel := context.WithTimeout(context.Background(), i.storeTimeout)
-	err := i.store.DeleteAllocation(ctx, pod)
-	cancel()
-	if err != nil {
-		if ok {
-			// The delete may have been applied: settle it later.
-			i.mu.Lock()
-			i.markUnsure(pod)
-			i.mu.Unlock()
+	if i.store != nil {
+		// A pod IPAM knows no address of may still have a record: one
+		// that was not loaded yet (no pod subnet yet) or one whose
+		// deletion failed in a Resync. CNI DEL of such a pod deletes it.
+		i.unlock()
+		ctx, cancel := context.WithTimeout(ctx, i.storeTimeout)
+		err := i.store.DeleteAllocation(ctx, pod)
+		cancel()
+		i.relock()
+		if err != nil {
+			if ok {
+				// The delete may have been applied: settle it later.
+				i.markUnsure(pod)
+			}
+			return releaseResult{}, fmt.Errorf("ipam: release pod IP of %s: persist: %w", pod, err)
 		}
-		return releaseResult{}, fmt.Errorf("release pod IP of %s: persist: %w", pod, err)
 	}
 	if !ok {
 		return releaseResult{}, nil
 	}
-	a := i.podAddr(off)
-	i.mu.Lock()
 	delete(i.byPod, pod)
-	delete(i.holder, pod)
-	delete(i.unsure, pod)
+	if i.holder != nil {
+		delete(i.holder, pod)
+	}
+	if i.unsure != nil {
+		delete(i.unsure, pod)
+	}
 	i.pool.release(off)
-	i.mu.Unlock()
-	return releaseResult{addr: a}, nil
+	return releaseResult{addr: i.podAddr(off)}, nil
 }
 
 func comparePodID(a, b kubemodel.PodID) int {

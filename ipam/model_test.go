@@ -77,10 +77,12 @@ func TestAllocatorModel(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			seed := ipam.TestSeeds(t, uint64(tc.id))[0]
+			ipam.LogSeed(t, seed)
 			i := newReady(t, tc.id, tc.cfg)
 			subnet := i.PodSubnetThisNodePrefix()
 			o := newOracle(subnet)
-			rng := rand.New(rand.NewPCG(uint64(tc.id), uint64(tc.pods)))
+			rng := rand.New(rand.NewPCG(seed, uint64(tc.pods)))
 			steps := 6000
 			if tc.pods > 1000 {
 				steps = 12000

@@ -46,7 +46,9 @@ func TestPoolModel(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(1, tc.lo))
+			seed := testSeeds(t, 1)[0]
+			logSeed(t, seed)
+			rng := rand.New(rand.NewPCG(seed, tc.lo))
 			p := newPool(tc.lo, tc.hi)
 			o := &poolOracle{lo: tc.lo, hi: tc.hi, cursor: tc.hi, used: map[uint64]bool{}}
 			var live []uint64

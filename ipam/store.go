@@ -53,9 +53,11 @@ type Allocation struct {
 //
 // # Contract
 //
-// IPAM calls the methods with a context bounded by Config.StoreTimeout,
-// never concurrently with each other for one IPAM, and only from
-// AllocatePodIP, ReleasePodIP, Resync and Update. Arguments are values;
+// IPAM calls the methods with a context bounded by Config.StoreTimeout —
+// from Resync and Update derived from the event's context
+// (controller.ContextOf), so that the loop's shutdown deadline reaches
+// them — never concurrently with each other for one IPAM, and only from
+// AllocatePodIP, ReleasePodIP, Resync, Update and Revert. Arguments are values;
 // List's result is owned by the caller.
 //
 //   - PutAllocation writes the pod's record — the address and the holder

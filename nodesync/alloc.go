@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/cenkalti/backoff/v5"
 	"github.com/vswitchkit/vswitchkit/nodesync/nodesyncmodel"
@@ -170,7 +169,7 @@ func (ns *NodeSync) allocate(ctx context.Context) (uint32, vswitchRecord, error)
 		id  uint32
 		rec vswitchRecord
 	}
-	r, err := backoff.Retry(ctx, func() (result, error) {
+	r, err := retryDB(ctx, ns, "allocating the node ID", func() (result, error) {
 		for {
 			if err := ctx.Err(); err != nil {
 				return result{}, backoff.Permanent(err)
@@ -186,7 +185,7 @@ func (ns *NodeSync) allocate(ctx context.Context) (uint32, vswitchRecord, error)
 				return result{id, rec}, nil
 			}
 		}
-	}, ns.retryOptions("allocating node ID")...)
+	})
 	return r.id, r.rec, err
 }
 
@@ -544,27 +543,4 @@ func (ns *NodeSync) txn(ctx context.Context, txn Txn) (TxnResult, error) {
 	tctx, cancel := context.WithTimeout(ctx, ns.cfg.RequestTimeout)
 	defer cancel()
 	return ns.broker.Txn(tctx, txn)
-}
-
-// newBackoff returns the backoff between failed DB requests: from
-// Config.RetryBackoff, doubling up to 2s, with jitter.
-func (ns *NodeSync) newBackoff() *backoff.ExponentialBackOff {
-	return &backoff.ExponentialBackOff{
-		InitialInterval:     ns.cfg.RetryBackoff,
-		RandomizationFactor: 0.5,
-		Multiplier:          2,
-		MaxInterval:         2 * time.Second,
-	}
-}
-
-// retryOptions are the options of backoff.Retry for DB requests: no limit
-// but the context, the backoff of newBackoff, failures logged.
-func (ns *NodeSync) retryOptions(what string) []backoff.RetryOption {
-	return []backoff.RetryOption{
-		backoff.WithBackOff(ns.newBackoff()),
-		backoff.WithMaxElapsedTime(0),
-		backoff.WithNotify(func(err error, d time.Duration) {
-			ns.log.Warn(what+" failed, retrying", slog.Any("error", err), slog.Duration("in", d))
-		}),
-	}
 }

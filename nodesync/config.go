@@ -7,6 +7,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/vswitchkit/vswitchkit/internal/cfgutil"
 )
 
 // DefaultPrefix is the key prefix of the nodesync records when
@@ -32,7 +34,9 @@ type Config struct {
 
 	// StartupTimeout bounds how long the start-up Resync waits for Run to
 	// allocate the node ID; when it passes, Resync returns ErrNotReady (the
-	// loop retries with a healing resync). Default: 2m.
+	// loop retries with a healing resync). A Run that has not been called
+	// at all is reported sooner, after NotRunningDelay, with ErrNotRunning;
+	// and the wait ends with the loop's context. Default: 2m.
 	StartupTimeout time.Duration
 
 	// MaxNodeID is the largest node ID that may be allocated; when all IDs
@@ -73,28 +77,14 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.RequestTimeout < 0 {
-		errs = append(errs, fmt.Errorf("RequestTimeout %v is negative", c.RequestTimeout))
-	} else if c.RequestTimeout == 0 {
-		c.RequestTimeout = 10 * time.Second
-	}
-	if c.StartupTimeout < 0 {
-		errs = append(errs, fmt.Errorf("StartupTimeout %v is negative", c.StartupTimeout))
-	} else if c.StartupTimeout == 0 {
-		c.StartupTimeout = 2 * time.Minute
-	}
+	errs = append(errs, cfgutil.Durations([]cfgutil.Duration{
+		{Name: "RequestTimeout", Value: &c.RequestTimeout, Default: 10 * time.Second},
+		{Name: "StartupTimeout", Value: &c.StartupTimeout, Default: 2 * time.Minute},
+		{Name: "RetryBackoff", Value: &c.RetryBackoff, Default: 50 * time.Millisecond},
+		{Name: "LocalFallbackDelay", Value: &c.LocalFallbackDelay, Default: DefaultLocalFallbackDelay},
+	})...)
 	if c.MaxNodeID == 0 {
 		c.MaxNodeID = math.MaxUint32
-	}
-	if c.RetryBackoff < 0 {
-		errs = append(errs, fmt.Errorf("RetryBackoff %v is negative", c.RetryBackoff))
-	} else if c.RetryBackoff == 0 {
-		c.RetryBackoff = 50 * time.Millisecond
-	}
-	if c.LocalFallbackDelay < 0 {
-		errs = append(errs, fmt.Errorf("LocalFallbackDelay %v is negative", c.LocalFallbackDelay))
-	} else if c.LocalFallbackDelay == 0 {
-		c.LocalFallbackDelay = DefaultLocalFallbackDelay
 	}
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("nodesync: invalid config: %w", err)

@@ -75,6 +75,27 @@ type ProtoBroker interface {
 	Txn(ctx context.Context, txn Txn) (TxnResult, error)
 }
 
+// PageLister is an optional interface of a [ProtoBroker], detected by type
+// assertion: reading a range in pages. [NodeSync.Run] reads the node
+// records with it when the broker has it, page by page at the revision of
+// the first page, and retries a failed request for that page alone, so
+// that every node reads the records once even when requests fail (with
+// thousands of nodes starting at once, a whole-list retry would read the
+// list again per failure). Without it, Run uses List and retries it
+// whole. [github.com/vswitchkit/vswitchkit/nodesync/etcddb] and
+// [github.com/vswitchkit/vswitchkit/nodesync/nodesynctest] implement it.
+type PageLister interface {
+	// ListPage returns, sorted by key, the first pairs (at most limit; 0
+	// means the implementation's page size) whose key starts with
+	// keyPrefix and sorts after the key after ("" for the first page), as
+	// they were at revision (0: the current revision). The result's
+	// Revision is the revision read: the first page's is the one to pass
+	// for the following pages. more tells whether pairs follow. A revision
+	// that has been compacted away fails with [ErrCompacted] (possibly
+	// wrapped).
+	ListPage(ctx context.Context, keyPrefix, after string, revision, limit int64) (page ListResult, more bool, err error)
+}
+
 // CmpTarget selects the revision that a [Cmp] compares.
 type CmpTarget int
 

@@ -83,8 +83,11 @@
 // DB connection, allocates the ID, reads the node records (closing
 // [NodeSync.Ready]; or starts from local state, see above), then watches
 // the records until its context ends, and returns after every goroutine it
-// started has exited. The start-up Resync of the loop waits (at most
-// Config.StartupTimeout) for the ID. Record changes reach the handler as
+// started has exited. The start-up Resync of the loop waits for the ID, at
+// most Config.StartupTimeout and only as long as the loop's context lasts;
+// if Run has not been called within [NotRunningDelay] it fails at once
+// with [ErrNotRunning], so that a forgotten Run is reported in seconds
+// instead of blocking the loop. Record changes reach the handler as
 // internal events pushed into the loop; if a push fails or the watch
 // breaks, Run re-lists and pushes one snapshot.
 //
@@ -96,5 +99,7 @@
 // is called for it), and does not decide when a node is gone: it trusts the
 // Kubernetes node objects and ReleaseNode. Every node still reads all node
 // records once at start (and after a broken watch), which is O(N) per node
-// by nature; the etcd adapter reads them in pages.
+// by nature; with a broker that reads pages ([PageLister], as the etcd
+// adapter does) a failed request is retried for its page alone, so the
+// records are read once however many requests fail.
 package nodesync

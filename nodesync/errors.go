@@ -3,6 +3,9 @@ package nodesync
 import (
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 )
 
 // Sentinel errors. Match them with errors.Is; most are returned wrapped.
@@ -23,8 +26,16 @@ var (
 	// the start-up Resync) before Run has allocated it.
 	ErrNotReady = errors.New("nodesync: node ID not allocated yet")
 
-	// ErrAlreadyRunning is returned by Run when it is called more than once.
-	ErrAlreadyRunning = errors.New("nodesync: Run called more than once")
+	// ErrNotRunning is returned (wrapped, together with ErrNotReady) by the
+	// start-up Resync when Run has not been called within a few seconds
+	// (see [NodeSync.Resync]): only Run allocates the node ID, so waiting
+	// longer would only block the event loop.
+	ErrNotRunning = errors.New("nodesync: Run has not been called")
+
+	// ErrAlreadyRunning is returned (wrapped) by Run when it is called
+	// more than once. It is the module's one value
+	// (internal/lifecycle), so errors.Is matches it across packages.
+	ErrAlreadyRunning = lifecycle.ErrAlreadyRunning
 
 	// ErrNodeReleased is returned (wrapped) by Run when this node's record
 	// was deleted while it was running, e.g. by [ReleaseNode]: its ID may be
@@ -37,6 +48,16 @@ var (
 	// node must stop using it.
 	ErrNodeIDLost = errors.New("nodesync: this node's ID is owned by another node")
 )
+
+// notRunningError is the start-up Resync's error when Run was not called:
+// it wraps ErrNotRunning and ErrNotReady.
+type notRunningError struct{ waited time.Duration }
+
+func (e *notRunningError) Error() string {
+	return fmt.Sprintf("%v (the start-up resync waited %v for it; the node ID cannot be allocated without it)", ErrNotRunning, e.waited)
+}
+
+func (e *notRunningError) Unwrap() []error { return []error{ErrNotRunning, ErrNotReady} }
 
 // RecordError reports a malformed record found in the database. Records of
 // other nodes that are malformed are skipped (and logged); they never stop

@@ -15,14 +15,17 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
+	"github.com/vswitchkit/vswitchkit/internal/retry"
 	"google.golang.org/protobuf/proto"
 )
 
 // API defines the methods provided by NodeSync for use by other components.
 // Implementations must be safe for concurrent use.
 type API interface {
-	// GetNodeID returns the integer ID allocated for this node, 0 before
-	// it is allocated. The method is safe for concurrent use.
+	// GetNodeID returns the integer ID allocated for this node, 0 while it
+	// is not known yet (for NodeSync: until Ready is closed). The method
+	// is safe for concurrent use.
 	GetNodeID() uint32
 
 	// PublishNodeIPs publishes the currently assigned VPP-side node IPs of
@@ -56,24 +59,22 @@ type NodeSync struct {
 	cfg    Config
 	log    *slog.Logger
 	broker ProtoBroker
+	run    lifecycle.Once
 
-	nodeID  atomic.Uint32
-	running atomic.Bool
-	ready   chan struct{} // closed when the ID is allocated and snap is set
-	done    chan struct{} // closed when Run returns
-	runErr  error         // set before done is closed
+	// nodeID is this node's ID, 0 until ready is closed. It is written
+	// with mu held, together with st, and read without it by GetNodeID.
+	nodeID atomic.Uint32
+	ready  chan struct{} // closed when st.state becomes ready (stateOffline or stateOnline)
+	done   chan struct{} // closed when st.state becomes stateEnded
 
-	snapMu  sync.Mutex
-	snap    ListResult // latest record snapshot from Run; guarded by snapMu
-	startMu sync.Mutex // guards the two fields below: who installs the ID
-	offline bool       // started with the ID from LocalState
-	online  bool       // the DB decided the ID before the fallback
-
-	statusMu sync.Mutex
-	status   startStatus // why the ID is not there yet; guarded by statusMu
-
-	mu        sync.Mutex // guards everything below and serializes the handler methods
-	started   bool       // start-up resync done
+	// mu guards every field below. The handler methods and PublishNodeIPs
+	// hold it for their whole run, which serializes them (PublishNodeIPs
+	// also across its DB write, bounded by Config.RequestTimeout, which
+	// GetAllNodes and Run's state changes may then wait for); Run and the
+	// getters hold it briefly, never across I/O or a wait.
+	mu        sync.Mutex
+	st        startup // Run's start-up state
+	synced    bool    // the start-up resync is done
 	records   map[string]vswitchRecord
 	recRev    int64 // revision of the record snapshot in use
 	kube      map[string]kubeInfo
@@ -130,11 +131,18 @@ func (ns *NodeSync) String() string { return "nodesync" }
 // NodeName returns the name of this node.
 func (ns *NodeSync) NodeName() string { return ns.name }
 
-// GetNodeID returns the integer ID allocated for this node, or 0 before Run
-// has allocated it (see [NodeSync.Ready]).
+// GetNodeID returns this node's ID once [NodeSync.Ready] is closed, and 0
+// before: also while the ID is already claimed in the database but Run
+// still reads the node records.
 func (ns *NodeSync) GetNodeID() uint32 { return ns.nodeID.Load() }
 
-// Ready returns a channel that is closed once Run has allocated the node ID.
+// Ready returns a channel that is closed once Run has what the start-up
+// Resync needs: this node's ID and a snapshot of the node records of all
+// nodes, both from the database (the ID allocated or confirmed there, the
+// records read after it) or, when the database has not answered within
+// Config.LocalFallbackDelay, both from Config.LocalState. GetNodeID
+// returns the ID from then on. Ready stays closed after Run has ended; it
+// never closes if Run fails before (see the errors of [NodeSync.Run]).
 func (ns *NodeSync) Ready() <-chan struct{} { return ns.ready }
 
 // Run waits for the DB connection, allocates this node's ID (or finds the
@@ -155,11 +163,11 @@ func (ns *NodeSync) Ready() <-chan struct{} { return ns.ready }
 // node owns the ID; [ErrAlreadyRunning] when called again. DB failures are
 // retried with backoff and do not end Run.
 func (ns *NodeSync) Run(ctx context.Context) (err error) {
-	if !ns.running.CompareAndSwap(false, true) {
-		return ErrAlreadyRunning
+	if err := ns.run.Start("nodesync"); err != nil {
+		return err
 	}
 	start := time.Now()
-	ns.setPhase("waiting for the database connection", start)
+	ns.enter(stateConnecting)
 	var wg sync.WaitGroup
 	fctx, stopFallback := context.WithCancel(ctx)
 	defer func() {
@@ -168,8 +176,7 @@ func (ns *NodeSync) Run(ctx context.Context) (err error) {
 		if err != nil && ctx.Err() != nil && ns.GetNodeID() != 0 {
 			ns.saveView() // a clean stop: keep the latest view
 		}
-		ns.runErr = err
-		close(ns.done)
+		ns.end(err)
 	}()
 
 	local, hasLocal := ns.loadLocal()
@@ -179,7 +186,7 @@ func (ns *NodeSync) Run(ctx context.Context) (err error) {
 			defer t.Stop()
 			select {
 			case <-t.C:
-				ns.startOffline(local)
+				ns.startOffline()
 			case <-fctx.Done():
 			}
 		})
@@ -196,10 +203,10 @@ func (ns *NodeSync) Run(ctx context.Context) (err error) {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	ns.setPhase("allocating the node ID", time.Now())
 
 	var id uint32
 	if hasLocal {
+		ns.enter(stateConfirming)
 		ok, err := ns.confirm(ctx, local.NodeID)
 		if err != nil {
 			ns.forget(err)
@@ -210,6 +217,7 @@ func (ns *NodeSync) Run(ctx context.Context) (err error) {
 		}
 	}
 	if id == 0 {
+		ns.enter(stateAllocating)
 		id, _, err = ns.allocate(ctx)
 		if err != nil {
 			return err
@@ -233,30 +241,31 @@ func (ns *NodeSync) Run(ctx context.Context) (err error) {
 	return ns.watchRecords(ctx, list.Revision)
 }
 
-// loadLocal loads the saved state that belongs to this node and has an ID.
+// loadLocal loads the saved state that belongs to this node and has an ID,
+// and offers it to the fallback.
 func (ns *NodeSync) loadLocal() (SavedState, bool) {
 	ls := ns.cfg.LocalState
 	if ls == nil {
-		ns.setLocalStatus("no local state (Config.LocalState is nil)")
+		ns.setLocal(nil, "no local state (Config.LocalState is nil)")
 		return SavedState{}, false
 	}
 	st, ok, err := ls.Load()
 	switch {
 	case err != nil:
 		ns.log.Warn("cannot load local state", slog.Any("error", err))
-		ns.setLocalStatus(fmt.Sprintf("local state %s unreadable: %v", describe(ls), err))
+		ns.setLocal(nil, fmt.Sprintf("local state %s unreadable: %v", describe(ls), err))
 		return SavedState{}, false
 	case !ok:
-		ns.setLocalStatus(fmt.Sprintf("nothing saved in local state %s", describe(ls)))
+		ns.setLocal(nil, fmt.Sprintf("nothing saved in local state %s", describe(ls)))
 		return SavedState{}, false
 	case st.Prefix != ns.cfg.Prefix || st.NodeName != ns.name:
-		ns.setLocalStatus(fmt.Sprintf("local state %s belongs to node %q under prefix %q", describe(ls), st.NodeName, st.Prefix))
+		ns.setLocal(nil, fmt.Sprintf("local state %s belongs to node %q under prefix %q", describe(ls), st.NodeName, st.Prefix))
 		return SavedState{}, false
 	case st.NodeID == 0:
-		ns.setLocalStatus(fmt.Sprintf("local state %s holds no node ID", describe(ls)))
+		ns.setLocal(nil, fmt.Sprintf("local state %s holds no node ID", describe(ls)))
 		return SavedState{}, false
 	}
-	ns.setLocalStatus(fmt.Sprintf("local state %s holds node ID %d", describe(ls), st.NodeID))
+	ns.setLocal(&st, fmt.Sprintf("local state %s holds node ID %d", describe(ls), st.NodeID))
 	return st, true
 }
 
@@ -267,49 +276,13 @@ func describe(ls LocalState) string {
 	return fmt.Sprintf("%T", ls)
 }
 
-// startOffline installs the ID and records from local state, unless the DB
-// has decided the ID already.
-func (ns *NodeSync) startOffline(local SavedState) {
-	ns.startMu.Lock()
-	defer ns.startMu.Unlock()
-	if ns.online {
-		return
-	}
-	ns.offline = true
-	recs := local.Records
-	recs.Revision = 0 // any snapshot read from the DB replaces it
-	recs.KVs = slices.DeleteFunc(slices.Clone(recs.KVs), func(kv KV) bool { return !strings.HasPrefix(kv.Key, nodeKeyPrefix) })
-	ns.nodeID.Store(local.NodeID)
-	ns.setSnapshot(recs)
-	close(ns.ready)
-	st := ns.statusText()
-	ns.log.Warn("started with the node ID from local state; the database has not confirmed it yet",
-		slog.Uint64("id", uint64(local.NodeID)), slog.Int("records", len(recs.KVs)), slog.String("database", st))
-}
-
-// installOnline installs the ID and records read from the DB and reports
-// true, unless Run started from local state already (then false).
-func (ns *NodeSync) installOnline(id uint32, list ListResult, start time.Time) bool {
-	ns.startMu.Lock()
-	defer ns.startMu.Unlock()
-	if ns.offline {
-		return false
-	}
-	ns.online = true
-	ns.nodeID.Store(id)
-	ns.setSnapshot(list)
-	close(ns.ready)
-	ns.log.Info("node ID allocated", slog.Uint64("id", uint64(id)), slog.Duration("took", time.Since(start)))
-	return true
-}
-
 // confirm checks in the DB that this node owns id, the ID from local state,
 // and makes its record name it. It reports false if the node does not own
 // id and has not used it yet (Run then allocates anew); after a start from
 // local state it returns ErrNodeReleased or ErrNodeIDLost instead.
 func (ns *NodeSync) confirm(ctx context.Context, id uint32) (bool, error) {
 	me := nodeKey(ns.name)
-	owned, err := backoff.Retry(ctx, func() (bool, error) {
+	owned, err := retryDB(ctx, ns, "confirming the node ID", func() (bool, error) {
 		res, err := ns.txn(ctx, Txn{Then: []Op{{Type: OpGet, Key: me}, {Type: OpGet, Key: idKey(id)}}})
 		if err != nil {
 			ns.setDBError(err)
@@ -340,7 +313,7 @@ func (ns *NodeSync) confirm(ctx context.Context, id uint32) (bool, error) {
 			return false, err
 		}
 		return true, nil
-	}, ns.retryOptions("confirming the node ID")...)
+	})
 	if errors.Is(err, errNotOwned) {
 		return false, nil
 	}
@@ -351,45 +324,95 @@ func (ns *NodeSync) confirm(ctx context.Context, id uint32) (bool, error) {
 // this node's and was never used.
 var errNotOwned = errors.New("not owned")
 
-// lost returns the error for an ID from local state that this node does
-// not own (owner "" means unclaimed): errNotOwned if the ID has not been
-// used yet, ErrNodeReleased or ErrNodeIDLost otherwise.
-func (ns *NodeSync) lost(id uint32, owner string) error {
-	ns.startMu.Lock()
-	defer ns.startMu.Unlock()
-	if !ns.offline {
-		ns.online = true // the fallback must not start with this ID now
-		ns.log.Info("the node ID in local state is not this node's any more; allocating anew",
-			slog.Uint64("id", uint64(id)), slog.String("owner", owner))
-		return errNotOwned
-	}
-	if owner == "" {
-		return fmt.Errorf("%w: ID %d from local state is not claimed any more", ErrNodeReleased, id)
-	}
-	return fmt.Errorf("%w: ID %d from local state is claimed by node %q", ErrNodeIDLost, id, owner)
-}
-
-// listRecords reads the node records, retrying DB errors.
+// listRecords reads the node records, retrying DB errors; it fails with
+// ErrNodeReleased when this node's record is missing. It reads them once:
+// with a broker that is a [PageLister] page by page, a failed page
+// retried alone; otherwise whole, retried whole.
 func (ns *NodeSync) listRecords(ctx context.Context) (ListResult, error) {
-	ns.setPhase("reading the node records", time.Now())
-	return backoff.Retry(ctx, func() (ListResult, error) {
-		list, err := ns.relist(ctx)
-		if errors.Is(err, ErrNodeReleased) {
-			return ListResult{}, backoff.Permanent(err)
+	ns.enter(stateListing)
+	pl, ok := ns.broker.(PageLister)
+	if !ok {
+		return retryDB(ctx, ns, "reading the node records", func() (ListResult, error) {
+			lctx, cancel := context.WithTimeout(ctx, ns.cfg.RequestTimeout)
+			defer cancel()
+			list, err := ns.broker.List(lctx, nodeKeyPrefix)
+			if err == nil {
+				err = ns.checkOwn(list)
+			}
+			if errors.Is(err, ErrNodeReleased) {
+				return ListResult{}, backoff.Permanent(err)
+			}
+			if err != nil {
+				ns.setDBError(err)
+			}
+			return list, err
+		})
+	}
+	for {
+		list, err := ns.listPages(ctx, pl)
+		if errors.Is(err, ErrCompacted) && ctx.Err() == nil {
+			continue // the first page's revision is gone (rare): start over
 		}
 		if err != nil {
-			ns.setDBError(err)
+			return ListResult{}, err
 		}
-		return list, err
-	}, ns.retryOptions("reading node records")...)
+		return list, ns.checkOwn(list)
+	}
+}
+
+// listPages reads the node records page by page at the revision of the
+// first page, retrying a failed page alone; it returns ErrCompacted when
+// that revision is compacted away meanwhile.
+func (ns *NodeSync) listPages(ctx context.Context, pl PageLister) (ListResult, error) {
+	type page struct {
+		list ListResult
+		more bool
+	}
+	var list ListResult
+	var after string
+	for {
+		p, err := retryDB(ctx, ns, "reading the node records", func() (page, error) {
+			pctx, cancel := context.WithTimeout(ctx, ns.cfg.RequestTimeout)
+			defer cancel()
+			res, more, err := pl.ListPage(pctx, nodeKeyPrefix, after, list.Revision, 0)
+			if errors.Is(err, ErrCompacted) {
+				return page{}, backoff.Permanent(err)
+			}
+			if err != nil {
+				ns.setDBError(err)
+			}
+			return page{res, more}, err
+		})
+		if err != nil {
+			return ListResult{}, err
+		}
+		if list.Revision == 0 {
+			list.Revision = p.list.Revision
+		}
+		list.KVs = append(list.KVs, p.list.KVs...)
+		if !p.more || len(p.list.KVs) == 0 {
+			return list, nil
+		}
+		after = p.list.KVs[len(p.list.KVs)-1].Key
+	}
+}
+
+// checkOwn returns ErrNodeReleased when this node's record is missing from
+// list.
+func (ns *NodeSync) checkOwn(list ListResult) error {
+	me := nodeKey(ns.name)
+	if slices.ContainsFunc(list.KVs, func(kv KV) bool { return kv.Key == me }) {
+		return nil
+	}
+	return fmt.Errorf("%w (missing at revision %d)", ErrNodeReleased, list.Revision)
 }
 
 // pushResync pushes a record snapshot into the loop, retrying while the
 // loop refuses it.
 func (ns *NodeSync) pushResync(ctx context.Context, list ListResult) error {
-	_, err := backoff.Retry(ctx, func() (struct{}, error) {
+	_, err := retryDB(ctx, ns, "pushing the node records", func() (struct{}, error) {
 		return struct{}{}, ns.loop.PushEvent(&recordResync{owner: ns, list: list})
-	}, ns.retryOptions("pushing the node records")...)
+	})
 	return err
 }
 
@@ -410,7 +433,7 @@ func (ns *NodeSync) saveView() {
 		return
 	}
 	ns.mu.Lock()
-	if !ns.started {
+	if !ns.synced {
 		ns.mu.Unlock()
 		return
 	}
@@ -434,12 +457,6 @@ func (ns *NodeSync) forget(err error) {
 	}
 }
 
-func (ns *NodeSync) setSnapshot(s ListResult) {
-	ns.snapMu.Lock()
-	ns.snap = s
-	ns.snapMu.Unlock()
-}
-
 // watchRecords runs watch and clears the saved ID if the node is released.
 func (ns *NodeSync) watchRecords(ctx context.Context, rev int64) error {
 	err := ns.watch(ctx, rev)
@@ -451,6 +468,7 @@ func (ns *NodeSync) watchRecords(ctx context.Context, rev int64) error {
 // the watch breaks (compaction, connection loss, a full event queue).
 func (ns *NodeSync) watch(ctx context.Context, rev int64) error {
 	brk := ns.newBackoff() // delay between breaks; reset by every event
+	broken := retry.NewDegraded(ns.log, "watching the node records")
 	for {
 		wctx, cancel := context.WithCancel(ctx)
 		var failure error
@@ -481,48 +499,24 @@ func (ns *NodeSync) watch(ctx context.Context, rev int64) error {
 		if failure != nil {
 			err = failure
 		}
+		// The watch broke: re-list after a backoff and push the records
+		// as one snapshot.
 		d := brk.NextBackOff()
-		ns.log.Warn("watch of node records broke, re-listing", slog.Any("error", err), slog.Duration("in", d))
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
+		broken.Fail(err, d)
+		if err := retry.Sleep(ctx, d); err != nil {
+			return err
 		}
-		list, err := backoff.Retry(ctx, func() (ListResult, error) {
-			list, err := ns.relist(ctx)
-			if errors.Is(err, ErrNodeReleased) {
-				return ListResult{}, backoff.Permanent(err)
-			}
-			if err == nil {
-				err = ns.loop.PushEvent(&recordResync{owner: ns, list: list})
-			}
-			return list, err
-		}, ns.retryOptions("re-listing node records")...)
+		list, err := ns.listRecords(ctx)
 		if err != nil {
 			return err
 		}
+		if err := ns.pushResync(ctx, list); err != nil {
+			return err
+		}
+		broken.OK()
 		ns.saveLocal(ns.GetNodeID(), list)
 		rev = list.Revision
 	}
-}
-
-// relist reads the node records; it fails with ErrNodeReleased when this
-// node's record is missing.
-func (ns *NodeSync) relist(ctx context.Context) (ListResult, error) {
-	lctx, cancel := context.WithTimeout(ctx, ns.cfg.RequestTimeout)
-	defer cancel()
-	list, err := ns.broker.List(lctx, nodeKeyPrefix)
-	if err != nil {
-		return ListResult{}, err
-	}
-	for _, kv := range list.KVs {
-		if kv.Key == nodeKey(ns.name) {
-			return list, nil
-		}
-	}
-	return ListResult{}, fmt.Errorf("%w (missing at revision %d)", ErrNodeReleased, list.Revision)
 }
 
 // HandlesEvent selects resyncs, Kubernetes node changes and the record
@@ -541,31 +535,36 @@ func (ns *NodeSync) HandlesEvent(event controller.Event) bool {
 }
 
 // Resync rebuilds the node information from the Kubernetes nodes in
-// kubeStateData. The first resync (the start-up one) waits, at most
-// Config.StartupTimeout, until Run has allocated the node ID and takes the
-// vswitch records from Run's snapshot; it returns ErrNotReady if the wait
-// times out or Run has ended. Later resyncs keep the vswitch records, which
-// Run keeps up to date. Resync emits no NodeUpdate events: other handlers
-// resync from GetAllNodes.
-func (ns *NodeSync) Resync(event controller.Event, kubeStateData controller.KubeStateData, resyncCount int, _ controller.ResyncOperations) error {
+// kubeStateData. The first resync (the start-up one) waits until Run has
+// the node ID and the node records (see [NodeSync.Ready]) and takes the
+// vswitch records from Run's snapshot. It waits at most
+// Config.StartupTimeout and no longer than the context of the event
+// ([controller.ContextOf] of txn: the loop cancels it when it stops); then
+// it returns an error wrapping [ErrNotReady] (and the context's error)
+// that says what Run is waiting for. If Run has not been called within
+// NotRunningDelay (or StartupTimeout if shorter) it returns an error
+// wrapping [ErrNotRunning] and ErrNotReady at once, and if Run has ended,
+// ErrNotReady. Later resyncs keep the vswitch records, which Run keeps up
+// to date. Resync emits no NodeUpdate events: other handlers resync from
+// GetAllNodes.
+func (ns *NodeSync) Resync(event controller.Event, kubeStateData controller.KubeStateData, resyncCount int, txn controller.ResyncOperations) error {
 	ns.mu.Lock()
-	started := ns.started
+	synced := ns.synced
 	ns.mu.Unlock()
 	var snap ListResult
-	if !started {
-		if err := ns.waitReady(); err != nil {
+	if !synced {
+		s, err := ns.waitStartup(controller.ContextOf(txn))
+		if err != nil {
 			return err
 		}
-		ns.snapMu.Lock()
-		snap = ns.snap
-		ns.snapMu.Unlock()
+		snap = s
 	}
 
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	if !ns.started {
+	if !ns.synced {
 		ns.replaceRecords(snap)
-		ns.started = true
+		ns.synced = true
 	}
 	ns.kube = make(map[string]kubeInfo)
 	for key, value := range kubeStateData[kubemodel.NodeResource] {
@@ -585,85 +584,66 @@ func (ns *NodeSync) Resync(event controller.Event, kubeStateData controller.Kube
 	return nil
 }
 
-func (ns *NodeSync) waitReady() error {
-	select {
-	case <-ns.ready:
-		return nil
-	default:
-	}
-	t := time.NewTimer(ns.cfg.StartupTimeout)
-	defer t.Stop()
-	select {
-	case <-ns.ready:
-		return nil
-	case <-ns.done:
+// NotRunningDelay is how long the start-up Resync waits for Run to be
+// called before it fails with [ErrNotRunning]: long enough for the
+// goroutines of an application that starts the loop and Run together, short
+// enough that a forgotten Run is reported within seconds instead of
+// blocking the loop for Config.StartupTimeout.
+const NotRunningDelay = 2 * time.Second
+
+// waitStartup waits until Run is ready and returns the records for the
+// start-up resync; it gives up when Run has ended, has not been called
+// within NotRunningDelay, Config.StartupTimeout has passed or ctx is done.
+func (ns *NodeSync) waitStartup(ctx context.Context) (ListResult, error) {
+	start := time.Now()
+	timeout := time.NewTimer(ns.cfg.StartupTimeout)
+	defer timeout.Stop()
+	notRunning := time.NewTimer(min(NotRunningDelay, ns.cfg.StartupTimeout))
+	defer notRunning.Stop()
+	var ctxErr error
+wait:
+	for {
 		select {
 		case <-ns.ready:
-			return nil
-		default:
+			break wait
+		case <-ns.done:
+			break wait
+		case <-timeout.C:
+			break wait
+		case <-notRunning.C:
+			ns.mu.Lock()
+			idle := ns.st.state == stateIdle
+			ns.mu.Unlock()
+			if idle {
+				return ListResult{}, &notRunningError{waited: time.Since(start)}
+			}
+		case <-ctx.Done():
+			ctxErr = ctx.Err()
+			break wait
 		}
-		return fmt.Errorf("%w: Run ended: %v", ErrNotReady, ns.runErr)
-	case <-t.C:
-		return fmt.Errorf("%w after waiting %v: %s", ErrNotReady, ns.cfg.StartupTimeout, ns.statusText())
 	}
-}
-
-// startStatus says what Run is waiting for while the ID is not there, for
-// the error of a start-up Resync that times out.
-type startStatus struct {
-	phase   string    // e.g. "waiting for the database connection"
-	since   time.Time // start of the phase
-	failing time.Time // first DB error in the phase; zero if none
-	lastErr error     // last DB error in the phase
-	local   string    // what the local state offers
-}
-
-func (ns *NodeSync) setPhase(phase string, since time.Time) {
-	ns.statusMu.Lock()
-	defer ns.statusMu.Unlock()
-	ns.status.phase, ns.status.since = phase, since
-	ns.status.failing, ns.status.lastErr = time.Time{}, nil
-}
-
-func (ns *NodeSync) setDBError(err error) {
-	ns.statusMu.Lock()
-	defer ns.statusMu.Unlock()
-	if ns.status.failing.IsZero() {
-		ns.status.failing = time.Now()
-	}
-	ns.status.lastErr = err
-}
-
-func (ns *NodeSync) setLocalStatus(s string) {
-	ns.statusMu.Lock()
-	defer ns.statusMu.Unlock()
-	ns.status.local = s
-}
-
-// statusText describes why the ID is not there yet, e.g. "database not
-// connected since 12:03:04 (Run waiting for the connection); no local
-// state (Config.LocalState is nil)".
-func (ns *NodeSync) statusText() string {
-	if !ns.running.Load() {
-		return "Run has not been called"
-	}
-	ns.statusMu.Lock()
-	defer ns.statusMu.Unlock()
-	st := ns.status
-	const clock = "15:04:05"
-	var b strings.Builder
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
 	switch {
-	case st.phase == "waiting for the database connection":
-		fmt.Fprintf(&b, "database not connected since %s", st.since.Format(clock))
-	case st.lastErr != nil:
-		fmt.Fprintf(&b, "database requests failing since %s while %s (last error: %v)", st.failing.Format(clock), st.phase, st.lastErr)
+	case ns.st.state.ready() || (ns.st.state == stateEnded && isClosed(ns.ready)):
+		return ns.st.snap, nil
+	case ns.st.state == stateEnded:
+		return ListResult{}, fmt.Errorf("%w: Run ended: %v", ErrNotReady, ns.st.err)
+	case ctxErr != nil:
+		return ListResult{}, fmt.Errorf("%w: the start-up resync stopped waiting: %w (%s)", ErrNotReady, ctxErr, ns.statusTextLocked())
+	case ns.st.state == stateIdle:
+		return ListResult{}, &notRunningError{waited: time.Since(start)}
+	}
+	return ListResult{}, fmt.Errorf("%w after waiting %v: %s", ErrNotReady, ns.cfg.StartupTimeout, ns.statusTextLocked())
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
 	default:
-		fmt.Fprintf(&b, "%s since %s", st.phase, st.since.Format(clock))
+		return false
 	}
-	if st.local != "" {
-		b.WriteString("; " + st.local)
-	}
-	return b.String()
 }
 
 // replaceRecords installs a record snapshot; ns.mu is held.
@@ -771,13 +751,13 @@ func (ns *NodeSync) Update(event controller.Event, _ controller.UpdateOperations
 		return ns.refresh(name)
 
 	case *recordChange:
-		if !ns.started {
+		if !ns.synced {
 			return "", fmt.Errorf("%w: record change before the start-up resync", ErrNotReady)
 		}
 		return ns.applyRecordEvent(ev.ev)
 
 	case *recordResync:
-		if !ns.started {
+		if !ns.synced {
 			return "", fmt.Errorf("%w: record resync before the start-up resync", ErrNotReady)
 		}
 		if ev.list.Revision <= ns.recRev {
@@ -890,6 +870,14 @@ func (ns *NodeSync) GetAllNodes() Nodes {
 // given version, or outside its network, and ErrNotReady after Run has
 // ended.
 func (ns *NodeSync) PublishNodeIPs(addresses IPsWithNetworks, version IPVersion) error {
+	return ns.PublishNodeIPsContext(context.Background(), addresses, version)
+}
+
+// PublishNodeIPsContext is [NodeSync.PublishNodeIPs] under ctx: an event
+// handler passes the context of its event ([controller.ContextOf] of its
+// transaction), so that the write ends with the event (CONTRIBUTING R6).
+// The write is also bounded by Config.RequestTimeout.
+func (ns *NodeSync) PublishNodeIPsContext(ctx context.Context, addresses IPsWithNetworks, version IPVersion) error {
 	if version != IPv4 && version != IPv6 {
 		return fmt.Errorf("nodesync: publish node IPs: invalid IP version %v", version)
 	}
@@ -901,16 +889,14 @@ func (ns *NodeSync) PublishNodeIPs(addresses IPsWithNetworks, version IPVersion)
 			return fmt.Errorf("nodesync: publish node IPs: %s is not an %v address", a, version)
 		}
 	}
-	select {
-	case <-ns.done:
-		// Never write after Run has ended: the record may have been
-		// released, and writing it would resurrect a freed ID.
-		return fmt.Errorf("nodesync: publish node IPs: %w: Run has ended: %v", ErrNotReady, ns.runErr)
-	default:
-	}
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	if !ns.started {
+	if ns.st.state == stateEnded {
+		// Never write after Run has ended: the record may have been
+		// released, and writing it would resurrect a freed ID.
+		return fmt.Errorf("nodesync: publish node IPs: %w: Run has ended: %v", ErrNotReady, ns.st.err)
+	}
+	if !ns.synced {
 		return fmt.Errorf("nodesync: publish node IPs: %w", ErrNotReady)
 	}
 	other := IPv4
@@ -922,7 +908,7 @@ func (ns *NodeSync) PublishNodeIPs(addresses IPsWithNetworks, version IPVersion)
 		return nil
 	}
 	rec := vswitchRecord{ID: ns.GetNodeID(), Name: ns.name, IPs: next}
-	ctx, cancel := context.WithTimeout(context.Background(), ns.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, ns.cfg.RequestTimeout)
 	defer cancel()
 	rev, err := ns.broker.Put(ctx, nodeKey(ns.name), recordToModel(rec))
 	if err != nil {

@@ -832,8 +832,9 @@ func TestReleasePendingNode(t *testing.T) {
 // whose record carries its ID.
 func TestConcurrentJoinWithRandomFaults(t *testing.T) {
 	const n = 60
-	for seed := range uint64(5) {
+	for _, seed := range testSeeds(t, 0, 1, 2, 3, 4) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			logSeed(t, seed)
 			db := nodesynctest.NewMemDB()
 			var mu sync.Mutex
 			r := rand.New(rand.NewPCG(seed, 42))

@@ -150,7 +150,7 @@ func releaseOnce(ctx context.Context, broker ProtoBroker, name string) ([]uint32
 // (of the reflector or an operator, not of the vswitch agents): when a
 // Kubernetes node object is deleted (a KubeStateChange of resource "node"
 // with a nil NewValue) it calls [ReleaseNode] for that node, bounded by
-// Config.RequestTimeout. A failed release is returned as the handler's
+// Config.RequestTimeout and by the event's context ([controller.ContextOf]). A failed release is returned as the handler's
 // error; calling ReleaseNode again is safe. Releaser does nothing on
 // resyncs: it never guesses that a node is gone from its absence.
 //
@@ -191,7 +191,7 @@ func (r *Releaser) Resync(controller.Event, controller.KubeStateData, int, contr
 }
 
 // Update releases the ID and record of the deleted node.
-func (r *Releaser) Update(event controller.Event, _ controller.UpdateOperations) (string, error) {
+func (r *Releaser) Update(event controller.Event, txn controller.UpdateOperations) (string, error) {
 	ev, ok := event.(*controller.KubeStateChange)
 	if !ok {
 		return "", nil
@@ -201,7 +201,7 @@ func (r *Releaser) Update(event controller.Event, _ controller.UpdateOperations)
 		r.log.Warn("skipping node deletion with malformed key", slog.Any("error", err))
 		return "", nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(controller.ContextOf(txn), r.cfg.RequestTimeout)
 	defer cancel()
 	ids, err := ReleaseNode(ctx, r.db, r.cfg.Prefix, name)
 	if err != nil {

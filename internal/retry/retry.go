@@ -1,6 +1,8 @@
-// Package retry holds the waiting helpers that the controller packages
-// (the watcher, the reflector) share: one exponential backoff policy and a
-// sleep that ends with its context.
+// Package retry holds the waiting helpers that the module's packages share:
+// exponential backoff policies (NewBackoff; NewClientBackoff for the
+// clients of a server shared by many), a sleep that ends with its context,
+// and Degraded, which logs a retried failure once when it starts and once
+// when it ends.
 package retry
 
 import (

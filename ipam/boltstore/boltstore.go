@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/internal/cfgutil"
 	"github.com/vswitchkit/vswitchkit/ipam"
 	"github.com/vswitchkit/vswitchkit/ipam/internal/record"
 	bolt "go.etcd.io/bbolt"
@@ -21,10 +22,6 @@ const (
 	// DefaultLockTimeout is the default Config.LockTimeout.
 	DefaultLockTimeout = time.Second
 )
-
-// ErrLocked is returned by [Open] when another process holds the file
-// (another agent running on this node).
-var ErrLocked = errors.New("boltstore: the file is locked by another process")
 
 // Config configures a [Store]. The zero value is valid. A Config is a plain
 // value, copied by Open.
@@ -57,14 +54,11 @@ var _ ipam.Store = (*Store)(nil)
 // If another process holds the file, Open fails after cfg.LockTimeout with
 // an error wrapping [ErrLocked].
 func Open(path string, cfg Config) (*Store, error) {
-	if cfg.LockTimeout < 0 {
-		return nil, fmt.Errorf("boltstore: invalid config: field LockTimeout %s: must not be negative", cfg.LockTimeout)
+	if errs := cfgutil.Durations([]cfgutil.Duration{{Name: "LockTimeout", Value: &cfg.LockTimeout, Default: DefaultLockTimeout}}); len(errs) > 0 {
+		return nil, fmt.Errorf("boltstore: invalid config: %w", errors.Join(errs...))
 	}
 	if cfg.Bucket == "" {
 		cfg.Bucket = DefaultBucket
-	}
-	if cfg.LockTimeout == 0 {
-		cfg.LockTimeout = DefaultLockTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -9,11 +9,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/internal/cfgutil"
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
+	"github.com/vswitchkit/vswitchkit/internal/retry"
 	"github.com/vswitchkit/vswitchkit/ipam"
 	"github.com/vswitchkit/vswitchkit/ipam/internal/record"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -27,25 +28,6 @@ const (
 	// DefaultLeaseTTL is the default Config.LeaseTTL.
 	DefaultLeaseTTL = 15 * time.Second
 )
-
-// Sentinel errors, wrapped with details by the returned errors.
-var (
-	// ErrNotOwner is returned by the Store methods when their context ends
-	// before Run has acquired the node's records (another agent with the
-	// same node name holds them, etcd is unreachable, or Run is not
-	// running).
-	ErrNotOwner = errors.New("etcdstore: this store does not own the node's IPAM records")
-
-	// ErrOwnershipLost is returned by the Store methods and by Run once the
-	// store no longer owns the node's records: its lease expired (an etcd
-	// outage longer than the lease TTL), the owner key was deleted or taken
-	// over, or Run returned. It is final: the application restarts the
-	// agent (or creates a new Store and IPAM) to take the records again.
-	ErrOwnershipLost = errors.New("etcdstore: ownership of the node's IPAM records lost")
-)
-
-// errStopped is wrapped into the lost error when Run returns normally.
-var errStopped = errors.New("the store's Run returned")
 
 // Config configures a [Store]. The zero value is valid. A Config is a plain
 // value, copied by New.
@@ -82,9 +64,9 @@ type Store struct {
 	log       *slog.Logger
 	pageSize  int64
 
-	running atomic.Bool
-	owned   chan struct{} // closed when Run acquired the records
-	lost    chan struct{} // closed when the store stops owning them (or Run returned)
+	run   lifecycle.Once
+	owned chan struct{} // closed when Run acquired the records
+	lost  chan struct{} // closed when the store stops owning them (or Run returned)
 
 	mu        sync.Mutex
 	createRev int64 // guarded by mu; create revision of our owner key, set before owned is closed
@@ -109,10 +91,9 @@ func New(cli *clientv3.Client, nodeName string, cfg Config) (*Store, error) {
 	} else if !strings.HasSuffix(cfg.Prefix, "/") {
 		errs = append(errs, fmt.Errorf("field Prefix %q: must end with '/'", cfg.Prefix))
 	}
-	switch {
-	case cfg.LeaseTTL == 0:
-		cfg.LeaseTTL = DefaultLeaseTTL
-	case cfg.LeaseTTL < 2*time.Second:
+	if ttlErrs := cfgutil.Durations([]cfgutil.Duration{{Name: "LeaseTTL", Value: &cfg.LeaseTTL, Default: DefaultLeaseTTL}}); len(ttlErrs) > 0 {
+		errs = append(errs, ttlErrs...)
+	} else if cfg.LeaseTTL < 2*time.Second {
 		errs = append(errs, fmt.Errorf("field LeaseTTL %s: must be at least 2s", cfg.LeaseTTL))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -170,14 +151,16 @@ func (s *Store) lose(err error) error {
 
 // Run acquires the node's records and keeps them until ctx is done or
 // ownership is lost. While another agent owns them it waits (logging who
-// does); etcd errors are retried with backoff. On return it revokes its
-// lease, which deletes the owner key so that the next agent can take the
-// records at once. Run returns ctx.Err() when ctx ends, an error wrapping
-// [ErrOwnershipLost] when ownership is lost, and an error if called more
-// than once.
+// does); etcd errors are retried with exponential backoff from 100ms up to
+// 5s with ±50% jitter (so that agents do not retry in waves), logged when
+// they start and when they end. On return it revokes its lease, which
+// deletes the owner key so that the next agent can take the records at
+// once. Run returns ctx.Err() when ctx ends, an error wrapping
+// [ErrOwnershipLost] when ownership is lost, and an error wrapping
+// [ErrAlreadyRunning] if called more than once.
 func (s *Store) Run(ctx context.Context) error {
-	if !s.running.CompareAndSwap(false, true) {
-		return errors.New("etcdstore: Run called more than once")
+	if err := s.run.Start("etcdstore"); err != nil {
+		return err
 	}
 	if s.identity == "" {
 		host, _ := os.Hostname()
@@ -230,20 +213,12 @@ func (s *Store) revoke(lease clientv3.LeaseID) {
 // acquire waits until the owner key is free and creates it with a new
 // lease. It returns only when it owns the key or ctx is done.
 func (s *Store) acquire(ctx context.Context) (clientv3.LeaseID, error) {
-	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval = 100 * time.Millisecond
-	bo.MaxInterval = 5 * time.Second
-	retry := func(what string, err error) error {
+	bo := retry.NewClientBackoff(100*time.Millisecond, 5*time.Second)
+	deg := retry.NewDegraded(s.log, "acquiring the node's IPAM records")
+	wait := func(what string, err error) error {
 		d := bo.NextBackOff()
-		s.log.Warn("acquiring the node's IPAM records: "+what+" failed, retrying", slog.Any("error", err), slog.Duration("in", d))
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		deg.Fail(fmt.Errorf("%s: %w", what, err), d)
+		return retry.Sleep(ctx, d)
 	}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -251,7 +226,7 @@ func (s *Store) acquire(ctx context.Context) (clientv3.LeaseID, error) {
 		}
 		free, err := s.waitFree(ctx)
 		if err != nil {
-			if rerr := retry("waiting for the owner key", err); rerr != nil {
+			if rerr := wait("waiting for the owner key", err); rerr != nil {
 				return 0, rerr
 			}
 			continue
@@ -261,7 +236,7 @@ func (s *Store) acquire(ctx context.Context) (clientv3.LeaseID, error) {
 		}
 		g, err := s.cli.Grant(ctx, s.ttl)
 		if err != nil {
-			if rerr := retry("granting a lease", err); rerr != nil {
+			if rerr := wait("granting a lease", err); rerr != nil {
 				return 0, rerr
 			}
 			continue
@@ -275,7 +250,7 @@ func (s *Store) acquire(ctx context.Context) (clientv3.LeaseID, error) {
 			// was applied after all.
 			s.revoke(g.ID)
 			if err != nil {
-				if rerr := retry("creating the owner key", err); rerr != nil {
+				if rerr := wait("creating the owner key", err); rerr != nil {
 					return 0, rerr
 				}
 			}
@@ -284,6 +259,7 @@ func (s *Store) acquire(ctx context.Context) (clientv3.LeaseID, error) {
 		s.mu.Lock()
 		s.createRev, s.modRev = resp.Header.Revision, resp.Header.Revision
 		s.mu.Unlock()
+		deg.OK()
 		return g.ID, nil
 	}
 }

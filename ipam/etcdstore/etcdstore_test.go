@@ -14,6 +14,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	"github.com/vswitchkit/vswitchkit/embedetcd/etcdtest"
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 	"github.com/vswitchkit/vswitchkit/ipam"
 	"github.com/vswitchkit/vswitchkit/ipam/etcdstore"
 	"github.com/vswitchkit/vswitchkit/ipam/ipamtest"
@@ -410,12 +411,13 @@ func TestConfig(t *testing.T) {
 		cfg  etcdstore.Config
 		msg  string
 	}{
-		"nil client":       {nil, "n", etcdstore.Config{}, "nil etcd client"},
-		"empty node":       {cli, "", etcdstore.Config{}, "node name"},
-		"slash in node":    {cli, "a/b", etcdstore.Config{}, "node name"},
-		"prefix no slash":  {cli, "n", etcdstore.Config{Prefix: "/x"}, "Prefix"},
-		"short lease TTL":  {cli, "n", etcdstore.Config{LeaseTTL: time.Second}, "LeaseTTL"},
-		"several problems": {nil, "", etcdstore.Config{}, "node name"},
+		"nil client":         {nil, "n", etcdstore.Config{}, "nil etcd client"},
+		"empty node":         {cli, "", etcdstore.Config{}, "node name"},
+		"slash in node":      {cli, "a/b", etcdstore.Config{}, "node name"},
+		"prefix no slash":    {cli, "n", etcdstore.Config{Prefix: "/x"}, "Prefix"},
+		"short lease TTL":    {cli, "n", etcdstore.Config{LeaseTTL: time.Second}, "LeaseTTL"},
+		"negative lease TTL": {cli, "n", etcdstore.Config{LeaseTTL: -time.Second}, "LeaseTTL -1s is negative"},
+		"several problems":   {nil, "", etcdstore.Config{}, "node name"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := etcdstore.New(tc.cli, tc.node, tc.cfg)
@@ -425,7 +427,10 @@ func TestConfig(t *testing.T) {
 
 	s := run(t, cli, "n", etcdstore.Config{})
 	waitOwned(t, s.Store)
-	require.Error(t, s.Run(t.Context()), "Run twice")
+	err := s.Run(t.Context())
+	require.Error(t, err, "Run twice")
+	require.ErrorIs(t, err, etcdstore.ErrAlreadyRunning)
+	require.ErrorIs(t, err, lifecycle.ErrAlreadyRunning, "the module's one value")
 	require.NoError(t, s.Err())
 
 	// Calls on a store whose Run never ran wait for their context.

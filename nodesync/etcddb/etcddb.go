@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/vswitchkit/vswitchkit/internal/cfgutil"
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
+	"github.com/vswitchkit/vswitchkit/internal/retry"
 	"github.com/vswitchkit/vswitchkit/nodesync"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -26,7 +29,8 @@ type Config struct {
 	// Endpoints are the etcd client URLs, e.g. "https://10.0.0.1:2379".
 	Endpoints []string
 
-	// DialTimeout bounds each connection attempt of Run. Default: 5s.
+	// DialTimeout bounds each connection attempt of Run. Default: 5s;
+	// negative is an error (as for every duration of Config).
 	DialTimeout time.Duration
 
 	// RequestTimeout bounds PutIfNotExists (which takes no context).
@@ -45,14 +49,16 @@ type Config struct {
 	Logger *slog.Logger
 
 	// RetryBackoff is the initial delay between connection attempts of Run;
-	// it grows exponentially (with jitter) up to 5s. Default: 100ms.
+	// it doubles up to 5s, with ±50% jitter so that agents that lost etcd
+	// together do not reconnect together. Default: 100ms.
 	RetryBackoff time.Duration
 
 	// ListPageSize is the number of keys one request of
-	// [nodesync.ProtoBroker.List] reads: a large range is read in pages of
-	// this size, all at the revision of the first page, so that neither the
-	// server nor the client holds a whole large response at once.
-	// Default: 1000.
+	// [nodesync.ProtoBroker.List] (and of a ListPage without a limit)
+	// reads: a large range is read in pages of this size, all at the
+	// revision of the first page, so that neither the server nor the
+	// client holds a whole large response at once. Default: 1000;
+	// negative is an error.
 	ListPageSize int64
 }
 
@@ -61,23 +67,14 @@ func (c Config) withDefaults(needEndpoints bool) (Config, error) {
 	if needEndpoints && len(c.Endpoints) == 0 {
 		errs = append(errs, errors.New("no endpoints"))
 	}
-	if c.DialTimeout < 0 || c.RequestTimeout < 0 || c.RetryBackoff < 0 {
-		errs = append(errs, errors.New("durations must not be negative"))
-	}
-	if c.ListPageSize < 0 {
-		errs = append(errs, fmt.Errorf("ListPageSize %d is negative", c.ListPageSize))
-	} else if c.ListPageSize == 0 {
-		c.ListPageSize = 1000
-	}
-	if c.DialTimeout == 0 {
-		c.DialTimeout = 5 * time.Second
-	}
-	if c.RequestTimeout == 0 {
-		c.RequestTimeout = 10 * time.Second
-	}
-	if c.RetryBackoff == 0 {
-		c.RetryBackoff = 100 * time.Millisecond
-	}
+	errs = append(errs, cfgutil.Durations([]cfgutil.Duration{
+		{Name: "DialTimeout", Value: &c.DialTimeout, Default: 5 * time.Second},
+		{Name: "RequestTimeout", Value: &c.RequestTimeout, Default: 10 * time.Second},
+		{Name: "RetryBackoff", Value: &c.RetryBackoff, Default: 100 * time.Millisecond},
+	})...)
+	pageSize := int(min(c.ListPageSize, math.MaxInt32))
+	errs = append(errs, cfgutil.Ints([]cfgutil.Int{{Name: "ListPageSize", Value: &pageSize, Default: 1000}})...)
+	c.ListPageSize = int64(pageSize)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -87,15 +84,13 @@ func (c Config) withDefaults(needEndpoints bool) (Config, error) {
 	return c, nil
 }
 
-var errClosed = errors.New("etcddb: closed")
-
 // DB is a [nodesync.ClusterWideDB] backed by etcd. It is safe for
 // concurrent use.
 type DB struct {
-	cfg     Config
-	log     *slog.Logger
-	running atomic.Bool
-	owns    bool // the client is created (and closed) by Run
+	cfg  Config
+	log  *slog.Logger
+	run  lifecycle.Once
+	owns bool // the client is created (and closed) by Run
 
 	mu        sync.Mutex
 	cli       *clientv3.Client // nil until connected; guarded by mu
@@ -134,30 +129,27 @@ func NewFromClient(cli *clientv3.Client, cfg Config) (*DB, error) {
 // succeeds), calls the OnConnect callbacks, and blocks until ctx is done.
 // Then it closes the client and returns ctx.Err(). It returns an error at
 // once if the DB has been closed. For a DB made by
-// NewFromClient it only waits for ctx. A second call returns an error.
+// NewFromClient it only waits for ctx. A second call returns an error
+// wrapping [ErrAlreadyRunning].
 func (db *DB) Run(ctx context.Context) error {
-	if !db.running.CompareAndSwap(false, true) {
-		return errors.New("etcddb: Run called more than once")
+	if err := db.run.Start("etcddb"); err != nil {
+		return err
 	}
 	if !db.owns {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	bo := &backoff.ExponentialBackOff{
-		InitialInterval:     db.cfg.RetryBackoff,
-		RandomizationFactor: 0.5,
-		Multiplier:          2,
-		MaxInterval:         5 * time.Second,
-	}
+	deg := retry.NewDegraded(db.log, "connecting to etcd")
 	_, err := backoff.Retry(ctx, func() (struct{}, error) {
 		err := db.connect(ctx)
 		if errors.Is(err, errClosed) {
 			return struct{}{}, backoff.Permanent(err)
 		}
 		return struct{}{}, err
-	}, backoff.WithBackOff(bo), backoff.WithMaxElapsedTime(0), backoff.WithNotify(func(err error, d time.Duration) {
-		db.log.Warn("connecting to etcd failed, retrying", slog.Any("error", err), slog.Duration("in", d))
-	}))
+	}, backoff.WithBackOff(retry.NewClientBackoff(db.cfg.RetryBackoff, 5*time.Second)), backoff.WithMaxElapsedTime(0), backoff.WithNotify(deg.Fail))
+	if err == nil {
+		deg.OK()
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -312,38 +304,62 @@ func (b *broker) Put(ctx context.Context, key string, value proto.Message) (int6
 // List reads the range in pages of Config.ListPageSize keys, every page at
 // the revision of the first one, so the result is one consistent snapshot.
 func (b *broker) List(ctx context.Context, keyPrefix string) (nodesync.ListResult, error) {
-	cli, err := b.db.client()
-	if err != nil {
-		return nodesync.ListResult{}, err
-	}
-	full := b.prefix + keyPrefix
-	end := clientv3.GetPrefixRangeEnd(full)
 	var res nodesync.ListResult
-	start := full
+	var after string
 	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(b.db.cfg.ListPageSize)}
-		if res.Revision != 0 {
-			opts = append(opts, clientv3.WithRev(res.Revision))
-		}
-		resp, err := cli.Get(ctx, start, opts...)
+		page, more, err := b.ListPage(ctx, keyPrefix, after, res.Revision, 0)
 		if err != nil {
-			if errors.Is(err, rpctypes.ErrCompacted) {
-				return nodesync.ListResult{}, fmt.Errorf("%w: list %s at revision %d: %v", nodesync.ErrCompacted, full, res.Revision, err)
-			}
-			return nodesync.ListResult{}, fmt.Errorf("etcddb: list %s: %w", full, err)
+			return nodesync.ListResult{}, err
 		}
 		if res.Revision == 0 {
-			res.Revision = resp.Header.GetRevision()
-			res.KVs = make([]nodesync.KV, 0, resp.Count)
+			res.Revision = page.Revision
+			res.KVs = page.KVs
+		} else {
+			res.KVs = append(res.KVs, page.KVs...)
 		}
-		for _, kv := range resp.Kvs {
-			res.KVs = append(res.KVs, b.kv(kv))
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
+		if !more || len(page.KVs) == 0 {
 			return res, nil
 		}
-		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		after = page.KVs[len(page.KVs)-1].Key
 	}
+}
+
+var _ nodesync.PageLister = (*broker)(nil)
+
+// ListPage reads one page of a range (see [nodesync.PageLister]); limit 0
+// means Config.ListPageSize.
+func (b *broker) ListPage(ctx context.Context, keyPrefix, after string, revision, limit int64) (nodesync.ListResult, bool, error) {
+	cli, err := b.db.client()
+	if err != nil {
+		return nodesync.ListResult{}, false, err
+	}
+	full := b.prefix + keyPrefix
+	start := full
+	if after != "" {
+		start = b.prefix + after + "\x00"
+	}
+	if limit <= 0 {
+		limit = b.db.cfg.ListPageSize
+	}
+	opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(full)), clientv3.WithLimit(limit)}
+	if revision > 0 {
+		opts = append(opts, clientv3.WithRev(revision))
+	}
+	resp, err := cli.Get(ctx, start, opts...)
+	if err != nil {
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			return nodesync.ListResult{}, false, fmt.Errorf("%w: list %s at revision %d: %v", nodesync.ErrCompacted, full, revision, err)
+		}
+		return nodesync.ListResult{}, false, fmt.Errorf("etcddb: list %s: %w", full, err)
+	}
+	res := nodesync.ListResult{Revision: revision, KVs: make([]nodesync.KV, 0, len(resp.Kvs))}
+	if revision == 0 {
+		res.Revision = resp.Header.GetRevision()
+	}
+	for _, kv := range resp.Kvs {
+		res.KVs = append(res.KVs, b.kv(kv))
+	}
+	return res, resp.More && len(resp.Kvs) > 0, nil
 }
 
 func (b *broker) kv(kv *mvccpb.KeyValue) nodesync.KV {

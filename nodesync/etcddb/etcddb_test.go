@@ -285,6 +285,17 @@ func TestTxn(t *testing.T) {
 	})
 }
 
+func TestListPage(t *testing.T) {
+	endpoint := etcdtest.Start(t)
+	cli := rawClient(t, endpoint, clientv3.Config{})
+	db, err := etcddb.NewFromClient(cli, etcddb.Config{})
+	require.NoError(t, err)
+	dbtest.TestListPage(t, db, func(rev int64) {
+		_, err := cli.Compact(context.Background(), rev)
+		require.NoError(t, err)
+	})
+}
+
 // TestListPages: a range larger than a page is read in pages, at one
 // revision, so writes made between the pages are not seen.
 func TestListPages(t *testing.T) {
@@ -327,4 +338,31 @@ func (p pageCounter) Get(ctx context.Context, key string, opts ...clientv3.OpOpt
 	*p.n++
 	p.onPage()
 	return resp, err
+}
+
+// TestRunTwice: a second Run returns the module's one ErrAlreadyRunning
+// (CONTRIBUTING R4) and does not disturb the first.
+func TestRunTwice(t *testing.T) {
+	db, err := etcddb.New(etcddb.Config{Endpoints: []string{"http://127.0.0.1:1"}, DialTimeout: 50 * time.Millisecond})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 2)
+	go func() { done <- db.Run(ctx) }()
+	go func() { done <- db.Run(ctx) }()
+	err = <-done // the one that started second
+	require.ErrorIs(t, err, etcddb.ErrAlreadyRunning)
+	require.ErrorIs(t, err, nodesync.ErrAlreadyRunning, "one value across packages")
+	assert.EqualError(t, err, "etcddb: Run called more than once")
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled, "Run returns ctx.Err() when its context ends it")
+}
+
+// TestConfigDurations: zero is the default, negative an error naming the
+// field (every bad field at once).
+func TestConfigDurations(t *testing.T) {
+	_, err := etcddb.New(etcddb.Config{Endpoints: []string{"http://127.0.0.1:1"}, DialTimeout: -1, RetryBackoff: -time.Second, ListPageSize: -2})
+	require.Error(t, err)
+	for _, want := range []string{"DialTimeout -1ns is negative", "RetryBackoff -1s is negative", "ListPageSize -2 is negative"} {
+		assert.ErrorContains(t, err, want)
+	}
 }

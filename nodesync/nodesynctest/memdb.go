@@ -22,9 +22,10 @@ import (
 type Hooks struct {
 	PutIfNotExists func(key string) error
 	Put            func(key string) error
-	List           func(prefix string) error
-	Delete         func(key string) error
-	Watch          func(prefix string) error
+	// List is called for every List and every ListPage (each page).
+	List   func(prefix string) error
+	Delete func(key string) error
+	Watch  func(prefix string) error
 	// Txn is called with the (absolute) key of the transaction's first
 	// operation of the Then branch ("" if none).
 	Txn func(key string) error
@@ -62,13 +63,26 @@ type MemDB struct {
 	callbacks []func() error
 	hooks     Hooks
 	notify    chan struct{} // closed and replaced on every change
+	pageSize  int64         // ListPage's default page size
+	lists     ListStats
 }
+
+// ListStats counts what List and ListPage read: the requests (failed ones
+// included) and the pairs returned.
+type ListStats struct {
+	Requests int
+	Pairs    int
+}
+
+// DefaultPageSize is the page size of [MemDB]'s ListPage when none is
+// given (see [MemDB.SetPageSize]).
+const DefaultPageSize = 1000
 
 var _ nodesync.ClusterWideDB = (*MemDB)(nil)
 
 // NewMemDB returns an empty, connected MemDB.
 func NewMemDB() *MemDB {
-	return &MemDB{data: make(map[string]entry), connected: true, notify: make(chan struct{})}
+	return &MemDB{data: make(map[string]entry), connected: true, notify: make(chan struct{}), pageSize: DefaultPageSize}
 }
 
 // NewDisconnectedMemDB returns an empty MemDB that is not connected yet:
@@ -78,6 +92,24 @@ func NewDisconnectedMemDB() *MemDB {
 	db := NewMemDB()
 	db.connected = false
 	return db
+}
+
+// SetPageSize sets the page size of ListPage calls that give none (0:
+// DefaultPageSize).
+func (db *MemDB) SetPageSize(n int64) {
+	if n <= 0 {
+		n = DefaultPageSize
+	}
+	db.mu.Lock()
+	db.pageSize = n
+	db.mu.Unlock()
+}
+
+// ListStats returns what List and ListPage have read so far.
+func (db *MemDB) ListStats() ListStats {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.lists
 }
 
 // SetHooks replaces the fault-injection hooks.
@@ -294,6 +326,7 @@ func (b *broker) List(ctx context.Context, keyPrefix string) (nodesync.ListResul
 		return nodesync.ListResult{}, err
 	}
 	full := b.prefix + keyPrefix
+	db.lists.Requests++
 	if h := db.hooks.List; h != nil {
 		if err := h(full); err != nil {
 			return nodesync.ListResult{}, err
@@ -309,7 +342,64 @@ func (b *broker) List(ctx context.Context, keyPrefix string) (nodesync.ListResul
 		}
 	}
 	slices.SortFunc(res.KVs, func(a, b nodesync.KV) int { return strings.Compare(a.Key, b.Key) })
+	db.lists.Pairs += len(res.KVs)
 	return res, nil
+}
+
+var _ nodesync.PageLister = (*broker)(nil)
+
+// ListPage reads one page of a range (see [nodesync.PageLister]); limit 0
+// means the MemDB's page size. Like a historical get of Txn, a revision
+// other than the current one needs the change history: it fails with
+// nodesync.ErrCompacted for revisions up to the one given to Compact.
+func (b *broker) ListPage(ctx context.Context, keyPrefix, after string, revision, limit int64) (nodesync.ListResult, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nodesync.ListResult{}, false, err
+	}
+	db := b.db
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if err := db.checkLocked(); err != nil {
+		return nodesync.ListResult{}, false, err
+	}
+	full := b.prefix + keyPrefix
+	db.lists.Requests++
+	if h := db.hooks.List; h != nil {
+		if err := h(full); err != nil {
+			return nodesync.ListResult{}, false, err
+		}
+	}
+	if limit <= 0 {
+		limit = db.pageSize
+	}
+	op := nodesync.Op{Type: nodesync.OpGet, Key: keyPrefix, Prefix: true}
+	switch {
+	case revision == 0 || revision == db.rev:
+		revision = db.rev
+	case revision <= db.compacted:
+		return nodesync.ListResult{}, false, fmt.Errorf("%w: revision %d (compacted up to %d)", nodesync.ErrCompacted, revision, db.compacted)
+	case revision > db.rev:
+		return nodesync.ListResult{}, false, fmt.Errorf("nodesynctest: revision %d is in the future (current %d)", revision, db.rev)
+	default:
+		op.Revision = revision
+	}
+	kvs, err := db.getLocked(b.prefix, op)
+	if err != nil {
+		return nodesync.ListResult{}, false, err
+	}
+	if after != "" {
+		i, _ := slices.BinarySearchFunc(kvs, after, func(kv nodesync.KV, key string) int { return strings.Compare(kv.Key, key) })
+		for i < len(kvs) && kvs[i].Key <= after {
+			i++
+		}
+		kvs = kvs[i:]
+	}
+	more := int64(len(kvs)) > limit
+	if more {
+		kvs = kvs[:limit]
+	}
+	db.lists.Pairs += len(kvs)
+	return nodesync.ListResult{Revision: revision, KVs: kvs}, more, nil
 }
 
 func (b *broker) Delete(ctx context.Context, key string, modRevision int64) (bool, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vswitchkit/vswitchkit/nodesync"
 	"github.com/vswitchkit/vswitchkit/nodesync/internal/dbtest"
@@ -88,6 +89,13 @@ func TestMemDBConnect(t *testing.T) {
 func TestMemDBTxn(t *testing.T) {
 	db := nodesynctest.NewMemDB()
 	dbtest.TestTxn(t, db, db.Compact)
+}
+
+func TestMemDBListPage(t *testing.T) {
+	db := nodesynctest.NewMemDB()
+	dbtest.TestListPage(t, db, db.Compact)
+	st := db.ListStats()
+	assert.Equal(t, nodesynctest.ListStats{Requests: 5, Pairs: 11}, st, "requests and pairs read are counted")
 }
 
 func TestMemDBTxnApplied(t *testing.T) {

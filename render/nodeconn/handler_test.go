@@ -1,6 +1,7 @@
 package nodeconn_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -170,3 +171,40 @@ var (
 	_ nodeconn.Publisher = (*nodesync.NodeSync)(nil)
 	_ nodeconn.IPAM      = (*ipam.IPAM)(nil)
 )
+
+// ctxRecorder is a Publisher with PublishNodeIPsContext: it records the
+// value of ctxKey of each call's context.
+type ctxRecorder struct {
+	recorder
+	ctxs []string
+}
+
+type ctxKey struct{}
+
+func (r *ctxRecorder) PublishNodeIPsContext(ctx context.Context, a nodesync.IPsWithNetworks, v nodesync.IPVersion) error {
+	s, _ := ctx.Value(ctxKey{}).(string)
+	r.ctxs = append(r.ctxs, s)
+	return r.PublishNodeIPs(a, v)
+}
+
+// ctxTxn is a transaction that carries an event's context, as the loop's
+// do (see controller.ContextOf).
+type ctxTxn struct {
+	*controllertest.Txn
+	ctx context.Context
+}
+
+func (t ctxTxn) Context() context.Context { return t.ctx }
+
+// TestPublishUsesTheEventContext: a Publisher that takes a context gets
+// the resync's (CONTRIBUTING R6).
+func TestPublishUsesTheEventContext(t *testing.T) {
+	nodes := cluster{id: 1, nodes: nodesync.Nodes{"node-1": node(1, "192.168.16.1")}}
+	pub := &ctxRecorder{}
+	h, err := nodeconn.New(nodes, pub, resyncedIPAM(t, 1), nodeconn.Config{})
+	require.NoError(t, err)
+	txn := ctxTxn{controllertest.NewTxn(), context.WithValue(context.Background(), ctxKey{}, "resync")}
+	require.NoError(t, h.Resync(controller.NewDBResync(), nil, 1, txn))
+	assert.Equal(t, []string{"resync", "resync"}, pub.ctxs)
+	assert.Equal(t, []string{"IPv4 [192.168.16.1 (192.168.16.0/24)]", "IPv6 []"}, pub.published)
+}

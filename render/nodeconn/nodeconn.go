@@ -1,6 +1,7 @@
 package nodeconn
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,8 +29,18 @@ type Nodes interface {
 // (they build their tunnels to them). *nodesync.NodeSync satisfies it. It
 // is called from Resync, on the event loop goroutine; it must write only
 // on a real change (nodesync does), as every resync calls it.
+//
+// A Publisher that also has PublishNodeIPsContext (as *nodesync.NodeSync
+// does) is called with the context of the resync instead
+// (controller.ContextOf), so that its write ends with the event.
 type Publisher interface {
 	PublishNodeIPs(addresses nodesync.IPsWithNetworks, version nodesync.IPVersion) error
+}
+
+// contextPublisher is the optional form of Publisher that takes the
+// event's context.
+type contextPublisher interface {
+	PublishNodeIPsContext(ctx context.Context, addresses nodesync.IPsWithNetworks, version nodesync.IPVersion) error
 }
 
 // IPAM is the part of the IPAM API the handler uses (*ipam.IPAM satisfies
@@ -141,7 +152,7 @@ func (h *Handler) Resync(_ controller.Event, _ controller.KubeStateData, _ int, 
 		return err
 	}
 	var errs []error
-	if err := h.publish(s); err != nil {
+	if err := h.publish(controller.ContextOf(txn), s); err != nil {
 		errs = append(errs, err)
 	}
 	h.peers = map[string]*peer{}
@@ -322,9 +333,15 @@ func (h *Handler) ownValues(s *self) (controller.KeyValuePairs, error) {
 const vxlanPort = 4789
 
 // publish publishes the node IP (and no address of the other family).
-func (h *Handler) publish(s *self) error {
+func (h *Handler) publish(ctx context.Context, s *self) error {
 	if h.pub == nil {
 		return nil
+	}
+	publish := h.pub.PublishNodeIPs
+	if cp, ok := h.pub.(contextPublisher); ok {
+		publish = func(a nodesync.IPsWithNetworks, v nodesync.IPVersion) error {
+			return cp.PublishNodeIPsContext(ctx, a, v)
+		}
 	}
 	a := s.nodeIP
 	mine := nodesync.IPsWithNetworks{{Address: a.Addr(), Network: a.Masked()}}
@@ -332,10 +349,10 @@ func (h *Handler) publish(s *self) error {
 	if a.Addr().Is6() {
 		v, other = other, v
 	}
-	if err := h.pub.PublishNodeIPs(mine, v); err != nil {
+	if err := publish(mine, v); err != nil {
 		return fmt.Errorf("nodeconn: publish node IP: %w", err)
 	}
-	if err := h.pub.PublishNodeIPs(nil, other); err != nil {
+	if err := publish(nil, other); err != nil {
 		return fmt.Errorf("nodeconn: publish node IP: %w", err)
 	}
 	return nil

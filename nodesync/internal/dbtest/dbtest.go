@@ -116,3 +116,61 @@ func TestTxn(t *testing.T, db nodesync.ClusterWideDB, compact func(rev int64)) {
 	_, err = b.Txn(ctx, nodesync.Txn{Then: []nodesync.Op{{Type: nodesync.OpGet, Key: "k", Revision: first.ModRevision}}})
 	require.ErrorIs(t, err, nodesync.ErrCompacted)
 }
+
+// TestListPage runs the [nodesync.PageLister] contract against a fresh,
+// connected db whose broker implements it. compact is as for TestTxn.
+func TestListPage(t *testing.T, db nodesync.ClusterWideDB, compact func(rev int64)) {
+	ctx := context.Background()
+	b := db.NewBroker("/pages/")
+	pl, ok := b.(nodesync.PageLister)
+	require.True(t, ok, "the broker implements nodesync.PageLister")
+	put := func(key string) int64 {
+		res, err := b.Txn(ctx, nodesync.Txn{Then: []nodesync.Op{{Type: nodesync.OpPut, Key: key, Value: []byte(key)}}})
+		require.NoError(t, err)
+		return res.Revision
+	}
+	for _, k := range []string{"r/3", "r/1", "r/5", "r/2", "r/4", "other"} {
+		put(k)
+	}
+
+	// Pages of 2 at the first page's revision: a write between pages is
+	// not seen.
+	first, more, err := pl.ListPage(ctx, "r/", "", 0, 2)
+	require.NoError(t, err)
+	require.True(t, more)
+	require.Equal(t, []string{"r/1", "r/2"}, keys(first.KVs), "sorted by key, relative to the prefix")
+	rev := first.Revision
+	require.Positive(t, rev)
+	put("r/2a")
+	second, more, err := pl.ListPage(ctx, "r/", "r/2", rev, 2)
+	require.NoError(t, err)
+	require.True(t, more)
+	require.Equal(t, []string{"r/3", "r/4"}, keys(second.KVs), "after r/2, at the first page's revision")
+	require.Equal(t, rev, second.Revision)
+	last, more, err := pl.ListPage(ctx, "r/", "r/4", rev, 2)
+	require.NoError(t, err)
+	require.False(t, more)
+	require.Equal(t, []string{"r/5"}, keys(last.KVs))
+	require.Equal(t, "r/5", string(last.KVs[0].Value))
+
+	// The current revision sees the late write; limit 0 is the
+	// implementation's page size (at least a few keys).
+	now, more, err := pl.ListPage(ctx, "r/", "", 0, 0)
+	require.NoError(t, err)
+	require.False(t, more)
+	require.Equal(t, []string{"r/1", "r/2", "r/2a", "r/3", "r/4", "r/5"}, keys(now.KVs))
+	require.Greater(t, now.Revision, rev)
+
+	// A compacted revision fails with ErrCompacted.
+	compact(put("r/6"))
+	_, _, err = pl.ListPage(ctx, "r/", "r/2", rev, 2)
+	require.ErrorIs(t, err, nodesync.ErrCompacted)
+}
+
+func keys(kvs []nodesync.KV) []string {
+	out := make([]string, 0, len(kvs))
+	for _, kv := range kvs {
+		out = append(out, kv.Key)
+	}
+	return out
+}
