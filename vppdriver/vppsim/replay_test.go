@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -25,6 +27,7 @@ import (
 	"go.fd.io/govpp/binapi/nat44_ed"
 	"go.fd.io/govpp/core"
 
+	memclnt26 "github.com/vswitchkit/vswitchkit/vppdriver/internal/binapi/memclnt"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
 
@@ -62,16 +65,36 @@ func loadTrace(t *testing.T, file string) []traceStep {
 	return steps
 }
 
-// newMsg returns an empty binapi message registered under name_crc.
+// newMsg returns an empty binapi message registered under name_crc. A
+// message registered in several binapi directories (control_ping is in
+// GoVPP's and in vppdriver/internal/binapi) is taken from GoVPP's.
 func newMsg(t *testing.T, m traceMsg) api.Message {
 	t.Helper()
-	for _, msgs := range api.GetRegisteredMessages() {
-		if proto, ok := msgs[m.Name+"_"+m.CRC]; ok {
+	reg := api.GetRegisteredMessages()
+	dirs := slices.Sorted(maps.Keys(reg))
+	dirs = slices.DeleteFunc(dirs, func(d string) bool { return d == stockBinapi })
+	for _, dir := range append([]string{stockBinapi}, dirs...) {
+		if proto, ok := reg[dir][m.Name+"_"+m.CRC]; ok {
 			return reflect.New(reflect.TypeOf(proto).Elem()).Interface().(api.Message)
 		}
 	}
 	t.Fatalf("message %s_%s is not registered", m.Name, m.CRC)
 	return nil
+}
+
+const stockBinapi = "go.fd.io/govpp/binapi"
+
+// pingFor returns the control_ping that ends a dump of req: GoVPP decodes a
+// stream's replies with the registry of the binapi directory of the last
+// message sent, so the ping must come from req's directory (see
+// vppdriver/internal/binapi/README.md).
+func pingFor(req api.Message) api.Message {
+	dir := path.Dir(reflect.TypeOf(req).Elem().PkgPath())
+	ping := &memclnt.ControlPing{}
+	if p, ok := api.GetRegisteredMessages()[dir][ping.GetMessageName()+"_"+ping.GetCrcString()]; ok {
+		return reflect.New(reflect.TypeOf(p).Elem()).Interface().(api.Message)
+	}
+	return ping
 }
 
 func decode(t *testing.T, m traceMsg) api.Message {
@@ -106,6 +129,8 @@ func normalize(t *testing.T, msg api.Message, autoBD map[uint32]bool) string {
 			m.L2Address = ethernet_types.MacAddress{1} // random for L2 tunnels
 		}
 	case *memclnt.ControlPingReply:
+		m.VpePID = 0
+	case *memclnt26.ControlPingReply:
 		m.VpePID = 0
 	case *ip.IPRouteAddDelReply:
 		m.StatsIndex = 0
@@ -217,13 +242,14 @@ func replayCall(t *testing.T, conn *core.Connection, name string, s traceStep, a
 
 func replayDump(t *testing.T, conn *core.Connection, name string, s traceStep, autoBD map[uint32]bool) {
 	st := newStream(t, conn)
-	require.NoError(t, st.SendMsg(decode(t, *s.Request)), name)
-	require.NoError(t, st.SendMsg(&memclnt.ControlPing{}), name)
+	req := decode(t, *s.Request)
+	require.NoError(t, st.SendMsg(req), name)
+	require.NoError(t, st.SendMsg(pingFor(req)), name)
 	got := []string{}
 	for {
 		m, err := st.RecvMsg()
 		require.NoError(t, err, name)
-		if _, ok := m.(*memclnt.ControlPingReply); ok {
+		if m.GetMessageName() == "control_ping_reply" {
 			break
 		}
 		got = append(got, normalize(t, m, autoBD))
