@@ -4,8 +4,8 @@
 //
 // A [VPP] keeps interface (local0, loopbacks, af_packet, tap v2, memif,
 // VXLAN tunnels, NICs present from the start), unnumbered, address, IP
-// neighbor, VRF table, route, bridge-domain and NAT44-ED tables
-// and answers the binary-API messages listed by
+// neighbor, VRF table, route, bridge-domain and NAT44-ED tables and the
+// configuration of the ACL plugin, and answers the binary-API messages listed by
 // [SupportedMessages] with the retvals and dump contents that VPP 26.06
 // gave in the golden traces in testdata/vpp-traces (see
 // TestReplayTraces). Replies are produced asynchronously, on a goroutine of
@@ -67,6 +67,13 @@
 //     /dev/vhost-net), and VPP does not report the host gateways.
 //   - NICs of [Config.NICs] have device type "dpdk" (no DPDK VPP here to
 //     compare with).
+//   - ACL plugin (10-acl.json): ACLs and the ordered input and output
+//     lists of interfaces, as configuration only: no sessions, no packets.
+//     Indexes are reused last-freed-first; rules are validated and dumped
+//     as VPP does; acl_interface_set_acl_list sets the output part before
+//     the input part and answers any duplicate with retval 1, as VPP does;
+//     deleting an interface removes its lists. [Snapshot] reports ACLs and
+//     lists.
 //   - Other plugins are absent: their messages are unknown.
 //
 // # Concurrency

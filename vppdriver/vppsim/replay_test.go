@@ -170,7 +170,7 @@ var (
 // recorded on VPP 26.06 for the messages the stand-in implements and
 // compares retvals, replies and dump contents.
 func TestReplayTraces(t *testing.T) {
-	for _, file := range []string{"1-interfaces.json", "2-af_packet.json", "3-routes_vrfs.json", "4-vxlan.json", "5-nat44_ed.json", "7-memif.json", "8-nat44_services.json", "9-unnumbered_neighbor.json"} {
+	for _, file := range []string{"1-interfaces.json", "2-af_packet.json", "3-routes_vrfs.json", "4-vxlan.json", "5-nat44_ed.json", "7-memif.json", "8-nat44_services.json", "9-unnumbered_neighbor.json", "10-acl.json"} {
 		t.Run(file, func(t *testing.T) {
 			steps := loadTrace(t, file)
 			var hosts, namespaces []string

@@ -100,6 +100,10 @@ type Snapshot struct {
 	Tables     []Table     // IPv4 then IPv6, by ID
 	Routes     []Route     // by table, then prefix
 	Neighbors  []Neighbor  // by interface, then address
+	// ACLs are the ACL plugin's ACLs by index; ACLInterfaces the
+	// interfaces that have ACLs, by sw_if_index.
+	ACLs          []ACL
+	ACLInterfaces []ACLInterface
 }
 
 // Snapshot returns a deep copy of the current configuration.
@@ -155,5 +159,6 @@ func (v *VPP) Snapshot() Snapshot {
 		out.Neighbors = append(out.Neighbors, Neighbor{SwIfIndex: k.sw, IP: k.ip, MAC: n.mac.String(),
 			Static: n.flags&ip_neighbor.IP_API_NEIGHBOR_FLAG_STATIC != 0})
 	}
+	out.ACLs, out.ACLInterfaces = s.aclSnapshot()
 	return out
 }

@@ -129,6 +129,7 @@ type state struct {
 	graph        map[string][]string
 	bds          map[uint32]*bridgeDomain
 	nat          *natState // nil while the NAT44-ED plugin is disabled
+	acl          aclState
 	memifSockets map[uint32]string
 	memifSeed    uint32                                 // VPP's random_u32 seed for memif socket IDs (0 at start)
 	poolLen      uint32                                 // sw_if_index pool size (next new index)
@@ -152,7 +153,7 @@ func newState(cfg *Config) *state {
 	s := &state{cfg: cfg, ifaces: map[uint32]*simIface{}, tables: map[tableKey]*simTable{}, nextStats: 33,
 		graph: newGraph(), bds: map[uint32]*bridgeDomain{}, memifSockets: map[uint32]string{0: defaultMemifSocket},
 		neighbors: map[uint32]map[netip.Addr]*simNeighbor{}, instances: map[ifKind]*instanceSet{},
-		vxlans: map[vxlanKey]*simIface{}, pathRefs: map[uint32]int{}}
+		vxlans: map[vxlanKey]*simIface{}, pathRefs: map[uint32]int{}, acl: newACLState()}
 	s.ifaces[0] = &simIface{idx: 0, kind: kindLocal, name: "local0"}
 	s.poolLen = 1
 	for n, name := range cfg.NICs {
@@ -283,6 +284,7 @@ func (s *state) deleteLoopback(m api.Message) []api.Message {
 func (s *state) removeIface(i *simIface) {
 	s.leaveBD(i.idx)
 	delete(s.neighbors, i.idx)
+	s.aclIfaceRemoved(i.idx)
 	if s.nat != nil {
 		delete(s.nat.ifaces, i.idx)
 		s.nat.output = slices.DeleteFunc(s.nat.output, func(sw uint32) bool { return sw == i.idx })

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"go.fd.io/govpp/api"
+	"go.fd.io/govpp/binapi/acl"
 	"go.fd.io/govpp/binapi/af_packet"
 	interfaces "go.fd.io/govpp/binapi/interface"
 	"go.fd.io/govpp/binapi/ip"
@@ -124,7 +125,8 @@ func New(cfg Config) *VPP {
 			if m == d.req {
 				e.handle = d.handle
 				switch m.GetMessageName() {
-				case "control_ping", "sw_interface_get_table", "nat44_show_running_config", "get_next_index":
+				case "control_ping", "sw_interface_get_table", "nat44_show_running_config", "get_next_index",
+					"acl_plugin_get_version", "acl_plugin_get_conn_table_max_entries":
 					e.readOnly = true
 				default:
 					e.readOnly = !d.single
@@ -310,5 +312,13 @@ func handlers() []handlerDef {
 		{&ip.IPUnnumberedDump{}, &ip.IPUnnumberedDetails{}, false, (*state).unnumberedDump, nil},
 		{&ip_neighbor.IPNeighborAddDel{}, &ip_neighbor.IPNeighborAddDelReply{}, true, (*state).neighborAddDel, nil},
 		{&ip_neighbor.IPNeighborDump{}, &ip_neighbor.IPNeighborDetails{}, false, (*state).neighborDump, nil},
+		{&acl.ACLPluginGetVersion{}, &acl.ACLPluginGetVersionReply{}, true, (*state).aclGetVersion, nil},
+		{&acl.ACLPluginGetConnTableMaxEntries{}, &acl.ACLPluginGetConnTableMaxEntriesReply{}, true, (*state).aclConnTableMax, nil},
+		{&acl.ACLAddReplace{}, &acl.ACLAddReplaceReply{}, true, (*state).aclAddReplace, nil},
+		{&acl.ACLDel{}, &acl.ACLDelReply{}, true, (*state).aclDel, nil},
+		{&acl.ACLDump{}, &acl.ACLDetails{}, false, (*state).aclDump, nil},
+		{&acl.ACLInterfaceSetACLList{}, &acl.ACLInterfaceSetACLListReply{}, true, (*state).aclInterfaceSetList, nil},
+		{&acl.ACLInterfaceAddDel{}, &acl.ACLInterfaceAddDelReply{}, true, (*state).aclInterfaceAddDel, nil},
+		{&acl.ACLInterfaceListDump{}, &acl.ACLInterfaceListDetails{}, false, (*state).aclInterfaceListDump, nil},
 	}
 }
