@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -170,7 +171,7 @@ var (
 // recorded on VPP 26.06 for the messages the stand-in implements and
 // compares retvals, replies and dump contents.
 func TestReplayTraces(t *testing.T) {
-	for _, file := range []string{"1-interfaces.json", "2-af_packet.json", "3-routes_vrfs.json", "4-vxlan.json", "5-nat44_ed.json", "7-memif.json", "8-nat44_services.json", "9-unnumbered_neighbor.json", "10-acl.json"} {
+	for _, file := range []string{"1-interfaces.json", "2-af_packet.json", "3-routes_vrfs.json", "4-vxlan.json", "5-nat44_ed.json", "7-memif.json", "8-nat44_services.json", "9-unnumbered_neighbor.json", "10-acl.json", "11-cnat.json"} {
 		t.Run(file, func(t *testing.T) {
 			steps := loadTrace(t, file)
 			var hosts, namespaces []string
@@ -273,4 +274,49 @@ func replayPipeline(t *testing.T, conn *core.Connection, name string, s traceSte
 		require.NoError(t, err, name)
 		assert.Equal(t, normalize(t, decode(t, *r.Reply), autoBD), normalize(t, got, autoBD), "%s reply %d", name, n)
 	}
+}
+
+// TestCrashTraceRefused replays 12-cnat_sessions_crashes.json part by part,
+// each on a fresh stand-in: the calls VPP answered get the same replies, and
+// the request that VPP died on (no reply within the deadline) gets
+// vppsim.RetvalWouldCrash. Parts that need VPP's CLI (part A makes packets
+// with the packet generator) are skipped; so are the requests after VPP
+// died.
+func TestCrashTraceRefused(t *testing.T) {
+	steps := loadTrace(t, "12-cnat_sessions_crashes.json")
+	var parts [][]traceStep
+	for _, s := range steps {
+		if s.Kind == "action" && strings.HasPrefix(s.Action, "part ") {
+			parts = append(parts, nil)
+		}
+		parts[len(parts)-1] = append(parts[len(parts)-1], s)
+	}
+	refused := 0
+	for _, part := range parts {
+		t.Run(part[0].Action[:strings.Index(part[0].Action, ":")], func(t *testing.T) {
+			if slices.ContainsFunc(part, func(s traceStep) bool { return strings.HasPrefix(s.Action, "vppctl:") }) {
+				t.Skip("needs VPP's CLI (packets from the packet generator)")
+			}
+			vpp := vppsim.New(vppsim.Config{})
+			conn, err := core.Connect(vpp.NewAdapter())
+			require.NoError(t, err)
+			defer conn.Disconnect()
+			for _, s := range part {
+				name := fmt.Sprintf("step %d (%s)", s.Step, s.Note)
+				switch {
+				case s.Kind != "call":
+				case s.Reply != nil:
+					replayCall(t, conn, name, s, nil)
+				case strings.HasPrefix(s.Error, "RecvMsg:"):
+					rep, err := invoke(t, conn, decode(t, *s.Request))
+					require.NoError(t, err, name)
+					assert.Equal(t, vppsim.RetvalWouldCrash, int32(reflect.ValueOf(rep).Elem().FieldByName("Retval").Int()), name)
+					refused++
+					return // VPP is dead: the rest of the part is its aftermath
+				}
+			}
+			t.Fatal("no request of this part killed VPP")
+		})
+	}
+	assert.Equal(t, 7, refused, "requests that killed VPP")
 }

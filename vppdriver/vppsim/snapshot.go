@@ -104,6 +104,7 @@ type Snapshot struct {
 	// interfaces that have ACLs, by sw_if_index.
 	ACLs          []ACL
 	ACLInterfaces []ACLInterface
+	Cnat          Cnat // the cnat plugin
 }
 
 // Snapshot returns a deep copy of the current configuration.
@@ -160,5 +161,18 @@ func (v *VPP) Snapshot() Snapshot {
 			Static: n.flags&ip_neighbor.IP_API_NEIGHBOR_FLAG_STATIC != 0})
 	}
 	out.ACLs, out.ACLInterfaces = s.aclSnapshot()
+	out.Cnat = s.cnatSnapshot()
 	return out
+}
+
+// FibIndex returns VPP's FIB index of the IP table tableID of a family
+// (what cnat_set_snat_addresses_v2 takes) and whether the table exists.
+func (v *VPP) FibIndex(tableID uint32, ipv6 bool) (uint32, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	t := v.st.tables[tableKey{ipv6, tableID}]
+	if t == nil {
+		return 0, false
+	}
+	return t.fibIndex, true
 }
