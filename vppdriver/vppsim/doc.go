@@ -4,8 +4,8 @@
 //
 // A [VPP] keeps interface (local0, loopbacks, af_packet, tap v2, memif,
 // VXLAN tunnels, NICs present from the start), unnumbered, address, IP
-// neighbor, VRF table, route, bridge-domain and NAT44-ED tables
-// and answers the binary-API messages listed by
+// neighbor, VRF table, route, bridge-domain and NAT44-ED tables and the
+// configuration of the ACL and cnat plugins, and answers the binary-API messages listed by
 // [SupportedMessages] with the retvals and dump contents that VPP 26.06
 // gave in the golden traces in testdata/vpp-traces (see
 // TestReplayTraces). Replies are produced asynchronously, on a goroutine of
@@ -67,6 +67,45 @@
 //     /dev/vhost-net), and VPP does not report the host gateways.
 //   - NICs of [Config.NICs] have device type "dpdk" (no DPDK VPP here to
 //     compare with).
+//   - ACL plugin (10-acl.json): ACLs and the ordered input and output
+//     lists of interfaces, as configuration only: no sessions, no packets.
+//     Indexes are reused last-freed-first; rules are validated and dumped
+//     as VPP does; acl_interface_set_acl_list sets the output part before
+//     the input part and answers any duplicate with retval 1, as VPP does;
+//     deleting an interface removes its lists. [Snapshot] reports ACLs and
+//     lists.
+//   - cnat plugin (11-cnat.json), the 26.06 messages of
+//     vppdriver/internal/binapi/cnat (GoVPP's stock cnat messages with
+//     the same CRCs work too): translations, SNAT entries per forwarding
+//     FIB index, the SNAT policy of the default entry (excluded prefixes,
+//     interface tables, policy) and the cnat feature per interface, as
+//     configuration only: no sessions (cnat_session_dump is empty), no
+//     packets. Ids are reused last-freed-first; an update of a VIP keeps
+//     its id, lb type and flow hash and replaces paths and flags; the dump
+//     reports what VPP reports (not is_real_ip, flags or flow hash; path
+//     flags with 4 when both endpoints resolved); cnat_session_purge
+//     deletes every translation. Endpoints given by an interface are
+//     resolved when the request comes; later address changes are not
+//     followed (VPP follows them). ip_proto is not validated. VPP finds a
+//     VIP by its cnat client (one per VIP or SNAT address); the stand-in
+//     numbers clients as VPP does except for the clones VPP adds when an
+//     is_real_ip VIP interposes on a FIB entry, which only matters to a
+//     VIP given by an interface without an address (VPP then takes the
+//     sw_if_index for a client index). Deleting an interface drops its
+//     cnat feature and leaves it in the SNAT tables, as VPP does. [Snapshot]
+//     reports all of it, with what the dumps do not show.
+//   - Requests that make VPP 26.06 die (12-cnat_sessions_crashes.json) are
+//     refused with [RetvalWouldCrash] and change nothing:
+//     cnat_translation_update with 0 paths; cnat_set_snat_addresses(_v2)
+//     with a forwarding or return FIB index that does not exist;
+//     cnat_snat_policy_add_del_exclude_pfx and cnat_set_snat_policy
+//     without a default SNAT entry; deleting a SNAT entry whose address's
+//     cnat client went with the last translation of a VIP of that address.
+//     A driver must never send them.
+//   - FIB indexes: tables take them as VPP's do (per family, the index
+//     freed last first); an interface's first IPv6 address takes an IPv6
+//     FIB index for its link-local FIB (table ID ~0), held until the
+//     interface is deleted. [VPP.FibIndex] returns a table's.
 //   - Other plugins are absent: their messages are unknown.
 //
 // # Concurrency

@@ -1,11 +1,13 @@
 package vppsim_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +16,6 @@ import (
 	"go.fd.io/govpp/api"
 	interfaces "go.fd.io/govpp/binapi/interface"
 	"go.fd.io/govpp/binapi/interface_types"
-	"go.fd.io/govpp/binapi/memclnt"
 	"go.fd.io/govpp/binapi/memif"
 	"go.fd.io/govpp/core"
 
@@ -59,7 +60,10 @@ func (r *recorder) call(note string, req api.Message) api.Message {
 	return rep
 }
 
-func (r *recorder) dump(note string, req api.Message) {
+// dump sends req and then a control_ping of the same binapi directory (see
+// pingFor) on one stream, reads until the ping's reply and returns the
+// details.
+func (r *recorder) dump(note string, req api.Message) []api.Message {
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -67,18 +71,104 @@ func (r *recorder) dump(note string, req api.Message) {
 	require.NoError(r.t, err)
 	defer func() { _ = st.Close() }()
 	require.NoError(r.t, st.SendMsg(req))
-	require.NoError(r.t, st.SendMsg(&memclnt.ControlPing{}))
+	require.NoError(r.t, st.SendMsg(pingFor(req)))
 	details := []any{}
+	var out []api.Message
 	for {
 		m, err := st.RecvMsg()
 		require.NoError(r.t, err)
-		if p, ok := m.(*memclnt.ControlPingReply); ok {
+		if m.GetMessageName() == "control_ping_reply" {
 			r.step(map[string]any{"kind": "dump", "note": note, "request": traceOf(req), "details": details,
-				"reply": traceOf(p), "retval": p.Retval})
-			return
+				"reply": traceOf(m), "retval": reflectRetval(m)})
+			return out
 		}
 		details = append(details, traceOf(m))
+		out = append(out, m)
 	}
+}
+
+// try is call for a request that may get no reply (it makes VPP die): the
+// step records the error instead of failing the test.
+func (r *recorder) try(note string, req api.Message) api.Message {
+	r.t.Helper()
+	s := map[string]any{"kind": "call", "note": note, "request": traceOf(req)}
+	r.step(s)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := r.conn.NewStream(ctx)
+	require.NoError(r.t, err)
+	defer func() { _ = st.Close() }()
+	if err := st.SendMsg(req); err != nil {
+		s["error"] = "SendMsg: " + err.Error()
+		return nil
+	}
+	rep, err := st.RecvMsg()
+	if err != nil {
+		s["error"] = "RecvMsg: " + err.Error()
+		return nil
+	}
+	s["reply"], s["retval"] = traceOf(rep), reflectRetval(rep)
+	if rv := reflectRetval(rep); rv != 0 {
+		s["retval_error"] = api.VPPApiError(rv).Error()
+	}
+	return rep
+}
+
+// pipeline sends all reqs on one stream before it reads any reply.
+func (r *recorder) pipeline(note string, reqs []api.Message) []api.Message {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := r.conn.NewStream(ctx, core.WithRequestSize(len(reqs)+1), core.WithReplySize(len(reqs)+1))
+	require.NoError(r.t, err)
+	defer func() { _ = st.Close() }()
+	requests := make([]any, 0, len(reqs))
+	for _, q := range reqs {
+		requests = append(requests, traceOf(q))
+		require.NoError(r.t, st.SendMsg(q))
+	}
+	replies := make([]any, 0, len(reqs))
+	var out []api.Message
+	for range reqs {
+		m, err := st.RecvMsg()
+		require.NoError(r.t, err)
+		rep := map[string]any{"reply": traceOf(m), "retval": reflectRetval(m)}
+		if rv := reflectRetval(m); rv != 0 {
+			rep["retval_error"] = api.VPPApiError(rv).Error()
+		}
+		replies = append(replies, rep)
+		out = append(out, m)
+	}
+	r.step(map[string]any{"kind": "pipeline", "note": note, "requests": requests, "replies": replies})
+	return out
+}
+
+// action records a step outside the API.
+func (r *recorder) action(text string) {
+	r.step(map[string]any{"kind": "action", "action": text})
+}
+
+// cli runs a VPP CLI command and records its output (facts the API does not
+// show, for the reader; the replay skips actions).
+func (r *recorder) cli(vpp *vppdrivertest.RealVPP, args ...string) string {
+	r.t.Helper()
+	out := vpp.CLI(args...)
+	r.step(map[string]any{"kind": "action", "action": "vppctl: " + strings.Join(args, " "), "exit_code": 0, "output": out})
+	return out
+}
+
+// write writes the steps to testdata/vpp-traces/file, with dir (the real
+// VPP's directory, a temporary path) written as DIR.
+func (r *recorder) write(file, dir string) {
+	r.t.Helper()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	require.NoError(r.t, enc.Encode(r.steps))
+	path := filepath.Join("testdata", "vpp-traces", file)
+	require.NoError(r.t, os.WriteFile(path, bytes.ReplaceAll(buf.Bytes(), []byte(dir), []byte("DIR")), 0o644))
+	r.t.Logf("wrote %s: %d steps", path, len(r.steps))
 }
 
 func reflectRetval(m api.Message) int32 {

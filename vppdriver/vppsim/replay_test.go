@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +28,7 @@ import (
 	"go.fd.io/govpp/binapi/nat44_ed"
 	"go.fd.io/govpp/core"
 
+	memclnt26 "github.com/vswitchkit/vswitchkit/vppdriver/internal/binapi/memclnt"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
 
@@ -62,16 +66,36 @@ func loadTrace(t *testing.T, file string) []traceStep {
 	return steps
 }
 
-// newMsg returns an empty binapi message registered under name_crc.
+// newMsg returns an empty binapi message registered under name_crc. A
+// message registered in several binapi directories (control_ping is in
+// GoVPP's and in vppdriver/internal/binapi) is taken from GoVPP's.
 func newMsg(t *testing.T, m traceMsg) api.Message {
 	t.Helper()
-	for _, msgs := range api.GetRegisteredMessages() {
-		if proto, ok := msgs[m.Name+"_"+m.CRC]; ok {
+	reg := api.GetRegisteredMessages()
+	dirs := slices.Sorted(maps.Keys(reg))
+	dirs = slices.DeleteFunc(dirs, func(d string) bool { return d == stockBinapi })
+	for _, dir := range append([]string{stockBinapi}, dirs...) {
+		if proto, ok := reg[dir][m.Name+"_"+m.CRC]; ok {
 			return reflect.New(reflect.TypeOf(proto).Elem()).Interface().(api.Message)
 		}
 	}
 	t.Fatalf("message %s_%s is not registered", m.Name, m.CRC)
 	return nil
+}
+
+const stockBinapi = "go.fd.io/govpp/binapi"
+
+// pingFor returns the control_ping that ends a dump of req: GoVPP decodes a
+// stream's replies with the registry of the binapi directory of the last
+// message sent, so the ping must come from req's directory (see
+// vppdriver/internal/binapi/README.md).
+func pingFor(req api.Message) api.Message {
+	dir := path.Dir(reflect.TypeOf(req).Elem().PkgPath())
+	ping := &memclnt.ControlPing{}
+	if p, ok := api.GetRegisteredMessages()[dir][ping.GetMessageName()+"_"+ping.GetCrcString()]; ok {
+		return reflect.New(reflect.TypeOf(p).Elem()).Interface().(api.Message)
+	}
+	return ping
 }
 
 func decode(t *testing.T, m traceMsg) api.Message {
@@ -106,6 +130,8 @@ func normalize(t *testing.T, msg api.Message, autoBD map[uint32]bool) string {
 			m.L2Address = ethernet_types.MacAddress{1} // random for L2 tunnels
 		}
 	case *memclnt.ControlPingReply:
+		m.VpePID = 0
+	case *memclnt26.ControlPingReply:
 		m.VpePID = 0
 	case *ip.IPRouteAddDelReply:
 		m.StatsIndex = 0
@@ -145,7 +171,7 @@ var (
 // recorded on VPP 26.06 for the messages the stand-in implements and
 // compares retvals, replies and dump contents.
 func TestReplayTraces(t *testing.T) {
-	for _, file := range []string{"1-interfaces.json", "2-af_packet.json", "3-routes_vrfs.json", "4-vxlan.json", "5-nat44_ed.json", "7-memif.json", "8-nat44_services.json", "9-unnumbered_neighbor.json"} {
+	for _, file := range []string{"1-interfaces.json", "2-af_packet.json", "3-routes_vrfs.json", "4-vxlan.json", "5-nat44_ed.json", "7-memif.json", "8-nat44_services.json", "9-unnumbered_neighbor.json", "10-acl.json", "11-cnat.json"} {
 		t.Run(file, func(t *testing.T) {
 			steps := loadTrace(t, file)
 			var hosts, namespaces []string
@@ -217,13 +243,14 @@ func replayCall(t *testing.T, conn *core.Connection, name string, s traceStep, a
 
 func replayDump(t *testing.T, conn *core.Connection, name string, s traceStep, autoBD map[uint32]bool) {
 	st := newStream(t, conn)
-	require.NoError(t, st.SendMsg(decode(t, *s.Request)), name)
-	require.NoError(t, st.SendMsg(&memclnt.ControlPing{}), name)
+	req := decode(t, *s.Request)
+	require.NoError(t, st.SendMsg(req), name)
+	require.NoError(t, st.SendMsg(pingFor(req)), name)
 	got := []string{}
 	for {
 		m, err := st.RecvMsg()
 		require.NoError(t, err, name)
-		if _, ok := m.(*memclnt.ControlPingReply); ok {
+		if m.GetMessageName() == "control_ping_reply" {
 			break
 		}
 		got = append(got, normalize(t, m, autoBD))
@@ -247,4 +274,49 @@ func replayPipeline(t *testing.T, conn *core.Connection, name string, s traceSte
 		require.NoError(t, err, name)
 		assert.Equal(t, normalize(t, decode(t, *r.Reply), autoBD), normalize(t, got, autoBD), "%s reply %d", name, n)
 	}
+}
+
+// TestCrashTraceRefused replays 12-cnat_sessions_crashes.json part by part,
+// each on a fresh stand-in: the calls VPP answered get the same replies, and
+// the request that VPP died on (no reply within the deadline) gets
+// vppsim.RetvalWouldCrash. Parts that need VPP's CLI (part A makes packets
+// with the packet generator) are skipped; so are the requests after VPP
+// died.
+func TestCrashTraceRefused(t *testing.T) {
+	steps := loadTrace(t, "12-cnat_sessions_crashes.json")
+	var parts [][]traceStep
+	for _, s := range steps {
+		if s.Kind == "action" && strings.HasPrefix(s.Action, "part ") {
+			parts = append(parts, nil)
+		}
+		parts[len(parts)-1] = append(parts[len(parts)-1], s)
+	}
+	refused := 0
+	for _, part := range parts {
+		t.Run(part[0].Action[:strings.Index(part[0].Action, ":")], func(t *testing.T) {
+			if slices.ContainsFunc(part, func(s traceStep) bool { return strings.HasPrefix(s.Action, "vppctl:") }) {
+				t.Skip("needs VPP's CLI (packets from the packet generator)")
+			}
+			vpp := vppsim.New(vppsim.Config{})
+			conn, err := core.Connect(vpp.NewAdapter())
+			require.NoError(t, err)
+			defer conn.Disconnect()
+			for _, s := range part {
+				name := fmt.Sprintf("step %d (%s)", s.Step, s.Note)
+				switch {
+				case s.Kind != "call":
+				case s.Reply != nil:
+					replayCall(t, conn, name, s, nil)
+				case strings.HasPrefix(s.Error, "RecvMsg:"):
+					rep, err := invoke(t, conn, decode(t, *s.Request))
+					require.NoError(t, err, name)
+					assert.Equal(t, vppsim.RetvalWouldCrash, int32(reflect.ValueOf(rep).Elem().FieldByName("Retval").Int()), name)
+					refused++
+					return // VPP is dead: the rest of the part is its aftermath
+				}
+			}
+			t.Fatal("no request of this part killed VPP")
+		})
+	}
+	assert.Equal(t, 7, refused, "requests that killed VPP")
 }

@@ -100,6 +100,11 @@ type Snapshot struct {
 	Tables     []Table     // IPv4 then IPv6, by ID
 	Routes     []Route     // by table, then prefix
 	Neighbors  []Neighbor  // by interface, then address
+	// ACLs are the ACL plugin's ACLs by index; ACLInterfaces the
+	// interfaces that have ACLs, by sw_if_index.
+	ACLs          []ACL
+	ACLInterfaces []ACLInterface
+	Cnat          Cnat // the cnat plugin
 }
 
 // Snapshot returns a deep copy of the current configuration.
@@ -155,5 +160,19 @@ func (v *VPP) Snapshot() Snapshot {
 		out.Neighbors = append(out.Neighbors, Neighbor{SwIfIndex: k.sw, IP: k.ip, MAC: n.mac.String(),
 			Static: n.flags&ip_neighbor.IP_API_NEIGHBOR_FLAG_STATIC != 0})
 	}
+	out.ACLs, out.ACLInterfaces = s.aclSnapshot()
+	out.Cnat = s.cnatSnapshot()
 	return out
+}
+
+// FibIndex returns VPP's FIB index of the IP table tableID of a family
+// (what cnat_set_snat_addresses_v2 takes) and whether the table exists.
+func (v *VPP) FibIndex(tableID uint32, ipv6 bool) (uint32, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	t := v.st.tables[tableKey{ipv6, tableID}]
+	if t == nil {
+		return 0, false
+	}
+	return t.fibIndex, true
 }

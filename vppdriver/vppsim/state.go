@@ -81,6 +81,11 @@ type simIface struct {
 	// when unnumberedOK.
 	unnumbered   uint32
 	unnumberedOK bool
+	// ll6 is the IPv6 FIB index of the interface's link-local FIB, valid
+	// when ll6OK: VPP creates one when the interface gets its first IPv6
+	// address.
+	ll6   uint32
+	ll6OK bool
 }
 
 // tapHost is what a tap_create_v3 configured on the Linux side.
@@ -103,6 +108,7 @@ type tableKey struct {
 type simTable struct {
 	key       tableKey
 	name      string
+	fibIndex  uint32 // VPP's FIB index in the table's family
 	apiLocked bool
 	routes    map[netip.Prefix]*simRoute
 }
@@ -121,14 +127,21 @@ type simRoute struct {
 }
 
 type state struct {
-	cfg          *Config
-	ifaces       map[uint32]*simIface
-	tables       map[tableKey]*simTable
-	nextStats    uint32
-	macSeq       uint32
-	graph        map[string][]string
-	bds          map[uint32]*bridgeDomain
-	nat          *natState // nil while the NAT44-ED plugin is disabled
+	cfg       *Config
+	ifaces    map[uint32]*simIface
+	tables    map[tableKey]*simTable
+	nextStats uint32
+	macSeq    uint32
+	graph     map[string][]string
+	bds       map[uint32]*bridgeDomain
+	nat       *natState // nil while the NAT44-ED plugin is disabled
+	acl       aclState
+	cnat      cnatState
+	// fibs are VPP's FIB indexes per family ([0] IPv4, [1] IPv6):
+	// fibTables maps an index in use to its table ID (~0 for a link-local
+	// FIB).
+	fibs         [2]indexPool
+	fibTables    [2]map[uint32]uint32
 	memifSockets map[uint32]string
 	memifSeed    uint32                                 // VPP's random_u32 seed for memif socket IDs (0 at start)
 	poolLen      uint32                                 // sw_if_index pool size (next new index)
@@ -152,7 +165,8 @@ func newState(cfg *Config) *state {
 	s := &state{cfg: cfg, ifaces: map[uint32]*simIface{}, tables: map[tableKey]*simTable{}, nextStats: 33,
 		graph: newGraph(), bds: map[uint32]*bridgeDomain{}, memifSockets: map[uint32]string{0: defaultMemifSocket},
 		neighbors: map[uint32]map[netip.Addr]*simNeighbor{}, instances: map[ifKind]*instanceSet{},
-		vxlans: map[vxlanKey]*simIface{}, pathRefs: map[uint32]int{}}
+		vxlans: map[vxlanKey]*simIface{}, pathRefs: map[uint32]int{}, acl: newACLState(), cnat: newCnatState(),
+		fibTables: [2]map[uint32]uint32{{}, {}}}
 	s.ifaces[0] = &simIface{idx: 0, kind: kindLocal, name: "local0"}
 	s.poolLen = 1
 	for n, name := range cfg.NICs {
@@ -174,9 +188,23 @@ func (s *state) addTable(k tableKey, name string) *simTable {
 		}
 		name = fmt.Sprintf("%s-VRF:%d", fam, k.id)
 	}
-	t := &simTable{key: k, name: name, routes: map[netip.Prefix]*simRoute{}}
+	t := &simTable{key: k, name: name, routes: map[netip.Prefix]*simRoute{}, fibIndex: s.fibs[famIdx(k.v6)].get()}
+	s.fibTables[famIdx(k.v6)][t.fibIndex] = k.id
 	s.tables[k] = t
 	return t
+}
+
+// freeFib frees a FIB index of a family.
+func (s *state) freeFib(v6 bool, idx uint32) {
+	delete(s.fibTables[famIdx(v6)], idx)
+	s.fibs[famIdx(v6)].put(idx)
+}
+
+// fibTableID returns the table ID of a FIB index (~0 for a link-local FIB)
+// and whether the index is in use.
+func (s *state) fibTableID(v6 bool, idx uint32) (uint32, bool) {
+	id, ok := s.fibTables[famIdx(v6)][idx]
+	return id, ok
 }
 
 // freeIndex allocates a sw_if_index as VPP's pool does: the index freed
@@ -283,6 +311,11 @@ func (s *state) deleteLoopback(m api.Message) []api.Message {
 func (s *state) removeIface(i *simIface) {
 	s.leaveBD(i.idx)
 	delete(s.neighbors, i.idx)
+	s.aclIfaceRemoved(i.idx)
+	s.cnatIfaceRemoved(i.idx)
+	if i.ll6OK {
+		s.freeFib(true, i.ll6)
+	}
 	if s.nat != nil {
 		delete(s.nat.ifaces, i.idx)
 		s.nat.output = slices.DeleteFunc(s.nat.output, func(sw uint32) bool { return sw == i.idx })
@@ -340,6 +373,7 @@ func (s *state) maybeDropTable(k tableKey) {
 		s.setPaths(t, r, nil)
 	}
 	delete(s.tables, k)
+	s.freeFib(k.v6, t.fibIndex)
 }
 
 func (s *state) setFlags(m api.Message) []api.Message {
@@ -400,6 +434,10 @@ func (s *state) addDelAddress(m api.Message) []api.Message {
 		}
 	}
 	i.addrs = append(i.addrs, p)
+	if v6 && !i.ll6OK {
+		i.ll6, i.ll6OK = s.fibs[1].get(), true
+		s.fibTables[1][i.ll6] = noIndex
+	}
 	return reply(0)
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"go.fd.io/govpp/api"
+	"go.fd.io/govpp/binapi/acl"
 	"go.fd.io/govpp/binapi/af_packet"
 	interfaces "go.fd.io/govpp/binapi/interface"
 	"go.fd.io/govpp/binapi/ip"
@@ -17,6 +18,8 @@ import (
 	"go.fd.io/govpp/binapi/tapv2"
 	"go.fd.io/govpp/binapi/vlib"
 	"go.fd.io/govpp/binapi/vxlan"
+
+	"github.com/vswitchkit/vswitchkit/vppdriver/internal/binapi/cnat"
 )
 
 // Config configures a [VPP]. The zero value is valid.
@@ -124,7 +127,8 @@ func New(cfg Config) *VPP {
 			if m == d.req {
 				e.handle = d.handle
 				switch m.GetMessageName() {
-				case "control_ping", "sw_interface_get_table", "nat44_show_running_config", "get_next_index":
+				case "control_ping", "sw_interface_get_table", "nat44_show_running_config", "get_next_index",
+					"acl_plugin_get_version", "acl_plugin_get_conn_table_max_entries", "cnat_get_snat_addresses":
 					e.readOnly = true
 				default:
 					e.readOnly = !d.single
@@ -310,5 +314,26 @@ func handlers() []handlerDef {
 		{&ip.IPUnnumberedDump{}, &ip.IPUnnumberedDetails{}, false, (*state).unnumberedDump, nil},
 		{&ip_neighbor.IPNeighborAddDel{}, &ip_neighbor.IPNeighborAddDelReply{}, true, (*state).neighborAddDel, nil},
 		{&ip_neighbor.IPNeighborDump{}, &ip_neighbor.IPNeighborDetails{}, false, (*state).neighborDump, nil},
+		{&acl.ACLPluginGetVersion{}, &acl.ACLPluginGetVersionReply{}, true, (*state).aclGetVersion, nil},
+		{&acl.ACLPluginGetConnTableMaxEntries{}, &acl.ACLPluginGetConnTableMaxEntriesReply{}, true, (*state).aclConnTableMax, nil},
+		{&acl.ACLAddReplace{}, &acl.ACLAddReplaceReply{}, true, (*state).aclAddReplace, nil},
+		{&acl.ACLDel{}, &acl.ACLDelReply{}, true, (*state).aclDel, nil},
+		{&acl.ACLDump{}, &acl.ACLDetails{}, false, (*state).aclDump, nil},
+		{&acl.ACLInterfaceSetACLList{}, &acl.ACLInterfaceSetACLListReply{}, true, (*state).aclInterfaceSetList, nil},
+		{&acl.ACLInterfaceAddDel{}, &acl.ACLInterfaceAddDelReply{}, true, (*state).aclInterfaceAddDel, nil},
+		{&acl.ACLInterfaceListDump{}, &acl.ACLInterfaceListDetails{}, false, (*state).aclInterfaceListDump, nil},
+		{&cnat.CnatTranslationUpdate{}, &cnat.CnatTranslationUpdateReply{}, true, (*state).cnatTranslationUpdate, nil},
+		{&cnat.CnatTranslationDel{}, &cnat.CnatTranslationDelReply{}, true, (*state).cnatTranslationDel, nil},
+		{&cnat.CnatTranslationDump{}, &cnat.CnatTranslationDetails{}, false, (*state).cnatTranslationDump, nil},
+		{&cnat.CnatSessionDump{}, &cnat.CnatSessionDetails{}, false, (*state).cnatSessionDump, nil},
+		{&cnat.CnatSessionPurge{}, &cnat.CnatSessionPurgeReply{}, true, (*state).cnatSessionPurge, nil},
+		{&cnat.CnatSetSnatAddresses{}, &cnat.CnatSetSnatAddressesReply{}, true, (*state).cnatSetSnatAddresses, nil},
+		{&cnat.CnatSetSnatAddressesV2{}, &cnat.CnatSetSnatAddressesV2Reply{}, true, (*state).cnatSetSnatAddressesV2, nil},
+		{&cnat.CnatGetSnatAddresses{}, &cnat.CnatGetSnatAddressesReply{}, true, (*state).cnatGetSnatAddresses, nil},
+		{&cnat.CnatSnatAddressesDump{}, &cnat.CnatSnatAddressesDetails{}, false, (*state).cnatSnatAddressesDump, nil},
+		{&cnat.CnatSnatPolicyAddDelExcludePfx{}, &cnat.CnatSnatPolicyAddDelExcludePfxReply{}, true, (*state).cnatExcludePfx, nil},
+		{&cnat.CnatSnatPolicyAddDelIf{}, &cnat.CnatSnatPolicyAddDelIfReply{}, true, (*state).cnatSnatPolicyIf, nil},
+		{&cnat.CnatSetSnatPolicy{}, &cnat.CnatSetSnatPolicyReply{}, true, (*state).cnatSetSnatPolicy, nil},
+		{&cnat.FeatureCnatEnableDisable{}, &cnat.FeatureCnatEnableDisableReply{}, true, (*state).cnatFeature, nil},
 	}
 }
