@@ -1,6 +1,7 @@
 package vppdriver_test
 
 import (
+	"flag"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -18,6 +19,22 @@ import (
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
+
+// seed makes a randomized test of this package reproducible: go test
+// -run TestModel -args -seed=N replays the run that logged "seed N"
+// (0, the default, picks a new seed from the clock).
+var seed = flag.Uint64("seed", 0, "seed of the randomized tests (0: from the clock)")
+
+// testSeed returns the seed of a randomized test and logs it.
+func testSeed(t testing.TB) uint64 {
+	t.Helper()
+	s := *seed
+	if s == 0 {
+		s = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (reproduce with -args -seed=%d)", s, s)
+	return s
+}
 
 // modelKeys is a small key universe with dependencies between the keys:
 // tables, interfaces in tables, routes through interfaces in tables, the
@@ -142,11 +159,10 @@ func oracle(desired map[string]proto.Message) map[string]vppdriver.State {
 // resync commits) and checks after each step that the incremental driver
 // reaches the oracle's state, that VPP holds exactly that (a resync of the
 // same state reads everything back as it is: no VPP writes), and that the
-// driver's indexes and published statuses are consistent.
+// driver's indexes and published statuses are consistent. It logs its
+// seed; -args -seed=N replays a run.
 func TestModel(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 1))
+	r := rand.New(rand.NewPCG(testSeed(t), 1))
 	keys := modelKeys{r}
 	vpp := vppsim.New(vppsim.Config{})
 	d := startDriver(t, vpp, testCfg())
