@@ -92,6 +92,17 @@ func (d *Driver) CheckInvariants() error {
 	return errors.Join(errs...)
 }
 
+// Idle reports whether the driver has nothing left to do until something
+// from outside happens: it is connected and has read VPP back, no key is
+// queued for a pass, no retry is scheduled and no resync is owed. Once it
+// is idle it sends nothing that changes VPP until a commit, a reconnect
+// or a failed health probe. It waits for a pass in progress.
+func (d *Driver) Idle() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cl != nil && d.readBack && len(d.dirty) == 0 && len(d.retries) == 0 && !d.needResync
+}
+
 func contains(s []string, v string) bool {
 	for _, x := range s {
 		if x == v {
