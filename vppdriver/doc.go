@@ -3,7 +3,7 @@
 // (go.fd.io/govpp v0.13.0, binapi for VPP 25.10).
 //
 // The desired state is a set of keyed protobuf values from package
-// [model]: interfaces (loopback, af_packet, tap v2 (in a network namespace,
+// [vppmodel]: interfaces (loopback, af_packet, tap v2 (in a network namespace,
 // with the Linux side's MAC, addresses and gateways), memif, routed VXLAN
 // tunnels carrying IPv4 or IPv6, and existing interfaces such as DPDK NICs,
 // adopted by their VPP name) with admin state, IP addresses or the
@@ -19,13 +19,13 @@
 //
 // # Keys and invalid values
 //
-// The driver owns exactly the keys under [model.KeyRoot] ("vpp/") and
+// The driver owns exactly the keys under [vppmodel.KeyRoot] ("vpp/") and
 // says so with [Driver.OwnsKey] ([controller.KeyOwner]); every other key
 // of a commit is ignored, in every kind of commit: it belongs to another
 // southbound or to handlers' bookkeeping, and a resync never removes,
 // counts or reports it.
 //
-// Every value is validated ([model.KeyOf]) and converted, when it is
+// Every value is validated ([vppmodel.KeyOf]) and converted, when it is
 // committed, into a typed form (netip addresses, defaults filled in, lists
 // sorted) that the driver keeps and works from: no string of a value is
 // parsed after the commit, and a message committed again unchanged (the
@@ -179,8 +179,18 @@
 //
 // # Lifecycle
 //
-// [New] does no I/O and starts no goroutine. [Driver.Run] owns the
-// connection, the health probe and the retry timer, and returns (having
-// disconnected) when its context ends. Commit works without Run: values are
-// recorded and applied once Run has connected.
+// [New] does no I/O and starts no goroutine; a bad [Config] is an error
+// naming every bad field. [Driver.Run] owns the connection, the health
+// probe and the retry timer; it returns ctx.Err() (having disconnected)
+// when its context ends, and is single-use (a second call returns an
+// error wrapping [ErrAlreadyRunning]). Commit works without Run: values
+// are recorded and applied once Run has connected.
+//
+// # Logging
+//
+// The driver logs to Config.Logger with component=vppdriver and typed
+// attributes: Info when it connects, Warn once when VPP becomes
+// unreachable (a failed first connect, a lost connection) and once when it
+// is connected again (not per attempt), Warn once per connection for a VPP
+// that lacks messages, Debug for every failed attempt of a key.
 package vppdriver

@@ -15,7 +15,7 @@ import (
 // pipelined together, then stage n+1. It returns only transport errors.
 func (d *Driver) runOps(ctx context.Context, ops []*op) error {
 	if err := d.lookupOps(ctx, ops); err != nil {
-		d.signal(d.broken)
+		d.connBroken(err)
 		return err
 	}
 	var calls []call
@@ -41,7 +41,7 @@ func (d *Driver) runOps(ctx context.Context, ops []*op) error {
 			}
 		}
 		if err := d.cl.pipeline(ctx, calls); err != nil {
-			d.signal(d.broken)
+			d.connBroken(err)
 			return err
 		}
 	}

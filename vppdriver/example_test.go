@@ -73,7 +73,7 @@ func Example() {
 	// interface 0 local0 tag="" up=false []
 	// interface 1 loop0 tag="vsk:uplink" up=true [192.168.16.5/24]
 	// route table 0 10.2.0.0/16 via sw_if_index 1 192.168.16.6
-	// Run: <nil>
+	// Run: context canceled
 }
 
 func allConfigured(d *vppdriver.Driver) bool {
@@ -131,5 +131,5 @@ func ExampleDriver_Commit() {
 	// vpp/interface/uplink configured
 	// vpp/interface/pods failed
 	// keys=2 configured=1 failed=1 invalid=1 rejected=1
-	// Run: <nil>
+	// Run: context canceled
 }

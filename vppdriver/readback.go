@@ -43,7 +43,7 @@ func (d *Driver) resyncLocked(ctx context.Context) error {
 		if ctx.Err() != nil {
 			d.needResync = true
 		} else {
-			d.signal(d.broken)
+			d.connBroken(err)
 		}
 		d.publishLocked()
 		return err

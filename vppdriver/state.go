@@ -2,6 +2,7 @@ package vppdriver
 
 import (
 	"container/heap"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -239,7 +240,7 @@ func (d *Driver) failLocked(it *item, err error, now time.Time) {
 		d.incompatible = append(d.incompatible, err)
 	}
 	d.markPubLocked(it)
-	d.cfg.Logger.Debug("vppdriver: apply failed", "key", it.key, "attempt", it.attempts, "err", err)
+	d.log.Debug("apply failed", slog.String("key", it.key), slog.Int("attempt", it.attempts), slog.Any("error", err))
 }
 
 func (d *Driver) resetFailureLocked(it *item) {
