@@ -188,6 +188,36 @@ func (c *client) dumps(ctx context.Context, reqs []api.Message) ([][]api.Message
 	return out, nil
 }
 
+// dumpOf runs one dump and returns its details, typed: D is the details
+// message of req (a message of another type, which a dump does not send,
+// is skipped).
+func dumpOf[D api.Message](ctx context.Context, c *client, req api.Message) ([]D, error) {
+	res, err := dumpEach[D](ctx, c, []api.Message{req})
+	if err != nil {
+		return nil, err
+	}
+	return res[0], nil
+}
+
+// dumpEach runs dumps whose details are all of type D, pipelined, and
+// returns the details of each request, in the order of reqs.
+func dumpEach[D api.Message](ctx context.Context, c *client, reqs []api.Message) ([][]D, error) {
+	res, err := c.dumps(ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]D, len(res))
+	for i, msgs := range res {
+		out[i] = make([]D, 0, len(msgs))
+		for _, m := range msgs {
+			if x, ok := m.(D); ok {
+				out[i] = append(out[i], x)
+			}
+		}
+	}
+	return out, nil
+}
+
 func (c *client) dumpWindow(ctx context.Context, reqs []api.Message) ([][]api.Message, error) {
 	wctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
