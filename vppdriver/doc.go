@@ -97,7 +97,12 @@
 //     never deleted: the driver removes what it configured on it (its
 //     addresses, unnumbered, VRF bindings), sets it admin down and removes
 //     the tag; a missing one fails the key with [ErrNoSuchInterface]
-//     (retried);
+//     (retried). Every interface but a tap gets its tag in a second
+//     request: one that VPP made but the driver could not tag
+//     (the tag request failed, or the caller gave up in between) is
+//     deleted by the key's retry, but a readback in between (a resync, a
+//     restart of the driver) does not see it as the driver's, and it
+//     stays behind in VPP;
 //   - static IP neighbors on owned interfaces are owned (learnt ones are
 //     not looked at);
 //   - VRF tables: the table name is TagPrefix + label;

@@ -62,7 +62,9 @@ type Driver struct {
 	dirty   []*item                       // items to look at in the next pass
 	retries retryHeap                     // items with a scheduled retry, earliest first
 	pubq    []*item                       // items whose status may have changed
-	gen     uint64                        // pass generation (item marks)
+	// Generations of the item marks (see item): dirtyGen of Driver.dirty,
+	// pubGen of Driver.pubq, gen of the sets of the current pass.
+	dirtyGen, pubGen, gen uint64
 	// incompatible collects the ErrIncompatible failures of keys (a VPP
 	// without an optional feature) seen since the current Commit began.
 	incompatible []error
@@ -106,6 +108,8 @@ func New(newAdapter func() adapter.VppAPI, cfg Config) (*Driver, error) {
 		users:      map[string]map[*item]struct{}{},
 		waiters:    map[string]map[*item]struct{}{},
 		statuses:   map[string]KeyStatus{},
+		dirtyGen:   1,
+		pubGen:     1,
 	}, nil
 }
 
@@ -331,10 +335,13 @@ func (d *Driver) Commit(ctx context.Context, c *controller.Commit) (uint64, erro
 	case controller.CommitResync:
 		d.fullState = true
 		for _, it := range d.items {
-			if it.desired() {
+			switch {
+			case it.desired():
 				if v, ok := c.Values[it.key]; !ok || v == nil {
 					d.clearWantLocked(it)
 				}
+			case it.state == stateUnclaimed:
+				it.state = stateRemoving // now known not to be desired
 			}
 		}
 		for k, v := range c.Values {

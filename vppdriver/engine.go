@@ -1,6 +1,7 @@
 package vppdriver
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"errors"
@@ -84,7 +85,7 @@ func (d *Driver) lookupOps(ctx context.Context, ops []*op) error {
 // last pass (Driver.dirty: commits, readbacks, dependencies that became
 // configured) and the ones whose retry is due. It deletes, in reverse
 // dependency order, what VPP holds but must not (not desired, to be
-// re-created, half-configured) together with what is applied on top of it
+// re-created, half-made: see halfVal) together with what is applied on top of it
 // (Driver.users), then creates and updates in dependency order what is
 // desired and not yet as desired, parking items whose dependencies are not
 // configured (Driver.waiters) until they are. Its cost is proportional to
@@ -94,9 +95,11 @@ func (d *Driver) lookupOps(ctx context.Context, ops []*op) error {
 //   - a key is deleted only after every key applied on top of it, and
 //     applied only after every key it depends on is configured (kinds are
 //     processed in dependency order: a dependency always has a lower kind);
-//   - an item is either in sync, parked on its missing dependencies,
-//     waiting for a scheduled retry, permanently failed (until its value
-//     changes or VPP reconnects), or queued in Driver.dirty;
+//   - a desired item ends a pass configured, parked on its missing
+//     dependencies, retrying (a retry scheduled), failed (until its value
+//     changes or VPP reconnects), invalid, or queued in Driver.dirty; an
+//     item being removed is gone, or waits for the retry of its removal
+//     (see keyState);
 //   - every item whose status may have changed is queued for publication.
 //
 // It returns transport errors, ErrNotConnected and ErrIncompatible.
@@ -109,8 +112,7 @@ func (d *Driver) passLocked(ctx context.Context) error {
 	if d.compatErr != nil {
 		for _, it := range d.takeDirtyLocked() {
 			if it.want != nil {
-				it.failed = d.compatErr
-				d.markPubLocked(it)
+				d.failIncompatibleLocked(it, d.compatErr)
 			}
 		}
 		return d.compatErr
@@ -123,8 +125,8 @@ func (d *Driver) passLocked(ctx context.Context) error {
 	gen := d.gen
 	var cand [numKinds][]*item
 	addCand := func(it *item) {
-		if it.candGen != gen && it.want != nil {
-			it.candGen = gen
+		if it.candMark != gen && it.want != nil {
+			it.candMark = gen
 			cand[it.kind] = append(cand[it.kind], it)
 		}
 	}
@@ -138,10 +140,10 @@ func (d *Driver) passLocked(ctx context.Context) error {
 		d.markPubLocked(it)
 		addCand(it)
 		// What VPP holds and no commit mentioned is kept until a resync
-		// commit gave the whole desired state (Driver.fullState).
-		unwanted := it.want == nil && (d.fullState || it.bad != nil || it.dropped)
-		if it.have != nil && (unwanted || it.half || (it.want != nil && !it.inSync && needsRecreate(it.have, it.want))) {
-			it.rmGen = gen
+		// commit gave the whole desired state (stateUnclaimed).
+		unwanted := it.state == stateRemoving || it.state == stateInvalid
+		if it.have != nil && (unwanted || (it.want != nil && it.state != stateConfigured && needsRecreate(it.have, it.want))) {
+			it.rmMark = gen
 			queue = append(queue, it)
 		}
 	}
@@ -149,8 +151,8 @@ func (d *Driver) passLocked(ctx context.Context) error {
 		it := queue[i]
 		rm[it.kind] = append(rm[it.kind], it)
 		for u := range d.users[it.key] {
-			if u.rmGen != gen && u.have != nil {
-				u.rmGen = gen
+			if u.rmMark != gen && u.have != nil {
+				u.rmMark = gen
 				queue = append(queue, u)
 			}
 		}
@@ -177,7 +179,7 @@ func (d *Driver) passLocked(ctx context.Context) error {
 				d.failLocked(it, o.err, now)
 				continue
 			}
-			it.created, it.half, it.swIfIndex = false, false, 0
+			it.swIfIndex = noIndex
 			d.setHaveLocked(it, nil)
 			if it.want != nil {
 				addCand(it)
@@ -201,7 +203,7 @@ func (d *Driver) passLocked(ctx context.Context) error {
 				switch {
 				case it.kind < kd:
 					later = append(later, it) // the next pass (not expected: dependencies have lower kinds)
-				case it.kind == kd && it.candGen == gen:
+				case it.kind == kd && it.candMark == gen:
 					d.markPubLocked(it)
 					woke = append(woke, it) // parked on a dependency of its kind that this pass configured
 				default:
@@ -213,7 +215,7 @@ func (d *Driver) passLocked(ctx context.Context) error {
 			seen, woke = len(cand[kd]), nil
 			ops = ops[:0]
 			for _, it := range batch {
-				if it.want == nil || it.half || it.inSync {
+				if it.want == nil || it.state == stateConfigured || isHalf(it.have) {
 					continue
 				}
 				if it.failed != nil && (it.nextRetry.IsZero() || it.nextRetry.After(now)) {
@@ -238,14 +240,9 @@ func (d *Driver) passLocked(ctx context.Context) error {
 			for _, o := range ops {
 				it := o.it
 				if o.err != nil {
-					if it.kind == kindInterface && it.created {
-						// Half-configured: delete and create again on retry.
-						it.half = true
-						if it.have == nil {
-							d.setHaveLocked(it, it.want)
-						} else {
-							d.syncLocked(it)
-						}
+					if it.kind == kindInterface && it.created() {
+						// Half-made: deleted and created again on retry.
+						d.setHaveLocked(it, &halfVal{cmp.Or(it.have, it.want)})
 					}
 					d.failLocked(it, o.err, now)
 					continue
@@ -264,14 +261,12 @@ func (d *Driver) passLocked(ctx context.Context) error {
 func (d *Driver) takeDirtyLocked() []*item {
 	out := d.dirty
 	d.dirty = nil
-	for _, it := range out {
-		it.queued = false
-	}
+	d.dirtyGen++
 	return out
 }
 
 func (d *Driver) deleteOp(it *item) *op {
-	switch v := it.have.(type) {
+	switch v := applied(it.have).(type) {
 	case *ifaceVal:
 		return d.ifaceDelete(it, v)
 	case *vrfVal:
@@ -287,7 +282,7 @@ func (d *Driver) deleteOp(it *item) *op {
 func (d *Driver) putOp(it *item) *op {
 	switch v := it.want.(type) {
 	case *ifaceVal:
-		if old, ok := it.have.(*ifaceVal); ok && it.created {
+		if old, ok := it.have.(*ifaceVal); ok && it.created() {
 			return d.ifaceUpdate(it, old, v)
 		}
 		return d.ifaceCreate(it, v)
@@ -299,6 +294,12 @@ func (d *Driver) putOp(it *item) *op {
 		return d.neighborPut(it, v)
 	}
 	return d.natPut(it)
+}
+
+// isHalf tells whether v is a half-made interface (see halfVal).
+func isHalf(v value) bool {
+	_, ok := v.(*halfVal)
+	return ok
 }
 
 func isIncompatible(err error) bool { return errors.Is(err, ErrIncompatible) }

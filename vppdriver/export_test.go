@@ -30,9 +30,38 @@ func (d *Driver) CheckInvariants() error {
 		if it.desired() {
 			desired++
 		}
-		sync := !it.half && it.have != nil && it.want != nil && it.have.equal(it.want)
-		if it.inSync != sync {
-			bad("%s: inSync %v, want %v", k, it.inSync, sync)
+		// The state goes with the facts.
+		notDesired := it.state == stateUnclaimed || it.state == stateRemoving
+		if notDesired == it.desired() {
+			bad("%s: %v, desired %v", k, it.state, it.desired())
+		}
+		if it.state == stateUnclaimed && d.fullState {
+			bad("%s: unclaimed after a resync commit", k)
+		}
+		if (it.state == stateInvalid) != (it.bad != nil) {
+			bad("%s: %v, invalid value %v", k, it.state, it.bad)
+		}
+		inSync := it.want != nil && it.have != nil && it.have.equal(it.want)
+		if it.state == stateConfigured && !inSync {
+			bad("%s: configured, but VPP holds %v", k, it.have)
+		}
+		if inSync && it.state != stateConfigured && it.failed == nil {
+			bad("%s: %v, but VPP holds the desired value and nothing failed", k, it.state)
+		}
+		if (it.state == stateParked) != (it.waitingOn != nil) {
+			bad("%s: %v, waiting on %v", k, it.state, it.waitingOn)
+		}
+		if it.state == stateRetrying && it.retryIdx < 0 && !d.queued(it) {
+			bad("%s: retrying, but no retry is scheduled", k)
+		}
+		if it.state == stateFailed && (it.failed == nil || it.retryIdx >= 0) {
+			bad("%s: failed (%v), retry index %d", k, it.failed, it.retryIdx)
+		}
+		if it.retryIdx >= 0 && it.failed == nil {
+			bad("%s: a retry without a failure", k)
+		}
+		if isHalf(it.have) && (it.kind != kindInterface || !it.created()) {
+			bad("%s: half-made, sw_if_index %d", k, it.swIfIndex)
 		}
 		if it.have != nil {
 			for _, dep := range it.have.deps() {

@@ -189,7 +189,7 @@ func (d *Driver) ifaceCreate(it *item, m *ifaceVal) *op {
 				o.fail(fmt.Errorf("%w: VPP has no interface named %q", ErrNoSuchInterface, l.existing))
 				return nil
 			}
-			it.swIfIndex, it.created = o.lookupSw, true
+			it.swIfIndex = o.lookupSw
 			return nil
 		}
 		t := ifaceTypes[m.typ]
@@ -220,7 +220,6 @@ func (d *Driver) ifaceCreate(it *item, m *ifaceVal) *op {
 			case *memif.MemifCreateV2Reply:
 				it.swIfIndex = uint32(r.SwIfIndex)
 			}
-			it.created = true
 		}}}
 	})
 	o.stages = append(o.stages, func() []call {
@@ -273,7 +272,7 @@ func (d *Driver) unnumberedCall(o *op, it *item, m *ifaceVal) (call, bool) {
 		return call{}, false
 	}
 	src := d.items[m.unnumKey]
-	if src == nil || !src.created {
+	if src == nil || !src.created() {
 		o.fail(fmt.Errorf("interface %q is not configured", m.unnumbered))
 		return call{}, false
 	}
@@ -401,7 +400,7 @@ func (d *Driver) neighborPut(it *item, m *neighborVal) *op {
 	o := &op{it: it}
 	o.stages = append(o.stages, func() []call {
 		dep := d.items[m.ifKey()]
-		if dep == nil || !dep.created {
+		if dep == nil || !dep.created() {
 			o.fail(fmt.Errorf("interface %q is not configured", m.iface))
 			return nil
 		}
@@ -414,7 +413,7 @@ func (d *Driver) neighborDelete(it *item, m *neighborVal) *op {
 	o := &op{it: it}
 	o.stages = append(o.stages, func() []call {
 		dep := d.items[m.ifKey()]
-		if dep == nil || !dep.created {
+		if dep == nil || !dep.created() {
 			return nil // the interface is gone, and its neighbors with it
 		}
 		return []call{{req: neighborMsg(dep.swIfIndex, m, false), done: o.expect(rvNoSuchEntry, rvInvalidSwIfIndex)}}
@@ -456,7 +455,7 @@ func (d *Driver) routeMsg(m *routeVal, add bool) (*ip.IPRouteAddDel, error) {
 		}
 		if p.iface != "" {
 			dep := d.items[p.ifKey]
-			if dep == nil || !dep.created {
+			if dep == nil || !dep.created() {
 				return nil, fmt.Errorf("interface %q is not configured", p.iface)
 			}
 			fp.SwIfIndex = dep.swIfIndex

@@ -260,8 +260,8 @@ func writes(reqs []string) []string {
 //
 // Making an interface and tagging it never fail here, and the caller
 // never gives up between the two: an interface VPP made but the driver
-// did not tag (a loopback or af_packet interface gets its tag in a second
-// request) is invisible to a readback, so a resync before the retry that
+// did not tag (a loopback gets its tag in a second request) is invisible
+// to a readback, so a resync before the retry that
 // deletes it leaves it behind (a known limit, see the package doc).
 func TestModelFaults(t *testing.T) {
 	seed := testSeed(t)

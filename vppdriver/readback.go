@@ -51,21 +51,24 @@ func (d *Driver) resyncLocked(ctx context.Context) error {
 	d.needResync = false
 	for k, it := range d.items {
 		if _, ok := found[k]; !ok {
-			it.created, it.half, it.swIfIndex = false, false, 0
+			it.swIfIndex = noIndex
 			d.setHaveLocked(it, nil)
 			d.forgetLocked(it)
 		}
 	}
 	for k, f := range found {
-		it := d.itemLocked(k)
-		it.created, it.half, it.swIfIndex = true, false, f.swIfIndex
+		it := d.items[k]
+		if it == nil {
+			it = d.itemLocked(k)
+			it.state = d.unclaimedLocked()
+		}
+		it.swIfIndex = f.swIfIndex
 		d.setHaveLocked(it, f.value)
 	}
 	d.readBack = true
 	for _, it := range d.items {
 		// What VPP holds and nobody asked for yet is kept until the first
-		// resync commit (see Driver.fullState and the removal set in
-		// passLocked).
+		// resync commit (stateUnclaimed).
 		d.markDirtyLocked(it)
 		d.markPubLocked(it)
 	}
@@ -233,7 +236,7 @@ func (d *Driver) ifaceRecordLocked(name string) *ifaceVal {
 		if v, ok := it.want.(*ifaceVal); ok {
 			return v
 		}
-		if v, ok := it.have.(*ifaceVal); ok {
+		if v, ok := applied(it.have).(*ifaceVal); ok {
 			return v
 		}
 	}

@@ -94,6 +94,8 @@ func parseValue(msg proto.Message) (value, error) {
 // deleted and created again (fields VPP sets only at creation).
 func needsRecreate(old, new value) bool {
 	switch o := old.(type) {
+	case *halfVal:
+		return true // made only in part
 	case *ifaceVal:
 		n, ok := new.(*ifaceVal)
 		return !ok || o.typ != n.typ || o.hasMAC != n.hasMAC || o.mac != n.mac || o.link != n.link
