@@ -56,6 +56,9 @@
 // (StatePending, with the missing keys) and applied in the same pass as
 // they are. An object already applied keeps being reported configured
 // while VPP holds what it depends on, even if their new values wait.
+// Each pass is planned before anything is sent (which keys are removed,
+// created, updated and parked, in which order); when a request fails, what
+// the plan would have applied on top of it is parked on it instead.
 // Failures are recorded per key (StateFailed, with the error and the
 // attempt count); retriable ones (any VPP retval except INVALID_VALUE and
 // NO_PATHS_IN_ROUTE) are retried with exponential backoff (see

@@ -65,6 +65,7 @@ type Driver struct {
 	// Generations of the item marks (see item): dirtyGen of Driver.dirty,
 	// pubGen of Driver.pubq, gen of the sets of the current pass.
 	dirtyGen, pubGen, gen uint64
+	plan                  plan // the plan of the current pass (its arrays kept from pass to pass)
 	// incompatible collects the ErrIncompatible failures of keys (a VPP
 	// without an optional feature) seen since the current Commit began.
 	incompatible []error
@@ -342,6 +343,7 @@ func (d *Driver) Commit(ctx context.Context, c *controller.Commit) (uint64, erro
 				}
 			case it.state == stateUnclaimed:
 				it.state = stateRemoving // now known not to be desired
+				d.markDirtyLocked(it)
 			}
 		}
 		for k, v := range c.Values {

@@ -83,18 +83,16 @@ func (d *Driver) lookupOps(ctx context.Context, ops []*op) error {
 
 // passLocked reconciles the keys that need work: the ones changed since the
 // last pass (Driver.dirty: commits, readbacks, dependencies that became
-// configured) and the ones whose retry is due. It deletes, in reverse
-// dependency order, what VPP holds but must not (not desired, to be
-// re-created, half-made: see halfVal) together with what is applied on top of it
-// (Driver.users), then creates and updates in dependency order what is
-// desired and not yet as desired, parking items whose dependencies are not
-// configured (Driver.waiters) until they are. Its cost is proportional to
-// the keys that changed and their dependents, not to the total state.
+// configured) and the ones whose retry is due. The planner decides what
+// to remove, create, update and park, in order (planLocked); the executor
+// sends it (executeLocked). Its cost is proportional to the keys that
+// changed and their dependents, not to the total state.
 //
 // Invariants:
 //   - a key is deleted only after every key applied on top of it, and
 //     applied only after every key it depends on is configured (kinds are
-//     processed in dependency order: a dependency always has a lower kind);
+//     processed in dependency order: a dependency always has a lower kind,
+//     or is an interface of an earlier wave);
 //   - a desired item ends a pass configured, parked on its missing
 //     dependencies, retrying (a retry scheduled), failed (until its value
 //     changes or VPP reconnects), invalid, or queued in Driver.dirty; an
@@ -118,141 +116,116 @@ func (d *Driver) passLocked(ctx context.Context) error {
 		return d.compatErr
 	}
 	now := time.Now()
+	d.dueLocked(now)
+	return d.executeLocked(ctx, d.planLocked(d.takeDirtyLocked(), now), now)
+}
+
+// dueLocked queues the items whose retry is due at now.
+func (d *Driver) dueLocked(now time.Time) {
 	for len(d.retries) > 0 && !d.retries[0].nextRetry.After(now) {
 		d.markDirtyLocked(heap.Pop(&d.retries).(*item))
 	}
-	d.gen++
-	gen := d.gen
-	var cand [numKinds][]*item
-	addCand := func(it *item) {
-		if it.candMark != gen && it.want != nil {
-			it.candMark = gen
-			cand[it.kind] = append(cand[it.kind], it)
-		}
-	}
+}
 
-	// The removal set: what VPP holds but must not, and transitively what
-	// is applied on top of it.
-	work := d.takeDirtyLocked()
-	var rm [numKinds][]*item
-	queue := make([]*item, 0, 4)
-	for _, it := range work {
+// executeLocked sends a plan to VPP and records the outcome of every step:
+// removals kind by kind from the highest, then the parks, then the waves
+// of creates and updates, each batch pipelined. Each step of a wave is
+// decided again (see decide) from what VPP then holds: a step whose
+// dependency failed earlier in the pass is parked on it, one whose
+// removal failed is left for its retry. It returns transport errors (the
+// rest of the plan is not sent).
+func (d *Driver) executeLocked(ctx context.Context, p *plan, now time.Time) error {
+	for _, it := range p.looked {
 		d.markPubLocked(it)
-		addCand(it)
-		// What VPP holds and no commit mentioned is kept until a resync
-		// commit gave the whole desired state (stateUnclaimed).
-		unwanted := it.state == stateRemoving || it.state == stateInvalid
-		if it.have != nil && (unwanted || (it.want != nil && it.state != stateConfigured && needsRecreate(it.have, it.want))) {
-			it.rmMark = gen
-			queue = append(queue, it)
-		}
-	}
-	for i := 0; i < len(queue); i++ {
-		it := queue[i]
-		rm[it.kind] = append(rm[it.kind], it)
-		for u := range d.users[it.key] {
-			if u.rmMark != gen && u.have != nil {
-				u.rmMark = gen
-				queue = append(queue, u)
-			}
-		}
 	}
 	var ops []*op
 	for kd := numKinds - 1; kd >= 0; kd-- {
-		ops = ops[:0]
-		for _, it := range rm[kd] {
-			d.markPubLocked(it)
-			if it.want == nil && !it.nextRetry.IsZero() && it.nextRetry.After(now) {
-				continue // a failed delete in backoff
-			}
-			ops = append(ops, d.deleteOp(it))
-		}
-		if len(ops) == 0 {
-			continue
-		}
-		if err := d.runOps(ctx, ops); err != nil {
+		if err := d.removeLocked(ctx, p.removes[kd], &ops, now); err != nil {
 			return err
 		}
-		for _, o := range ops {
-			it := o.it
-			if o.err != nil {
-				d.failLocked(it, o.err, now)
-				continue
-			}
-			it.swIfIndex = noIndex
-			d.setHaveLocked(it, nil)
-			if it.want != nil {
-				addCand(it)
-			} else {
-				d.resetFailureLocked(it)
-				d.forgetLocked(it)
-			}
+	}
+	for _, s := range p.parks {
+		d.parkLocked(s.it, s.missing)
+	}
+	for _, w := range p.waves {
+		if err := d.putLocked(ctx, w.steps, &ops, now); err != nil {
+			return err
 		}
 	}
-
-	// Creates and updates in dependency order. Items that a configured
-	// dependency wakes (Driver.dirty) have a higher kind and join the
-	// candidates of this pass, or have the same kind (an interface
-	// unnumbered to another) and run in another round of that kind.
-	var later []*item
-	for kd := kind(0); kd < numKinds; kd++ {
-		seen := 0 // cand[kd][:seen] have been looked at
-		var woke []*item
-		for {
-			for _, it := range d.takeDirtyLocked() {
-				switch {
-				case it.kind < kd:
-					later = append(later, it) // the next pass (not expected: dependencies have lower kinds)
-				case it.kind == kd && it.candMark == gen:
-					d.markPubLocked(it)
-					woke = append(woke, it) // parked on a dependency of its kind that this pass configured
-				default:
-					d.markPubLocked(it)
-					addCand(it)
-				}
-			}
-			batch := append(woke, cand[kd][seen:]...)
-			seen, woke = len(cand[kd]), nil
-			ops = ops[:0]
-			for _, it := range batch {
-				if it.want == nil || it.state == stateConfigured || isHalf(it.have) {
-					continue
-				}
-				if it.failed != nil && (it.nextRetry.IsZero() || it.nextRetry.After(now)) {
-					continue // permanent failure, or still in backoff
-				}
-				if missing := d.missingDepsLocked(it); len(missing) > 0 {
-					d.parkLocked(it, missing)
-					continue
-				}
-				d.unparkLocked(it)
-				if it.have != nil && needsRecreate(it.have, it.want) {
-					continue // its delete failed above
-				}
-				ops = append(ops, d.putOp(it))
-			}
-			if len(ops) == 0 {
-				break // nothing ran: nothing new can wake
-			}
-			if err := d.runOps(ctx, ops); err != nil {
-				return err
-			}
-			for _, o := range ops {
-				it := o.it
-				if o.err != nil {
-					if it.kind == kindInterface && it.created() {
-						// Half-made: deleted and created again on retry.
-						d.setHaveLocked(it, &halfVal{cmp.Or(it.have, it.want)})
-					}
-					d.failLocked(it, o.err, now)
-					continue
-				}
-				d.setHaveLocked(it, it.want) // in sync: wakes what waits for it
-			}
+	// What the successes woke was planned in this pass already.
+	for _, it := range d.takeDirtyLocked() {
+		if it.mark.cand != p.gen {
+			d.markDirtyLocked(it)
 		}
 	}
-	for _, it := range later {
+	for _, it := range p.later {
 		d.markDirtyLocked(it)
+	}
+	return nil
+}
+
+// removeLocked removes items (of one kind) from VPP, pipelined, and
+// records the outcome: removed (forgotten if not desired), or failed. ops
+// is a buffer. It returns transport errors.
+func (d *Driver) removeLocked(ctx context.Context, items []*item, ops *[]*op, now time.Time) error {
+	*ops = (*ops)[:0]
+	for _, it := range items {
+		*ops = append(*ops, d.deleteOp(it))
+	}
+	if len(*ops) == 0 {
+		return nil
+	}
+	if err := d.runOps(ctx, *ops); err != nil {
+		return err
+	}
+	for _, o := range *ops {
+		it := o.it
+		if o.err != nil {
+			d.failLocked(it, o.err, now)
+			continue
+		}
+		it.swIfIndex = noIndex
+		d.setHaveLocked(it, nil)
+		if it.want == nil {
+			d.resetFailureLocked(it)
+			d.forgetLocked(it)
+		}
+	}
+	return nil
+}
+
+// putLocked sends the creates and updates of a wave, each decided again
+// from what VPP now holds, pipelined, and records the outcome: in sync
+// (which wakes what waits for it), failed (an interface VPP made in part
+// is half-made), or parked on a dependency that failed in this pass. ops
+// is a buffer. It returns transport errors.
+func (d *Driver) putLocked(ctx context.Context, steps []step, ops *[]*op, now time.Time) error {
+	*ops = (*ops)[:0]
+	for _, s := range steps {
+		switch act, missing := decide(s.it, now, false, readiness{d: d}); act {
+		case actCreate, actUpdate:
+			d.unparkLocked(s.it)
+			*ops = append(*ops, d.putOp(s.it))
+		case actPark:
+			d.parkLocked(s.it, missing)
+		}
+	}
+	if len(*ops) == 0 {
+		return nil
+	}
+	if err := d.runOps(ctx, *ops); err != nil {
+		return err
+	}
+	for _, o := range *ops {
+		it := o.it
+		if o.err != nil {
+			if it.kind == kindInterface && it.created() {
+				d.setHaveLocked(it, &halfVal{cmp.Or(it.have, it.want)})
+			}
+			d.failLocked(it, o.err, now)
+			continue
+		}
+		d.setHaveLocked(it, it.want)
 	}
 	return nil
 }

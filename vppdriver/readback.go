@@ -57,13 +57,7 @@ func (d *Driver) resyncLocked(ctx context.Context) error {
 		}
 	}
 	for k, f := range found {
-		it := d.items[k]
-		if it == nil {
-			it = d.itemLocked(k)
-			it.state = d.unclaimedLocked()
-		}
-		it.swIfIndex = f.swIfIndex
-		d.setHaveLocked(it, f.value)
+		d.holdLocked(k, f)
 	}
 	d.readBack = true
 	for _, it := range d.items {
@@ -73,6 +67,19 @@ func (d *Driver) resyncLocked(ctx context.Context) error {
 		d.markPubLocked(it)
 	}
 	return d.passLocked(ctx)
+}
+
+// holdLocked records that VPP holds f of key, as a readback found it. A
+// key no commit mentioned is stateUnclaimed (or stateRemoving after a
+// resync commit).
+func (d *Driver) holdLocked(key string, f found) {
+	it := d.items[key]
+	if it == nil {
+		it = d.itemLocked(key)
+		it.state = d.unclaimedLocked()
+	}
+	it.swIfIndex = f.swIfIndex
+	d.setHaveLocked(it, f.value)
 }
 
 // found is an object a readback found in VPP that the driver owns: its

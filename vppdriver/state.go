@@ -93,13 +93,18 @@ type item struct {
 
 	waitingOn []string // the missing dependencies it is parked on
 
-	// Marks: the item is in a queue of the driver or a set of the
-	// current pass iff its mark equals the driver's generation counter of
-	// it (emptying one is O(1): the counter moves on).
-	dirtyMark uint64 // == Driver.dirtyGen: in Driver.dirty
-	pubMark   uint64 // == Driver.pubGen: in Driver.pubq
-	rmMark    uint64 // == Driver.gen: in the removal set of the pass
-	candMark  uint64 // == Driver.gen: a create/update candidate of the pass
+	mark itemMarks
+}
+
+// itemMarks say whether an item is in a queue of the driver or a set of
+// the current pass: it is iff the mark equals the driver's generation
+// counter of it, so that emptying one is O(1) (the counter moves on).
+type itemMarks struct {
+	dirty uint64 // == Driver.dirtyGen: in Driver.dirty
+	pub   uint64 // == Driver.pubGen: in Driver.pubq
+	rm    uint64 // == Driver.gen: in the removal set of the pass's plan
+	cand  uint64 // == Driver.gen: a create/update candidate of the plan
+	put   uint64 // == Driver.gen: the plan creates or updates it
 }
 
 func (it *item) desired() bool { return it.want != nil || it.bad != nil }
@@ -150,19 +155,19 @@ func (d *Driver) forgetLocked(it *item) {
 
 // markDirtyLocked queues the item for the next pass.
 func (d *Driver) markDirtyLocked(it *item) {
-	if it.dirtyMark != d.dirtyGen {
-		it.dirtyMark = d.dirtyGen
+	if it.mark.dirty != d.dirtyGen {
+		it.mark.dirty = d.dirtyGen
 		d.dirty = append(d.dirty, it)
 	}
 }
 
 // queued tells whether the item is queued for the next pass.
-func (d *Driver) queued(it *item) bool { return it.dirtyMark == d.dirtyGen }
+func (d *Driver) queued(it *item) bool { return it.mark.dirty == d.dirtyGen }
 
 // markPubLocked queues the item's status for the next publication.
 func (d *Driver) markPubLocked(it *item) {
-	if it.pubMark != d.pubGen {
-		it.pubMark = d.pubGen
+	if it.mark.pub != d.pubGen {
+		it.mark.pub = d.pubGen
 		d.pubq = append(d.pubq, it)
 	}
 }
@@ -260,24 +265,6 @@ func (d *Driver) syncLocked(it *item) {
 	case !inSync && it.state == stateConfigured:
 		it.state = statePending
 	}
-}
-
-// readyLocked tells whether dependency key is configured as desired.
-func (d *Driver) readyLocked(key string) bool {
-	it := d.items[key]
-	return it != nil && it.state == stateConfigured
-}
-
-// missingDepsLocked returns the dependencies of the desired value that are
-// not configured (nil if none).
-func (d *Driver) missingDepsLocked(it *item) []string {
-	var out []string
-	for _, dep := range it.want.deps() {
-		if !d.readyLocked(dep) {
-			out = append(out, dep)
-		}
-	}
-	return out
 }
 
 // parkLocked registers the item as waiting for the missing dependencies.
