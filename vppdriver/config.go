@@ -35,6 +35,14 @@ type Config struct {
 	RetryInitial time.Duration
 	RetryMax     time.Duration
 
+	// FailingAfter is the number of failed attempts in a row after which
+	// a key counts as failing: it is logged at Warn (once, and once more
+	// when it is configured again, deleted or given a new value, never
+	// per retry), counted in Stats.Failing and named by Driver.Degraded.
+	// A permanent failure counts at once. Default: 3 (with the default
+	// backoff, 300ms of failing).
+	FailingAfter int
+
 	// ReconnectInterval is the wait between connect attempts. Default: 500ms.
 	ReconnectInterval time.Duration
 
@@ -60,6 +68,7 @@ func (c Config) withDefaults() (Config, error) {
 	})...)
 	errs = append(errs, cfgutil.Ints([]cfgutil.Int{
 		{Name: "Window", Value: &c.Window, Default: 256},
+		{Name: "FailingAfter", Value: &c.FailingAfter, Default: 3},
 	})...)
 	if c.RetryMax < c.RetryInitial {
 		c.RetryMax = c.RetryInitial

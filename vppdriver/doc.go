@@ -176,8 +176,37 @@
 // ones included): pending (on which keys), configured, or failed (with the
 // error, attempts and the next retry). [Driver.Stats] is a snapshot for an
 // operator's metrics: connection state, keys by state, invalid values,
-// and counters of commits, passes, resyncs, connections, VPP requests and
-// failed attempts.
+// failing keys by kind, and counters of commits, passes, resyncs,
+// connections, VPP requests and failed attempts.
+//
+// # Failing keys
+//
+// A key that VPP refuses again and again (say a pod interface whose host
+// interface is missing: af_packet_create_v3 answers -71) keeps failing
+// from its Config.FailingAfter-th failed attempt in a row (default 3), or
+// at once when the failure is permanent. From then until it is configured,
+// deleted or given a new value (a reconnect, which retries it from
+// scratch, does not end it), it is:
+//   - logged at Warn once when it begins ("key failing": key, kind,
+//     attempts, error) and once when it ends ("key no longer failing":
+//     key, kind, state: configured, pending, deleted or invalid), never
+//     per retry; keys that fail because VPP lacks messages are not logged
+//     one by one (the incompatibility is, once per connection);
+//   - reported with [KeyStatus].FailingSince set, counted in
+//     [Stats].Failing and [Stats].FailingByKind ("interface", "route",
+//     "vrf", "neighbor", "nat44"), and listed by [Driver.Failing] with its
+//     last error;
+//   - named by [Driver.Degraded], which returns nil while no key keeps
+//     failing and otherwise an error wrapping [ErrDegraded] that names the
+//     failing keys (the first ten, sorted) with their last errors and
+//     attempts.
+//
+// Degraded is meant for a health endpoint: the agent is degraded, not
+// dead (the driver keeps retrying, and restarting does not help), so it
+// belongs where controller.Loop.Healthy's ErrDegraded goes, e.g. a
+// /healthz that answers 200 "ok (degraded: …)", and it does not make the
+// agent unready. Invalid values are not failing keys: Commit returns them
+// (the loop reports them, see controller.Loop.RejectedKeys).
 //
 // # Concurrency
 //
@@ -200,5 +229,6 @@
 // attributes: Info when it connects, Warn once when VPP becomes
 // unreachable (a failed first connect, a lost connection) and once when it
 // is connected again (not per attempt), Warn once per connection for a VPP
-// that lacks messages, Debug for every failed attempt of a key.
+// that lacks messages, Warn when a key begins and ceases to keep failing
+// (see "Failing keys"), Debug for every failed attempt of a key.
 package vppdriver

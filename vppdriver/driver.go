@@ -73,7 +73,8 @@ type Driver struct {
 	stMu     sync.Mutex // guards the fields below
 	statuses map[string]KeyStatus
 	counts   stateCounts
-	online   bool // statuses may say configured: connected and read back
+	failing  map[string]bool // the keys that keep failing -> announced at Warn
+	online   bool            // statuses may say configured: connected and read back
 }
 
 // counters are the monotonic counters of Stats.
@@ -109,6 +110,7 @@ func New(newAdapter func() adapter.VppAPI, cfg Config) (*Driver, error) {
 		users:      map[string]map[*item]struct{}{},
 		waiters:    map[string]map[*item]struct{}{},
 		statuses:   map[string]KeyStatus{},
+		failing:    map[string]bool{},
 		dirtyGen:   1,
 		pubGen:     1,
 	}, nil
@@ -472,6 +474,15 @@ func (d *Driver) Stats() Stats {
 	d.stMu.Lock()
 	s := Stats{Connected: d.online, Keys: len(d.statuses), Configured: d.counts.configured,
 		Pending: d.counts.pending, Failed: d.counts.failed, Invalid: d.counts.invalid}
+	for kd, n := range d.counts.failing {
+		if n > 0 {
+			if s.FailingByKind == nil {
+				s.FailingByKind = map[string]int{}
+			}
+			s.Failing += n
+			s.FailingByKind[kindNames[kd]] += n
+		}
+	}
 	d.stMu.Unlock()
 	if !s.Connected {
 		s.Pending += s.Configured

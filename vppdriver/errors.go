@@ -35,6 +35,11 @@ var (
 	// (every package's is the same), so errors.Is works across packages.
 	ErrAlreadyRunning = lifecycle.ErrAlreadyRunning
 
+	// ErrDegraded is wrapped by the error [Driver.Degraded] returns while
+	// keys keep failing (see Config.FailingAfter): part of the desired
+	// state is not in VPP, and the driver keeps retrying it.
+	ErrDegraded = errors.New("vppdriver: degraded")
+
 	// ErrInvalidConfig is wrapped by the error [New] returns for a bad
 	// Config; the error names every bad field.
 	ErrInvalidConfig = errors.New("vppdriver: invalid config")

@@ -60,6 +60,9 @@ func (d *Driver) CheckInvariants() error {
 		if it.retryIdx >= 0 && it.failed == nil {
 			bad("%s: a retry without a failure", k)
 		}
+		if !it.failingSince.IsZero() && (it.want == nil || it.state == stateConfigured) {
+			bad("%s: %v, failing since %v", k, it.state, it.failingSince)
+		}
 		if isHalf(it.have) && (it.kind != kindInterface || !it.created()) {
 			bad("%s: half-made, sw_if_index %d", k, it.swIfIndex)
 		}
@@ -112,8 +115,16 @@ func (d *Driver) CheckInvariants() error {
 		bad("%d statuses, %d desired keys", len(d.statuses), desired)
 	}
 	var c stateCounts
-	for _, s := range d.statuses {
+	for k, s := range d.statuses {
 		c.add(s, 1)
+		if _, ok := d.failing[k]; ok == s.FailingSince.IsZero() {
+			bad("%s: failing since %v, in the failing set %v", k, s.FailingSince, ok)
+		}
+	}
+	for k := range d.failing {
+		if _, ok := d.statuses[k]; !ok {
+			bad("%s: failing, but not desired", k)
+		}
 	}
 	if c != d.counts {
 		bad("state counts %+v, want %+v", d.counts, c)

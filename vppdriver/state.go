@@ -72,7 +72,9 @@ func (s keyState) String() string {
 //   - it is in Driver.users[k] for every dependency k of have, and in
 //     Driver.waiters[k] for every k of waitingOn;
 //   - retryIdx >= 0 iff a retry is scheduled (nextRetry set, in
-//     Driver.retries).
+//     Driver.retries);
+//   - failingSince is set only while desired (not invalid) and not
+//     configured; the key's status is in Driver.failing iff it is set.
 type item struct {
 	key   string
 	kind  kind
@@ -86,10 +88,15 @@ type item struct {
 	swIfIndex uint32 // interfaces: VPP's sw_if_index; noIndex while VPP has none
 
 	failed    error     // the last failed attempt (until one succeeds or the value changes)
-	attempts  int       // failed attempts since
+	attempts  int       // failed attempts since (or since the last reconnect)
 	nextRetry time.Time // zero if no retry is scheduled
 	backoff   *backoff.ExponentialBackOff
 	retryIdx  int // index in Driver.retries; -1 if none
+	// failingSince: when the key began to keep failing (see
+	// Config.FailingAfter); zero if it does not. A reconnect, which
+	// retries it from scratch, does not end it; success, a new value or a
+	// delete does.
+	failingSince time.Time
 
 	waitingOn []string // the missing dependencies it is parked on
 
@@ -201,6 +208,7 @@ func (d *Driver) clearWantLocked(it *item) {
 // parking were about the old value.
 func (d *Driver) wantChangedLocked(it *item, state keyState) {
 	d.resetFailureLocked(it)
+	it.failingSince = time.Time{} // it was the old value that kept failing
 	d.unparkLocked(it)
 	it.state = state
 	d.syncLocked(it)
@@ -257,6 +265,7 @@ func (d *Driver) syncLocked(it *item) {
 	switch {
 	case inSync && it.state != stateConfigured:
 		d.resetFailureLocked(it)
+		it.failingSince = time.Time{}
 		d.unparkLocked(it)
 		it.state = stateConfigured
 		for w := range d.waiters[it.key] {
@@ -331,6 +340,9 @@ func (d *Driver) failLocked(it *item, err error, now time.Time) {
 		if retriable {
 			it.state = stateRetrying
 		}
+		if it.failingSince.IsZero() && (!retriable || it.attempts >= d.cfg.FailingAfter) {
+			it.failingSince = now
+		}
 	}
 	if isIncompatible(err) && !slices.ContainsFunc(d.incompatible, func(e error) bool { return e.Error() == err.Error() }) {
 		d.incompatible = append(d.incompatible, err)
@@ -345,6 +357,9 @@ func (d *Driver) failIncompatibleLocked(it *item, err error) {
 	d.unscheduleLocked(it)
 	d.unparkLocked(it)
 	it.failed, it.state = err, stateFailed
+	if it.failingSince.IsZero() {
+		it.failingSince = time.Now()
+	}
 	d.markPubLocked(it)
 }
 
@@ -413,7 +428,7 @@ func (d *Driver) nextRetryLocked() time.Time {
 // failed is reported failed (with the error) until an attempt succeeds or
 // its value changes, even while it waits for a dependency.
 func statusOf(it *item) KeyStatus {
-	s := KeyStatus{Key: it.key, Attempts: it.attempts, NextRetry: it.nextRetry}
+	s := KeyStatus{Key: it.key, Attempts: it.attempts, NextRetry: it.nextRetry, FailingSince: it.failingSince}
 	switch {
 	case it.state == stateInvalid:
 		s.State, s.Err = StateFailed, it.bad
@@ -432,7 +447,7 @@ func statusOf(it *item) KeyStatus {
 // state has been read back on the current connection.
 func (d *Driver) publishLocked() {
 	d.stMu.Lock()
-	defer d.stMu.Unlock()
+	var events []failingEvent
 	for _, it := range d.pubq {
 		cur := d.items[it.key]
 		if cur != nil && cur != it {
@@ -442,23 +457,34 @@ func (d *Driver) publishLocked() {
 		if had {
 			d.counts.add(old, -1)
 		}
-		if cur == nil || !cur.desired() {
+		var s KeyStatus
+		desired := cur != nil && cur.desired()
+		if desired {
+			s = statusOf(cur)
+			d.statuses[it.key] = s
+			d.counts.add(s, +1)
+		} else {
 			delete(d.statuses, it.key)
-			continue
 		}
-		s := statusOf(cur)
-		d.statuses[it.key] = s
-		d.counts.add(s, +1)
+		if e, ok := d.failingChangeLocked(it.key, old, s, desired); ok {
+			events = append(events, e)
+		}
 	}
 	clear(d.pubq)
 	d.pubq = d.pubq[:0]
 	d.pubGen++
 	d.online = d.cl != nil && d.readBack
+	d.stMu.Unlock()
+	for _, e := range events {
+		e.log(d.log)
+	}
 }
 
-// stateCounts counts the published statuses by state. Guarded by stMu.
+// stateCounts counts the published statuses by state, and the failing
+// keys by kind. Guarded by stMu.
 type stateCounts struct {
 	pending, configured, failed, invalid int
+	failing                              [numKinds]int
 }
 
 func (c *stateCounts) add(s KeyStatus, n int) {
@@ -472,5 +498,8 @@ func (c *stateCounts) add(s KeyStatus, n int) {
 		if isInvalid(s.Err) {
 			c.invalid += n
 		}
+	}
+	if !s.FailingSince.IsZero() {
+		c.failing[kindOf(s.Key)] += n
 	}
 }
