@@ -27,20 +27,38 @@ func (d *Driver) readNat(ctx context.Context, ifs *ownedIfaces) ([]value, error)
 	if it := d.items[vppmodel.Nat44GlobalKey]; it != nil && (it.want != nil || it.have != nil) {
 		out = append(out, global)
 	}
-	for _, read := range []func() ([]value, error){
-		func() ([]value, error) { return asValues(d.readNatInterfaces(ctx, ifs)) },
-		func() ([]value, error) { return asValues(d.readNatPools(ctx, ifs)) },
-		func() ([]value, error) { return asValues(d.readNatStatic(ctx)) },
-		func() ([]value, error) { return asValues(d.readNatIdentity(ctx, ifs)) },
-		func() ([]value, error) { return asValues(d.readNatLB(ctx)) },
-	} {
-		vs, err := read()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, vs...)
+	x := &natDumped{}
+	var b dumpBatch
+	addDump(&b, &nat44_ed.Nat44InterfaceDump{}, &x.features)
+	addDump(&b, &nat44_ed.Nat44InterfaceAddrDump{}, &x.ifacePools)
+	addDump(&b, &nat44_ed.Nat44AddressDump{}, &x.addresses)
+	addDump(&b, &nat44_ed.Nat44StaticMappingDump{}, &x.statics)
+	addDump(&b, &nat44_ed.Nat44IdentityMappingDump{}, &x.identities)
+	addDump(&b, &nat44_ed.Nat44LbStaticMappingDump{}, &x.lbs)
+	if err := b.run(ctx, d.cl); err != nil {
+		return nil, err
 	}
+	if x.outputs, err = d.outputInterfaces(ctx); err != nil {
+		return nil, err
+	}
+	out = append(out, asValues(readNatInterfaces(x, ifs))...)
+	out = append(out, asValues(d.readNatPools(x, ifs))...)
+	out = append(out, asValues(d.readNatStatic(x))...)
+	out = append(out, asValues(d.readNatIdentity(x, ifs))...)
+	out = append(out, asValues(d.readNatLB(x))...)
 	return out, nil
+}
+
+// natDumped is what a readback dumps of NAT44-ED, typed: one field per
+// dump.
+type natDumped struct {
+	features   []*nat44_ed.Nat44InterfaceDetails
+	outputs    []uint32 // sw_if_index of the output-feature interfaces
+	ifacePools []*nat44_ed.Nat44InterfaceAddrDetails
+	addresses  []*nat44_ed.Nat44AddressDetails
+	statics    []*nat44_ed.Nat44StaticMappingDetails
+	identities []*nat44_ed.Nat44IdentityMappingDetails
+	lbs        []*nat44_ed.Nat44LbStaticMappingDetails
 }
 
 // readNatGlobal reads the plugin's state: nil if it is disabled.
@@ -59,53 +77,37 @@ func (d *Driver) readNatGlobal(ctx context.Context) (*natGlobalVal, error) {
 
 // readNatInterfaces reads the NAT44 features of owned interfaces: inside
 // and outside, or the output feature (which replaces them).
-func (d *Driver) readNatInterfaces(ctx context.Context, ifs *ownedIfaces) ([]*natIfaceVal, error) {
-	res, err := dumpOf[*nat44_ed.Nat44InterfaceDetails](ctx, d.cl, &nat44_ed.Nat44InterfaceDump{})
-	if err != nil {
-		return nil, err
-	}
+func readNatInterfaces(x *natDumped, ifs *ownedIfaces) []*natIfaceVal {
 	var out []*natIfaceVal
-	for _, r := range res {
+	for _, r := range x.features {
 		if name, ok := ifs.nameOf(uint32(r.SwIfIndex)); ok {
 			out = append(out, newNatIface(name, r.Flags&nat_types.NAT_IS_INSIDE != 0, r.Flags&nat_types.NAT_IS_OUTSIDE != 0, false))
 		}
 	}
-	outputs, err := d.outputInterfaces(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, sw := range outputs {
+	for _, sw := range x.outputs {
 		if name, ok := ifs.nameOf(sw); ok {
 			out = append(out, newNatIface(name, false, false, true))
 		}
 	}
-	return out, nil
+	return out
 }
 
 // readNatPools reads the pools of owned interfaces' addresses, and the
 // address-range pools whose keys the driver knows (applied or desired)
 // that VPP holds completely (every address, one VRF).
-func (d *Driver) readNatPools(ctx context.Context, ifs *ownedIfaces) ([]*poolVal, error) {
-	ifPools, err := dumpOf[*nat44_ed.Nat44InterfaceAddrDetails](ctx, d.cl, &nat44_ed.Nat44InterfaceAddrDump{})
-	if err != nil {
-		return nil, err
-	}
+func (d *Driver) readNatPools(x *natDumped, ifs *ownedIfaces) []*poolVal {
 	var out []*poolVal
-	for _, r := range ifPools {
+	for _, r := range x.ifacePools {
 		if name, ok := ifs.nameOf(uint32(r.SwIfIndex)); ok {
 			out = append(out, newIfacePool(name, r.Flags&nat_types.NAT_IS_TWICE_NAT != 0))
 		}
-	}
-	addrs, err := dumpOf[*nat44_ed.Nat44AddressDetails](ctx, d.cl, &nat44_ed.Nat44AddressDump{})
-	if err != nil {
-		return nil, err
 	}
 	type poolAddr struct {
 		ip    netip.Addr
 		twice bool
 	}
-	pool := make(map[poolAddr]uint32, len(addrs))
-	for _, r := range addrs {
+	pool := make(map[poolAddr]uint32, len(x.addresses))
+	for _, r := range x.addresses {
 		pool[poolAddr{netip.AddrFrom4(r.IPAddress), r.Flags&nat_types.NAT_IS_TWICE_NAT != 0}] = r.VrfID
 	}
 	for _, it := range d.items {
@@ -132,34 +134,27 @@ func (d *Driver) readNatPools(ctx context.Context, ifs *ownedIfaces) ([]*poolVal
 			out = append(out, &poolVal{first: p.first, last: p.last, vrf: vrf, twice: p.twice})
 		}
 	}
-	return out, nil
+	return out
 }
 
 // readNatStatic reads the static mappings tagged TagPrefix (of an
 // address, not of an interface's).
-func (d *Driver) readNatStatic(ctx context.Context) ([]*staticVal, error) {
-	res, err := dumpOf[*nat44_ed.Nat44StaticMappingDetails](ctx, d.cl, &nat44_ed.Nat44StaticMappingDump{})
-	if err != nil {
-		return nil, err
-	}
+func (d *Driver) readNatStatic(x *natDumped) []*staticVal {
 	var out []*staticVal
-	for _, r := range res {
+	for _, r := range x.statics {
 		if !strings.HasPrefix(r.Tag, d.cfg.TagPrefix) || uint32(r.ExternalSwIfIndex) != noIndex {
 			continue
 		}
 		out = append(out, &staticVal{proto: vppmodel.Nat44Protocol(r.Protocol), local: netip.AddrFrom4(r.LocalIPAddress), lport: r.LocalPort,
 			ext: netip.AddrFrom4(r.ExternalIPAddress), eport: r.ExternalPort, vrf: r.VrfID, flags: natFlagsOf(r.Flags)})
 	}
-	return out, nil
+	return out
 }
 
 // readNatIdentity reads the identity mappings tagged TagPrefix, of an
 // address or of an owned interface's address.
-func (d *Driver) readNatIdentity(ctx context.Context, ifs *ownedIfaces) ([]*identityVal, error) {
-	res, err := dumpOf[*nat44_ed.Nat44IdentityMappingDetails](ctx, d.cl, &nat44_ed.Nat44IdentityMappingDump{})
-	if err != nil {
-		return nil, err
-	}
+func (d *Driver) readNatIdentity(x *natDumped, ifs *ownedIfaces) []*identityVal {
+	res := x.identities
 	// Identity mappings on an interface are dumped twice: as the record
 	// (interface, address 0.0.0.0) and resolved (the address, no interface).
 	type idKey struct {
@@ -186,18 +181,14 @@ func (d *Driver) readNatIdentity(ctx context.Context, ifs *ownedIfaces) ([]*iden
 			out = append(out, newIdentity(vppmodel.Nat44Protocol(r.Protocol), netip.AddrFrom4(r.IPAddress), "", r.Port, r.VrfID))
 		}
 	}
-	return out, nil
+	return out
 }
 
 // readNatLB reads the load-balanced mappings tagged TagPrefix. VPP does
 // not report the affinity: it is taken from the driver's record.
-func (d *Driver) readNatLB(ctx context.Context) ([]*lbVal, error) {
-	res, err := dumpOf[*nat44_ed.Nat44LbStaticMappingDetails](ctx, d.cl, &nat44_ed.Nat44LbStaticMappingDump{})
-	if err != nil {
-		return nil, err
-	}
+func (d *Driver) readNatLB(x *natDumped) []*lbVal {
 	var out []*lbVal
-	for _, r := range res {
+	for _, r := range x.lbs {
 		if !strings.HasPrefix(r.Tag, d.cfg.TagPrefix) {
 			continue
 		}
@@ -216,7 +207,7 @@ func (d *Driver) readNatLB(ctx context.Context) ([]*lbVal, error) {
 		}
 		out = append(out, v.finish())
 	}
-	return out, nil
+	return out
 }
 
 // rvEAgain is VPP's retval of a *_get reply that stopped early: call again

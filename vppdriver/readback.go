@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"go.fd.io/govpp/api"
@@ -97,56 +98,88 @@ type found struct {
 // wants (other routes are foreign and left alone), and the NAT44-ED
 // configuration (see readNat). It returns them by key.
 func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
-	ifs, err := d.readInterfaces(ctx)
+	x, err := d.dumpObjects(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ifs, err := d.readInterfaces(ctx, x)
 	if err != nil {
 		return nil, err
 	}
 	out := make(map[string]found, len(d.items))
-	for _, i := range ifs.list {
-		out[i.v.key()] = found{value: i.v, swIfIndex: i.sw}
-	}
-	var tables *ipTables
-	for _, read := range []func() ([]value, error){
-		func() ([]value, error) { return asValues(d.readNeighbors(ctx, ifs)) },
-		func() (vs []value, err error) {
-			tables, err = d.readTables(ctx)
-			if err != nil {
-				return nil, err
-			}
-			for _, v := range tables.owned {
-				vs = append(vs, v)
-			}
-			return vs, nil
-		},
-		func() ([]value, error) { return asValues(d.readRoutes(ctx, tables, ifs)) },
-		func() ([]value, error) {
-			if d.natErr != nil {
-				return nil, nil // no NAT44-ED messages: nothing to read
-			}
-			return d.readNat(ctx, ifs)
-		},
-	} {
-		vs, err := read()
-		if err != nil {
-			return nil, err
-		}
+	add := func(vs []value) {
 		for _, v := range vs {
 			out[v.key()] = found{value: v, swIfIndex: noIndex}
 		}
+	}
+	for _, i := range ifs.list {
+		out[i.v.key()] = found{value: i.v, swIfIndex: i.sw}
+	}
+	add(asValues(readNeighbors(x, ifs)))
+	tables := d.readTables(x)
+	for _, v := range tables.owned {
+		add([]value{v})
+	}
+	routes, err := d.readRoutes(ctx, tables, ifs)
+	if err != nil {
+		return nil, err
+	}
+	add(asValues(routes))
+	if d.natErr == nil {
+		nat, err := d.readNat(ctx, ifs)
+		if err != nil {
+			return nil, err
+		}
+		add(nat)
 	}
 	return out, nil
 }
 
 // asValues returns typed values as values.
-func asValues[V value](vs []V, err error) ([]value, error) {
-	if err != nil {
-		return nil, err
-	}
+func asValues[V value](vs []V) []value {
 	out := make([]value, len(vs))
 	for i, v := range vs {
 		out[i] = v
 	}
-	return out, nil
+	return out
+}
+
+// dumped is what the first round of a readback dumps, pipelined together,
+// typed: one field per dump (the memif and VXLAN ones empty without those
+// messages).
+type dumped struct {
+	ifaces                 []*interfaces.SwInterfaceDetails
+	afPackets              []*af_packet.AfPacketDetails
+	taps                   []*tapv2.SwInterfaceTapV2Details
+	memifSockets           []*memif.MemifSocketFilenameDetails
+	memifs                 []*memif.MemifDetails
+	tunnels                []*vxlan.VxlanTunnelV2Details
+	unnumbered             []*ip.IPUnnumberedDetails
+	neighbors4, neighbors6 []*ip_neighbor.IPNeighborDetails
+	tables                 []*ip.IPTableDetails
+}
+
+// dumpObjects runs the first round of a readback: every dump that needs
+// nothing from another.
+func (d *Driver) dumpObjects(ctx context.Context) (*dumped, error) {
+	all := interface_types.InterfaceIndex(noIndex)
+	x := &dumped{}
+	var b dumpBatch
+	addDump(&b, &interfaces.SwInterfaceDump{SwIfIndex: all}, &x.ifaces)
+	addDump(&b, &af_packet.AfPacketDump{}, &x.afPackets)
+	addDump(&b, &tapv2.SwInterfaceTapV2Dump{SwIfIndex: all}, &x.taps)
+	if d.memifErr == nil {
+		addDump(&b, &memif.MemifSocketFilenameDump{}, &x.memifSockets)
+		addDump(&b, &memif.MemifDump{}, &x.memifs)
+	}
+	if d.vxlanErr == nil {
+		addDump(&b, &vxlan.VxlanTunnelV2Dump{SwIfIndex: all}, &x.tunnels)
+	}
+	addDump(&b, &ip.IPUnnumberedDump{SwIfIndex: all}, &x.unnumbered)
+	addDump(&b, &ip_neighbor.IPNeighborDump{SwIfIndex: all, Af: ip_types.ADDRESS_IP4}, &x.neighbors4)
+	addDump(&b, &ip_neighbor.IPNeighborDump{SwIfIndex: all, Af: ip_types.ADDRESS_IP6}, &x.neighbors6)
+	addDump(&b, &ip.IPTableDump{}, &x.tables)
+	return x, b.run(ctx, d.cl)
 }
 
 // ownedIfaces are the interfaces a readback found that the driver owns.
@@ -181,35 +214,19 @@ func (o *ownedIfaces) nameOf(sw uint32) (name string, owned bool) {
 // name, TagPrefix + "=" + name if adopted), finished: with what the dumps
 // of their types report (see ifaceTypes), their unnumbered source, their
 // addresses and their VRF bindings.
-func (d *Driver) readInterfaces(ctx context.Context) (*ownedIfaces, error) {
-	details, err := dumpOf[*interfaces.SwInterfaceDetails](ctx, d.cl, &interfaces.SwInterfaceDump{SwIfIndex: interface_types.InterfaceIndex(noIndex)})
+func (d *Driver) readInterfaces(ctx context.Context, x *dumped) (*ownedIfaces, error) {
+	afpHosts := readAfPackets(x)
+	taps := readTaps(x)
+	memifs := d.readMemifs(x)
+	tunnels, err := d.readVxlanTunnels(ctx, x)
 	if err != nil {
 		return nil, err
 	}
-	afpHosts, err := d.readAfPackets(ctx)
-	if err != nil {
-		return nil, err
-	}
-	taps, err := d.readTaps(ctx)
-	if err != nil {
-		return nil, err
-	}
-	memifs, err := d.readMemifs(ctx)
-	if err != nil {
-		return nil, err
-	}
-	tunnels, err := d.readVxlanTunnels(ctx)
-	if err != nil {
-		return nil, err
-	}
-	unnumbered, err := d.readUnnumbered(ctx)
-	if err != nil {
-		return nil, err
-	}
+	unnumbered := readUnnumbered(x)
 
 	prefix := d.cfg.TagPrefix
 	ifs := &ownedIfaces{names: map[uint32]string{}, connected: map[swPrefix]bool{}}
-	for _, r := range details {
+	for _, r := range x.ifaces {
 		if !strings.HasPrefix(r.Tag, prefix) {
 			continue
 		}
@@ -252,29 +269,21 @@ func (d *Driver) ifaceRecordLocked(name string) *ifaceVal {
 
 // readAfPackets returns the host interface of every af_packet interface,
 // by sw_if_index.
-func (d *Driver) readAfPackets(ctx context.Context) (map[uint32]string, error) {
-	res, err := dumpOf[*af_packet.AfPacketDetails](ctx, d.cl, &af_packet.AfPacketDump{})
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[uint32]string, len(res))
-	for _, r := range res {
+func readAfPackets(x *dumped) map[uint32]string {
+	out := make(map[uint32]string, len(x.afPackets))
+	for _, r := range x.afPackets {
 		out[uint32(r.SwIfIndex)] = r.HostIfName
 	}
-	return out, nil
+	return out
 }
 
 // readTaps returns the details of every tap, by sw_if_index.
-func (d *Driver) readTaps(ctx context.Context) (map[uint32]*tapv2.SwInterfaceTapV2Details, error) {
-	res, err := dumpOf[*tapv2.SwInterfaceTapV2Details](ctx, d.cl, &tapv2.SwInterfaceTapV2Dump{SwIfIndex: interface_types.InterfaceIndex(noIndex)})
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[uint32]*tapv2.SwInterfaceTapV2Details, len(res))
-	for _, r := range res {
+func readTaps(x *dumped) map[uint32]*tapv2.SwInterfaceTapV2Details {
+	out := make(map[uint32]*tapv2.SwInterfaceTapV2Details, len(x.taps))
+	for _, r := range x.taps {
 		out[r.SwIfIndex] = r
 	}
-	return out, nil
+	return out
 }
 
 // memifInfo is what VPP reports of a memif.
@@ -284,30 +293,19 @@ type memifInfo struct {
 	socket string // its socket's filename ("" if VPP did not list it)
 }
 
-// readMemifs returns every memif, by sw_if_index (none without the memif
-// messages), and learns the socket IDs of the socket filenames.
-func (d *Driver) readMemifs(ctx context.Context) (map[uint32]*memifInfo, error) {
-	out := map[uint32]*memifInfo{}
-	if d.memifErr != nil {
-		return out, nil
-	}
-	sockets, err := dumpOf[*memif.MemifSocketFilenameDetails](ctx, d.cl, &memif.MemifSocketFilenameDump{})
-	if err != nil {
-		return nil, err
-	}
-	filenames := make(map[uint32]string, len(sockets))
-	for _, r := range sockets {
+// readMemifs returns every memif, by sw_if_index, and learns the socket
+// IDs of the socket filenames.
+func (d *Driver) readMemifs(x *dumped) map[uint32]*memifInfo {
+	filenames := make(map[uint32]string, len(x.memifSockets))
+	for _, r := range x.memifSockets {
 		filenames[r.SocketID] = r.SocketFilename
 		d.memifSockets[r.SocketFilename] = r.SocketID
 	}
-	memifs, err := dumpOf[*memif.MemifDetails](ctx, d.cl, &memif.MemifDump{})
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range memifs {
+	out := make(map[uint32]*memifInfo, len(x.memifs))
+	for _, r := range x.memifs {
 		out[uint32(r.SwIfIndex)] = &memifInfo{master: r.Role == memif.MEMIF_ROLE_API_MASTER, id: r.ID, socket: filenames[r.SocketID]}
 	}
-	return out, nil
+	return out
 }
 
 // vxlanInfo is what VPP reports of a VXLAN tunnel.
@@ -318,48 +316,37 @@ type vxlanInfo struct {
 	badDecap      bool // the decap-next is neither ip4-input nor ip6-input: not a routed tunnel of ours
 }
 
-// readVxlanTunnels returns every VXLAN tunnel, by sw_if_index (none
-// without the VXLAN messages), with its payload family as its decap-next
-// tells it.
-func (d *Driver) readVxlanTunnels(ctx context.Context) (map[uint32]*vxlanInfo, error) {
-	out := map[uint32]*vxlanInfo{}
-	if d.vxlanErr != nil {
-		return out, nil
-	}
-	res, err := dumpOf[*vxlan.VxlanTunnelV2Details](ctx, d.cl, &vxlan.VxlanTunnelV2Dump{SwIfIndex: interface_types.InterfaceIndex(noIndex)})
+// readVxlanTunnels returns every VXLAN tunnel, by sw_if_index, with its
+// payload family as its decap-next tells it (asked of VPP if there are
+// tunnels).
+func (d *Driver) readVxlanTunnels(ctx context.Context, x *dumped) (map[uint32]*vxlanInfo, error) {
+	decap, err := d.decapNexts(ctx, len(x.tunnels) > 0)
 	if err != nil {
 		return nil, err
 	}
-	decap, err := d.decapNexts(ctx, len(res) > 0)
-	if err != nil {
-		return nil, err
-	}
-	for _, t := range res {
-		x := &vxlanInfo{src: vppconv.AddrOf(t.SrcAddress), dst: vppconv.AddrOf(t.DstAddress), vni: t.Vni, encapVrf: t.EncapVrfID}
+	out := make(map[uint32]*vxlanInfo, len(x.tunnels))
+	for _, t := range x.tunnels {
+		v := &vxlanInfo{src: vppconv.AddrOf(t.SrcAddress), dst: vppconv.AddrOf(t.DstAddress), vni: t.Vni, encapVrf: t.EncapVrfID}
 		switch t.DecapNextIndex {
-		case decap[decapKey{x.src.Is6(), false}]:
-		case decap[decapKey{x.src.Is6(), true}]:
-			x.payload6 = true
+		case decap[decapKey{v.src.Is6(), false}]:
+		case decap[decapKey{v.src.Is6(), true}]:
+			v.payload6 = true
 		default:
-			x.badDecap = true // re-created
+			v.badDecap = true // re-created
 		}
-		out[uint32(t.SwIfIndex)] = x
+		out[uint32(t.SwIfIndex)] = v
 	}
 	return out, nil
 }
 
 // readUnnumbered returns the address source of every unnumbered
 // interface, by sw_if_index.
-func (d *Driver) readUnnumbered(ctx context.Context) (map[uint32]uint32, error) {
-	res, err := dumpOf[*ip.IPUnnumberedDetails](ctx, d.cl, &ip.IPUnnumberedDump{SwIfIndex: interface_types.InterfaceIndex(noIndex)})
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[uint32]uint32, len(res))
-	for _, r := range res {
+func readUnnumbered(x *dumped) map[uint32]uint32 {
+	out := make(map[uint32]uint32, len(x.unnumbered))
+	for _, r := range x.unnumbered {
 		out[uint32(r.SwIfIndex)] = uint32(r.IPSwIfIndex)
 	}
-	return out, nil
+	return out
 }
 
 // readAddresses reads the addresses (IPv4 and IPv6) and VRF bindings of
@@ -402,17 +389,9 @@ func (d *Driver) readAddresses(ctx context.Context, ifs *ownedIfaces) error {
 
 // readNeighbors returns the static neighbors on owned interfaces (learnt
 // ones, and those of foreign interfaces, are not the driver's).
-func (d *Driver) readNeighbors(ctx context.Context, ifs *ownedIfaces) ([]*neighborVal, error) {
-	all := interface_types.InterfaceIndex(noIndex)
-	res, err := dumpEach[*ip_neighbor.IPNeighborDetails](ctx, d.cl, []api.Message{
-		&ip_neighbor.IPNeighborDump{SwIfIndex: all, Af: ip_types.ADDRESS_IP4},
-		&ip_neighbor.IPNeighborDump{SwIfIndex: all, Af: ip_types.ADDRESS_IP6},
-	})
-	if err != nil {
-		return nil, err
-	}
+func readNeighbors(x *dumped, ifs *ownedIfaces) []*neighborVal {
 	var out []*neighborVal
-	for _, r := range append(res[0], res[1]...) {
+	for _, r := range slices.Concat(x.neighbors4, x.neighbors6) {
 		n := r.Neighbor
 		name, owned := ifs.nameOf(uint32(n.SwIfIndex))
 		if !owned || n.Flags&ip_neighbor.IP_API_NEIGHBOR_FLAG_STATIC == 0 {
@@ -420,7 +399,7 @@ func (d *Driver) readNeighbors(ctx context.Context, ifs *ownedIfaces) ([]*neighb
 		}
 		out = append(out, newNeighbor(name, vppconv.AddrOf(n.IPAddress), n.MacAddress))
 	}
-	return out, nil
+	return out
 }
 
 // tableID names an IP table of VPP.
@@ -437,13 +416,9 @@ type ipTables struct {
 
 // readTables reads VPP's IP tables: which exist, and which the driver
 // owns.
-func (d *Driver) readTables(ctx context.Context) (*ipTables, error) {
-	res, err := dumpOf[*ip.IPTableDetails](ctx, d.cl, &ip.IPTableDump{})
-	if err != nil {
-		return nil, err
-	}
+func (d *Driver) readTables(x *dumped) *ipTables {
 	out := &ipTables{exists: map[tableID]bool{}, owned: map[tableID]*vrfVal{}}
-	for _, r := range res {
+	for _, r := range x.tables {
 		t := r.Table
 		k := tableID{t.IsIP6, t.TableID}
 		out.exists[k] = true
@@ -451,7 +426,7 @@ func (d *Driver) readTables(ctx context.Context) (*ipTables, error) {
 			out.owned[k] = newVrf(t.TableID, t.IsIP6, strings.TrimPrefix(t.Name, d.cfg.TagPrefix))
 		}
 	}
-	return out, nil
+	return out
 }
 
 // readRoutes reads the routes the driver owns: the routes of owned tables,
