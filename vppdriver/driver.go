@@ -65,7 +65,8 @@ type Driver struct {
 	// Generations of the item marks (see item): dirtyGen of Driver.dirty,
 	// pubGen of Driver.pubq, gen of the sets of the current pass.
 	dirtyGen, pubGen, gen uint64
-	plan                  plan // the plan of the current pass (its arrays kept from pass to pass)
+	plan                  plan  // the plan of the current pass (its arrays kept from pass to pass)
+	execOps               []*op // the executor's batch array, kept likewise
 	// incompatible collects the ErrIncompatible failures of keys (a VPP
 	// without an optional feature) seen since the current Commit began.
 	incompatible []error

@@ -129,18 +129,19 @@ func (d *Driver) dueLocked(now time.Time) {
 
 // executeLocked sends a plan to VPP and records the outcome of every step:
 // removals kind by kind from the highest, then the parks, then the waves
-// of creates and updates, each batch pipelined. Each step of a wave is
-// decided again (see decide) from what VPP then holds: a step whose
-// dependency failed earlier in the pass is parked on it, one whose
-// removal failed is left for its retry. It returns transport errors (the
-// rest of the plan is not sent).
+// of creates and updates, each batch pipelined. The plan holds while every
+// request succeeds; after a failure, each later step of a wave is decided
+// again (see decide) from what VPP then holds: a step whose dependency
+// failed is parked on it, one whose removal failed is left for its retry.
+// It returns transport errors (the rest of the plan is not sent).
 func (d *Driver) executeLocked(ctx context.Context, p *plan, now time.Time) error {
 	for _, it := range p.looked {
 		d.markPubLocked(it)
 	}
-	var ops []*op
+	x := executor{ops: d.execOps[:0]}
+	defer func() { d.execOps = zero(x.ops) }()
 	for kd := numKinds - 1; kd >= 0; kd-- {
-		if err := d.removeLocked(ctx, p.removes[kd], &ops, now); err != nil {
+		if err := d.removeLocked(ctx, &x, p.removes[kd], now); err != nil {
 			return err
 		}
 	}
@@ -148,7 +149,7 @@ func (d *Driver) executeLocked(ctx context.Context, p *plan, now time.Time) erro
 		d.parkLocked(s.it, s.missing)
 	}
 	for _, w := range p.waves {
-		if err := d.putLocked(ctx, w.steps, &ops, now); err != nil {
+		if err := d.putLocked(ctx, &x, w.steps, now); err != nil {
 			return err
 		}
 	}
@@ -164,23 +165,30 @@ func (d *Driver) executeLocked(ctx context.Context, p *plan, now time.Time) erro
 	return nil
 }
 
+// executor is the state of the execution of a plan.
+type executor struct {
+	ops    []*op // the batch in flight (an array kept from pass to pass)
+	failed bool  // a request failed: the plan's predictions no longer hold
+}
+
 // removeLocked removes items (of one kind) from VPP, pipelined, and
-// records the outcome: removed (forgotten if not desired), or failed. ops
-// is a buffer. It returns transport errors.
-func (d *Driver) removeLocked(ctx context.Context, items []*item, ops *[]*op, now time.Time) error {
-	*ops = (*ops)[:0]
+// records the outcome: removed (forgotten if not desired), or failed. It
+// returns transport errors.
+func (d *Driver) removeLocked(ctx context.Context, x *executor, items []*item, now time.Time) error {
+	x.ops = x.ops[:0]
 	for _, it := range items {
-		*ops = append(*ops, d.deleteOp(it))
+		x.ops = append(x.ops, d.deleteOp(it))
 	}
-	if len(*ops) == 0 {
+	if len(x.ops) == 0 {
 		return nil
 	}
-	if err := d.runOps(ctx, *ops); err != nil {
+	if err := d.runOps(ctx, x.ops); err != nil {
 		return err
 	}
-	for _, o := range *ops {
+	for _, o := range x.ops {
 		it := o.it
 		if o.err != nil {
+			x.failed = true
 			d.failLocked(it, o.err, now)
 			continue
 		}
@@ -194,31 +202,36 @@ func (d *Driver) removeLocked(ctx context.Context, items []*item, ops *[]*op, no
 	return nil
 }
 
-// putLocked sends the creates and updates of a wave, each decided again
-// from what VPP now holds, pipelined, and records the outcome: in sync
-// (which wakes what waits for it), failed (an interface VPP made in part
-// is half-made), or parked on a dependency that failed in this pass. ops
-// is a buffer. It returns transport errors.
-func (d *Driver) putLocked(ctx context.Context, steps []step, ops *[]*op, now time.Time) error {
-	*ops = (*ops)[:0]
+// putLocked sends the creates and updates of a wave, pipelined (after a
+// failure in the pass, each decided again from what VPP now holds), and
+// records the outcome: in sync (which wakes what waits for it), failed (an
+// interface VPP made in part is half-made), or parked on a dependency
+// that failed in this pass. It returns transport errors.
+func (d *Driver) putLocked(ctx context.Context, x *executor, steps []step, now time.Time) error {
+	x.ops = x.ops[:0]
 	for _, s := range steps {
-		switch act, missing := decide(s.it, now, false, readiness{d: d}); act {
+		act, missing := s.act, []string(nil)
+		if x.failed {
+			act, missing = decide(s.it, now, false, readiness{d: d})
+		}
+		switch act {
 		case actCreate, actUpdate:
 			d.unparkLocked(s.it)
-			*ops = append(*ops, d.putOp(s.it))
+			x.ops = append(x.ops, d.putOp(s.it))
 		case actPark:
 			d.parkLocked(s.it, missing)
 		}
 	}
-	if len(*ops) == 0 {
+	if len(x.ops) == 0 {
 		return nil
 	}
-	if err := d.runOps(ctx, *ops); err != nil {
+	if err := d.runOps(ctx, x.ops); err != nil {
 		return err
 	}
-	for _, o := range *ops {
+	for _, o := range x.ops {
 		it := o.it
 		if o.err != nil {
+			x.failed = true
 			if it.kind == kindInterface && it.created() {
 				d.setHaveLocked(it, &halfVal{cmp.Or(it.have, it.want)})
 			}
