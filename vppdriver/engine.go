@@ -138,7 +138,7 @@ func (d *Driver) executeLocked(ctx context.Context, p *plan, now time.Time) erro
 	for _, it := range p.looked {
 		d.markPubLocked(it)
 	}
-	x := executor{ops: d.execOps[:0]}
+	x := executor{ops: d.execOps}
 	defer func() { d.execOps = zero(x.ops) }()
 	for kd := numKinds - 1; kd >= 0; kd-- {
 		if err := d.removeLocked(ctx, &x, p.removes[kd], now); err != nil {
@@ -175,7 +175,7 @@ type executor struct {
 // records the outcome: removed (forgotten if not desired), or failed. It
 // returns transport errors.
 func (d *Driver) removeLocked(ctx context.Context, x *executor, items []*item, now time.Time) error {
-	x.ops = x.ops[:0]
+	x.ops = zero(x.ops)
 	for _, it := range items {
 		x.ops = append(x.ops, d.deleteOp(it))
 	}
@@ -208,7 +208,7 @@ func (d *Driver) removeLocked(ctx context.Context, x *executor, items []*item, n
 // interface VPP made in part is half-made), or parked on a dependency
 // that failed in this pass. It returns transport errors.
 func (d *Driver) putLocked(ctx context.Context, x *executor, steps []step, now time.Time) error {
-	x.ops = x.ops[:0]
+	x.ops = zero(x.ops)
 	for _, s := range steps {
 		act, missing := s.act, []string(nil)
 		if x.failed {

@@ -59,8 +59,9 @@ type plan struct {
 	round, next []*item           // the candidates of a round of one kind, and of the next
 }
 
-// reset empties p for the pass gen, keeping its slices' arrays (cleared,
-// not to keep items alive).
+// reset empties p for the pass gen, keeping its slices' arrays. A slice is
+// always cleared before it is cut (zero), so that the arrays keep no item
+// alive, at the cost of what was used.
 func (p *plan) reset(gen uint64) {
 	p.gen = gen
 	for kd := range p.removes {
@@ -79,6 +80,7 @@ func (p *plan) reset(gen uint64) {
 	p.next = zero(p.next)
 }
 
+// zero clears s and returns it empty, with its array.
 func zero[T any](s []T) []T {
 	clear(s)
 	return s[:0]
@@ -92,7 +94,7 @@ func (p *plan) addWave(kd kind) *wave {
 		p.waves = append(p.waves, wave{})
 	}
 	w := &p.waves[len(p.waves)-1]
-	w.kind, w.steps = kd, w.steps[:0]
+	w.kind, w.steps = kd, zero(w.steps)
 	return w
 }
 
@@ -229,10 +231,10 @@ func (d *Driver) planRemovals(p *plan, work []*item, now time.Time) {
 func (d *Driver) planPuts(p *plan, kd kind, now time.Time) {
 	gen := p.gen
 	ready := readiness{d: d, plan: p}
-	round := append(p.round[:0], p.cand[kd]...)
+	round := append(zero(p.round), p.cand[kd]...)
 	for len(round) > 0 {
 		w := p.addWave(kd)
-		next := p.next[:0] // what waits for a later round of kd
+		next := zero(p.next) // what waits for a later round of kd
 		for _, it := range round {
 			act, missing := decide(it, now, it.mark.rm == gen, ready)
 			switch {
