@@ -3,7 +3,7 @@
 // (go.fd.io/govpp v0.13.0, binapi for VPP 25.10).
 //
 // The desired state is a set of keyed protobuf values from package
-// [model]: interfaces (loopback, af_packet, tap v2 (in a network namespace,
+// [vppmodel]: interfaces (loopback, af_packet, tap v2 (in a network namespace,
 // with the Linux side's MAC, addresses and gateways), memif, routed VXLAN
 // tunnels carrying IPv4 or IPv6, and existing interfaces such as DPDK NICs,
 // adopted by their VPP name) with admin state, IP addresses or the
@@ -19,13 +19,13 @@
 //
 // # Keys and invalid values
 //
-// The driver owns exactly the keys under [model.KeyRoot] ("vpp/") and
+// The driver owns exactly the keys under [vppmodel.KeyRoot] ("vpp/") and
 // says so with [Driver.OwnsKey] ([controller.KeyOwner]); every other key
 // of a commit is ignored, in every kind of commit: it belongs to another
 // southbound or to handlers' bookkeeping, and a resync never removes,
 // counts or reports it.
 //
-// Every value is validated ([model.KeyOf]) and converted, when it is
+// Every value is validated ([vppmodel.KeyOf]) and converted, when it is
 // committed, into a typed form (netip addresses, defaults filled in, lists
 // sorted) that the driver keeps and works from: no string of a value is
 // parsed after the commit, and a message committed again unchanged (the
@@ -56,6 +56,9 @@
 // (StatePending, with the missing keys) and applied in the same pass as
 // they are. An object already applied keeps being reported configured
 // while VPP holds what it depends on, even if their new values wait.
+// Each pass is planned before anything is sent (which keys are removed,
+// created, updated and parked, in which order); when a request fails, what
+// the plan would have applied on top of it is parked on it instead.
 // Failures are recorded per key (StateFailed, with the error and the
 // attempt count); retriable ones (any VPP retval except INVALID_VALUE and
 // NO_PATHS_IN_ROUTE) are retried with exponential backoff (see
@@ -97,7 +100,12 @@
 //     never deleted: the driver removes what it configured on it (its
 //     addresses, unnumbered, VRF bindings), sets it admin down and removes
 //     the tag; a missing one fails the key with [ErrNoSuchInterface]
-//     (retried);
+//     (retried). Every interface but a tap gets its tag in a second
+//     request: one that VPP made but the driver could not tag
+//     (the tag request failed, or the caller gave up in between) is
+//     deleted by the key's retry, but a readback in between (a resync, a
+//     restart of the driver) does not see it as the driver's, and it
+//     stays behind in VPP;
 //   - static IP neighbors on owned interfaces are owned (learnt ones are
 //     not looked at);
 //   - VRF tables: the table name is TagPrefix + label;
@@ -168,8 +176,37 @@
 // ones included): pending (on which keys), configured, or failed (with the
 // error, attempts and the next retry). [Driver.Stats] is a snapshot for an
 // operator's metrics: connection state, keys by state, invalid values,
-// and counters of commits, passes, resyncs, connections, VPP requests and
-// failed attempts.
+// failing keys by kind, and counters of commits, passes, resyncs,
+// connections, VPP requests and failed attempts.
+//
+// # Failing keys
+//
+// A key that VPP refuses again and again (say a pod interface whose host
+// interface is missing: af_packet_create_v3 answers -71) keeps failing
+// from its Config.FailingAfter-th failed attempt in a row (default 3), or
+// at once when the failure is permanent. From then until it is configured,
+// deleted or given a new value (a reconnect, which retries it from
+// scratch, does not end it), it is:
+//   - logged at Warn once when it begins ("key failing": key, kind,
+//     attempts, error) and once when it ends ("key no longer failing":
+//     key, kind, state: configured, pending, deleted or invalid), never
+//     per retry; keys that fail because VPP lacks messages are not logged
+//     one by one (the incompatibility is, once per connection);
+//   - reported with [KeyStatus].FailingSince set, counted in
+//     [Stats].Failing and [Stats].FailingByKind ("interface", "route",
+//     "vrf", "neighbor", "nat44"), and listed by [Driver.Failing] with its
+//     last error;
+//   - named by [Driver.Degraded], which returns nil while no key keeps
+//     failing and otherwise an error wrapping [ErrDegraded] that names the
+//     failing keys (the first ten, sorted) with their last errors and
+//     attempts.
+//
+// Degraded is meant for a health endpoint: the agent is degraded, not
+// dead (the driver keeps retrying, and restarting does not help), so it
+// belongs where controller.Loop.Healthy's ErrDegraded goes, e.g. a
+// /healthz that answers 200 "ok (degraded: …)", and it does not make the
+// agent unready. Invalid values are not failing keys: Commit returns them
+// (the loop reports them, see controller.Loop.RejectedKeys).
 //
 // # Concurrency
 //
@@ -179,8 +216,19 @@
 //
 // # Lifecycle
 //
-// [New] does no I/O and starts no goroutine. [Driver.Run] owns the
-// connection, the health probe and the retry timer, and returns (having
-// disconnected) when its context ends. Commit works without Run: values are
-// recorded and applied once Run has connected.
+// [New] does no I/O and starts no goroutine; a bad [Config] is an error
+// naming every bad field. [Driver.Run] owns the connection, the health
+// probe and the retry timer; it returns ctx.Err() (having disconnected)
+// when its context ends, and is single-use (a second call returns an
+// error wrapping [ErrAlreadyRunning]). Commit works without Run: values
+// are recorded and applied once Run has connected.
+//
+// # Logging
+//
+// The driver logs to Config.Logger with component=vppdriver and typed
+// attributes: Info when it connects, Warn once when VPP becomes
+// unreachable (a failed first connect, a lost connection) and once when it
+// is connected again (not per attempt), Warn once per connection for a VPP
+// that lacks messages, Warn when a key begins and ceases to keep failing
+// (see "Failing keys"), Debug for every failed attempt of a key.
 package vppdriver

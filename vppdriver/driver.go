@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 )
 
@@ -24,12 +26,13 @@ import (
 // concurrent use.
 type Driver struct {
 	cfg        Config
+	log        *slog.Logger // cfg.Logger with component=vppdriver
 	newAdapter func() adapter.VppAPI
-	running    atomic.Bool
+	run        lifecycle.Once
 	seq        atomic.Uint64
 	stats      counters
 
-	broken chan struct{} // cap 1: a transport failure was seen
+	broken chan error    // cap 1: a transport failure was seen (the first one)
 	wake   chan struct{} // cap 1: the retry schedule or the work queue changed
 
 	mu        sync.Mutex       // guards the fields below; held during a pass
@@ -59,7 +62,11 @@ type Driver struct {
 	dirty   []*item                       // items to look at in the next pass
 	retries retryHeap                     // items with a scheduled retry, earliest first
 	pubq    []*item                       // items whose status may have changed
-	gen     uint64                        // pass generation (item marks)
+	// Generations of the item marks (see item): dirtyGen of Driver.dirty,
+	// pubGen of Driver.pubq, gen of the sets of the current pass.
+	dirtyGen, pubGen, gen uint64
+	plan                  plan  // the plan of the current pass (its arrays kept from pass to pass)
+	execOps               []*op // the executor's batch array, kept likewise
 	// incompatible collects the ErrIncompatible failures of keys (a VPP
 	// without an optional feature) seen since the current Commit began.
 	incompatible []error
@@ -67,7 +74,8 @@ type Driver struct {
 	stMu     sync.Mutex // guards the fields below
 	statuses map[string]KeyStatus
 	counts   stateCounts
-	online   bool // statuses may say configured: connected and read back
+	failing  map[string]bool // the keys that keep failing -> announced at Warn
+	online   bool            // statuses may say configured: connected and read back
 }
 
 // counters are the monotonic counters of Stats.
@@ -82,20 +90,30 @@ var (
 
 // New returns a driver that connects to VPP through adapters made by
 // newAdapter (one per connection attempt; e.g. socketclient.NewVppClient
-// or a vppsim VPP's NewAdapter). It does no I/O; call Run.
+// or a vppsim VPP's NewAdapter). It does no I/O and starts no goroutine;
+// call Run. A bad cfg is an error wrapping [ErrInvalidConfig] that names
+// every bad field.
 func New(newAdapter func() adapter.VppAPI, cfg Config) (*Driver, error) {
 	if newAdapter == nil {
 		return nil, errors.New("vppdriver: newAdapter is nil")
 	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
 	return &Driver{
-		cfg:        cfg.withDefaults(),
+		cfg:        cfg,
+		log:        cfg.Logger.With(slog.String("component", "vppdriver")),
 		newAdapter: newAdapter,
-		broken:     make(chan struct{}, 1),
+		broken:     make(chan error, 1),
 		wake:       make(chan struct{}, 1),
 		items:      map[string]*item{},
 		users:      map[string]map[*item]struct{}{},
 		waiters:    map[string]map[*item]struct{}{},
 		statuses:   map[string]KeyStatus{},
+		failing:    map[string]bool{},
+		dirtyGen:   1,
+		pubGen:     1,
 	}, nil
 }
 
@@ -106,34 +124,58 @@ func (d *Driver) OwnsKey(key string) bool { return strings.HasPrefix(key, vppmod
 // Run connects to VPP, reads its state back and reconciles, then keeps the
 // connection healthy: it probes VPP every HealthInterval, retries failed
 // keys when their backoff expires, and after any transport failure
-// reconnects and resyncs. It returns nil when ctx is cancelled, after
-// disconnecting. Only one Run may be active.
+// reconnects and resyncs. It returns ctx.Err() when ctx ends, after
+// disconnecting; nothing else stops it (VPP being away is waited out).
+// Run is single-use: a second call returns an error wrapping
+// [ErrAlreadyRunning].
+//
+// Not being connected is logged at Warn once when it begins (a failed
+// first connect, a lost connection) and once when it ends (connected
+// again), not per attempt.
 func (d *Driver) Run(ctx context.Context) error {
-	if !d.running.CompareAndSwap(false, true) {
-		return ErrAlreadyRunning
+	if err := d.run.Start("vppdriver"); err != nil {
+		return err
 	}
-	defer d.running.Store(false)
+	failedConnects := 0 // since the last connection, or the start
+	lost := false       // a connection was lost, and none made since
 	for {
 		conn, err := core.Connect(d.newAdapter())
 		if err != nil {
-			d.cfg.Logger.Warn("vppdriver: connect failed", "err", err)
+			failedConnects++
+			if failedConnects == 1 && !lost {
+				d.log.Warn("cannot connect to VPP; retrying", slog.Any("error", err),
+					slog.Duration("interval", d.cfg.ReconnectInterval))
+			} else {
+				d.log.Debug("connect to VPP failed", slog.Int("attempt", failedConnects), slog.Any("error", err))
+			}
 		} else {
-			d.serve(ctx, conn)
+			if failedConnects > 0 || lost {
+				d.log.Warn("connected to VPP again; resyncing", slog.Int("failedConnects", failedConnects))
+			} else {
+				d.log.Info("connected to VPP; resyncing")
+			}
+			failedConnects, lost = 0, false
+			err := d.serve(ctx, conn)
 			conn.Disconnect()
+			if err != nil && ctx.Err() == nil {
+				lost = true
+				d.log.Warn("lost the VPP connection; reconnecting", slog.Any("error", err))
+			}
 		}
 		if ctx.Err() != nil {
-			return nil
+			return ctx.Err()
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return ctx.Err()
 		case <-time.After(d.cfg.ReconnectInterval):
 		}
 	}
 }
 
-// serve runs one connection until ctx ends or the transport fails.
-func (d *Driver) serve(ctx context.Context, conn *core.Connection) {
+// serve runs one connection until ctx ends (nil) or the connection fails
+// (the failure).
+func (d *Driver) serve(ctx context.Context, conn *core.Connection) error {
 	select { // drop a stale failure signal of the previous connection
 	case <-d.broken:
 	default:
@@ -149,7 +191,6 @@ func (d *Driver) serve(ctx context.Context, conn *core.Connection) {
 	for _, it := range d.items {
 		d.resetFailureLocked(it)
 	}
-	d.cfg.Logger.Info("vppdriver: connected to VPP; resyncing")
 	err := d.resyncLocked(ctx)
 	d.mu.Unlock()
 	defer func() {
@@ -160,7 +201,7 @@ func (d *Driver) serve(ctx context.Context, conn *core.Connection) {
 		d.mu.Unlock()
 	}()
 	if errors.Is(err, ErrTransport) {
-		return
+		return err
 	}
 	health := time.NewTicker(d.cfg.HealthInterval)
 	defer health.Stop()
@@ -180,17 +221,16 @@ func (d *Driver) serve(ctx context.Context, conn *core.Connection) {
 		}
 		select {
 		case <-ctx.Done():
-			return
-		case <-d.broken:
-			return
+			return nil
+		case err := <-d.broken:
+			return err
 		case <-d.wake:
 		case <-health.C:
 			d.mu.Lock()
 			err := d.cl.ping(ctx)
 			d.mu.Unlock()
 			if err != nil {
-				d.cfg.Logger.Warn("vppdriver: health probe failed; reconnecting", "err", err)
-				return
+				return fmt.Errorf("health probe: %w", err)
 			}
 		case <-retry.C:
 			d.mu.Lock()
@@ -202,31 +242,44 @@ func (d *Driver) serve(ctx context.Context, conn *core.Connection) {
 			}
 			d.mu.Unlock()
 			if errors.Is(err, ErrTransport) {
-				return
+				return err
 			}
 		}
 	}
 }
 
+// checkCompatibilityLocked checks the connected VPP's messages. What it
+// finds lasts as long as the connection and is logged once per
+// connection, at Warn: the driver recovers by itself on a reconnect to a
+// compatible VPP.
 func (d *Driver) checkCompatibilityLocked(conn *core.Connection) {
 	d.compatErr = checkCompatibility(conn, coreMessages())
 	if d.compatErr != nil {
-		d.cfg.Logger.Error("vppdriver: incompatible VPP", "err", d.compatErr)
+		d.log.Warn("incompatible VPP: every key fails", slog.Any("error", d.compatErr))
 	}
 	d.natErr = checkCompatibility(conn, natMessages())
 	if d.natErr != nil {
 		d.natErr = fmt.Errorf("NAT44-ED unavailable: %w", d.natErr)
-		d.cfg.Logger.Warn("vppdriver: VPP without NAT44-ED", "err", d.natErr)
+		d.log.Warn("VPP without NAT44-ED: its keys fail", slog.Any("error", d.natErr))
 	}
 	d.memifErr = checkCompatibility(conn, memifMessages())
 	if d.memifErr != nil {
 		d.memifErr = fmt.Errorf("memif unavailable: %w", d.memifErr)
-		d.cfg.Logger.Warn("vppdriver: VPP without memif", "err", d.memifErr)
+		d.log.Warn("VPP without memif: its keys fail", slog.Any("error", d.memifErr))
 	}
 	d.vxlanErr = checkCompatibility(conn, vxlanMessages())
 	if d.vxlanErr != nil {
 		d.vxlanErr = fmt.Errorf("VXLAN unavailable: %w", d.vxlanErr)
-		d.cfg.Logger.Warn("vppdriver: VPP without VXLAN", "err", d.vxlanErr)
+		d.log.Warn("VPP without VXLAN: its keys fail", slog.Any("error", d.vxlanErr))
+	}
+}
+
+// connBroken tells Run that the connection failed (err, a transport
+// failure): it reconnects and resyncs.
+func (d *Driver) connBroken(err error) {
+	select {
+	case d.broken <- err:
+	default:
 	}
 }
 
@@ -286,10 +339,14 @@ func (d *Driver) Commit(ctx context.Context, c *controller.Commit) (uint64, erro
 	case controller.CommitResync:
 		d.fullState = true
 		for _, it := range d.items {
-			if it.desired() {
+			switch {
+			case it.desired():
 				if v, ok := c.Values[it.key]; !ok || v == nil {
 					d.clearWantLocked(it)
 				}
+			case it.state == stateUnclaimed:
+				it.state = stateRemoving // now known not to be desired
+				d.markDirtyLocked(it)
 			}
 		}
 		for k, v := range c.Values {
@@ -418,6 +475,15 @@ func (d *Driver) Stats() Stats {
 	d.stMu.Lock()
 	s := Stats{Connected: d.online, Keys: len(d.statuses), Configured: d.counts.configured,
 		Pending: d.counts.pending, Failed: d.counts.failed, Invalid: d.counts.invalid}
+	for kd, n := range d.counts.failing {
+		if n > 0 {
+			if s.FailingByKind == nil {
+				s.FailingByKind = map[string]int{}
+			}
+			s.Failing += n
+			s.FailingByKind[kindNames[kd]] += n
+		}
+	}
 	d.stMu.Unlock()
 	if !s.Connected {
 		s.Pending += s.Configured

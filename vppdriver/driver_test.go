@@ -203,6 +203,46 @@ func TestParking(t *testing.T) {
 	assert.False(t, ok)
 }
 
+// TestDependencyFailsInPass: the plan of a commit puts a route after the
+// interface it goes through; the interface's creation fails, so the
+// executor parks the route on it instead of sending it, and the retry
+// that creates the interface applies the route (fake time).
+func TestDependencyFailsInPass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		vpp := vppsim.New(vppsim.Config{})
+		var fails atomic.Int32
+		fails.Store(1)
+		rec := &recorder{}
+		vpp.SetInterceptor(func(req api.Message) (int32, bool) {
+			if _, ok := req.(*interfaces.CreateLoopback); ok && fails.Add(-1) >= 0 {
+				return -1, true
+			}
+			rec.mu.Lock()
+			rec.reqs = append(rec.reqs, describe(req))
+			rec.mu.Unlock()
+			return 0, false
+		})
+		cfg := testCfg()
+		cfg.HealthInterval = time.Hour
+		d := startDriver(t, vpp, cfg)
+		synctest.Wait()
+		rt := route(0, "10.5.0.0/16", via("a", "10.0.0.2"))
+		commit(t, d, controller.CommitUpdate, kv(t, loop("a", true, 0, "10.0.0.1/24"), rt))
+		assert.Empty(t, writes(rec.take()), "the route is not sent")
+		s, _ := d.Status(vppmodel.RouteKey(0, netip.MustParsePrefix("10.5.0.0/16")))
+		assert.Equal(t, vppdriver.StatePending, s.State)
+		assert.Equal(t, []string{vppmodel.InterfaceKey("a")}, s.PendingOn)
+		s, _ = d.Status(vppmodel.InterfaceKey("a"))
+		assert.Equal(t, vppdriver.StateFailed, s.State)
+
+		time.Sleep(cfg.RetryInitial)
+		synctest.Wait()
+		waitConfigured(t, d, 2)
+		assert.Contains(t, rec.take(), "add route 0 10.5.0.0/16")
+		require.NoError(t, d.CheckInvariants())
+	})
+}
+
 // TestRetry: a create that fails with a retriable retval is retried with
 // exponential backoff (RetryInitial doubling up to RetryMax, exactly: fake
 // time) until it succeeds; a permanent failure is not retried.
@@ -568,7 +608,7 @@ func TestConnectBeforeFirstResync(t *testing.T) {
 	commit(t, first, controller.CommitResync, state)
 	waitConfigured(t, first, len(state))
 	cancel()
-	require.NoError(t, <-done)
+	require.ErrorIs(t, <-done, context.Canceled)
 	want := vpp.Snapshot()
 
 	writes := vpp.Stats().Writes

@@ -1,6 +1,7 @@
 package vppdriver
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"errors"
@@ -15,7 +16,7 @@ import (
 // pipelined together, then stage n+1. It returns only transport errors.
 func (d *Driver) runOps(ctx context.Context, ops []*op) error {
 	if err := d.lookupOps(ctx, ops); err != nil {
-		d.signal(d.broken)
+		d.connBroken(err)
 		return err
 	}
 	var calls []call
@@ -41,7 +42,7 @@ func (d *Driver) runOps(ctx context.Context, ops []*op) error {
 			}
 		}
 		if err := d.cl.pipeline(ctx, calls); err != nil {
-			d.signal(d.broken)
+			d.connBroken(err)
 			return err
 		}
 	}
@@ -82,21 +83,21 @@ func (d *Driver) lookupOps(ctx context.Context, ops []*op) error {
 
 // passLocked reconciles the keys that need work: the ones changed since the
 // last pass (Driver.dirty: commits, readbacks, dependencies that became
-// configured) and the ones whose retry is due. It deletes, in reverse
-// dependency order, what VPP holds but must not (not desired, to be
-// re-created, half-configured) together with what is applied on top of it
-// (Driver.users), then creates and updates in dependency order what is
-// desired and not yet as desired, parking items whose dependencies are not
-// configured (Driver.waiters) until they are. Its cost is proportional to
-// the keys that changed and their dependents, not to the total state.
+// configured) and the ones whose retry is due. The planner decides what
+// to remove, create, update and park, in order (planLocked); the executor
+// sends it (executeLocked). Its cost is proportional to the keys that
+// changed and their dependents, not to the total state.
 //
 // Invariants:
 //   - a key is deleted only after every key applied on top of it, and
 //     applied only after every key it depends on is configured (kinds are
-//     processed in dependency order: a dependency always has a lower kind);
-//   - an item is either in sync, parked on its missing dependencies,
-//     waiting for a scheduled retry, permanently failed (until its value
-//     changes or VPP reconnects), or queued in Driver.dirty;
+//     processed in dependency order: a dependency always has a lower kind,
+//     or is an interface of an earlier wave);
+//   - a desired item ends a pass configured, parked on its missing
+//     dependencies, retrying (a retry scheduled), failed (until its value
+//     changes or VPP reconnects), invalid, or queued in Driver.dirty; an
+//     item being removed is gone, or waits for the retry of its removal
+//     (see keyState);
 //   - every item whose status may have changed is queued for publication.
 //
 // It returns transport errors, ErrNotConnected and ErrIncompatible.
@@ -109,153 +110,135 @@ func (d *Driver) passLocked(ctx context.Context) error {
 	if d.compatErr != nil {
 		for _, it := range d.takeDirtyLocked() {
 			if it.want != nil {
-				it.failed = d.compatErr
-				d.markPubLocked(it)
+				d.failIncompatibleLocked(it, d.compatErr)
 			}
 		}
 		return d.compatErr
 	}
 	now := time.Now()
+	d.dueLocked(now)
+	return d.executeLocked(ctx, d.planLocked(d.takeDirtyLocked(), now), now)
+}
+
+// dueLocked queues the items whose retry is due at now.
+func (d *Driver) dueLocked(now time.Time) {
 	for len(d.retries) > 0 && !d.retries[0].nextRetry.After(now) {
 		d.markDirtyLocked(heap.Pop(&d.retries).(*item))
 	}
-	d.gen++
-	gen := d.gen
-	var cand [numKinds][]*item
-	addCand := func(it *item) {
-		if it.candGen != gen && it.want != nil {
-			it.candGen = gen
-			cand[it.kind] = append(cand[it.kind], it)
-		}
-	}
+}
 
-	// The removal set: what VPP holds but must not, and transitively what
-	// is applied on top of it.
-	work := d.takeDirtyLocked()
-	var rm [numKinds][]*item
-	queue := make([]*item, 0, 4)
-	for _, it := range work {
+// executeLocked sends a plan to VPP and records the outcome of every step:
+// removals kind by kind from the highest, then the parks, then the waves
+// of creates and updates, each batch pipelined. The plan holds while every
+// request succeeds; after a failure, each later step of a wave is decided
+// again (see decide) from what VPP then holds: a step whose dependency
+// failed is parked on it, one whose removal failed is left for its retry.
+// It returns transport errors (the rest of the plan is not sent).
+func (d *Driver) executeLocked(ctx context.Context, p *plan, now time.Time) error {
+	for _, it := range p.looked {
 		d.markPubLocked(it)
-		addCand(it)
-		// What VPP holds and no commit mentioned is kept until a resync
-		// commit gave the whole desired state (Driver.fullState).
-		unwanted := it.want == nil && (d.fullState || it.bad != nil || it.dropped)
-		if it.have != nil && (unwanted || it.half || (it.want != nil && !it.inSync && needsRecreate(it.have, it.want))) {
-			it.rmGen = gen
-			queue = append(queue, it)
-		}
 	}
-	for i := 0; i < len(queue); i++ {
-		it := queue[i]
-		rm[it.kind] = append(rm[it.kind], it)
-		for u := range d.users[it.key] {
-			if u.rmGen != gen && u.have != nil {
-				u.rmGen = gen
-				queue = append(queue, u)
-			}
-		}
-	}
-	var ops []*op
+	x := executor{ops: d.execOps}
+	defer func() { d.execOps = zero(x.ops) }()
 	for kd := numKinds - 1; kd >= 0; kd-- {
-		ops = ops[:0]
-		for _, it := range rm[kd] {
-			d.markPubLocked(it)
-			if it.want == nil && !it.nextRetry.IsZero() && it.nextRetry.After(now) {
-				continue // a failed delete in backoff
-			}
-			ops = append(ops, d.deleteOp(it))
-		}
-		if len(ops) == 0 {
-			continue
-		}
-		if err := d.runOps(ctx, ops); err != nil {
+		if err := d.removeLocked(ctx, &x, p.removes[kd], now); err != nil {
 			return err
 		}
-		for _, o := range ops {
-			it := o.it
-			if o.err != nil {
-				d.failLocked(it, o.err, now)
-				continue
-			}
-			it.created, it.half, it.swIfIndex = false, false, 0
-			d.setHaveLocked(it, nil)
-			if it.want != nil {
-				addCand(it)
-			} else {
-				d.resetFailureLocked(it)
-				d.forgetLocked(it)
-			}
+	}
+	for _, s := range p.parks {
+		d.parkLocked(s.it, s.missing)
+	}
+	for _, w := range p.waves {
+		if err := d.putLocked(ctx, &x, w.steps, now); err != nil {
+			return err
 		}
 	}
-
-	// Creates and updates in dependency order. Items that a configured
-	// dependency wakes (Driver.dirty) have a higher kind and join the
-	// candidates of this pass, or have the same kind (an interface
-	// unnumbered to another) and run in another round of that kind.
-	var later []*item
-	for kd := kind(0); kd < numKinds; kd++ {
-		seen := 0 // cand[kd][:seen] have been looked at
-		var woke []*item
-		for {
-			for _, it := range d.takeDirtyLocked() {
-				switch {
-				case it.kind < kd:
-					later = append(later, it) // the next pass (not expected: dependencies have lower kinds)
-				case it.kind == kd && it.candGen == gen:
-					d.markPubLocked(it)
-					woke = append(woke, it) // parked on a dependency of its kind that this pass configured
-				default:
-					d.markPubLocked(it)
-					addCand(it)
-				}
-			}
-			batch := append(woke, cand[kd][seen:]...)
-			seen, woke = len(cand[kd]), nil
-			ops = ops[:0]
-			for _, it := range batch {
-				if it.want == nil || it.half || it.inSync {
-					continue
-				}
-				if it.failed != nil && (it.nextRetry.IsZero() || it.nextRetry.After(now)) {
-					continue // permanent failure, or still in backoff
-				}
-				if missing := d.missingDepsLocked(it); len(missing) > 0 {
-					d.parkLocked(it, missing)
-					continue
-				}
-				d.unparkLocked(it)
-				if it.have != nil && needsRecreate(it.have, it.want) {
-					continue // its delete failed above
-				}
-				ops = append(ops, d.putOp(it))
-			}
-			if len(ops) == 0 {
-				break // nothing ran: nothing new can wake
-			}
-			if err := d.runOps(ctx, ops); err != nil {
-				return err
-			}
-			for _, o := range ops {
-				it := o.it
-				if o.err != nil {
-					if it.kind == kindInterface && it.created {
-						// Half-configured: delete and create again on retry.
-						it.half = true
-						if it.have == nil {
-							d.setHaveLocked(it, it.want)
-						} else {
-							d.syncLocked(it)
-						}
-					}
-					d.failLocked(it, o.err, now)
-					continue
-				}
-				d.setHaveLocked(it, it.want) // in sync: wakes what waits for it
-			}
+	// What the successes woke was planned in this pass already.
+	for _, it := range d.takeDirtyLocked() {
+		if it.mark.cand != p.gen {
+			d.markDirtyLocked(it)
 		}
 	}
-	for _, it := range later {
+	for _, it := range p.later {
 		d.markDirtyLocked(it)
+	}
+	return nil
+}
+
+// executor is the state of the execution of a plan.
+type executor struct {
+	ops    []*op // the batch in flight (an array kept from pass to pass)
+	failed bool  // a request failed: the plan's predictions no longer hold
+}
+
+// removeLocked removes items (of one kind) from VPP, pipelined, and
+// records the outcome: removed (forgotten if not desired), or failed. It
+// returns transport errors.
+func (d *Driver) removeLocked(ctx context.Context, x *executor, items []*item, now time.Time) error {
+	x.ops = zero(x.ops)
+	for _, it := range items {
+		x.ops = append(x.ops, d.deleteOp(it))
+	}
+	if len(x.ops) == 0 {
+		return nil
+	}
+	if err := d.runOps(ctx, x.ops); err != nil {
+		return err
+	}
+	for _, o := range x.ops {
+		it := o.it
+		if o.err != nil {
+			x.failed = true
+			d.failLocked(it, o.err, now)
+			continue
+		}
+		it.swIfIndex = noIndex
+		d.setHaveLocked(it, nil)
+		if it.want == nil {
+			d.resetFailureLocked(it)
+			d.forgetLocked(it)
+		}
+	}
+	return nil
+}
+
+// putLocked sends the creates and updates of a wave, pipelined (after a
+// failure in the pass, each decided again from what VPP now holds), and
+// records the outcome: in sync (which wakes what waits for it), failed (an
+// interface VPP made in part is half-made), or parked on a dependency
+// that failed in this pass. It returns transport errors.
+func (d *Driver) putLocked(ctx context.Context, x *executor, steps []step, now time.Time) error {
+	x.ops = zero(x.ops)
+	for _, s := range steps {
+		act, missing := s.act, []string(nil)
+		if x.failed {
+			act, missing = decide(s.it, now, false, readiness{d: d})
+		}
+		switch act {
+		case actCreate, actUpdate:
+			d.unparkLocked(s.it)
+			x.ops = append(x.ops, d.putOp(s.it))
+		case actPark:
+			d.parkLocked(s.it, missing)
+		}
+	}
+	if len(x.ops) == 0 {
+		return nil
+	}
+	if err := d.runOps(ctx, x.ops); err != nil {
+		return err
+	}
+	for _, o := range x.ops {
+		it := o.it
+		if o.err != nil {
+			x.failed = true
+			if it.kind == kindInterface && it.created() {
+				d.setHaveLocked(it, &halfVal{cmp.Or(it.have, it.want)})
+			}
+			d.failLocked(it, o.err, now)
+			continue
+		}
+		d.setHaveLocked(it, it.want)
 	}
 	return nil
 }
@@ -264,14 +247,12 @@ func (d *Driver) passLocked(ctx context.Context) error {
 func (d *Driver) takeDirtyLocked() []*item {
 	out := d.dirty
 	d.dirty = nil
-	for _, it := range out {
-		it.queued = false
-	}
+	d.dirtyGen++
 	return out
 }
 
 func (d *Driver) deleteOp(it *item) *op {
-	switch v := it.have.(type) {
+	switch v := applied(it.have).(type) {
 	case *ifaceVal:
 		return d.ifaceDelete(it, v)
 	case *vrfVal:
@@ -287,7 +268,7 @@ func (d *Driver) deleteOp(it *item) *op {
 func (d *Driver) putOp(it *item) *op {
 	switch v := it.want.(type) {
 	case *ifaceVal:
-		if old, ok := it.have.(*ifaceVal); ok && it.created {
+		if old, ok := it.have.(*ifaceVal); ok && it.created() {
 			return d.ifaceUpdate(it, old, v)
 		}
 		return d.ifaceCreate(it, v)
@@ -299,6 +280,12 @@ func (d *Driver) putOp(it *item) *op {
 		return d.neighborPut(it, v)
 	}
 	return d.natPut(it)
+}
+
+// isHalf tells whether v is a half-made interface (see halfVal).
+func isHalf(v value) bool {
+	_, ok := v.(*halfVal)
+	return ok
 }
 
 func isIncompatible(err error) bool { return errors.Is(err, ErrIncompatible) }

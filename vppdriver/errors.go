@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"go.fd.io/govpp/api"
+
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 )
 
 var (
@@ -28,8 +30,19 @@ var (
 	// has started its NICs).
 	ErrNoSuchInterface = errors.New("vppdriver: no such VPP interface")
 
-	// ErrAlreadyRunning is returned by a second concurrent Run.
-	ErrAlreadyRunning = errors.New("vppdriver: already running")
+	// ErrAlreadyRunning is wrapped by the error a second call of
+	// [Driver.Run] returns. It is the module's one ErrAlreadyRunning value
+	// (every package's is the same), so errors.Is works across packages.
+	ErrAlreadyRunning = lifecycle.ErrAlreadyRunning
+
+	// ErrDegraded is wrapped by the error [Driver.Degraded] returns while
+	// keys keep failing (see Config.FailingAfter): part of the desired
+	// state is not in VPP, and the driver keeps retrying it.
+	ErrDegraded = errors.New("vppdriver: degraded")
+
+	// ErrInvalidConfig is wrapped by the error [New] returns for a bad
+	// Config; the error names every bad field.
+	ErrInvalidConfig = errors.New("vppdriver: invalid config")
 )
 
 // VPPError is a non-zero retval of a VPP reply, with the request that got

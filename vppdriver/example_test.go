@@ -2,6 +2,7 @@ package vppdriver_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -73,7 +74,7 @@ func Example() {
 	// interface 0 local0 tag="" up=false []
 	// interface 1 loop0 tag="vsk:uplink" up=true [192.168.16.5/24]
 	// route table 0 10.2.0.0/16 via sw_if_index 1 192.168.16.6
-	// Run: <nil>
+	// Run: context canceled
 }
 
 func allConfigured(d *vppdriver.Driver) bool {
@@ -131,5 +132,42 @@ func ExampleDriver_Commit() {
 	// vpp/interface/uplink configured
 	// vpp/interface/pods failed
 	// keys=2 configured=1 failed=1 invalid=1 rejected=1
-	// Run: <nil>
+	// Run: context canceled
+}
+
+// ExampleDriver_Degraded: a pod interface whose host interface does not
+// exist fails again and again (af_packet_create_v3 answers -71); after
+// Config.FailingAfter attempts the key is failing: counted by kind,
+// listed, and reported by Degraded for a health endpoint.
+func ExampleDriver_Degraded() {
+	vpp := vppsim.New(vppsim.Config{}) // no host interface "veth-pod1"
+	d, err := vppdriver.New(func() adapter.VppAPI { return vpp.NewAdapter() },
+		vppdriver.Config{RetryInitial: time.Millisecond, RetryMax: time.Millisecond})
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- d.Run(ctx) }()
+
+	pod := &vppmodel.Interface{Name: "pod1", Type: vppmodel.Interface_AF_PACKET, Enabled: true,
+		AfPacket: &vppmodel.AfPacketLink{HostIfName: "veth-pod1"}}
+	key, _ := vppmodel.KeyOf(pod)
+	if _, err := d.Commit(ctx, &controller.Commit{Kind: controller.CommitUpdate, Values: controller.KeyValuePairs{key: pod}}); err != nil {
+		panic(err) // the failure is not the commit's: the driver retries it
+	}
+	for d.Degraded() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	fmt.Println("failing:", d.Stats().FailingByKind)
+	fmt.Println("degraded:", errors.Is(d.Degraded(), vppdriver.ErrDegraded))
+	for _, s := range d.Failing() {
+		fmt.Println(s.Key, s.State, s.Err)
+	}
+	cancel()
+	<-done
+	// Output:
+	// failing: map[interface:1]
+	// degraded: true
+	// vpp/interface/pod1 failed af_packet_create_v3: VPPApiError: Invalid interface (-71)
 }

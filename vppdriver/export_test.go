@@ -30,9 +30,41 @@ func (d *Driver) CheckInvariants() error {
 		if it.desired() {
 			desired++
 		}
-		sync := !it.half && it.have != nil && it.want != nil && it.have.equal(it.want)
-		if it.inSync != sync {
-			bad("%s: inSync %v, want %v", k, it.inSync, sync)
+		// The state goes with the facts.
+		notDesired := it.state == stateUnclaimed || it.state == stateRemoving
+		if notDesired == it.desired() {
+			bad("%s: %v, desired %v", k, it.state, it.desired())
+		}
+		if it.state == stateUnclaimed && d.fullState {
+			bad("%s: unclaimed after a resync commit", k)
+		}
+		if (it.state == stateInvalid) != (it.bad != nil) {
+			bad("%s: %v, invalid value %v", k, it.state, it.bad)
+		}
+		inSync := it.want != nil && it.have != nil && it.have.equal(it.want)
+		if it.state == stateConfigured && !inSync {
+			bad("%s: configured, but VPP holds %v", k, it.have)
+		}
+		if inSync && it.state != stateConfigured && it.failed == nil {
+			bad("%s: %v, but VPP holds the desired value and nothing failed", k, it.state)
+		}
+		if (it.state == stateParked) != (it.waitingOn != nil) {
+			bad("%s: %v, waiting on %v", k, it.state, it.waitingOn)
+		}
+		if it.state == stateRetrying && it.retryIdx < 0 && !d.queued(it) {
+			bad("%s: retrying, but no retry is scheduled", k)
+		}
+		if it.state == stateFailed && (it.failed == nil || it.retryIdx >= 0) {
+			bad("%s: failed (%v), retry index %d", k, it.failed, it.retryIdx)
+		}
+		if it.retryIdx >= 0 && it.failed == nil {
+			bad("%s: a retry without a failure", k)
+		}
+		if !it.failingSince.IsZero() && (it.want == nil || it.state == stateConfigured) {
+			bad("%s: %v, failing since %v", k, it.state, it.failingSince)
+		}
+		if isHalf(it.have) && (it.kind != kindInterface || !it.created()) {
+			bad("%s: half-made, sw_if_index %d", k, it.swIfIndex)
 		}
 		if it.have != nil {
 			for _, dep := range it.have.deps() {
@@ -83,13 +115,32 @@ func (d *Driver) CheckInvariants() error {
 		bad("%d statuses, %d desired keys", len(d.statuses), desired)
 	}
 	var c stateCounts
-	for _, s := range d.statuses {
+	for k, s := range d.statuses {
 		c.add(s, 1)
+		if _, ok := d.failing[k]; ok == s.FailingSince.IsZero() {
+			bad("%s: failing since %v, in the failing set %v", k, s.FailingSince, ok)
+		}
+	}
+	for k := range d.failing {
+		if _, ok := d.statuses[k]; !ok {
+			bad("%s: failing, but not desired", k)
+		}
 	}
 	if c != d.counts {
 		bad("state counts %+v, want %+v", d.counts, c)
 	}
 	return errors.Join(errs...)
+}
+
+// Idle reports whether the driver has nothing left to do until something
+// from outside happens: it is connected and has read VPP back, no key is
+// queued for a pass, no retry is scheduled and no resync is owed. Once it
+// is idle it sends nothing that changes VPP until a commit, a reconnect
+// or a failed health probe. It waits for a pass in progress.
+func (d *Driver) Idle() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cl != nil && d.readBack && len(d.dirty) == 0 && len(d.retries) == 0 && !d.needResync
 }
 
 func contains(s []string, v string) bool {

@@ -2,6 +2,7 @@ package vppdriver_test
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -42,8 +43,8 @@ func startDriver(t testing.TB, vpp *vppsim.VPP, cfg vppdriver.Config) *vppdriver
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := d.Run(ctx); err != nil {
-			t.Errorf("Run: %v", err)
+		if err := d.Run(ctx); !errors.Is(err, context.Canceled) {
+			t.Errorf("Run: %v, want context.Canceled", err)
 		}
 	}()
 	t.Cleanup(func() { cancel(); wg.Wait() })
@@ -152,8 +153,8 @@ func runDriver(t testing.TB, d *vppdriver.Driver) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := d.Run(ctx); err != nil {
-			t.Errorf("Run: %v", err)
+		if err := d.Run(ctx); !errors.Is(err, context.Canceled) {
+			t.Errorf("Run: %v, want context.Canceled", err)
 		}
 	}()
 	t.Cleanup(func() { cancel(); wg.Wait() })

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -161,8 +162,10 @@ func testL3Attachments(t *testing.T, env l3VPP) {
 	d, _ = start()
 	commit(t, d, controller.CommitResync, state)
 	waitConfigured(t, d, len(state))
-	time.Sleep(50 * time.Millisecond) // let the connect resync finish writing, if it writes
-	waitConfigured(t, d, len(state))
+	// The connect resync and the commit are done, nothing is queued or
+	// scheduled: every request the new driver will send unprompted is
+	// recorded.
+	require.Eventually(t, d.Idle, 20*time.Second, time.Millisecond)
 	assert.Empty(t, vppdrivertest.Writes(rec.Take()), "a new driver on a populated VPP")
 
 	// In-place changes: another unnumbered source, another neighbor MAC.
@@ -296,43 +299,50 @@ func dumpVPP(t *testing.T, newAdapter func() adapter.VppAPI) vppView {
 // TestConnectBeforeFirstCommit: a driver (a restarted agent) that connects
 // to a populated VPP before its first commit deletes nothing it finds
 // there: until a resync commit gives the whole desired state, it only
-// reads VPP back. The resync commit of the same state then writes nothing,
-// and one without a key removes it.
+// reads VPP back (checked after ten health probes, in fake time). The
+// resync commit of the same state then writes nothing, and one without a
+// key removes it.
 func TestConnectBeforeFirstCommit(t *testing.T) {
-	env := simL3VPP()
-	state := kv(t,
-		&vppmodel.Interface{Name: "pod-gw", Type: vppmodel.Interface_LOOPBACK, Enabled: true, IpAddresses: []string{"10.1.1.1/32"}},
-		&vppmodel.Interface{Name: "pod1", Type: vppmodel.Interface_AF_PACKET, Enabled: true, MacAddress: "02:fe:00:00:01:01",
-			AfPacket: &vppmodel.AfPacketLink{HostIfName: env.hostIf}, Unnumbered: "pod-gw"},
-		&vppmodel.IPNeighbor{Interface: "pod1", IpAddress: "10.1.1.2", MacAddress: "02:00:00:00:01:02"},
-		route(0, "10.1.1.2/32", via("pod1", "")),
-	)
-	first, err := vppdriver.New(env.newAdapter, testCfg())
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = first.Run(ctx) }()
-	commit(t, first, controller.CommitResync, state)
-	waitConfigured(t, first, len(state))
-	cancel()
-	<-done
-	before := dumpVPP(t, env.newAdapter)
+	synctest.Test(t, func(t *testing.T) {
+		env := simL3VPP()
+		state := kv(t,
+			&vppmodel.Interface{Name: "pod-gw", Type: vppmodel.Interface_LOOPBACK, Enabled: true, IpAddresses: []string{"10.1.1.1/32"}},
+			&vppmodel.Interface{Name: "pod1", Type: vppmodel.Interface_AF_PACKET, Enabled: true, MacAddress: "02:fe:00:00:01:01",
+				AfPacket: &vppmodel.AfPacketLink{HostIfName: env.hostIf}, Unnumbered: "pod-gw"},
+			&vppmodel.IPNeighbor{Interface: "pod1", IpAddress: "10.1.1.2", MacAddress: "02:00:00:00:01:02"},
+			route(0, "10.1.1.2/32", via("pod1", "")),
+		)
+		first, err := vppdriver.New(env.newAdapter, testCfg())
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = first.Run(ctx) }()
+		commit(t, first, controller.CommitResync, state)
+		waitConfigured(t, first, len(state))
+		cancel()
+		<-done
+		before := dumpVPP(t, env.newAdapter)
 
-	rec := &vppdrivertest.RequestRecorder{}
-	d, err := vppdriver.New(func() adapter.VppAPI { return rec.Wrap(env.newAdapter()) }, testCfg())
-	require.NoError(t, err)
-	runDriver(t, d)
-	require.Eventually(t, d.Connected, 5*time.Second, time.Millisecond)
-	time.Sleep(100 * time.Millisecond) // health probes and retries run; nothing may be deleted
-	assert.Empty(t, vppdrivertest.Writes(rec.Take()), "connected without a commit")
-	assert.Equal(t, before, dumpVPP(t, env.newAdapter))
+		rec := &vppdrivertest.RequestRecorder{}
+		cfg := testCfg()
+		d, err := vppdriver.New(func() adapter.VppAPI { return rec.Wrap(env.newAdapter()) }, cfg)
+		require.NoError(t, err)
+		runDriver(t, d)
+		synctest.Wait()
+		require.True(t, d.Connected())
+		time.Sleep(10 * cfg.HealthInterval) // health probes (and any retry) run; nothing may be deleted
+		synctest.Wait()
+		assert.True(t, d.Idle())
+		assert.Empty(t, vppdrivertest.Writes(rec.Take()), "connected without a commit")
+		assert.Equal(t, before, dumpVPP(t, env.newAdapter))
 
-	commit(t, d, controller.CommitResync, state)
-	waitConfigured(t, d, len(state))
-	assert.Empty(t, vppdrivertest.Writes(rec.Take()), "the same state")
+		commit(t, d, controller.CommitResync, state)
+		waitConfigured(t, d, len(state))
+		assert.Empty(t, vppdrivertest.Writes(rec.Take()), "the same state")
 
-	delete(state, vppmodel.IPNeighborKey("pod1", netip.MustParseAddr("10.1.1.2")))
-	commit(t, d, controller.CommitResync, state)
-	waitConfigured(t, d, len(state))
-	assert.Equal(t, []string{"ip_neighbor_add_del"}, vppdrivertest.Writes(rec.Take()))
+		delete(state, vppmodel.IPNeighborKey("pod1", netip.MustParseAddr("10.1.1.2")))
+		commit(t, d, controller.CommitResync, state)
+		waitConfigured(t, d, len(state))
+		assert.Equal(t, []string{"ip_neighbor_add_del"}, vppdrivertest.Writes(rec.Take()))
+	})
 }

@@ -60,7 +60,7 @@ func natFlags(f natFlagsVal) nat_types.NatConfigFlags {
 // swIfIndexOf returns the sw_if_index of the interface with key ifKey
 // (~0 if the driver does not know it).
 func (d *Driver) swIfIndexOf(ifKey string) interface_types.InterfaceIndex {
-	if dep := d.items[ifKey]; dep != nil && dep.created {
+	if dep := d.items[ifKey]; dep != nil {
 		return interface_types.InterfaceIndex(dep.swIfIndex)
 	}
 	return interface_types.InterfaceIndex(noIndex)

@@ -12,68 +12,105 @@ import (
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 )
 
-// readbackNat adds the owned NAT44-ED configuration to out: the plugin
-// state and pools if the driver knows their keys (they have no tag), the
-// features of owned interfaces, and mappings tagged with TagPrefix.
-func (d *Driver) readbackNat(ctx context.Context, out map[string]found, swName map[uint32]string) error {
+// readNat reads the NAT44-ED configuration the driver owns, kind by kind:
+// the plugin state if the driver knows its key (it has no tag), the
+// features of owned interfaces, the pools (of owned interfaces' addresses;
+// address ranges if the driver knows their keys: they have no tag
+// either), and the mappings tagged with TagPrefix. Nothing if the plugin
+// is disabled.
+func (d *Driver) readNat(ctx context.Context, ifs *ownedIfaces) ([]value, error) {
+	global, err := d.readNatGlobal(ctx)
+	if err != nil || global == nil {
+		return nil, err
+	}
+	var out []value
+	if it := d.items[vppmodel.Nat44GlobalKey]; it != nil && (it.want != nil || it.have != nil) {
+		out = append(out, global)
+	}
+	x := &natDumped{}
+	var b dumpBatch
+	addDump(&b, &nat44_ed.Nat44InterfaceDump{}, &x.features)
+	addDump(&b, &nat44_ed.Nat44InterfaceAddrDump{}, &x.ifacePools)
+	addDump(&b, &nat44_ed.Nat44AddressDump{}, &x.addresses)
+	addDump(&b, &nat44_ed.Nat44StaticMappingDump{}, &x.statics)
+	addDump(&b, &nat44_ed.Nat44IdentityMappingDump{}, &x.identities)
+	addDump(&b, &nat44_ed.Nat44LbStaticMappingDump{}, &x.lbs)
+	if err := b.run(ctx, d.cl); err != nil {
+		return nil, err
+	}
+	if x.outputs, err = d.outputInterfaces(ctx); err != nil {
+		return nil, err
+	}
+	out = append(out, asValues(readNatInterfaces(x, ifs))...)
+	out = append(out, asValues(d.readNatPools(x, ifs))...)
+	out = append(out, asValues(d.readNatStatic(x))...)
+	out = append(out, asValues(d.readNatIdentity(x, ifs))...)
+	out = append(out, asValues(d.readNatLB(x))...)
+	return out, nil
+}
+
+// natDumped is what a readback dumps of NAT44-ED, typed: one field per
+// dump.
+type natDumped struct {
+	features   []*nat44_ed.Nat44InterfaceDetails
+	outputs    []uint32 // sw_if_index of the output-feature interfaces
+	ifacePools []*nat44_ed.Nat44InterfaceAddrDetails
+	addresses  []*nat44_ed.Nat44AddressDetails
+	statics    []*nat44_ed.Nat44StaticMappingDetails
+	identities []*nat44_ed.Nat44IdentityMappingDetails
+	lbs        []*nat44_ed.Nat44LbStaticMappingDetails
+}
+
+// readNatGlobal reads the plugin's state: nil if it is disabled.
+func (d *Driver) readNatGlobal(ctx context.Context) (*natGlobalVal, error) {
 	var running *nat44_ed.Nat44ShowRunningConfigReply
 	err := d.cl.pipeline(ctx, []call{{req: &nat44_ed.Nat44ShowRunningConfig{}, done: func(r api.Message, err error) {
 		if err == nil {
 			running = r.(*nat44_ed.Nat44ShowRunningConfigReply)
 		}
 	}}})
-	if err != nil {
-		return err
+	if err != nil || running == nil || running.Sessions == 0 {
+		return nil, err // disabled: no NAT configuration
 	}
-	if running == nil || running.Sessions == 0 {
-		return nil // plugin disabled: no NAT configuration
-	}
-	if it := d.items[vppmodel.Nat44GlobalKey]; it != nil && (it.want != nil || it.have != nil) {
-		out[vppmodel.Nat44GlobalKey] = found{value: &natGlobalVal{sessions: running.Sessions, forwarding: running.ForwardingEnabled}}
-	}
-	res, err := d.cl.dumps(ctx, []api.Message{
-		&nat44_ed.Nat44InterfaceDump{}, &nat44_ed.Nat44AddressDump{}, &nat44_ed.Nat44StaticMappingDump{},
-		&nat44_ed.Nat44IdentityMappingDump{}, &nat44_ed.Nat44LbStaticMappingDump{}, &nat44_ed.Nat44InterfaceAddrDump{},
-	})
-	if err != nil {
-		return err
-	}
-	for _, m := range res[0] {
-		r := m.(*nat44_ed.Nat44InterfaceDetails)
-		name, ok := swName[uint32(r.SwIfIndex)]
-		if !ok {
-			continue
-		}
-		out[vppmodel.Nat44InterfaceKey(name)] = found{value: newNatIface(name, r.Flags&nat_types.NAT_IS_INSIDE != 0,
-			r.Flags&nat_types.NAT_IS_OUTSIDE != 0, false)}
-	}
-	outputs, err := d.outputInterfaces(ctx)
-	if err != nil {
-		return err
-	}
-	for _, sw := range outputs {
-		if name, ok := swName[sw]; ok {
-			out[vppmodel.Nat44InterfaceKey(name)] = found{value: newNatIface(name, false, false, true)}
-		}
-	}
-	for _, m := range res[5] {
-		r := m.(*nat44_ed.Nat44InterfaceAddrDetails)
-		if name, ok := swName[uint32(r.SwIfIndex)]; ok {
-			v := newIfacePool(name, r.Flags&nat_types.NAT_IS_TWICE_NAT != 0)
-			out[vppmodel.Nat44InterfaceAddressPoolKey(name, v.twice)] = found{value: v}
-		}
-	}
+	return &natGlobalVal{sessions: running.Sessions, forwarding: running.ForwardingEnabled}, nil
+}
 
+// readNatInterfaces reads the NAT44 features of owned interfaces: inside
+// and outside, or the output feature (which replaces them).
+func readNatInterfaces(x *natDumped, ifs *ownedIfaces) []*natIfaceVal {
+	var out []*natIfaceVal
+	for _, r := range x.features {
+		if name, ok := ifs.nameOf(uint32(r.SwIfIndex)); ok {
+			out = append(out, newNatIface(name, r.Flags&nat_types.NAT_IS_INSIDE != 0, r.Flags&nat_types.NAT_IS_OUTSIDE != 0, false))
+		}
+	}
+	for _, sw := range x.outputs {
+		if name, ok := ifs.nameOf(sw); ok {
+			out = append(out, newNatIface(name, false, false, true))
+		}
+	}
+	return out
+}
+
+// readNatPools reads the pools of owned interfaces' addresses, and the
+// address-range pools whose keys the driver knows (applied or desired)
+// that VPP holds completely (every address, one VRF).
+func (d *Driver) readNatPools(x *natDumped, ifs *ownedIfaces) []*poolVal {
+	var out []*poolVal
+	for _, r := range x.ifacePools {
+		if name, ok := ifs.nameOf(uint32(r.SwIfIndex)); ok {
+			out = append(out, newIfacePool(name, r.Flags&nat_types.NAT_IS_TWICE_NAT != 0))
+		}
+	}
 	type poolAddr struct {
 		ip    netip.Addr
 		twice bool
 	}
-	pool := map[poolAddr]uint32{}
-	for _, m := range res[1] {
-		r := m.(*nat44_ed.Nat44AddressDetails)
+	pool := make(map[poolAddr]uint32, len(x.addresses))
+	for _, r := range x.addresses {
 		pool[poolAddr{netip.AddrFrom4(r.IPAddress), r.Flags&nat_types.NAT_IS_TWICE_NAT != 0}] = r.VrfID
 	}
-	for k, it := range d.items {
+	for _, it := range d.items {
 		if it.kind != kindNat {
 			continue
 		}
@@ -94,21 +131,30 @@ func (d *Driver) readbackNat(ctx context.Context, out map[string]found, swName m
 			vrf = v
 		}
 		if complete {
-			out[k] = found{value: &poolVal{first: p.first, last: p.last, vrf: vrf, twice: p.twice}}
+			out = append(out, &poolVal{first: p.first, last: p.last, vrf: vrf, twice: p.twice})
 		}
 	}
+	return out
+}
 
-	prefix := d.cfg.TagPrefix
-	for _, m := range res[2] {
-		r := m.(*nat44_ed.Nat44StaticMappingDetails)
-		if !strings.HasPrefix(r.Tag, prefix) || uint32(r.ExternalSwIfIndex) != noIndex {
+// readNatStatic reads the static mappings tagged TagPrefix (of an
+// address, not of an interface's).
+func (d *Driver) readNatStatic(x *natDumped) []*staticVal {
+	var out []*staticVal
+	for _, r := range x.statics {
+		if !strings.HasPrefix(r.Tag, d.cfg.TagPrefix) || uint32(r.ExternalSwIfIndex) != noIndex {
 			continue
 		}
-		v := &staticVal{proto: vppmodel.Nat44Protocol(r.Protocol), local: netip.AddrFrom4(r.LocalIPAddress), lport: r.LocalPort,
-			ext: netip.AddrFrom4(r.ExternalIPAddress), eport: r.ExternalPort, vrf: r.VrfID, flags: natFlagsOf(r.Flags)}
-		out[vppmodel.Nat44StaticMappingKey(v.proto, v.ext, uint32(v.eport))] = found{value: v}
+		out = append(out, &staticVal{proto: vppmodel.Nat44Protocol(r.Protocol), local: netip.AddrFrom4(r.LocalIPAddress), lport: r.LocalPort,
+			ext: netip.AddrFrom4(r.ExternalIPAddress), eport: r.ExternalPort, vrf: r.VrfID, flags: natFlagsOf(r.Flags)})
 	}
+	return out
+}
 
+// readNatIdentity reads the identity mappings tagged TagPrefix, of an
+// address or of an owned interface's address.
+func (d *Driver) readNatIdentity(x *natDumped, ifs *ownedIfaces) []*identityVal {
+	res := x.identities
 	// Identity mappings on an interface are dumped twice: as the record
 	// (interface, address 0.0.0.0) and resolved (the address, no interface).
 	type idKey struct {
@@ -117,36 +163,33 @@ func (d *Driver) readbackNat(ctx context.Context, out map[string]found, swName m
 		tag   string
 	}
 	onIface := map[idKey]bool{}
-	for _, m := range res[3] {
-		r := m.(*nat44_ed.Nat44IdentityMappingDetails)
+	for _, r := range res {
 		if uint32(r.SwIfIndex) != noIndex {
 			onIface[idKey{r.Protocol, r.Port, r.Tag}] = true
 		}
 	}
-	for _, m := range res[3] {
-		r := m.(*nat44_ed.Nat44IdentityMappingDetails)
-		if !strings.HasPrefix(r.Tag, prefix) {
+	var out []*identityVal
+	for _, r := range res {
+		if !strings.HasPrefix(r.Tag, d.cfg.TagPrefix) {
 			continue
 		}
-		var v *identityVal
 		if sw := uint32(r.SwIfIndex); sw != noIndex {
-			name, ok := swName[sw]
-			if !ok {
-				continue
+			if name, ok := ifs.nameOf(sw); ok {
+				out = append(out, newIdentity(vppmodel.Nat44Protocol(r.Protocol), netip.Addr{}, name, r.Port, r.VrfID))
 			}
-			v = newIdentity(vppmodel.Nat44Protocol(r.Protocol), netip.Addr{}, name, r.Port, r.VrfID)
-		} else {
-			if onIface[idKey{r.Protocol, r.Port, r.Tag}] {
-				continue
-			}
-			v = newIdentity(vppmodel.Nat44Protocol(r.Protocol), netip.AddrFrom4(r.IPAddress), "", r.Port, r.VrfID)
+		} else if !onIface[idKey{r.Protocol, r.Port, r.Tag}] {
+			out = append(out, newIdentity(vppmodel.Nat44Protocol(r.Protocol), netip.AddrFrom4(r.IPAddress), "", r.Port, r.VrfID))
 		}
-		out[vppmodel.Nat44IdentityMappingKey(v.proto, v.ip, v.iface, uint32(v.port))] = found{value: v}
 	}
+	return out
+}
 
-	for _, m := range res[4] {
-		r := m.(*nat44_ed.Nat44LbStaticMappingDetails)
-		if !strings.HasPrefix(r.Tag, prefix) {
+// readNatLB reads the load-balanced mappings tagged TagPrefix. VPP does
+// not report the affinity: it is taken from the driver's record.
+func (d *Driver) readNatLB(x *natDumped) []*lbVal {
+	var out []*lbVal
+	for _, r := range x.lbs {
+		if !strings.HasPrefix(r.Tag, d.cfg.TagPrefix) {
 			continue
 		}
 		v := &lbVal{lbHead: lbHead{proto: vppmodel.Nat44Protocol(r.Protocol), ext: netip.AddrFrom4(r.ExternalAddr),
@@ -154,9 +197,7 @@ func (d *Driver) readbackNat(ctx context.Context, out map[string]found, swName m
 		for _, l := range r.Locals {
 			v.backends = append(v.backends, newBackend(netip.AddrFrom4(l.Addr), l.Port, l.Probability, l.VrfID))
 		}
-		k := vppmodel.Nat44LbStaticMappingKey(v.proto, v.ext, uint32(v.port))
-		// VPP does not report the affinity: take the one the driver set.
-		if it := d.items[k]; it != nil {
+		if it := d.items[v.key()]; it != nil {
 			for _, known := range []value{it.have, it.want} {
 				if lb, ok := known.(*lbVal); ok {
 					v.affinity = lb.affinity
@@ -164,9 +205,9 @@ func (d *Driver) readbackNat(ctx context.Context, out map[string]found, swName m
 				}
 			}
 		}
-		out[k] = found{value: v.finish()}
+		out = append(out, v.finish())
 	}
-	return nil
+	return out
 }
 
 // rvEAgain is VPP's retval of a *_get reply that stopped early: call again

@@ -183,47 +183,23 @@ func (d *Driver) ifaceCreate(it *item, m *ifaceVal) *op {
 		o.lookup = l.existing
 	}
 	o.stages = append(o.stages, func() []call {
-		var req api.Message
-		switch m.typ {
-		case vppmodel.Interface_EXISTING:
+		if m.typ == vppmodel.Interface_EXISTING {
 			// Adopted, not created: runOps looked it up by name.
 			if !o.found {
 				o.fail(fmt.Errorf("%w: VPP has no interface named %q", ErrNoSuchInterface, l.existing))
 				return nil
 			}
-			it.swIfIndex, it.created = o.lookupSw, true
+			it.swIfIndex = o.lookupSw
 			return nil
-		case vppmodel.Interface_MEMIF:
-			sock, ok := d.memifSockets[l.memifSocket]
-			if !ok {
-				o.fail(fmt.Errorf("memif socket %q is not registered", l.memifSocket))
-				return nil
-			}
-			role := memif.MEMIF_ROLE_API_SLAVE
-			if l.memifMaster {
-				role = memif.MEMIF_ROLE_API_MASTER
-			}
-			req = &memif.MemifCreateV2{Role: role, Mode: memif.MEMIF_MODE_API_ETHERNET, RxQueues: 1, TxQueues: 1,
-				ID: l.memifID, SocketID: sock, RingSize: l.memifRing, BufferSize: uint16(l.memifBuf),
-				HwAddr: m.mac, Secret: l.memifSecret}
-		case vppmodel.Interface_VXLAN_TUNNEL:
-			req = vxlanMsg(l, true, o.decapNext)
-		case vppmodel.Interface_LOOPBACK:
-			req = &interfaces.CreateLoopback{MacAddress: m.mac}
-		case vppmodel.Interface_AF_PACKET:
-			// Checksum offload as VPP's CLI sets it by default: a veth hands
-			// VPP packets whose checksum the kernel left to the "hardware";
-			// without it VPP forwards them with bad checksums and TCP fails.
-			req = &af_packet.AfPacketCreateV3{
-				Mode: af_packet.AF_PACKET_API_MODE_ETHERNET, HostIfName: l.afpHost,
-				HwAddr: m.mac, UseRandomHwAddr: !m.hasMAC,
-				NumRxQueues: 1, NumTxQueues: 1,
-				Flags: af_packet.AF_PACKET_API_FLAG_CKSUM_GSO,
-			}
-		case vppmodel.Interface_TAP:
-			req = d.tapMsg(m)
-		default:
+		}
+		t := ifaceTypes[m.typ]
+		if t == nil || t.create == nil {
 			o.fail(fmt.Errorf("unsupported interface type %v", m.typ))
+			return nil
+		}
+		req, err := t.create(d, m, o.decapNext)
+		if err != nil {
+			o.fail(err)
 			return nil
 		}
 		return []call{{req: req, done: func(rep api.Message, err error) {
@@ -244,7 +220,6 @@ func (d *Driver) ifaceCreate(it *item, m *ifaceVal) *op {
 			case *memif.MemifCreateV2Reply:
 				it.swIfIndex = uint32(r.SwIfIndex)
 			}
-			it.created = true
 		}}}
 	})
 	o.stages = append(o.stages, func() []call {
@@ -297,41 +272,12 @@ func (d *Driver) unnumberedCall(o *op, it *item, m *ifaceVal) (call, bool) {
 		return call{}, false
 	}
 	src := d.items[m.unnumKey]
-	if src == nil || !src.created {
+	if src == nil || !src.created() {
 		o.fail(fmt.Errorf("interface %q is not configured", m.unnumbered))
 		return call{}, false
 	}
 	return call{req: &interfaces.SwInterfaceSetUnnumbered{SwIfIndex: interface_types.InterfaceIndex(src.swIfIndex),
 		UnnumberedSwIfIndex: interface_types.InterfaceIndex(it.swIfIndex), IsAdd: true}, done: o.expect()}, true
-}
-
-// tapMsg builds tap_create_v3 with every default set explicitly.
-func (d *Driver) tapMsg(m *ifaceVal) *tapv2.TapCreateV3 {
-	l := &m.link
-	req := &tapv2.TapCreateV3{
-		ID: noIndex, UseRandomMac: !m.hasMAC, MacAddress: m.mac,
-		NumRxQueues: 1, NumTxQueues: 1,
-		RxRingSz: uint16(l.tapRx), TxRingSz: uint16(l.tapTx),
-		HostIfNameSet: l.tapHost != "", HostIfName: l.tapHost,
-		HostNamespaceSet: l.tapNS != "", HostNamespace: l.tapNS,
-		HostMacAddrSet: l.tapHasMAC, HostMacAddr: l.tapHostMAC,
-		Tag: d.cfg.TagPrefix + m.name,
-	}
-	if p := l.tapIP4; p.IsValid() {
-		req.HostIP4PrefixSet = true
-		req.HostIP4Prefix = ip_types.IP4AddressWithPrefix{Address: p.Addr().As4(), Len: uint8(p.Bits())}
-	}
-	if p := l.tapIP6; p.IsValid() {
-		req.HostIP6PrefixSet = true
-		req.HostIP6Prefix = ip_types.IP6AddressWithPrefix{Address: p.Addr().As16(), Len: uint8(p.Bits())}
-	}
-	if a := l.tapGW4; a.IsValid() {
-		req.HostIP4GwSet, req.HostIP4Gw = true, a.As4()
-	}
-	if a := l.tapGW6; a.IsValid() {
-		req.HostIP6GwSet, req.HostIP6Gw = true, a.As16()
-	}
-	return req
 }
 
 // ifaceUpdate changes admin state, VRF binding and addresses in place.
@@ -396,19 +342,12 @@ func (d *Driver) ifaceDelete(it *item, old *ifaceVal) *op {
 		return d.ifaceRelease(o, it, old)
 	}
 	o.stages = append(o.stages, func() []call {
-		sw := interface_types.InterfaceIndex(it.swIfIndex)
-		switch old.typ {
-		case vppmodel.Interface_AF_PACKET:
-			return []call{{req: &af_packet.AfPacketDelete{HostIfName: old.link.afpHost}, done: o.expect(rvSyscallError1)}}
-		case vppmodel.Interface_TAP:
-			return []call{{req: &tapv2.TapDeleteV2{SwIfIndex: sw}, done: o.expect(rvInvalidSwIfIndex)}}
-		case vppmodel.Interface_VXLAN_TUNNEL:
-			return []call{{req: vxlanMsg(&old.link, false, noIndex), done: o.expect(rvNoSuchEntry)}}
-		case vppmodel.Interface_MEMIF:
-			return []call{{req: &memif.MemifDelete{SwIfIndex: sw}, done: o.expect(rvInvalidSwIfIndex)}}
-		default:
-			return []call{{req: &interfaces.DeleteLoopback{SwIfIndex: sw}, done: o.expect(rvInvalidSwIfIndex)}}
+		t := ifaceTypes[old.typ]
+		if t == nil || t.delete == nil {
+			t = ifaceTypes[vppmodel.Interface_LOOPBACK] // an owned interface of a type the driver does not create
 		}
+		req, gone := t.delete(it.swIfIndex, &old.link)
+		return []call{{req: req, done: o.expect(gone...)}}
 	})
 	return o
 }
@@ -461,7 +400,7 @@ func (d *Driver) neighborPut(it *item, m *neighborVal) *op {
 	o := &op{it: it}
 	o.stages = append(o.stages, func() []call {
 		dep := d.items[m.ifKey()]
-		if dep == nil || !dep.created {
+		if dep == nil || !dep.created() {
 			o.fail(fmt.Errorf("interface %q is not configured", m.iface))
 			return nil
 		}
@@ -474,7 +413,7 @@ func (d *Driver) neighborDelete(it *item, m *neighborVal) *op {
 	o := &op{it: it}
 	o.stages = append(o.stages, func() []call {
 		dep := d.items[m.ifKey()]
-		if dep == nil || !dep.created {
+		if dep == nil || !dep.created() {
 			return nil // the interface is gone, and its neighbors with it
 		}
 		return []call{{req: neighborMsg(dep.swIfIndex, m, false), done: o.expect(rvNoSuchEntry, rvInvalidSwIfIndex)}}
@@ -516,7 +455,7 @@ func (d *Driver) routeMsg(m *routeVal, add bool) (*ip.IPRouteAddDel, error) {
 		}
 		if p.iface != "" {
 			dep := d.items[p.ifKey]
-			if dep == nil || !dep.created {
+			if dep == nil || !dep.created() {
 				return nil, fmt.Errorf("interface %q is not configured", p.iface)
 			}
 			fp.SwIfIndex = dep.swIfIndex
@@ -554,8 +493,6 @@ func (d *Driver) routeDelete(it *item, m *routeVal) *op {
 	return o
 }
 
-func addrDetailsPrefix(d *ip.IPAddressDetails) ip_types.Prefix { return ip_types.Prefix(d.Prefix) }
-
 const vxlanPort = 4789
 
 // vxlanNodeNext makes ip4-input (payload6: ip6-input) a next node of
@@ -577,17 +514,6 @@ func vxlanNodes(v6, payload6 bool) (node, next string) {
 		next = "ip6-input"
 	}
 	return node, next
-}
-
-// vxlanMsg builds vxlan_add_del_tunnel_v3 with every default set
-// explicitly (GoVPP does not apply binapi defaults).
-func vxlanMsg(l *ifaceLink, add bool, decapNext uint32) *vxlan.VxlanAddDelTunnelV3 {
-	return &vxlan.VxlanAddDelTunnelV3{
-		IsAdd: add, Instance: noIndex,
-		SrcAddress: vppconv.Address(l.vxSrc), DstAddress: vppconv.Address(l.vxDst),
-		SrcPort: vxlanPort, DstPort: vxlanPort, McastSwIfIndex: interface_types.InterfaceIndex(noIndex),
-		EncapVrfID: l.encapVrf, DecapNextIndex: decapNext, Vni: l.vni, IsL3: true,
-	}
 }
 
 // defaultMemifSocket is VPP's socket 0.

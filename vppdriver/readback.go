@@ -1,10 +1,10 @@
 package vppdriver
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"go.fd.io/govpp/api"
@@ -43,7 +43,7 @@ func (d *Driver) resyncLocked(ctx context.Context) error {
 		if ctx.Err() != nil {
 			d.needResync = true
 		} else {
-			d.signal(d.broken)
+			d.connBroken(err)
 		}
 		d.publishLocked()
 		return err
@@ -52,240 +52,312 @@ func (d *Driver) resyncLocked(ctx context.Context) error {
 	d.needResync = false
 	for k, it := range d.items {
 		if _, ok := found[k]; !ok {
-			it.created, it.half, it.swIfIndex = false, false, 0
+			it.swIfIndex = noIndex
 			d.setHaveLocked(it, nil)
 			d.forgetLocked(it)
 		}
 	}
 	for k, f := range found {
-		it := d.itemLocked(k)
-		it.created, it.half, it.swIfIndex = true, false, f.swIfIndex
-		d.setHaveLocked(it, f.value)
+		d.holdLocked(k, f)
 	}
 	d.readBack = true
 	for _, it := range d.items {
 		// What VPP holds and nobody asked for yet is kept until the first
-		// resync commit (see Driver.fullState and the removal set in
-		// passLocked).
+		// resync commit (stateUnclaimed).
 		d.markDirtyLocked(it)
 		d.markPubLocked(it)
 	}
 	return d.passLocked(ctx)
 }
 
+// holdLocked records that VPP holds f of key, as a readback found it. A
+// key no commit mentioned is stateUnclaimed (or stateRemoving after a
+// resync commit).
+func (d *Driver) holdLocked(key string, f found) {
+	it := d.items[key]
+	if it == nil {
+		it = d.itemLocked(key)
+		it.state = d.unclaimedLocked()
+	}
+	it.swIfIndex = f.swIfIndex
+	d.setHaveLocked(it, f.value)
+}
+
+// found is an object a readback found in VPP that the driver owns: its
+// value and, for an interface, its sw_if_index (noIndex for the others).
 type found struct {
 	value     value
 	swIfIndex uint32
 }
 
-// readbackLocked dumps VPP and returns the objects the driver owns:
-// interfaces whose tag starts with TagPrefix, IP tables whose name starts
-// with it, and routes that are in an owned table or whose key the driver
-// applied or wants (other routes are foreign and left alone).
+// readbackLocked reads back what the driver owns in VPP, kind by kind:
+// interfaces whose tag starts with TagPrefix (with what VPP reports of
+// their type, their addresses, VRF bindings and unnumbered source), the
+// static neighbors on them, IP tables whose name starts with TagPrefix,
+// routes that are in an owned table or whose key the driver applied or
+// wants (other routes are foreign and left alone), and the NAT44-ED
+// configuration (see readNat). It returns them by key.
 func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
+	x, err := d.dumpObjects(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ifs, err := d.readInterfaces(ctx, x)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]found, len(d.items))
+	add := func(vs []value) {
+		for _, v := range vs {
+			out[v.key()] = found{value: v, swIfIndex: noIndex}
+		}
+	}
+	for _, i := range ifs.list {
+		out[i.v.key()] = found{value: i.v, swIfIndex: i.sw}
+	}
+	add(asValues(readNeighbors(x, ifs)))
+	tables := d.readTables(x)
+	for _, v := range tables.owned {
+		add([]value{v})
+	}
+	routes, err := d.readRoutes(ctx, tables, ifs)
+	if err != nil {
+		return nil, err
+	}
+	add(asValues(routes))
+	if d.natErr == nil {
+		nat, err := d.readNat(ctx, ifs)
+		if err != nil {
+			return nil, err
+		}
+		add(nat)
+	}
+	return out, nil
+}
+
+// asValues returns typed values as values.
+func asValues[V value](vs []V) []value {
+	out := make([]value, len(vs))
+	for i, v := range vs {
+		out[i] = v
+	}
+	return out
+}
+
+// dumped is what the first round of a readback dumps, pipelined together,
+// typed: one field per dump (the memif and VXLAN ones empty without those
+// messages).
+type dumped struct {
+	ifaces                 []*interfaces.SwInterfaceDetails
+	afPackets              []*af_packet.AfPacketDetails
+	taps                   []*tapv2.SwInterfaceTapV2Details
+	memifSockets           []*memif.MemifSocketFilenameDetails
+	memifs                 []*memif.MemifDetails
+	tunnels                []*vxlan.VxlanTunnelV2Details
+	unnumbered             []*ip.IPUnnumberedDetails
+	neighbors4, neighbors6 []*ip_neighbor.IPNeighborDetails
+	tables                 []*ip.IPTableDetails
+}
+
+// dumpObjects runs the first round of a readback: every dump that needs
+// nothing from another.
+func (d *Driver) dumpObjects(ctx context.Context) (*dumped, error) {
 	all := interface_types.InterfaceIndex(noIndex)
-	reqs := []api.Message{
-		&interfaces.SwInterfaceDump{SwIfIndex: all},
-		&ip.IPTableDump{},
-		&af_packet.AfPacketDump{},
-		&tapv2.SwInterfaceTapV2Dump{SwIfIndex: all},
-		&ip.IPUnnumberedDump{SwIfIndex: all},
-		&ip_neighbor.IPNeighborDump{SwIfIndex: all, Af: ip_types.ADDRESS_IP4},
-		&ip_neighbor.IPNeighborDump{SwIfIndex: all, Af: ip_types.ADDRESS_IP6},
-	}
-	const (
-		resUnnumbered = 4
-		resNeigh4     = 5
-		resNeigh6     = 6
-		resVxlan      = 7
-	)
-	if d.vxlanErr == nil {
-		reqs = append(reqs, &vxlan.VxlanTunnelV2Dump{SwIfIndex: interface_types.InterfaceIndex(noIndex)})
-	}
-	memifAt := len(reqs)
+	x := &dumped{}
+	var b dumpBatch
+	addDump(&b, &interfaces.SwInterfaceDump{SwIfIndex: all}, &x.ifaces)
+	addDump(&b, &af_packet.AfPacketDump{}, &x.afPackets)
+	addDump(&b, &tapv2.SwInterfaceTapV2Dump{SwIfIndex: all}, &x.taps)
 	if d.memifErr == nil {
-		reqs = append(reqs, &memif.MemifSocketFilenameDump{}, &memif.MemifDump{})
+		addDump(&b, &memif.MemifSocketFilenameDump{}, &x.memifSockets)
+		addDump(&b, &memif.MemifDump{}, &x.memifs)
 	}
-	res, err := d.cl.dumps(ctx, reqs)
+	if d.vxlanErr == nil {
+		addDump(&b, &vxlan.VxlanTunnelV2Dump{SwIfIndex: all}, &x.tunnels)
+	}
+	addDump(&b, &ip.IPUnnumberedDump{SwIfIndex: all}, &x.unnumbered)
+	addDump(&b, &ip_neighbor.IPNeighborDump{SwIfIndex: all, Af: ip_types.ADDRESS_IP4}, &x.neighbors4)
+	addDump(&b, &ip_neighbor.IPNeighborDump{SwIfIndex: all, Af: ip_types.ADDRESS_IP6}, &x.neighbors6)
+	addDump(&b, &ip.IPTableDump{}, &x.tables)
+	return x, b.run(ctx, d.cl)
+}
+
+// ownedIfaces are the interfaces a readback found that the driver owns.
+type ownedIfaces struct {
+	list  []ownedIface
+	names map[uint32]string // sw_if_index -> logical name
+	// connected holds the subnets of their addresses (masked), by
+	// interface: VPP's connected routes.
+	connected map[swPrefix]bool
+}
+
+type ownedIface struct {
+	sw uint32
+	v  *ifaceVal
+}
+
+type swPrefix struct {
+	sw  uint32
+	pfx netip.Prefix
+}
+
+// nameOf returns the logical name of an owned interface, or a name that
+// no desired value uses for a foreign one.
+func (o *ownedIfaces) nameOf(sw uint32) (name string, owned bool) {
+	if name, ok := o.names[sw]; ok {
+		return name, true
+	}
+	return fmt.Sprintf("#sw_if_index=%d", sw), false
+}
+
+// readInterfaces reads the interfaces the driver owns (tagged TagPrefix +
+// name, TagPrefix + "=" + name if adopted), finished: with what the dumps
+// of their types report (see ifaceTypes), their unnumbered source, their
+// addresses and their VRF bindings.
+func (d *Driver) readInterfaces(ctx context.Context, x *dumped) (*ownedIfaces, error) {
+	afpHosts := readAfPackets(x)
+	taps := readTaps(x)
+	memifs := d.readMemifs(x)
+	tunnels, err := d.readVxlanTunnels(ctx, x)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]found{}
+	unnumbered := readUnnumbered(x)
+
 	prefix := d.cfg.TagPrefix
-
-	afpHost := map[uint32]string{}
-	for _, m := range res[2] {
-		r := m.(*af_packet.AfPacketDetails)
-		afpHost[uint32(r.SwIfIndex)] = r.HostIfName
-	}
-	taps := map[uint32]*tapv2.SwInterfaceTapV2Details{}
-	for _, m := range res[3] {
-		r := m.(*tapv2.SwInterfaceTapV2Details)
-		taps[r.SwIfIndex] = r
-	}
-
-	memifs := map[uint32]*memif.MemifDetails{}
-	sockets := map[uint32]string{}
-	if d.memifErr == nil {
-		for _, m := range res[memifAt] {
-			r := m.(*memif.MemifSocketFilenameDetails)
-			sockets[r.SocketID] = r.SocketFilename
-			d.memifSockets[r.SocketFilename] = r.SocketID
-		}
-		for _, m := range res[memifAt+1] {
-			r := m.(*memif.MemifDetails)
-			memifs[uint32(r.SwIfIndex)] = r
-		}
-	}
-	tunnels := map[uint32]*vxlan.VxlanTunnelV2Details{}
-	if d.vxlanErr == nil {
-		for _, m := range res[resVxlan] {
-			r := m.(*vxlan.VxlanTunnelV2Details)
-			tunnels[uint32(r.SwIfIndex)] = r
-		}
-	}
-	decap, err := d.decapNexts(ctx, len(tunnels) > 0)
-	if err != nil {
-		return nil, err
-	}
-	unnumbered := map[uint32]uint32{}
-	for _, m := range res[resUnnumbered] {
-		r := m.(*ip.IPUnnumberedDetails)
-		unnumbered[uint32(r.SwIfIndex)] = uint32(r.IPSwIfIndex)
-	}
-
-	// Owned interfaces.
-	type ownedIf struct {
-		sw uint32
-		v  *ifaceVal
-	}
-	var owned []*ownedIf
-	swName := map[uint32]string{}
-	for _, m := range res[0] {
-		r := m.(*interfaces.SwInterfaceDetails)
+	ifs := &ownedIfaces{names: map[uint32]string{}, connected: map[swPrefix]bool{}}
+	for _, r := range x.ifaces {
 		if !strings.HasPrefix(r.Tag, prefix) {
 			continue
 		}
 		name := strings.TrimPrefix(r.Tag, prefix)
 		adopted := strings.HasPrefix(name, adoptedMark)
 		name = strings.TrimPrefix(name, adoptedMark)
-		v := &ifaceVal{name: name, enabled: r.Flags&interface_types.IF_STATUS_API_FLAG_ADMIN_UP != 0}
-		var want *ifaceVal
-		if it := d.items[vppmodel.InterfaceKey(name)]; it != nil {
-			want, _ = it.want.(*ifaceVal)
-			if want == nil {
-				want, _ = it.have.(*ifaceVal)
-			}
-		}
-		if want == nil {
-			want = &ifaceVal{}
-		}
-		devType := r.InterfaceDevType
-		if adopted {
-			devType = "" // never created by the driver: adopted, whatever it is
-		}
-		switch devType {
-		case "":
-			v.typ = vppmodel.Interface_EXISTING
-			v.link.existing = r.InterfaceName
-		case "Loopback":
-			v.typ = vppmodel.Interface_LOOPBACK
-		case "af-packet":
-			v.typ = vppmodel.Interface_AF_PACKET
-			v.link.afpHost = afpHost[uint32(r.SwIfIndex)]
-		case "virtio":
-			v.typ = vppmodel.Interface_TAP
-			v.link.tapRx, v.link.tapTx = defaultTapRing, defaultTapRing
-			if t := taps[uint32(r.SwIfIndex)]; t != nil {
-				v.link.tapRx, v.link.tapTx = uint32(cmp.Or(t.RxRingSz, defaultTapRing)), uint32(cmp.Or(t.TxRingSz, defaultTapRing))
-				if want.link.tapHost != "" {
-					v.link.tapHost = t.HostIfName
-				}
-				if want.link.tapNS != "" {
-					v.link.tapNS = t.HostNamespace
-					if netnsPath(t.HostNamespace) == netnsPath(want.link.tapNS) {
-						v.link.tapNS = want.link.tapNS // a name and its path are one namespace
-					}
-				}
-				if want.link.tapHasMAC {
-					v.link.tapHostMAC, v.link.tapHasMAC = t.HostMacAddr, true
-				}
-				if t.HostIP4Prefix.Len != 0 || t.HostIP4Prefix.Address != (ip_types.IP4Address{}) {
-					v.link.tapIP4 = netip.PrefixFrom(netip.AddrFrom4(t.HostIP4Prefix.Address), int(t.HostIP4Prefix.Len))
-				}
-				if t.HostIP6Prefix.Len != 0 || t.HostIP6Prefix.Address != (ip_types.IP6Address{}) {
-					v.link.tapIP6 = netip.PrefixFrom(netip.AddrFrom16(t.HostIP6Prefix.Address), int(t.HostIP6Prefix.Len))
-				}
-			}
-			// VPP does not report the host gateways: take them from the
-			// driver's record.
-			v.link.tapGW4, v.link.tapGW6 = want.link.tapGW4, want.link.tapGW6
-		case "memif":
-			v.typ = vppmodel.Interface_MEMIF
-			v.link.memifSocket = defaultMemifSocket
-			if r := memifs[uint32(r.SwIfIndex)]; r != nil {
-				v.link.memifMaster, v.link.memifID = r.Role == memif.MEMIF_ROLE_API_MASTER, r.ID
-				v.link.memifSocket = cmp.Or(sockets[r.SocketID], defaultMemifSocket)
-			}
-			// VPP does not report the secret, and reports the running ring
-			// and buffer sizes (negotiated with the peer; 1 and 0 without
-			// one), not the configured ones: take them from the driver's
-			// record.
-			v.link.memifSecret = want.link.memifSecret
-			v.link.memifRing, v.link.memifBuf = cmp.Or(want.link.memifRing, defaultMemifRing), cmp.Or(want.link.memifBuf, defaultMemifBuffer)
-		case "VXLAN":
-			v.typ = vppmodel.Interface_VXLAN_TUNNEL
-			if t := tunnels[uint32(r.SwIfIndex)]; t != nil {
-				v.link.vxSrc, v.link.vxDst = vppconv.AddrOf(t.SrcAddress), vppconv.AddrOf(t.DstAddress)
-				v.link.vni, v.link.encapVrf = t.Vni, t.EncapVrfID
-				switch t.DecapNextIndex {
-				case decap[decapKey{v.link.vxSrc.Is6(), false}]:
-				case decap[decapKey{v.link.vxSrc.Is6(), true}]:
-					v.link.vxPayload6 = true
-				default:
-					v.link.vxBadDecap = true // not a routed tunnel of ours: re-created
-				}
-			} else {
-				v.typ = vppmodel.Interface_TYPE_UNSPECIFIED
-			}
-		default:
-			v.typ = vppmodel.Interface_TYPE_UNSPECIFIED // unknown kind: will be re-created
-		}
-		if want.hasMAC {
-			v.hasMAC, v.mac = true, r.L2Address
-		}
-		o := &ownedIf{sw: uint32(r.SwIfIndex), v: v}
-		owned = append(owned, o)
-		swName[o.sw] = name
+		sw := uint32(r.SwIfIndex)
+		vi := &vppIface{details: r, afpHost: afpHosts[sw], tap: taps[sw], memif: memifs[sw], tunnel: tunnels[sw]}
+		v := ifaceFromVPP(vi, name, adopted, d.ifaceRecordLocked(name))
+		ifs.list = append(ifs.list, ownedIface{sw: sw, v: v})
+		ifs.names[sw] = name
 	}
-
-	for _, o := range owned {
+	for _, o := range ifs.list {
 		if src, ok := unnumbered[o.sw]; ok {
-			name, known := swName[src]
-			if !known {
-				name = fmt.Sprintf("#sw_if_index=%d", src) // not ours: never equal to a desired source
-			}
-			o.v.unnumbered = name
+			o.v.unnumbered, _ = ifs.nameOf(src) // a foreign source never equals a desired one
 		}
 	}
-
-	// Static neighbors on owned interfaces.
-	for _, m := range append(res[resNeigh4], res[resNeigh6]...) {
-		n := m.(*ip_neighbor.IPNeighborDetails).Neighbor
-		name, ok := swName[uint32(n.SwIfIndex)]
-		if !ok || n.Flags&ip_neighbor.IP_API_NEIGHBOR_FLAG_STATIC == 0 {
-			continue // foreign interface, or learnt (ARP / neighbor discovery)
-		}
-		ip := vppconv.AddrOf(n.IPAddress)
-		out[vppmodel.IPNeighborKey(name, ip)] = found{value: newNeighbor(name, ip, n.MacAddress)}
+	if err := d.readAddresses(ctx, ifs); err != nil {
+		return nil, err
 	}
+	for _, o := range ifs.list {
+		o.v.finish()
+	}
+	return ifs, nil
+}
 
-	// Their addresses and VRF bindings.
-	var dumpReqs []api.Message
-	var calls []call
-	for _, o := range owned {
+// ifaceRecordLocked returns the driver's record of the interface name:
+// its desired value, else the applied one, else an empty value.
+func (d *Driver) ifaceRecordLocked(name string) *ifaceVal {
+	if it := d.items[vppmodel.InterfaceKey(name)]; it != nil {
+		if v, ok := it.want.(*ifaceVal); ok {
+			return v
+		}
+		if v, ok := applied(it.have).(*ifaceVal); ok {
+			return v
+		}
+	}
+	return &ifaceVal{}
+}
+
+// readAfPackets returns the host interface of every af_packet interface,
+// by sw_if_index.
+func readAfPackets(x *dumped) map[uint32]string {
+	out := make(map[uint32]string, len(x.afPackets))
+	for _, r := range x.afPackets {
+		out[uint32(r.SwIfIndex)] = r.HostIfName
+	}
+	return out
+}
+
+// readTaps returns the details of every tap, by sw_if_index.
+func readTaps(x *dumped) map[uint32]*tapv2.SwInterfaceTapV2Details {
+	out := make(map[uint32]*tapv2.SwInterfaceTapV2Details, len(x.taps))
+	for _, r := range x.taps {
+		out[r.SwIfIndex] = r
+	}
+	return out
+}
+
+// memifInfo is what VPP reports of a memif.
+type memifInfo struct {
+	master bool
+	id     uint32
+	socket string // its socket's filename ("" if VPP did not list it)
+}
+
+// readMemifs returns every memif, by sw_if_index, and learns the socket
+// IDs of the socket filenames.
+func (d *Driver) readMemifs(x *dumped) map[uint32]*memifInfo {
+	filenames := make(map[uint32]string, len(x.memifSockets))
+	for _, r := range x.memifSockets {
+		filenames[r.SocketID] = r.SocketFilename
+		d.memifSockets[r.SocketFilename] = r.SocketID
+	}
+	out := make(map[uint32]*memifInfo, len(x.memifs))
+	for _, r := range x.memifs {
+		out[uint32(r.SwIfIndex)] = &memifInfo{master: r.Role == memif.MEMIF_ROLE_API_MASTER, id: r.ID, socket: filenames[r.SocketID]}
+	}
+	return out
+}
+
+// vxlanInfo is what VPP reports of a VXLAN tunnel.
+type vxlanInfo struct {
+	src, dst      netip.Addr
+	vni, encapVrf uint32
+	payload6      bool // the decap-next is ip6-input
+	badDecap      bool // the decap-next is neither ip4-input nor ip6-input: not a routed tunnel of ours
+}
+
+// readVxlanTunnels returns every VXLAN tunnel, by sw_if_index, with its
+// payload family as its decap-next tells it (asked of VPP if there are
+// tunnels).
+func (d *Driver) readVxlanTunnels(ctx context.Context, x *dumped) (map[uint32]*vxlanInfo, error) {
+	decap, err := d.decapNexts(ctx, len(x.tunnels) > 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[uint32]*vxlanInfo, len(x.tunnels))
+	for _, t := range x.tunnels {
+		v := &vxlanInfo{src: vppconv.AddrOf(t.SrcAddress), dst: vppconv.AddrOf(t.DstAddress), vni: t.Vni, encapVrf: t.EncapVrfID}
+		switch t.DecapNextIndex {
+		case decap[decapKey{v.src.Is6(), false}]:
+		case decap[decapKey{v.src.Is6(), true}]:
+			v.payload6 = true
+		default:
+			v.badDecap = true // re-created
+		}
+		out[uint32(t.SwIfIndex)] = v
+	}
+	return out, nil
+}
+
+// readUnnumbered returns the address source of every unnumbered
+// interface, by sw_if_index.
+func readUnnumbered(x *dumped) map[uint32]uint32 {
+	out := make(map[uint32]uint32, len(x.unnumbered))
+	for _, r := range x.unnumbered {
+		out[uint32(r.SwIfIndex)] = uint32(r.IPSwIfIndex)
+	}
+	return out
+}
+
+// readAddresses reads the addresses (IPv4 and IPv6) and VRF bindings of
+// the owned interfaces into their values, and their subnets into
+// ifs.connected.
+func (d *Driver) readAddresses(ctx context.Context, ifs *ownedIfaces) error {
+	reqs := make([]api.Message, 0, 2*len(ifs.list))
+	calls := make([]call, 0, 2*len(ifs.list))
+	for _, o := range ifs.list {
 		sw := interface_types.InterfaceIndex(o.sw)
-		dumpReqs = append(dumpReqs, &ip.IPAddressDump{SwIfIndex: sw}, &ip.IPAddressDump{SwIfIndex: sw, IsIPv6: true})
+		reqs = append(reqs, &ip.IPAddressDump{SwIfIndex: sw}, &ip.IPAddressDump{SwIfIndex: sw, IsIPv6: true})
 		calls = append(calls,
 			call{req: &interfaces.SwInterfaceGetTable{SwIfIndex: sw}, done: func(r api.Message, err error) {
 				if err == nil {
@@ -298,49 +370,71 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 				}
 			}})
 	}
-	addrs, err := d.cl.dumps(ctx, dumpReqs)
+	addrs, err := dumpEach[*ip.IPAddressDetails](ctx, d.cl, reqs)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := d.cl.pipeline(ctx, calls); err != nil {
-		return nil, err
+		return err
 	}
-	type conn struct {
-		sw  uint32
-		pfx netip.Prefix
-	}
-	connected := map[conn]bool{}
-	for i, o := range owned {
-		for _, m := range append(addrs[2*i], addrs[2*i+1]...) {
-			p := vppconv.PrefixOf(addrDetailsPrefix(m.(*ip.IPAddressDetails)))
+	for i, o := range ifs.list {
+		for _, a := range append(addrs[2*i], addrs[2*i+1]...) {
+			p := vppconv.PrefixOf(ip_types.Prefix(a.Prefix))
 			o.v.addrs = append(o.v.addrs, p)
-			connected[conn{o.sw, p.Masked()}] = true
+			ifs.connected[swPrefix{o.sw, p.Masked()}] = true
 		}
-		out[vppmodel.InterfaceKey(o.v.name)] = found{value: o.v.finish(), swIfIndex: o.sw}
 	}
+	return nil
+}
 
-	// Owned tables; which tables to read routes from.
-	type tkey struct {
-		v6 bool
-		id uint32
+// readNeighbors returns the static neighbors on owned interfaces (learnt
+// ones, and those of foreign interfaces, are not the driver's).
+func readNeighbors(x *dumped, ifs *ownedIfaces) []*neighborVal {
+	var out []*neighborVal
+	for _, r := range slices.Concat(x.neighbors4, x.neighbors6) {
+		n := r.Neighbor
+		name, owned := ifs.nameOf(uint32(n.SwIfIndex))
+		if !owned || n.Flags&ip_neighbor.IP_API_NEIGHBOR_FLAG_STATIC == 0 {
+			continue
+		}
+		out = append(out, newNeighbor(name, vppconv.AddrOf(n.IPAddress), n.MacAddress))
 	}
-	exists := map[tkey]bool{}
-	ownedTable := map[tkey]bool{}
-	for _, m := range res[1] {
-		t := m.(*ip.IPTableDetails).Table
-		k := tkey{t.IsIP6, t.TableID}
-		exists[k] = true
-		if strings.HasPrefix(t.Name, prefix) && t.TableID != 0 {
-			ownedTable[k] = true
-			proto := vppmodel.VrfTable_IPV4
-			if t.IsIP6 {
-				proto = vppmodel.VrfTable_IPV6
-			}
-			out[vppmodel.VrfTableKey(proto, t.TableID)] = found{value: newVrf(t.TableID, t.IsIP6, strings.TrimPrefix(t.Name, prefix))}
+	return out
+}
+
+// tableID names an IP table of VPP.
+type tableID struct {
+	v6 bool
+	id uint32
+}
+
+// ipTables is what a readback found of VPP's IP tables.
+type ipTables struct {
+	exists map[tableID]bool
+	owned  map[tableID]*vrfVal // named TagPrefix + label (never table 0)
+}
+
+// readTables reads VPP's IP tables: which exist, and which the driver
+// owns.
+func (d *Driver) readTables(x *dumped) *ipTables {
+	out := &ipTables{exists: map[tableID]bool{}, owned: map[tableID]*vrfVal{}}
+	for _, r := range x.tables {
+		t := r.Table
+		k := tableID{t.IsIP6, t.TableID}
+		out.exists[k] = true
+		if strings.HasPrefix(t.Name, d.cfg.TagPrefix) && t.TableID != 0 {
+			out.owned[k] = newVrf(t.TableID, t.IsIP6, strings.TrimPrefix(t.Name, d.cfg.TagPrefix))
 		}
 	}
-	scan := map[tkey]bool{{false, 0}: true, {true, 0}: true}
-	for k := range ownedTable {
+	return out
+}
+
+// readRoutes reads the routes the driver owns: the routes of owned tables,
+// and in other tables (table 0, foreign tables) those whose key it
+// applied or wants. It reads the tables that hold either.
+func (d *Driver) readRoutes(ctx context.Context, tables *ipTables, ifs *ownedIfaces) ([]*routeVal, error) {
+	scan := map[tableID]bool{{false, 0}: true, {true, 0}: true}
+	for k := range tables.owned {
 		scan[k] = true
 	}
 	for _, it := range d.items {
@@ -349,41 +443,35 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 		}
 		for _, v := range []value{it.want, it.have} {
 			if r, ok := v.(*routeVal); ok {
-				scan[tkey{r.dst.Addr().Is6(), r.vrf}] = true
+				scan[tableID{r.dst.Addr().Is6(), r.vrf}] = true
 			}
 		}
 	}
-	var tables []tkey
-	var routeReqs []api.Message
+	var ids []tableID
+	var reqs []api.Message
 	for k := range scan {
-		if exists[k] {
-			tables = append(tables, k)
-			routeReqs = append(routeReqs, &ip.IPRouteDump{Table: ip.IPTable{TableID: k.id, IsIP6: k.v6}})
+		if tables.exists[k] {
+			ids = append(ids, k)
+			reqs = append(reqs, &ip.IPRouteDump{Table: ip.IPTable{TableID: k.id, IsIP6: k.v6}})
 		}
 	}
-	routes, err := d.cl.dumps(ctx, routeReqs)
+	res, err := dumpEach[*ip.IPRouteDetails](ctx, d.cl, reqs)
 	if err != nil {
 		return nil, err
 	}
-	for i, tk := range tables {
-		for _, m := range routes[i] {
-			r := m.(*ip.IPRouteDetails).Route
-			v, hostEntry, ok := d.routeFromVPP(r, tk.id, swName, func(p netip.Prefix, sw uint32) bool { return connected[conn{sw, p}] })
+	var out []*routeVal
+	for i, tk := range ids {
+		for _, r := range res[i] {
+			v, hostEntry, ok := routeFromVPP(r.Route, tk.id, ifs)
 			if !ok {
 				continue
 			}
-			key := vppmodel.RouteKey(tk.id, v.dst)
-			it := d.items[key]
+			it := d.items[v.key()]
 			known := it != nil && (it.have != nil || it.want != nil)
-			if !known && (hostEntry || !ownedTable[tk]) {
+			if !known && (hostEntry || tables.owned[tk] == nil) {
 				continue // foreign, or an entry VPP made for a neighbor or a tracked address
 			}
-			out[key] = found{value: v.finish()}
-		}
-	}
-	if d.natErr == nil {
-		if err := d.readbackNat(ctx, out, swName); err != nil {
-			return nil, err
+			out = append(out, v.finish())
 		}
 	}
 	return out, nil
@@ -399,7 +487,7 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 // resolving next hops: it is converted to the attached route, and
 // hostEntry tells the caller that it is the driver's only if the driver
 // knows the key.
-func (d *Driver) routeFromVPP(r ip.IPRoute, table uint32, swName map[uint32]string, isConnected func(netip.Prefix, uint32) bool) (v *routeVal, hostEntry, ok bool) {
+func routeFromVPP(r ip.IPRoute, table uint32, ifs *ownedIfaces) (v *routeVal, hostEntry, ok bool) {
 	p := vppconv.PrefixOf(r.Prefix)
 	if !p.IsValid() || p.Masked() != p || len(r.Paths) == 0 {
 		return nil, false, false
@@ -414,7 +502,7 @@ func (d *Driver) routeFromVPP(r ip.IPRoute, table uint32, swName map[uint32]stri
 		if fp.SwIfIndex == noIndex && nh.IsUnspecified() {
 			return nil, false, false
 		}
-		if nh.IsUnspecified() && isConnected(p, fp.SwIfIndex) {
+		if nh.IsUnspecified() && ifs.connected[swPrefix{fp.SwIfIndex, p}] {
 			return nil, false, false
 		}
 		if p.IsSingleIP() && nh == p.Addr() {
@@ -431,24 +519,11 @@ func (d *Driver) routeFromVPP(r ip.IPRoute, table uint32, swName map[uint32]stri
 			pv.nh = nh
 		}
 		if fp.SwIfIndex != noIndex {
-			name, ok := swName[fp.SwIfIndex]
-			if !ok {
-				name = fmt.Sprintf("#sw_if_index=%d", fp.SwIfIndex) // not ours: never equal to a desired path
-			}
-			pv.iface = name
+			pv.iface, _ = ifs.nameOf(fp.SwIfIndex) // a foreign interface: never equal to a desired path
 		}
 		v.paths = append(v.paths, pv)
 	}
 	return v, hostEntry, true
-}
-
-// netnsPath is the path VPP opens for a tap's host namespace (a name is
-// looked up under /var/run/netns).
-func netnsPath(ns string) string {
-	if strings.HasPrefix(ns, "/") {
-		return ns
-	}
-	return "/var/run/netns/" + ns
 }
 
 // decapKey selects a next node of vxlan4-input (v6: vxlan6-input):

@@ -38,8 +38,15 @@ type KeyStatus struct {
 	State     State
 	PendingOn []string  // missing dependencies (StatePending)
 	Err       error     // last failure (StateFailed)
-	Attempts  int       // failed attempts since the last success or change
+	Attempts  int       // failed attempts since the last success, change or reconnect
 	NextRetry time.Time // zero if no retry is scheduled
+	// FailingSince is zero unless the key keeps failing: when it had
+	// failed Config.FailingAfter times in a row, or failed permanently
+	// (see Driver.Degraded). It stays set until the key is configured,
+	// deleted or given a new value; a reconnect, which retries the key
+	// from scratch, does not end it. Invalid values are not failing keys
+	// (they are the committer's errors, see Driver.Commit).
+	FailingSince time.Time
 }
 
 // String formats the status for logs.
@@ -88,4 +95,12 @@ type Stats struct {
 	Connects        uint64 // connections made (the first and every reconnect)
 	Requests        uint64 // binary-API requests sent to VPP (dumps and pings included)
 	FailedAttempts  uint64 // failed attempts to apply or remove a key
+
+	// Failing counts the keys that keep failing (see
+	// KeyStatus.FailingSince; most are Failed, one whose retry after a
+	// reconnect waits for a dependency is Pending), and FailingByKind the
+	// same by kind: "interface", "vrf", "route", "neighbor", "nat44" (the
+	// key's segment after "vpp/"). FailingByKind is nil when none is.
+	Failing       int
+	FailingByKind map[string]int
 }

@@ -188,6 +188,57 @@ func (c *client) dumps(ctx context.Context, reqs []api.Message) ([][]api.Message
 	return out, nil
 }
 
+// dumpBatch collects dumps of different kinds to run pipelined together;
+// each one's details land, typed, where addDump said.
+type dumpBatch struct {
+	reqs  []api.Message
+	store []func([]api.Message)
+}
+
+// addDump adds req to b; after b.run, *into holds its details: D is the
+// details message of req (a message of another type, which a dump does
+// not send, is skipped).
+func addDump[D api.Message](b *dumpBatch, req api.Message, into *[]D) {
+	b.reqs = append(b.reqs, req)
+	b.store = append(b.store, func(msgs []api.Message) { *into = detailsOf[D](msgs) })
+}
+
+// run runs the dumps of b, pipelined.
+func (b *dumpBatch) run(ctx context.Context, c *client) error {
+	res, err := c.dumps(ctx, b.reqs)
+	if err != nil {
+		return err
+	}
+	for i, store := range b.store {
+		store(res[i])
+	}
+	return nil
+}
+
+// dumpEach runs dumps whose details are all of type D, pipelined, and
+// returns the details of each request, in the order of reqs.
+func dumpEach[D api.Message](ctx context.Context, c *client, reqs []api.Message) ([][]D, error) {
+	res, err := c.dumps(ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]D, len(res))
+	for i, msgs := range res {
+		out[i] = detailsOf[D](msgs)
+	}
+	return out, nil
+}
+
+func detailsOf[D api.Message](msgs []api.Message) []D {
+	out := make([]D, 0, len(msgs))
+	for _, m := range msgs {
+		if x, ok := m.(D); ok {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
 func (c *client) dumpWindow(ctx context.Context, reqs []api.Message) ([][]api.Message, error) {
 	wctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()

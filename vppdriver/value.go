@@ -21,6 +21,8 @@ import (
 // strings again.
 type value interface {
 	kind() kind
+	// key returns the key of the value.
+	key() string
 	// deps returns the keys that must be configured before the value can
 	// be applied (shared; read-only).
 	deps() []string
@@ -92,6 +94,8 @@ func parseValue(msg proto.Message) (value, error) {
 // deleted and created again (fields VPP sets only at creation).
 func needsRecreate(old, new value) bool {
 	switch o := old.(type) {
+	case *halfVal:
+		return true // made only in part
 	case *ifaceVal:
 		n, ok := new.(*ifaceVal)
 		return !ok || o.typ != n.typ || o.hasMAC != n.hasMAC || o.mac != n.mac || o.link != n.link
@@ -179,6 +183,7 @@ type ifaceVal struct {
 }
 
 func (v *ifaceVal) kind() kind     { return kindInterface }
+func (v *ifaceVal) key() string    { return vppmodel.InterfaceKey(v.name) }
 func (v *ifaceVal) deps() []string { return v.depKeys }
 func (v *ifaceVal) vxlanV6() bool  { return v.link.vxSrc.Is6() }
 
@@ -238,76 +243,12 @@ func parseInterface(m *vppmodel.Interface) (*ifaceVal, error) {
 		}
 		v.addrs = append(v.addrs, p)
 	}
-	switch v.typ {
-	case vppmodel.Interface_AF_PACKET:
-		v.link.afpHost = m.GetAfPacket().GetHostIfName()
-	case vppmodel.Interface_TAP:
-		if err := parseTap(m.GetTap(), &v.link); err != nil {
+	if t := ifaceTypes[v.typ]; t != nil {
+		if err := t.parse(m, &v.link); err != nil {
 			return nil, err
 		}
-	case vppmodel.Interface_EXISTING:
-		v.link.existing = m.GetExisting().GetVppName()
-	case vppmodel.Interface_VXLAN_TUNNEL:
-		x := m.GetVxlan()
-		src, err := netip.ParseAddr(x.GetSrcAddress())
-		if err != nil {
-			return nil, err
-		}
-		dst, err := netip.ParseAddr(x.GetDstAddress())
-		if err != nil {
-			return nil, err
-		}
-		v.link.vxSrc, v.link.vxDst, v.link.vni, v.link.encapVrf = src, dst, x.GetVni(), x.GetEncapVrf()
-		switch x.GetPayload() {
-		case vppmodel.VxlanLink_PAYLOAD_IPV4:
-		case vppmodel.VxlanLink_PAYLOAD_IPV6:
-			v.link.vxPayload6 = true
-		default:
-			v.link.vxPayload6 = src.Is6()
-		}
-	case vppmodel.Interface_MEMIF:
-		x := m.GetMemif()
-		v.link.memifMaster, v.link.memifID, v.link.memifSecret = x.GetMaster(), x.GetId(), x.GetSecret()
-		v.link.memifSocket = cmp.Or(x.GetSocketFilename(), defaultMemifSocket)
-		v.link.memifRing, v.link.memifBuf = cmp.Or(x.GetRingSize(), defaultMemifRing), cmp.Or(x.GetBufferSize(), defaultMemifBuffer)
 	}
 	return v.finish(), nil
-}
-
-// parseTap fills the tap attributes of l.
-func parseTap(t *vppmodel.TapLink, l *ifaceLink) error {
-	l.tapHost, l.tapNS = t.GetHostIfName(), t.GetHostNamespace()
-	l.tapRx, l.tapTx = cmp.Or(t.GetRxRingSize(), defaultTapRing), cmp.Or(t.GetTxRingSize(), defaultTapRing)
-	if s := t.GetHostMacAddress(); s != "" {
-		mac, err := vppmodel.ParseMAC(s)
-		if err != nil {
-			return err
-		}
-		l.tapHostMAC, l.tapHasMAC = mac, true
-	}
-	for _, a := range t.GetHostIpAddresses() {
-		p, err := netip.ParsePrefix(a)
-		if err != nil {
-			return err
-		}
-		if p.Addr().Is4() {
-			l.tapIP4 = p
-		} else {
-			l.tapIP6 = p
-		}
-	}
-	for _, g := range t.GetHostGateways() {
-		a, err := netip.ParseAddr(g)
-		if err != nil {
-			return err
-		}
-		if a.Is4() {
-			l.tapGW4 = a
-		} else {
-			l.tapGW6 = a
-		}
-	}
-	return nil
 }
 
 func (v *ifaceVal) message() proto.Message {
@@ -318,38 +259,8 @@ func (v *ifaceVal) message() proto.Message {
 	for _, a := range v.addrs {
 		m.IpAddresses = append(m.IpAddresses, a.String())
 	}
-	l := v.link
-	switch v.typ {
-	case vppmodel.Interface_AF_PACKET:
-		m.AfPacket = &vppmodel.AfPacketLink{HostIfName: l.afpHost}
-	case vppmodel.Interface_TAP:
-		t := &vppmodel.TapLink{HostIfName: l.tapHost, RxRingSize: l.tapRx, TxRingSize: l.tapTx, HostNamespace: l.tapNS}
-		if l.tapHasMAC {
-			t.HostMacAddress = l.tapHostMAC.String()
-		}
-		for _, p := range []netip.Prefix{l.tapIP4, l.tapIP6} {
-			if p.IsValid() {
-				t.HostIpAddresses = append(t.HostIpAddresses, p.String())
-			}
-		}
-		for _, a := range []netip.Addr{l.tapGW4, l.tapGW6} {
-			if a.IsValid() {
-				t.HostGateways = append(t.HostGateways, a.String())
-			}
-		}
-		m.Tap = t
-	case vppmodel.Interface_EXISTING:
-		m.Existing = &vppmodel.ExistingLink{VppName: l.existing}
-	case vppmodel.Interface_VXLAN_TUNNEL:
-		payload := vppmodel.VxlanLink_PAYLOAD_IPV4
-		if l.vxPayload6 {
-			payload = vppmodel.VxlanLink_PAYLOAD_IPV6
-		}
-		m.Vxlan = &vppmodel.VxlanLink{SrcAddress: l.vxSrc.String(), DstAddress: l.vxDst.String(), Vni: l.vni, EncapVrf: l.encapVrf,
-			Payload: payload}
-	case vppmodel.Interface_MEMIF:
-		m.Memif = &vppmodel.MemifLink{Master: l.memifMaster, Id: l.memifID, SocketFilename: l.memifSocket,
-			RingSize: l.memifRing, BufferSize: l.memifBuf, Secret: l.memifSecret}
+	if t := ifaceTypes[v.typ]; t != nil {
+		t.message(&v.link, m)
 	}
 	return m
 }
@@ -365,6 +276,7 @@ type vrfVal struct {
 func newVrf(id uint32, v6 bool, label string) *vrfVal { return &vrfVal{id: id, v6: v6, label: label} }
 
 func (v *vrfVal) kind() kind         { return kindVrf }
+func (v *vrfVal) key() string        { return vppmodel.VrfTableKey(protoOf(v.v6), v.id) }
 func (v *vrfVal) deps() []string     { return nil }
 func (v *vrfVal) equal(o value) bool { return *v == *o.(*vrfVal) }
 func (v *vrfVal) message() proto.Message {
@@ -392,6 +304,7 @@ type routeVal struct {
 }
 
 func (v *routeVal) kind() kind     { return kindRoute }
+func (v *routeVal) key() string    { return vppmodel.RouteKey(v.vrf, v.dst) }
 func (v *routeVal) deps() []string { return v.depKeys }
 func (v *routeVal) equal(o value) bool {
 	w := o.(*routeVal)
@@ -467,6 +380,7 @@ func newNeighbor(iface string, ip netip.Addr, mac ethernet_types.MacAddress) *ne
 }
 
 func (v *neighborVal) kind() kind     { return kindNeighbor }
+func (v *neighborVal) key() string    { return vppmodel.IPNeighborKey(v.iface, v.ip) }
 func (v *neighborVal) deps() []string { return v.depKeys }
 func (v *neighborVal) ifKey() string  { return v.depKeys[0] }
 func (v *neighborVal) equal(o value) bool {
@@ -499,6 +413,7 @@ type natGlobalVal struct {
 }
 
 func (v *natGlobalVal) kind() kind         { return kindNatGlobal }
+func (v *natGlobalVal) key() string        { return vppmodel.Nat44GlobalKey }
 func (v *natGlobalVal) deps() []string     { return nil }
 func (v *natGlobalVal) equal(o value) bool { return *v == *o.(*natGlobalVal) }
 func (v *natGlobalVal) message() proto.Message {
@@ -518,6 +433,7 @@ func newNatIface(iface string, inside, outside, output bool) *natIfaceVal {
 }
 
 func (v *natIfaceVal) kind() kind     { return kindNat }
+func (v *natIfaceVal) key() string    { return vppmodel.Nat44InterfaceKey(v.iface) }
 func (v *natIfaceVal) deps() []string { return v.depKeys }
 func (v *natIfaceVal) ifKey() string  { return v.depKeys[1] }
 func (v *natIfaceVal) equal(o value) bool {
@@ -542,6 +458,12 @@ func newIfacePool(iface string, twice bool) *poolVal {
 }
 
 func (v *poolVal) kind() kind { return kindNat }
+func (v *poolVal) key() string {
+	if v.iface != "" {
+		return vppmodel.Nat44InterfaceAddressPoolKey(v.iface, v.twice)
+	}
+	return vppmodel.Nat44AddressPoolKey(v.first, v.last, v.twice)
+}
 func (v *poolVal) deps() []string {
 	if v.depKeys != nil {
 		return v.depKeys
@@ -588,7 +510,10 @@ type staticVal struct {
 	flags        natFlagsVal
 }
 
-func (v *staticVal) kind() kind         { return kindNat }
+func (v *staticVal) kind() kind { return kindNat }
+func (v *staticVal) key() string {
+	return vppmodel.Nat44StaticMappingKey(v.proto, v.ext, uint32(v.eport))
+}
 func (v *staticVal) deps() []string     { return natGlobalDeps }
 func (v *staticVal) equal(o value) bool { return *v == *o.(*staticVal) }
 func (v *staticVal) message() proto.Message {
@@ -628,7 +553,10 @@ func newIdentity(p vppmodel.Nat44Protocol, ip netip.Addr, iface string, port uin
 	return v
 }
 
-func (v *identityVal) kind() kind     { return kindNat }
+func (v *identityVal) kind() kind { return kindNat }
+func (v *identityVal) key() string {
+	return vppmodel.Nat44IdentityMappingKey(v.proto, v.ip, v.iface, uint32(v.port))
+}
 func (v *identityVal) deps() []string { return v.depKeys }
 func (v *identityVal) equal(o value) bool {
 	w := o.(*identityVal)
@@ -697,7 +625,10 @@ type lbVal struct {
 	backends []backendVal // sorted by address and port
 }
 
-func (v *lbVal) kind() kind     { return kindNat }
+func (v *lbVal) kind() kind { return kindNat }
+func (v *lbVal) key() string {
+	return vppmodel.Nat44LbStaticMappingKey(v.proto, v.ext, uint32(v.port))
+}
 func (v *lbVal) deps() []string { return natGlobalDeps }
 func (v *lbVal) equal(o value) bool {
 	w := o.(*lbVal)

@@ -27,7 +27,8 @@ var fuzzKinds = []func() proto.Message{
 }
 
 // FuzzParseValue: every message that model validation accepts converts
-// into a value (conversion never disagrees with validation), and the
+// into a value (conversion never disagrees with validation) whose key (as
+// a readback computes it) is the message's key, and the
 // value's canonical message validates under the same key and converts
 // back to an equal value.
 func FuzzParseValue(f *testing.F) {
@@ -53,6 +54,10 @@ func FuzzParseValue(f *testing.F) {
 		&vppmodel.Nat44Global{Sessions: 100},
 		&vppmodel.Nat44Interface{Interface: "a", Inside: true},
 		&vppmodel.Nat44AddressPool{FirstIp: "192.0.2.1", LastIp: "192.0.2.9", TwiceNat: true},
+		&vppmodel.Nat44AddressPool{FirstIp: "192.0.2.7"},
+		&vppmodel.Nat44AddressPool{Interface: "a", TwiceNat: true},
+		&vppmodel.Nat44IdentityMapping{Ip: "192.0.2.8", Port: 53},
+		&vppmodel.Nat44StaticMapping{LocalIp: "10.0.0.6", ExternalIp: "192.0.2.6"},
 		&vppmodel.Nat44StaticMapping{Protocol: vppmodel.Nat44Protocol_TCP, LocalIp: "10.0.0.5", LocalPort: 80, ExternalIp: "192.0.2.5", ExternalPort: 8080},
 		&vppmodel.Nat44IdentityMapping{Protocol: vppmodel.Nat44Protocol_UDP, Interface: "a", Port: 4789},
 		&vppmodel.Nat44LbStaticMapping{Protocol: vppmodel.Nat44Protocol_TCP, ExternalIp: "192.0.2.30", ExternalPort: 80,
@@ -84,6 +89,9 @@ func FuzzParseValue(f *testing.F) {
 		}
 		if kindOf(key) != v.kind() {
 			t.Fatalf("%s: value of kind %d, key of kind %d", key, v.kind(), kindOf(key))
+		}
+		if v.key() != key {
+			t.Fatalf("%s: the value's key is %s", key, v.key())
 		}
 		canon := v.message()
 		if err := vppmodel.CheckKey(key, canon); err != nil {

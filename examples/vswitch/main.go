@@ -160,7 +160,7 @@ func runAgent(ctx context.Context, cfg config.Config, log *slog.Logger, web *htt
 			HostInterfaces:      nonEmpty(cfg.Uplink.AfPacketHostIf, cfg.HostInterconnect.AfPacketHostIf),
 			HostInterfaceExists: hostIfExists,
 			NICs:                nonEmpty(cfg.Uplink.VPPName),
-			Logger:              log.With(slog.String("component", "vppsim")),
+			Logger:              log,
 		})
 		deps.VPP = func() adapter.VppAPI { return vpp.NewAdapter() }
 	default:

@@ -34,7 +34,7 @@ func TestReadNAT44(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); assert.NoError(t, d.Run(runCtx)) }()
+	go func() { defer wg.Done(); assert.ErrorIs(t, d.Run(runCtx), context.Canceled) }()
 	defer func() { stop(); wg.Wait() }()
 
 	values := controller.KeyValuePairs{}

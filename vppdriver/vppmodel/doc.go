@@ -1,4 +1,4 @@
-// Package model holds the protobuf models of the VPP configuration that the
+// Package vppmodel holds the protobuf models of the VPP configuration that the
 // vppdriver reconciler owns, their keys and their validation.
 //
 // Keys:

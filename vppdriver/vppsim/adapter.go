@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"go.fd.io/govpp/adapter"
@@ -146,7 +147,7 @@ func (v *VPP) serve(c *simConn) {
 				}
 				data, err := codec.DefaultCodec.EncodeMsg(rep, id)
 				if err != nil {
-					v.cfg.Logger.Error("vppsim: encode reply", "msg", rep.GetMessageName(), "err", err)
+					v.log.Error("encode reply", slog.String("msg", rep.GetMessageName()), slog.Any("error", err))
 					continue
 				}
 				binary.BigEndian.PutUint32(data[2:6], r.context)
@@ -164,12 +165,12 @@ func (v *VPP) serve(c *simConn) {
 func (v *VPP) process(gen uint64, msgID uint16, data []byte) ([]api.Message, uint16) {
 	e, ok := v.entryByID(msgID)
 	if !ok || e.handle == nil {
-		v.cfg.Logger.Warn("vppsim: request with unknown message ID", "id", msgID)
+		v.log.Warn("request with unknown message ID", slog.Int("id", int(msgID)))
 		return nil, 0
 	}
 	req := e.newMsg()
 	if err := codec.DefaultCodec.DecodeMsg(data, req); err != nil {
-		v.cfg.Logger.Warn("vppsim: undecodable request", "msg", req.GetMessageName(), "err", err)
+		v.log.Warn("undecodable request", slog.String("msg", req.GetMessageName()), slog.Any("error", err))
 		return nil, 0
 	}
 	v.mu.Lock()

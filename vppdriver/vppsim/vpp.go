@@ -24,7 +24,8 @@ import (
 
 // Config configures a [VPP]. The zero value is valid.
 type Config struct {
-	// Logger receives warnings about undecodable requests. Default: discard.
+	// Logger receives warnings about undecodable requests; New adds
+	// component=vppsim. Default: discard.
 	Logger *slog.Logger
 
 	// HostInterfaces names the Linux interfaces that af_packet_create_v3 can
@@ -78,6 +79,7 @@ type Stats struct {
 // VPP is the in-memory VPP. It is safe for concurrent use.
 type VPP struct {
 	cfg     Config
+	log     *slog.Logger                 // cfg.Logger with component=vppsim
 	entries []msgEntry                   // by message ID - idBase
 	byName  map[string]map[string]uint16 // name -> crc -> ID
 
@@ -108,7 +110,7 @@ func New(cfg Config) *VPP {
 	if cfg.PID == 0 {
 		cfg.PID = 4242
 	}
-	v := &VPP{cfg: cfg, byName: map[string]map[string]uint16{}}
+	v := &VPP{cfg: cfg, log: cfg.Logger.With(slog.String("component", "vppsim")), byName: map[string]map[string]uint16{}}
 	v.st = newState(&v.cfg)
 	hidden := map[string]bool{}
 	for _, h := range cfg.Hide {

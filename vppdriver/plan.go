@@ -1,0 +1,328 @@
+package vppdriver
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// action is what a pass does to one key.
+type action uint8
+
+const (
+	actNone   action = iota // nothing: in sync, waiting for its retry, failed for good, or its removal failed
+	actCreate               // create it (VPP holds nothing of it, or will not after its removal)
+	actUpdate               // change what VPP holds in place
+	actPark                 // wait for the dependencies that are missing
+)
+
+func (a action) String() string {
+	return [...]string{"none", "create", "update", "park"}[a]
+}
+
+// step is one key's action in a plan.
+type step struct {
+	it      *item
+	act     action
+	missing []string // actPark: the dependencies it waits for
+}
+
+// wave is a batch of creates and updates of one kind that a pass sends
+// together: every dependency of a wave is configured before it, or in an
+// earlier wave.
+type wave struct {
+	kind  kind
+	steps []step
+}
+
+// plan is what a pass does, in order: the removals, one batch per kind
+// from the highest kind down (what is applied on top of an object goes
+// before it), then the waves of creates and updates in dependency order
+// (by kind; within a kind, an interface after the interface it borrows
+// its addresses from). The planner predicts that every request succeeds;
+// the executor decides each step again when its wave comes (see decide),
+// from what VPP then holds, and parks what a failure left without its
+// dependencies.
+type plan struct {
+	gen     uint64
+	removes [numKinds][]*item
+	waves   []wave
+	parks   []step  // parked for the whole pass: their missing dependencies are not planned
+	later   []*item // woken items of a lower kind: the next pass (not expected)
+	looked  []*item // every item the plan looked at: their statuses may change
+
+	// Scratch, kept with the plan's slices from pass to pass (passes are
+	// serialized): a one-key pass allocates nothing for its plan.
+	cand        [numKinds][]*item // create/update candidates by kind
+	queue       []*item           // the removal set, breadth first
+	round, next []*item           // the candidates of a round of one kind, and of the next
+}
+
+// reset empties p for the pass gen, keeping its slices' arrays. A slice is
+// always cleared before it is cut (zero), so that the arrays keep no item
+// alive, at the cost of what was used.
+func (p *plan) reset(gen uint64) {
+	p.gen = gen
+	for kd := range p.removes {
+		p.removes[kd] = zero(p.removes[kd])
+		p.cand[kd] = zero(p.cand[kd])
+	}
+	for i := range p.waves {
+		p.waves[i].steps = zero(p.waves[i].steps)
+	}
+	p.waves = p.waves[:0]
+	p.parks = zero(p.parks)
+	p.later = zero(p.later)
+	p.looked = zero(p.looked)
+	p.queue = zero(p.queue)
+	p.round = zero(p.round)
+	p.next = zero(p.next)
+}
+
+// zero clears s and returns it empty, with its array.
+func zero[T any](s []T) []T {
+	clear(s)
+	return s[:0]
+}
+
+// addWave appends an empty wave of kind kd (reusing an array of steps).
+func (p *plan) addWave(kd kind) *wave {
+	if len(p.waves) < cap(p.waves) {
+		p.waves = p.waves[:len(p.waves)+1]
+	} else {
+		p.waves = append(p.waves, wave{})
+	}
+	w := &p.waves[len(p.waves)-1]
+	w.kind, w.steps = kd, zero(w.steps)
+	return w
+}
+
+// addCand makes it a create/update candidate of the plan (if it is
+// desired and not one yet); it reports whether it became one.
+func (p *plan) addCand(it *item) bool {
+	if it.mark.cand == p.gen || it.want == nil {
+		return false
+	}
+	it.mark.cand = p.gen
+	p.cand[it.kind] = append(p.cand[it.kind], it)
+	p.looked = append(p.looked, it)
+	return true
+}
+
+// readiness tells whether a dependency is ready: for the planner (plan
+// set), configured and not removed by the plan, or put by the plan in an
+// earlier wave; for the executor, configured.
+type readiness struct {
+	d    *Driver
+	plan *plan
+}
+
+func (r readiness) ok(key string) bool {
+	dep := r.d.items[key]
+	if dep == nil {
+		return false
+	}
+	if p := r.plan; p != nil {
+		return dep.mark.put == p.gen || (dep.state == stateConfigured && dep.mark.rm != p.gen)
+	}
+	return dep.state == stateConfigured
+}
+
+// String renders the plan, one step a line, the keys of one batch
+// sorted; batches are separated by "--".
+func (p *plan) String() string {
+	var b strings.Builder
+	batch := func(lines []string) {
+		if len(lines) == 0 {
+			return
+		}
+		if b.Len() > 0 {
+			b.WriteString("--\n")
+		}
+		slices.Sort(lines)
+		b.WriteString(strings.Join(lines, "\n") + "\n")
+	}
+	for kd := numKinds - 1; kd >= 0; kd-- {
+		var lines []string
+		for _, it := range p.removes[kd] {
+			lines = append(lines, "remove "+it.key)
+		}
+		batch(lines)
+	}
+	for _, w := range p.waves {
+		var lines []string
+		for _, s := range w.steps {
+			lines = append(lines, s.act.String()+" "+s.it.key)
+		}
+		batch(lines)
+	}
+	var lines []string
+	for _, s := range p.parks {
+		lines = append(lines, fmt.Sprintf("park %s on %s", s.it.key, strings.Join(s.missing, " ")))
+	}
+	batch(lines)
+	return b.String()
+}
+
+// planLocked decides what a pass does about the work items (the keys
+// that changed, that a dependency woke, whose retry is due) and their
+// dependents: it removes what VPP holds but must not (not desired; to be
+// re-created because a creation-time field changed; half-made), together
+// with everything applied on top of it (Driver.users); it creates or
+// updates what is desired and not as desired, once its dependencies are
+// configured or planned before it, and the items parked on what it plans
+// to configure (Driver.waiters) with them; it parks what waits for a
+// dependency that the pass does not configure.
+//
+// It is pure: it sends nothing and changes no item, index or queue; its
+// only writes are its scratch marks (item.mark.rm, .cand, .put of the
+// pass generation it takes). Its cost is proportional to the work items
+// and their dependents, not to the total state.
+func (d *Driver) planLocked(work []*item, now time.Time) *plan {
+	d.gen++
+	p := &d.plan
+	p.reset(d.gen)
+	d.planRemovals(p, work, now)
+	for kd := kind(0); kd < numKinds; kd++ {
+		d.planPuts(p, kd, now)
+	}
+	return p
+}
+
+// planRemovals plans the removal of what VPP holds of the work items but
+// must not, and transitively of what is applied on top of it; the desired
+// ones, and the other work items, become create/update candidates.
+func (d *Driver) planRemovals(p *plan, work []*item, now time.Time) {
+	for _, it := range work {
+		if !p.addCand(it) {
+			p.looked = append(p.looked, it)
+		}
+		if it.have != nil && needsRemoval(it) {
+			it.mark.rm = p.gen
+			p.queue = append(p.queue, it)
+		}
+	}
+	for i := 0; i < len(p.queue); i++ {
+		it := p.queue[i]
+		p.looked = append(p.looked, it)
+		// A failed removal in backoff waits (what is applied on top of it
+		// goes all the same); a desired item is created again after its
+		// removal.
+		if it.want != nil || it.nextRetry.IsZero() || !it.nextRetry.After(now) {
+			p.removes[it.kind] = append(p.removes[it.kind], it)
+			p.addCand(it)
+		}
+		for u := range d.users[it.key] {
+			if u.mark.rm != p.gen && u.have != nil {
+				u.mark.rm = p.gen
+				p.queue = append(p.queue, u)
+			}
+		}
+	}
+}
+
+// planPuts plans the creates and updates of the candidates of kind kd
+// (the kinds below are planned): a dependency is ready if it is
+// configured and stays (not removed), or if the plan puts it in an
+// earlier wave. An interface unnumbered to another interface that the
+// plan puts goes in a later round (wave) of the kind. What a put
+// configures wakes the items parked on it: they join the candidates.
+func (d *Driver) planPuts(p *plan, kd kind, now time.Time) {
+	gen := p.gen
+	ready := readiness{d: d, plan: p}
+	round := append(zero(p.round), p.cand[kd]...)
+	for len(round) > 0 {
+		w := p.addWave(kd)
+		next := zero(p.next) // what waits for a later round of kd
+		for _, it := range round {
+			act, missing := decide(it, now, it.mark.rm == gen, ready)
+			switch {
+			case act == actCreate || act == actUpdate:
+				w.steps = append(w.steps, step{it: it, act: act})
+			case act == actPark && slices.ContainsFunc(missing, func(k string) bool { return d.plannable(k, kd, gen) }):
+				next = append(next, it) // its dependency may be put in this round
+			case act == actPark:
+				p.parks = append(p.parks, step{it: it, act: act, missing: missing})
+			}
+		}
+		if len(w.steps) == 0 {
+			// Nothing new is ready: what waits for this kind waits for good.
+			p.waves = p.waves[:len(p.waves)-1]
+			for _, it := range next {
+				_, missing := decide(it, now, it.mark.rm == gen, ready)
+				p.parks = append(p.parks, step{it: it, act: actPark, missing: missing})
+			}
+			p.round, p.next = round, next
+			return
+		}
+		for _, s := range w.steps {
+			s.it.mark.put = gen
+		}
+		for _, s := range w.steps {
+			for wt := range d.waiters[s.it.key] {
+				switch {
+				case wt.kind < kd:
+					p.later = append(p.later, wt)
+				case p.addCand(wt) && wt.kind == kd:
+					next = append(next, wt)
+				}
+			}
+		}
+		p.round, p.next = next, round // both arrays kept
+		round = next
+	}
+}
+
+// plannable tells whether the dependency key is a candidate of kind kd
+// of the pass gen that the plan has not put yet: a later round of kd may.
+func (d *Driver) plannable(key string, kd kind, gen uint64) bool {
+	dep := d.items[key]
+	return dep != nil && dep.kind == kd && dep.mark.cand == gen && dep.mark.put != gen
+}
+
+// needsRemoval tells whether VPP must no longer hold what it holds of it:
+// it is not desired (removing, invalid), or it is and what VPP holds
+// cannot be changed into it in place (a creation-time field changed, or it
+// is half-made). What VPP holds and no commit mentioned is kept
+// (stateUnclaimed).
+func needsRemoval(it *item) bool {
+	switch {
+	case it.state == stateRemoving, it.state == stateInvalid:
+		return true
+	case it.want == nil, it.state == stateConfigured:
+		return false
+	}
+	return needsRecreate(it.have, it.want)
+}
+
+// decide decides whether a desired item is created, updated, parked
+// or left as it is, given which dependencies are ready: the planner asks
+// with what the plan predicts (removing: the plan removes what VPP holds
+// of it first), the executor again with what VPP holds when the item's
+// wave comes.
+func decide(it *item, now time.Time, removing bool, ready readiness) (action, []string) {
+	switch {
+	case it.want == nil:
+		return actNone, nil
+	case !removing && (it.state == stateConfigured || isHalf(it.have)):
+		return actNone, nil // in sync; or half-made and its removal failed
+	case it.failed != nil && (it.nextRetry.IsZero() || it.nextRetry.After(now)):
+		return actNone, nil // failed for good, or still in backoff
+	}
+	var missing []string
+	for _, dep := range it.want.deps() {
+		if !ready.ok(dep) {
+			missing = append(missing, dep)
+		}
+	}
+	switch {
+	case len(missing) > 0:
+		return actPark, missing
+	case removing || it.have == nil:
+		return actCreate, nil
+	case needsRecreate(it.have, it.want):
+		return actNone, nil // its removal failed
+	}
+	return actUpdate, nil
+}
