@@ -164,6 +164,9 @@ func TestGarbageSkippedCountedAndLaterChangesArrive(t *testing.T) {
 	assert.Equal(t, uint64(1), st.BadKeys)
 	assert.Equal(t, uint64(1), st.UnknownKeys, "a resource this agent does not register is skipped, not bad")
 	assert.Equal(t, uint64(2), st.BadValues)
+	assert.Equal(t, map[string]Skipped{"pod": {BadKeys: 1, BadValues: 1}, "service": {}, "endpoints": {}, "node": {}, "namespace": {}},
+		st.SkippedByResource, "skipped values are counted per resource")
+	assert.Equal(t, Skipped{BadValues: 1}, st.SkippedExternal)
 
 	// At run time: garbage of every kind, then a valid change.
 	unknownType := mustMarshal(t, &anypb.Any{TypeUrl: "type.googleapis.com/no.such.Type"})
@@ -189,6 +192,9 @@ func TestGarbageSkippedCountedAndLaterChangesArrive(t *testing.T) {
 	assert.Equal(t, uint64(2), st.BadKeys)
 	assert.Equal(t, uint64(1), st.UnknownKeys)
 	assert.Equal(t, uint64(5), st.BadValues)
+	assert.Equal(t, map[string]Skipped{"pod": {BadKeys: 1, BadValues: 3}, "service": {}, "endpoints": {}, "node": {BadKeys: 1}, "namespace": {}},
+		st.SkippedByResource)
+	assert.Equal(t, Skipped{BadValues: 2}, st.SkippedExternal)
 	assert.NotContains(t, logs.String(), "nodesync/", "keys next to the resources' root are never read")
 	assert.Contains(t, logs.String(), "k8s/node/UPPER")
 	assert.NotContains(t, logs.String(), string(garbage))
