@@ -12,6 +12,7 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 	"github.com/vswitchkit/vswitchkit/internal/retry"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -34,8 +35,8 @@ type Watcher struct {
 	client *clientv3.Client // user-supplied; nil when Run creates its own
 	log    *slog.Logger
 
-	running atomic.Bool
-	stats   counters
+	run   lifecycle.Once
+	stats counters
 
 	// Test hooks, set before Run.
 	hookAfterSnapshot func(rev int64) // after a remote snapshot was read, before it is pushed
@@ -208,20 +209,21 @@ type run struct {
 // error wrapping controller.ErrStopped when the loop stopped, an error
 // wrapping [ErrMirror] when the mirror file cannot be opened, an error
 // wrapping [ErrClientConfig] when the TLS files cannot be loaded,
-// [ErrClientClosed] when the caller's client was closed, or
-// [ErrAlreadyRunning]. Connection failures, lost watches and bad values are
+// [ErrClientClosed] when the caller's client was closed, or an error
+// wrapping [ErrAlreadyRunning] when called before. It never returns nil. Connection failures, lost watches and bad values are
 // handled (and counted in [Watcher.Stats]), not returned. Run returns only after every goroutine it
 // started has exited; a client created by Run is closed.
 func (w *Watcher) Run(ctx context.Context) error {
-	if !w.running.CompareAndSwap(false, true) {
-		return ErrAlreadyRunning
+	if err := w.run.Start("watcher"); err != nil {
+		return err
 	}
 	r := &run{w: w, client: w.client}
 	r.push = pusher{
 		loop: w.loop, min: defaultPushMinBackoff, max: defaultPushMaxBackoff, stats: &w.stats,
-		onRetry: func(ev controller.Event, err error) {
-			w.log.Warn("event loop refused an event; retrying", slog.String("event", ev.GetName()), slog.Any("error", err))
+		onRefused: func(ev controller.Event, err error) {
+			w.log.Warn("event loop refuses events; retrying", slog.String("event", ev.GetName()), slog.Any("error", err))
 		},
+		onAccepted: func() { w.log.Info("event loop accepts events again") },
 	}
 	if w.cfg.MirrorPath != "" {
 		m, err := openMirror(w.cfg.MirrorPath)

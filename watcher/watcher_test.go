@@ -8,6 +8,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/controllertest"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -208,7 +209,10 @@ func TestEventLoopStoppedEndsRun(t *testing.T) {
 	require.NoError(t, err)
 	err = w.Run(ctx)
 	require.ErrorIs(t, err, controller.ErrStopped)
-	require.ErrorIs(t, w.Run(ctx), ErrAlreadyRunning)
+	err = w.Run(ctx)
+	require.ErrorIs(t, err, ErrAlreadyRunning)
+	require.ErrorIs(t, err, lifecycle.ErrAlreadyRunning, "one ErrAlreadyRunning for every package")
+	assert.EqualError(t, err, "watcher: Run called more than once")
 }
 
 func TestNewRejectsBadArguments(t *testing.T) {
