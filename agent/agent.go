@@ -279,7 +279,13 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 		SocketPath:    cfg.CNISocket,
 		InterfaceType: cfg.PodInterfaceType,
 		InterfaceTypeFor: func(_ context.Context, pod kubemodel.PodID) (podiface.Type, error) {
-			return a.PodConn.InterfaceTypeOf(pod), nil
+			t, err := a.PodConn.InterfaceTypeOf(pod)
+			if err != nil {
+				// The pod's annotation names no type: its configuration
+				// is wrong (CNI "invalid network config").
+				return "", fmt.Errorf("%w: %w", cniserver.ErrInvalidConfig, err)
+			}
+			return t, nil
 		},
 		Ready:  func(context.Context) error { return a.Ready() },
 		Logger: log,
