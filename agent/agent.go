@@ -48,7 +48,10 @@ type Deps struct {
 	// host, cniservertest.NewFakeLinux() where pods are simulated.
 	// Required.
 	Linux cniserver.Linux
-	// Logger receives every component's logs. Default: discard.
+	// Logger receives every component's logs, with node=<NodeName>; each
+	// component adds its own component=<name> (the agent's own lines say
+	// component=agent), so Logger must carry no component attribute.
+	// Default: discard.
 	Logger *slog.Logger
 }
 
@@ -58,7 +61,8 @@ type Deps struct {
 // are.
 type Agent struct {
 	cfg Config
-	log *slog.Logger
+	log *slog.Logger // the components' logger: node=<name>, no component
+	own *slog.Logger // the agent's own logs: component=agent
 
 	Driver   *vppdriver.Driver
 	Loop     *controller.Loop
@@ -142,7 +146,7 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 		return nil, errors.New("agent: no Linux implementation for the pod server")
 	}
 	log := discard(deps.Logger).With(slog.String("node", cfg.NodeName))
-	a = &Agent{cfg: cfg, log: log, stopped: make(chan struct{})}
+	a = &Agent{cfg: cfg, log: log, own: log.With(slog.String("component", "agent")), stopped: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -474,13 +478,13 @@ func (a *Agent) Run(ctx context.Context) error {
 			}()
 		}
 	}
-	a.log.Info("agent started")
+	a.own.Info("agent started")
 	select {
 	case <-ctx.Done():
 	case <-failed:
 	}
 	close(a.stopped)
-	a.log.Info("agent stopping", slog.Any("cause", context.Cause(ctx)))
+	a.own.Info("agent stopping", slog.Any("cause", context.Cause(ctx)))
 	for st := range cancels {
 		cancels[st]()
 		deadline := time.NewTimer(a.cfg.StopTimeout)
@@ -489,7 +493,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			select {
 			case <-done:
 			case <-deadline.C:
-				a.log.Warn("a component did not stop in time; stopping the next ones",
+				a.own.Warn("a component did not stop in time; stopping the next ones",
 					slog.Int("stage", st), slog.Duration("stopTimeout", a.cfg.StopTimeout))
 				break stage
 			}
@@ -507,7 +511,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err == nil {
 		err = ctx.Err() // stopped as asked (CONTRIBUTING R4)
 	}
-	a.log.Info("agent stopped", slog.Any("error", err))
+	a.own.Info("agent stopped", slog.Any("error", err))
 	return err
 }
 

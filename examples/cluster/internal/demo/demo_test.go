@@ -68,7 +68,7 @@ func TestCluster(t *testing.T) {
 	// Every component adds component=<name> once; nobody adds a second
 	// (CONTRIBUTING R9).
 	assert.Empty(t, logs.st.twice, "log lines with more than one component")
-	assert.Subset(t, logs.components(), []string{"controller", "embedetcd", "reflector", "watcher"}, "components seen")
+	assert.Subset(t, logs.components(), []string{"agent", "controller", "embedetcd", "reflector", "watcher"}, "components seen")
 	t.Logf("setup %s, change %s", mustText(res.Timings.Setup), mustText(res.Timings.Change))
 	var steps []string
 	for _, s := range res.Timings.Steps {
