@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -134,7 +135,7 @@ type BGP struct {
 // Run. Close releases the files of an agent that is never run.
 func Open(cfg Config, deps Deps) (a *Agent, err error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("agent config: %w", err)
+		return nil, fmt.Errorf("agent: config: %w", err)
 	}
 	cfg, _ = cfg.withDefaults()
 	switch {
@@ -363,13 +364,13 @@ func (a *Agent) Ready() error {
 	// Before the start-up DBResync nothing else is processed, so the
 	// first processed event is that resync.
 	if st := a.Loop.Stats(); !st.StartupResyncDone || st.Processed == 0 {
-		return errors.New("no start-up resync yet")
+		return errors.New("agent: no start-up resync yet")
 	}
 	if a.IPAM.NodeID() == 0 {
-		return errors.New("no node ID yet: the start-up resync of IPAM has not succeeded")
+		return errors.New("agent: no node ID yet: the start-up resync of IPAM has not succeeded")
 	}
 	if !a.Driver.Connected() {
-		return errors.New("VPP not connected")
+		return errors.New("agent: VPP not connected")
 	}
 	return nil
 }
@@ -446,7 +447,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	fail := func(name string, err error) {
 		errMu.Lock()
 		if firstErr == nil {
-			firstErr = fmt.Errorf("%s: %w", name, err)
+			if strings.HasPrefix(err.Error(), name+": ") {
+				firstErr = fmt.Errorf("agent: %w", err) // named already
+			} else {
+				firstErr = fmt.Errorf("agent: %s: %w", name, err)
+			}
 		}
 		errMu.Unlock()
 		failOnce.Do(func() { close(failed) })
