@@ -497,9 +497,11 @@ func TestNATLoopbackProblemLoggedOnce(t *testing.T) {
 	resync()
 	resync()
 	assert.Equal(t, 1, strings.Count(logs.String(), "level=WARN"), logs.String())
+	assert.False(t, nat.Stats().TwiceNATPool, "what is not rendered is in Stats too")
 	loopback = netip.MustParseAddr("172.30.1.254")
 	resync()
 	resync()
+	assert.True(t, nat.Stats().TwiceNATPool)
 	assert.Equal(t, 1, strings.Count(logs.String(), "twice-NAT pool rendered"), logs.String())
 	assert.Equal(t, 1, strings.Count(logs.String(), "level=WARN"))
 }

@@ -75,6 +75,11 @@ type Stats struct {
 	// namespace/name gets the mapping, a warning is logged when another
 	// service joins the conflict (not again at a resync).
 	Conflicts int
+	// TwiceNATPool tells whether the twice-NAT pool of the NAT loopback
+	// address is rendered: false while that address is not known yet or
+	// not IPv4 (a warning is logged), when a pod cannot reach a service
+	// backed by itself.
+	TwiceNATPool bool
 	// Renders counts Render calls; Resyncs the Resync notifications among
 	// them.
 	Renders, Resyncs uint64
@@ -505,6 +510,7 @@ func (r *Renderer) resync(snap *svcprocessor.Snapshot, w writer) {
 		r.log.Info("the NAT loopback address is known: twice-NAT pool rendered")
 	}
 	r.loopbackProblem = problem
+	r.cur.TwiceNATPool = problem == ""
 	if up := r.cfg.Uplink; up != "" {
 		w.put(vppmodel.Nat44InterfaceKey(up), &vppmodel.Nat44Interface{Interface: up, OutputFeature: true})
 		if !r.cfg.DisableSNAT {
