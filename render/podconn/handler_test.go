@@ -1,6 +1,7 @@
 package podconn_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -226,4 +227,28 @@ func TestStartWithoutAttachments(t *testing.T) {
 	b.WaitConfigured(t)
 	assert.Equal(t, before, rendertest.Tables(t, e.newAdapter))
 	assert.Empty(t, vppdrivertest.Writes(e.rec.Take()))
+}
+
+// TestPodWithoutAddressLeftOut: a recorded pod that IPAM has no address
+// for at a resync (its allocation was lost) is left out and logged, as
+// Resync's doc says; the other pods are rebuilt.
+func TestPodWithoutAddressLeftOut(t *testing.T) {
+	e := simEnv(t)
+	node := &rendertest.Node{}
+	a := startAgent(t, e, node)
+	for i := range 2 {
+		require.NoError(t, a.AddPod(t, addPodEvent(e, i, podiface.AfPacket)))
+	}
+	a.Stop()
+	require.NoError(t, node.Store.DeleteAllocation(context.Background(), podID(0)))
+
+	logs := &rendertest.LogBuffer{}
+	b := rendertest.Start(t, rendertest.Options{Name: "node-1", DB: e.db, NewAdapter: e.newAdapter, Node: node,
+		PodConn: podconn.Config{MemifSocketDir: e.memifDir, Logger: logs.Logger()}})
+	_, ok := b.Pods.PodInterface(podID(0))
+	assert.False(t, ok, "left out")
+	_, ok = b.Pods.PodInterface(podID(1))
+	assert.True(t, ok)
+	assert.Contains(t, logs.String(), "level=WARN msg=\"pod left out\" component=podconn pod=default/pod0")
+	assert.Contains(t, logs.String(), podconn.ErrNoPodIP.Error())
 }
