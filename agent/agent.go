@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,7 +49,10 @@ type Deps struct {
 	// host, cniservertest.NewFakeLinux() where pods are simulated.
 	// Required.
 	Linux cniserver.Linux
-	// Logger receives every component's logs. Default: discard.
+	// Logger receives every component's logs, with node=<NodeName>; each
+	// component adds its own component=<name> (the agent's own lines say
+	// component=agent), so Logger must carry no component attribute.
+	// Default: discard.
 	Logger *slog.Logger
 }
 
@@ -58,7 +62,8 @@ type Deps struct {
 // are.
 type Agent struct {
 	cfg Config
-	log *slog.Logger
+	log *slog.Logger // the components' logger: node=<name>, no component
+	own *slog.Logger // the agent's own logs: component=agent
 
 	Driver   *vppdriver.Driver
 	Loop     *controller.Loop
@@ -130,7 +135,7 @@ type BGP struct {
 // Run. Close releases the files of an agent that is never run.
 func Open(cfg Config, deps Deps) (a *Agent, err error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("agent config: %w", err)
+		return nil, fmt.Errorf("agent: config: %w", err)
 	}
 	cfg, _ = cfg.withDefaults()
 	switch {
@@ -142,7 +147,7 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 		return nil, errors.New("agent: no Linux implementation for the pod server")
 	}
 	log := discard(deps.Logger).With(slog.String("node", cfg.NodeName))
-	a = &Agent{cfg: cfg, log: log, stopped: make(chan struct{})}
+	a = &Agent{cfg: cfg, log: log, own: log.With(slog.String("component", "agent")), stopped: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -279,7 +284,13 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 		SocketPath:    cfg.CNISocket,
 		InterfaceType: cfg.PodInterfaceType,
 		InterfaceTypeFor: func(_ context.Context, pod kubemodel.PodID) (podiface.Type, error) {
-			return a.PodConn.InterfaceTypeOf(pod), nil
+			t, err := a.PodConn.InterfaceTypeOf(pod)
+			if err != nil {
+				// The pod's annotation names no type: its configuration
+				// is wrong (CNI "invalid network config").
+				return "", fmt.Errorf("%w: %w", cniserver.ErrInvalidConfig, err)
+			}
+			return t, nil
 		},
 		Ready:  func(context.Context) error { return a.Ready() },
 		Logger: log,
@@ -353,13 +364,13 @@ func (a *Agent) Ready() error {
 	// Before the start-up DBResync nothing else is processed, so the
 	// first processed event is that resync.
 	if st := a.Loop.Stats(); !st.StartupResyncDone || st.Processed == 0 {
-		return errors.New("no start-up resync yet")
+		return errors.New("agent: no start-up resync yet")
 	}
 	if a.IPAM.NodeID() == 0 {
-		return errors.New("no node ID yet: the start-up resync of IPAM has not succeeded")
+		return errors.New("agent: no node ID yet: the start-up resync of IPAM has not succeeded")
 	}
 	if !a.Driver.Connected() {
-		return errors.New("VPP not connected")
+		return errors.New("agent: VPP not connected")
 	}
 	return nil
 }
@@ -436,7 +447,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	fail := func(name string, err error) {
 		errMu.Lock()
 		if firstErr == nil {
-			firstErr = fmt.Errorf("%s: %w", name, err)
+			if strings.HasPrefix(err.Error(), name+": ") {
+				firstErr = fmt.Errorf("agent: %w", err) // named already
+			} else {
+				firstErr = fmt.Errorf("agent: %s: %w", name, err)
+			}
 		}
 		errMu.Unlock()
 		failOnce.Do(func() { close(failed) })
@@ -468,13 +483,13 @@ func (a *Agent) Run(ctx context.Context) error {
 			}()
 		}
 	}
-	a.log.Info("agent started")
+	a.own.Info("agent started")
 	select {
 	case <-ctx.Done():
 	case <-failed:
 	}
 	close(a.stopped)
-	a.log.Info("agent stopping", slog.Any("cause", context.Cause(ctx)))
+	a.own.Info("agent stopping", slog.Any("cause", context.Cause(ctx)))
 	for st := range cancels {
 		cancels[st]()
 		deadline := time.NewTimer(a.cfg.StopTimeout)
@@ -483,7 +498,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			select {
 			case <-done:
 			case <-deadline.C:
-				a.log.Warn("a component did not stop in time; stopping the next ones",
+				a.own.Warn("a component did not stop in time; stopping the next ones",
 					slog.Int("stage", st), slog.Duration("stopTimeout", a.cfg.StopTimeout))
 				break stage
 			}
@@ -501,7 +516,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err == nil {
 		err = ctx.Err() // stopped as asked (CONTRIBUTING R4)
 	}
-	a.log.Info("agent stopped", slog.Any("error", err))
+	a.own.Info("agent stopped", slog.Any("error", err))
 	return err
 }
 

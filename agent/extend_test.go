@@ -81,3 +81,33 @@ func TestExtensions(t *testing.T) {
 	require.NoError(t, n.stop())
 	assert.True(t, errors.Is(<-runnerStopped, context.Canceled), "the runner is stopped with the agent")
 }
+
+// TestRunReturnsTheFailure: a component that fails stops the agent, and
+// Run returns its error, prefixed with the package and the component's
+// name once (CONTRIBUTING R8).
+func TestRunReturnsTheFailure(t *testing.T) {
+	cli := startEtcd(t, "node-1")
+	broken := errors.New("mine: broken")
+	fail := make(chan struct{})
+	var runErr error
+	n := startNodeWith(t, cli, "node-1", func(a *agent.Agent) {
+		require.NoError(t, a.AddRunner("mine", func(ctx context.Context) error {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-fail:
+				return broken
+			}
+		}))
+	})
+	close(fail)
+	select {
+	case runErr = <-n.done:
+	case <-time.After(time.Minute):
+		t.Fatal("the agent did not stop")
+	}
+	n.done <- nil // for the cleanup's stop
+	require.ErrorIs(t, runErr, broken)
+	assert.EqualError(t, runErr, "agent: mine: broken")
+	assert.NotErrorIs(t, runErr, context.Canceled)
+}

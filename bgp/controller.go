@@ -8,10 +8,11 @@ import (
 	"net"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/internal/cfgutil"
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 )
 
 // ControllerConfig configures a [Controller]. The zero value is valid.
@@ -25,10 +26,11 @@ type ControllerConfig struct {
 	// family, else its first ExternalIP.
 	IPv4, IPv6 netip.Addr
 	// RetryInterval is how long after a failed reconcile the controller
-	// tries again without a signal. Default 5s; negative disables retries.
+	// tries again without a signal. Default (zero) 5s; negative disables
+	// retries (the next signal reconciles again).
 	RetryInterval time.Duration
 	// WithdrawalTimeout bounds [Controller.FullWithdrawal] when Run ends.
-	// Default 10s.
+	// Default (zero) 10s; negative is an error.
 	WithdrawalTimeout time.Duration
 	// Logger receives the controller's logs. Default: discard.
 	Logger *slog.Logger
@@ -50,7 +52,10 @@ type Controller struct {
 	sig      Signaler
 	cfg      ControllerConfig
 	log      *slog.Logger
-	started  atomic.Bool
+	run      lifecycle.Once
+	// failing is the error of the failing reconciles being logged, nil
+	// while they succeed; used by the Run goroutine only.
+	failing error
 
 	// mgrMu serializes calls into mgr, as its contract requires, and guards
 	// the fields below.
@@ -93,17 +98,17 @@ func NewController(mgr BGPRouterManager, nodes NodeSource, policies PolicySource
 	if cfg.IPv6.IsValid() && !cfg.IPv6.Is6() {
 		errs = append(errs, fmt.Errorf("bgp: ControllerConfig.IPv6 %s is not an IPv6 address", cfg.IPv6))
 	}
+	for _, err := range cfgutil.Durations([]cfgutil.Duration{
+		{Name: "RetryInterval", Value: &cfg.RetryInterval, Default: 5 * time.Second, Off: true},
+		{Name: "WithdrawalTimeout", Value: &cfg.WithdrawalTimeout, Default: 10 * time.Second},
+	}) {
+		errs = append(errs, fmt.Errorf("bgp: ControllerConfig.%w", err))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	if cfg.Signaler.Sig == nil {
 		cfg.Signaler = NewSignaler()
-	}
-	if cfg.RetryInterval == 0 {
-		cfg.RetryInterval = 5 * time.Second
-	}
-	if cfg.WithdrawalTimeout <= 0 {
-		cfg.WithdrawalTimeout = 10 * time.Second
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -128,8 +133,10 @@ func (c *Controller) Status() ControllerStatus {
 
 // Run places the controller into its control loop: it reconciles once at
 // start and then after every signal, and again RetryInterval after a failed
-// reconcile. Reconcile errors are logged and recorded in [Controller.Status];
-// they do not stop the loop.
+// reconcile. Reconcile errors are recorded in [Controller.Status] and do
+// not stop the loop; they are logged at Warn when reconciles start failing
+// (and when the error changes), not at every retry, and a reconcile that
+// succeeds again is logged at Info.
 //
 // When ctx is cancelled, Run calls [Controller.FullWithdrawal] with its own
 // context bounded by WithdrawalTimeout, then returns ctx.Err(); unless the
@@ -138,11 +145,11 @@ func (c *Controller) Status() ControllerStatus {
 // the sessions without a withdrawal so that graceful-restart peers keep the
 // routes for the restart time while the agent restarts (the GoBGP manager
 // does so when its Run ends; neighbors without graceful restart get a
-// Cease and flush). Run may be called only once; later calls return
-// [ErrAlreadyRunning].
+// Cease and flush). Run may be called only once; later calls return an
+// error wrapping [ErrAlreadyRunning].
 func (c *Controller) Run(ctx context.Context) error {
-	if c.started.Swap(true) {
-		return ErrAlreadyRunning
+	if err := c.run.Start("bgp"); err != nil {
+		return err
 	}
 	c.log.Info("started")
 	c.sig.Event(nil) // initial reconcile
@@ -177,16 +184,32 @@ func (c *Controller) Run(ctx context.Context) error {
 			retry, retryC = nil, nil
 		}
 		stopRetry()
-		if err := c.Reconcile(ctx); err != nil {
-			if ctx.Err() != nil {
-				continue // shutting down; the next iteration withdraws
-			}
-			c.log.Warn("reconcile failed", slog.Any("error", err))
-			if c.cfg.RetryInterval > 0 {
-				retry = time.NewTimer(c.cfg.RetryInterval)
-				retryC = retry.C
-			}
+		err := c.Reconcile(ctx)
+		if err != nil && ctx.Err() != nil {
+			continue // shutting down; the next iteration withdraws
 		}
+		c.logOutcome(err)
+		if err != nil && c.cfg.RetryInterval > 0 {
+			retry = time.NewTimer(c.cfg.RetryInterval)
+			retryC = retry.C
+		}
+	}
+}
+
+// logOutcome logs a reconcile of the control loop: a failure at Warn when
+// it starts a run of failures or its error differs from the previous
+// one's, else at Debug; the first success after failures at Info.
+func (c *Controller) logOutcome(err error) {
+	switch {
+	case err == nil && c.failing != nil:
+		c.failing = nil
+		c.log.Info("reconcile succeeds again")
+	case err == nil:
+	case c.failing == nil || c.failing.Error() != err.Error():
+		c.failing = err
+		c.log.Warn("reconcile failed; retrying", slog.Any("error", err), slog.Duration("retryInterval", c.cfg.RetryInterval))
+	default:
+		c.log.Debug("reconcile failed", slog.Any("error", err))
 	}
 }
 

@@ -3,7 +3,9 @@ package bgp_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/netip"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/bgp"
 	"github.com/vswitchkit/vswitchkit/bgp/bgptest"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 )
 
 func node(labels map[string]string) *kubemodel.Node {
@@ -309,6 +312,40 @@ func TestControllerRetriesAfterFailure(t *testing.T) {
 	})
 }
 
+// TestControllerLogsAFailureOnce: a reconcile that keeps failing is a
+// degraded state, logged at Warn when it starts (and when the error
+// changes), not at every retry, and at Info when a reconcile succeeds
+// again (CONTRIBUTING R10).
+func TestControllerLogsAFailureOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		failures := []error{errors.New("injected"), errors.New("injected"), errors.New("injected"), errors.New("other")}
+		mgr := &bgptest.FakeManager{}
+		mgr.ConfigurePeersFunc = func(context.Context, *bgp.PeeringPolicy, *bgp.ControlPlaneState) error {
+			if len(failures) == 0 {
+				return nil
+			}
+			err := failures[0]
+			failures = failures[1:]
+			return err
+		}
+		var logs strings.Builder
+		h := startController(t, mgr, bgp.ControllerConfig{RetryInterval: time.Minute,
+			Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		h.store.SetNode(node(nil))
+		h.store.SetPolicy(policyFor("a", nil))
+		synctest.Wait()
+		for range 4 {
+			time.Sleep(time.Minute)
+			synctest.Wait()
+		}
+		require.NoError(t, h.ctrl.Status().LastError)
+		assert.Len(t, mgr.Calls(), 5, "four failures, then success")
+		h.stop(t)
+		assert.Equal(t, 2, strings.Count(logs.String(), "level=WARN"), "the failure starts, its error changes\n%s", logs.String())
+		assert.Equal(t, 1, strings.Count(logs.String(), "reconcile succeeds again"))
+	})
+}
+
 func TestControllerRejectsBadInput(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -343,17 +380,24 @@ func TestControllerRejectsBadInput(t *testing.T) {
 }
 
 func TestNewControllerValidates(t *testing.T) {
-	_, err := bgp.NewController(nil, nil, nil, bgp.ControllerConfig{IPv4: netip.MustParseAddr("fd00::1")})
+	_, err := bgp.NewController(nil, nil, nil, bgp.ControllerConfig{IPv4: netip.MustParseAddr("fd00::1"), WithdrawalTimeout: -1})
 	require.Error(t, err)
-	for _, s := range []string{"manager is nil", "node source is nil", "policy source is nil", "IPv4"} {
+	for _, s := range []string{"manager is nil", "node source is nil", "policy source is nil", "IPv4", "WithdrawalTimeout -1ns is negative"} {
 		assert.ErrorContains(t, err, s)
 	}
+	// A negative RetryInterval is documented to disable retries: valid.
+	store := bgp.NewStore(bgp.Signaler{})
+	_, err = bgp.NewController(&bgptest.FakeManager{}, store, store, bgp.ControllerConfig{RetryInterval: -1})
+	require.NoError(t, err)
 }
 
 func TestControllerRunTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := startController(t, &bgptest.FakeManager{}, bgp.ControllerConfig{})
-		require.ErrorIs(t, h.ctrl.Run(context.Background()), bgp.ErrAlreadyRunning)
+		err := h.ctrl.Run(context.Background())
+		require.ErrorIs(t, err, bgp.ErrAlreadyRunning)
+		require.ErrorIs(t, err, lifecycle.ErrAlreadyRunning, "one ErrAlreadyRunning for every package")
+		assert.EqualError(t, err, "bgp: Run called more than once")
 		h.stop(t)
 	})
 }

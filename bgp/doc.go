@@ -33,9 +33,9 @@
 //     and the services; [EventSource] is a controller.EventHandler that
 //     follows this node's kubemodel.Node and the peering policies stored as
 //     bgpmodel.PeeringPolicy (key scheme in package bgpmodel) through the
-//     event loop. Package bgpglue feeds a whole agent's state (IPAM pod
-//     CIDRs, node sync addresses, services with local backends from the
-//     service processor).
+//     event loop. Package render/bgpsource feeds a whole agent's state
+//     (IPAM pod CIDRs, node sync addresses, services with local backends
+//     from the service processor).
 //   - [PeerStatus]: per neighbor, the session state, the families
 //     negotiated, those not offered and why (no node address of that
 //     family for the next hop), and the routes received and advertised per

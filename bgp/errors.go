@@ -3,25 +3,29 @@ package bgp
 import (
 	"errors"
 	"fmt"
+
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 )
+
+// ErrAlreadyRunning is returned (wrapped) by a second call of
+// [Controller.Run]. It is the same value as every other package's
+// ErrAlreadyRunning (internal/lifecycle), so errors.Is works across
+// packages.
+var ErrAlreadyRunning = lifecycle.ErrAlreadyRunning
 
 var (
 	// ErrMultiplePolicies is returned by [PolicySelection] (and by
 	// [Controller.Reconcile]) when more than one peering policy applies to
 	// the node. Only a single policy may apply to a node to avoid ambiguity.
-	ErrMultiplePolicies = errors.New("more than one BGP peering policy applies to this node, please ensure only a single policy matches this node's labels")
-
-	// ErrAlreadyRunning is returned by Run when it is called while a previous
-	// call is still running or has already returned.
-	ErrAlreadyRunning = errors.New("bgp: Run called more than once")
+	ErrMultiplePolicies = errors.New("bgp: more than one BGP peering policy applies to this node, please ensure only a single policy matches this node's labels")
 
 	// ErrInvalidPolicy wraps every validation problem of a peering policy;
 	// use errors.Is to test for it and errors.As with *[FieldError] to get
 	// the offending fields.
-	ErrInvalidPolicy = errors.New("invalid BGP peering policy")
+	ErrInvalidPolicy = errors.New("bgp: invalid BGP peering policy")
 
 	// ErrInvalidAnnotation is wrapped by the errors of [ParseAnnotations].
-	ErrInvalidAnnotation = errors.New("invalid BGP virtual-router annotation")
+	ErrInvalidAnnotation = errors.New("bgp: invalid BGP virtual-router annotation")
 )
 
 // FieldError names one bad field of a peering policy. Field is a path such as

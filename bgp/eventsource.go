@@ -21,7 +21,8 @@ import (
 //
 // It only reads: it never puts anything into the event's transaction.
 // Policies that cannot be converted ([PolicyFromModel]) are left out, logged
-// at Warn level and reported by [EventSource.InvalidPolicies].
+// at Warn level once (again only when their problem changes) and reported
+// by [EventSource.InvalidPolicies].
 //
 // EventSource is safe for concurrent use: the event loop calls the handler
 // methods while the Controller reads the sources.
@@ -78,8 +79,11 @@ func (s *EventSource) Resync(_ controller.Event, kubeState controller.KubeStateD
 	}
 	policies := make(map[string]*PeeringPolicy)
 	invalid := make(map[string]error)
+	s.mu.Lock()
+	prev := s.invalid
+	s.mu.Unlock()
 	for key, v := range kubeState[bgpmodel.PolicyResourceName] {
-		s.convert(key, v, policies, invalid)
+		s.convert(key, v, policies, invalid, prev[key])
 	}
 	s.mu.Lock()
 	s.node = cloneNode(node)
@@ -112,10 +116,11 @@ func (s *EventSource) Update(ev controller.Event, _ controller.UpdateOperations)
 		return "bgp: node changed", nil
 	case bgpmodel.PolicyResourceName:
 		s.mu.Lock()
+		prev := s.invalid[ksc.Key]
 		delete(s.policies, ksc.Key)
 		delete(s.invalid, ksc.Key)
 		if ksc.NewValue != nil {
-			s.convert(ksc.Key, ksc.NewValue, s.policies, s.invalid)
+			s.convert(ksc.Key, ksc.NewValue, s.policies, s.invalid, prev)
 		}
 		s.mu.Unlock()
 		s.sig.Event(ksc)
@@ -127,17 +132,23 @@ func (s *EventSource) Update(ev controller.Event, _ controller.UpdateOperations)
 // Revert does nothing: the source keeps no state the transaction could undo.
 func (s *EventSource) Revert(controller.Event) error { return nil }
 
-func (s *EventSource) convert(key string, v proto.Message, policies map[string]*PeeringPolicy, invalid map[string]error) {
-	m, ok := v.(*bgpmodel.PeeringPolicy)
-	if !ok {
-		invalid[key] = fmt.Errorf("value of %s is %T, want *bgpmodel.PeeringPolicy", key, v)
-		s.log.Warn("ignoring peering policy", slog.String("key", key), slog.Any("error", invalid[key]))
-		return
+// convert converts the policy stored under key into policies, or its
+// error into invalid. prev is the key's error before (nil if none): an
+// error is logged at Warn only when it differs, so that a policy left out
+// is logged once, not at every resync.
+func (s *EventSource) convert(key string, v proto.Message, policies map[string]*PeeringPolicy, invalid map[string]error, prev error) {
+	var p *PeeringPolicy
+	var err error
+	if m, ok := v.(*bgpmodel.PeeringPolicy); ok {
+		p, err = PolicyFromModel(m)
+	} else {
+		err = fmt.Errorf("bgp: value of %s is %T, want *bgpmodel.PeeringPolicy", key, v)
 	}
-	p, err := PolicyFromModel(m)
 	if err != nil {
 		invalid[key] = err
-		s.log.Warn("ignoring peering policy", slog.String("key", key), slog.Any("error", err))
+		if prev == nil || prev.Error() != err.Error() {
+			s.log.Warn("ignoring peering policy", slog.String("key", key), slog.Any("error", err))
+		}
 		return
 	}
 	if p.Name == "" {

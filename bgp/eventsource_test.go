@@ -2,7 +2,9 @@ package bgp_test
 
 import (
 	"context"
+	"log/slog"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,4 +131,34 @@ func TestEventSource(t *testing.T) {
 
 	assert.False(t, src.HandlesEvent(&controller.KubeStateChange{Resource: kubemodel.PodResource}))
 	assert.Empty(t, txn.Keys())
+}
+
+// TestEventSourceWarnsOncePerInvalidPolicy: a policy that cannot be
+// converted is logged at Warn when it appears (or its problem changes),
+// not again at every resync or unrelated change.
+func TestEventSourceWarnsOncePerInvalidPolicy(t *testing.T) {
+	var logs strings.Builder
+	sig := bgp.NewSignaler()
+	src, err := bgp.NewEventSource("n1", sig, slog.New(slog.NewTextHandler(&logs, nil)))
+	require.NoError(t, err)
+	bad := func(addr string) *bgpmodel.PeeringPolicy {
+		return &bgpmodel.PeeringPolicy{Name: "bad", VirtualRouters: []*bgpmodel.VirtualRouter{{Neighbors: []*bgpmodel.Neighbor{{PeerAddress: addr}}}}}
+	}
+	resync := controller.NewDBResync()
+	resync.KubeState[bgpmodel.PolicyResourceName] = controller.KeyValuePairs{bgpmodel.PolicyKey("bad"): bad("x")}
+	txn := controllertest.NewTxn()
+	for range 2 {
+		require.NoError(t, src.Resync(resync, resync.KubeState, 1, txn))
+	}
+	_, err = src.Update(&controller.KubeStateChange{Key: bgpmodel.PolicyKey("bad"), Resource: bgpmodel.PolicyResourceName,
+		PrevValue: bad("x"), NewValue: bad("x")}, txn)
+	require.NoError(t, err)
+	assert.Equal(t, 1, strings.Count(logs.String(), "level=WARN"), logs.String())
+	assert.Contains(t, logs.String(), "component=bgp-source")
+
+	_, err = src.Update(&controller.KubeStateChange{Key: bgpmodel.PolicyKey("bad"), Resource: bgpmodel.PolicyResourceName,
+		PrevValue: bad("x"), NewValue: bad("y")}, txn)
+	require.NoError(t, err)
+	assert.Equal(t, 2, strings.Count(logs.String(), "level=WARN"), "another problem")
+	assert.Contains(t, src.InvalidPolicies(), bgpmodel.PolicyKey("bad"))
 }

@@ -175,8 +175,8 @@ func (f ServiceListerFunc) ListServices() []Service { return f() }
 // LoadBalancer service, its load-balancer class and traffic policies.
 // Unparsable addresses are skipped. The model knows nothing about
 // backends: HasLocalBackend is false, so services with a Local traffic
-// policy are not advertised until the caller sets it (package bgpglue
-// does, from the service processor).
+// policy are not advertised until the caller sets it (package
+// render/bgpsource does, from the service processor).
 func ServiceFromModel(s *kubemodel.Service) Service {
 	out := Service{
 		Namespace:                  s.GetNamespace(),

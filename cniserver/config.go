@@ -47,7 +47,8 @@ type Config struct {
 	Ready func(ctx context.Context) error
 
 	// MTU, if positive, is set on the veth pairs and pod interfaces the
-	// server configures. Default: the kernel's (1500).
+	// server configures. Default (zero): the kernel's (1500). Negative is
+	// an error.
 	MTU int
 
 	// RequestTimeout bounds one request (the plugin bounds it too, and a
@@ -77,7 +78,8 @@ func (c Config) withDefaults() (Config, error) {
 	if _, err := podiface.ParseType(string(c.InterfaceType)); err != nil {
 		errs = append(errs, fmt.Errorf("InterfaceType: %w", err))
 	}
-	if c.MTU < 0 || c.MTU > 65535 {
+	errs = append(errs, cfgutil.Ints([]cfgutil.Int{{Name: "MTU", Value: &c.MTU}})...) // zero: the kernel's
+	if c.MTU > 65535 {
 		errs = append(errs, fmt.Errorf("MTU %d out of range", c.MTU))
 	}
 	errs = append(errs, cfgutil.Durations([]cfgutil.Duration{

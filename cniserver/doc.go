@@ -88,7 +88,8 @@
 // cniVersion; 3 CHECK of an unknown attachment, or an ADD whose network
 // namespace does not exist; 4 a missing or bad parameter (CNI_NETNS,
 // CNI_ARGS without the pod); 6 an undecodable configuration; 7 a bad
-// field of the configuration; 11 try again later (the loop's queue is
+// field of the configuration, or of the pod's (an interface type that
+// Config.InterfaceTypeFor rejects); 11 try again later (the loop's queue is
 // full or it stops, a timeout, a DEL or GC whose DeletePod failed); 50 and
 // 51 from STATUS; [CodeCheckFailed] (100) a CHECK mismatch;
 // [CodeAddFailed] (101) an ADD that failed in a handler or in the
@@ -121,7 +122,8 @@
 // [Server.Run] loads the store, serves the socket until its context ends,
 // then stops accepting, lets requests in progress finish, waits until the
 // loop answered the events they pushed (a running loop answers every
-// event, a stopping one fails them), removes the socket and returns.
+// event, a stopping one fails them), removes the socket and returns
+// ctx.Err().
 // Run the loop and the server with the same context (e.g. in an
 // errgroup).
 package cniserver

@@ -103,5 +103,5 @@ func Example() {
 	// pod: eth0 [10.1.5.2/24] [0.0.0.0/0 via 10.1.5.1] [10.1.5.1 lladdr 02:fe:00:00:00:01]
 	// host: true
 	// after DEL: 0 pod links, 0 host links
-	// server: <nil> loop: context canceled
+	// server: context canceled loop: context canceled
 }

@@ -219,8 +219,8 @@ func newUnit(t testing.TB, o unitOptions) *unit {
 	require.NoError(t, loop.PushEvent(controller.NewDBResync()))
 	go func() {
 		defer wg.Done()
-		if err := u.srv.Run(ctx); err != nil {
-			t.Errorf("server Run: %v", err)
+		if err := u.srv.Run(ctx); !errors.Is(err, context.Canceled) {
+			t.Errorf("server Run: %v, want context.Canceled", err)
 		}
 	}()
 	waitSocket(t, u.socket)

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -22,6 +21,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/cniserver/internal/wire"
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/podiface"
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 )
 
 // Server is the agent side of the CNI plugin: it serves the plugin's
@@ -38,9 +38,9 @@ type Server struct {
 	cfg   Config
 	log   *slog.Logger
 
-	running atomic.Bool
-	locks   keyedLocks
-	stats   stats
+	run   lifecycle.Once
+	locks keyedLocks
+	stats stats
 
 	// wg counts the goroutines that wait for events and undo abandoned
 	// ADDs; Run waits for them.
@@ -100,12 +100,13 @@ func (s *Server) SocketPath() string { return s.cfg.SocketPath }
 // requests in progress finish (each bounded by Config.RequestTimeout),
 // waits for the events they pushed to be answered by the loop (the loop
 // answers every event, also when it stops) and for the undoing of
-// abandoned ADDs, removes the socket and returns nil. It returns an error
-// if the store cannot be read or the socket cannot be served. Run may be
-// called once.
+// abandoned ADDs, removes the socket and returns ctx.Err(). It returns
+// another error if the store cannot be read or the socket cannot be
+// served; it never returns nil. Run may be called once: a second call
+// returns an error wrapping [ErrAlreadyRunning].
 func (s *Server) Run(ctx context.Context) error {
-	if !s.running.CompareAndSwap(false, true) {
-		return ErrAlreadyRunning
+	if err := s.run.Start("cniserver"); err != nil {
+		return err
 	}
 	if err := s.load(ctx); err != nil {
 		return err
@@ -148,6 +149,9 @@ func (s *Server) Run(ctx context.Context) error {
 		s.log.Warn("cannot remove the socket", slog.String("socket", s.cfg.SocketPath), slog.Any("error", err))
 	}
 	s.log.Info("CNI server stopped")
+	if runErr == nil {
+		runErr = ctx.Err() // stopped as asked (CONTRIBUTING R4)
+	}
 	return runErr
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	"github.com/vswitchkit/vswitchkit/controller/podiface"
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 )
 
 func TestAddAfPacketConfiguresPodAndReturnsResult(t *testing.T) {
@@ -592,7 +593,10 @@ func TestNewAndRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	assert.ErrorContains(t, srv.Run(ctx), "not a socket")
-	assert.ErrorIs(t, srv.Run(ctx), cniserver.ErrAlreadyRunning)
+	err = srv.Run(ctx)
+	assert.ErrorIs(t, err, cniserver.ErrAlreadyRunning)
+	assert.ErrorIs(t, err, lifecycle.ErrAlreadyRunning, "one ErrAlreadyRunning for every package")
+	assert.EqualError(t, err, "cniserver: Run called more than once")
 
 	stale := filepath.Join(dir, "stale.sock")
 	ln, err := net.Listen("unix", stale)
@@ -615,7 +619,7 @@ func TestNewAndRun(t *testing.T) {
 	require.NoError(t, err)
 	assert.ErrorContains(t, srv2.Run(ctx), "another server")
 	cancel()
-	require.NoError(t, <-done)
+	require.ErrorIs(t, <-done, context.Canceled, "stopped as asked")
 
 	// A store that cannot be read fails Run.
 	bad := cniservertest.NewMemStore()
@@ -658,7 +662,7 @@ func TestStatusBeforeStartupResync(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = loop.Run(ctx) })
-	wg.Go(func() { assert.NoError(t, srv.Run(ctx)) })
+	wg.Go(func() { assert.ErrorIs(t, srv.Run(ctx), context.Canceled) })
 	defer func() { cancel(); wg.Wait() }()
 	waitDial(t, socket)
 	u := &unit{t: t, socket: socket}

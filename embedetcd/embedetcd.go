@@ -15,6 +15,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/vswitchkit/vswitchkit/internal/cfgutil"
 )
 
 // Config configures an embedded etcd server. The zero value is valid: one
@@ -55,21 +57,64 @@ type Config struct {
 	// Restart but not a machine crash. For tests and demos.
 	UnsafeNoFsync bool
 
-	// QuotaBackendBytes is the backend size limit. Default: etcd's (2 GiB).
+	// QuotaBackendBytes is the backend size limit. Default (zero): etcd's
+	// (2 GiB); negative is an error.
 	QuotaBackendBytes int64
 
 	// AutoCompactionRetention keeps the history of this many revisions and
 	// compacts older ones every five minutes, so a long-running embedded
-	// server does not grow without bound. Default: 0, no compaction.
+	// server does not grow without bound. Default: 0, no compaction;
+	// negative is an error.
 	AutoCompactionRetention int64
 
 	// StartTimeout bounds how long Start and Restart wait for the server to
-	// serve clients. Default: 60s.
+	// serve clients. Default (zero): 60s; negative is an error.
 	StartTimeout time.Duration
 
 	// Logger receives lifecycle messages (started, stopped). etcd's own
 	// logging is discarded. Default: discard.
 	Logger *slog.Logger
+}
+
+// withDefaults fills in defaults and reports every bad field at once.
+func (c Config) withDefaults() (Config, error) {
+	var errs []error
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		errs = append(errs, errors.New("CertFile and KeyFile must be set together"))
+	}
+	if c.ClientCAFile != "" && c.CertFile == "" {
+		errs = append(errs, errors.New("ClientCAFile needs CertFile and KeyFile (TLS)"))
+	}
+	if (c.ClientCertFile == "") != (c.ClientKeyFile == "") {
+		errs = append(errs, errors.New("ClientCertFile and ClientKeyFile must be set together"))
+	}
+	errs = append(errs, cfgutil.Durations([]cfgutil.Duration{
+		{Name: "StartTimeout", Value: &c.StartTimeout, Default: 60 * time.Second},
+	})...)
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"QuotaBackendBytes", c.QuotaBackendBytes}, {"AutoCompactionRetention", c.AutoCompactionRetention}} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("%s %d is negative", f.name, f.v))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("embedetcd: %w", err)
+	}
+	if c.Name == "" {
+		c.Name = "vswitchkit"
+	}
+	if c.ClientAddr == "" {
+		c.ClientAddr = "127.0.0.1:0"
+	}
+	if c.PeerAddr == "" {
+		c.PeerAddr = "127.0.0.1:0"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
 }
 
 // Server is an embedded etcd server. It is safe for concurrent use.
@@ -88,29 +133,9 @@ type Server struct {
 // Start starts a server and waits until it serves clients, at most
 // Config.StartTimeout or until ctx ends.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
-	if (cfg.CertFile == "") != (cfg.KeyFile == "") {
-		return nil, errors.New("embedetcd: CertFile and KeyFile must be set together")
-	}
-	if cfg.ClientCAFile != "" && cfg.CertFile == "" {
-		return nil, errors.New("embedetcd: ClientCAFile needs CertFile and KeyFile (TLS)")
-	}
-	if (cfg.ClientCertFile == "") != (cfg.ClientKeyFile == "") {
-		return nil, errors.New("embedetcd: ClientCertFile and ClientKeyFile must be set together")
-	}
-	if cfg.Name == "" {
-		cfg.Name = "vswitchkit"
-	}
-	if cfg.ClientAddr == "" {
-		cfg.ClientAddr = "127.0.0.1:0"
-	}
-	if cfg.PeerAddr == "" {
-		cfg.PeerAddr = "127.0.0.1:0"
-	}
-	if cfg.StartTimeout <= 0 {
-		cfg.StartTimeout = 60 * time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With(slog.String("component", "embedetcd"))}
 	if s.cfg.Dir == "" {
@@ -124,7 +149,6 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.CertFile != "" {
 		scheme = "https"
 	}
-	var err error
 	var lastErr error
 	// A port probed free can be taken before etcd binds it: probe again.
 	for range 5 {

@@ -141,12 +141,22 @@ func TestConfigErrors(t *testing.T) {
 		{"client CA without TLS", embedetcd.Config{ClientCAFile: "ca.pem"}, "ClientCAFile needs"},
 		{"client cert without key", embedetcd.Config{ClientCertFile: "c.pem"}, "ClientCertFile and ClientKeyFile"},
 		{"bad address", embedetcd.Config{ClientAddr: "no-port"}, "address"},
+		{"negative start timeout", embedetcd.Config{StartTimeout: -1}, "StartTimeout -1ns is negative"},
+		{"negative quota", embedetcd.Config{QuotaBackendBytes: -1}, "QuotaBackendBytes -1 is negative"},
+		{"negative retention", embedetcd.Config{AutoCompactionRetention: -1}, "AutoCompactionRetention -1 is negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := embedetcd.Start(ctx, tc.cfg)
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+	// Every bad field at once (CONTRIBUTING R7).
+	_, err := embedetcd.Start(ctx, embedetcd.Config{CertFile: "c.pem", ClientCertFile: "c.pem", StartTimeout: -1})
+	require.Error(t, err)
+	for _, want := range []string{"CertFile and KeyFile", "ClientCertFile and ClientKeyFile", "StartTimeout"} {
+		assert.ErrorContains(t, err, want)
+	}
+	assert.Equal(t, 1, strings.Count(err.Error(), "embedetcd:"), "the package named once: %v", err)
 }
 
 // TestStartFailureReturnsTheCause: etcd cannot start in a data directory

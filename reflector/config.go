@@ -94,7 +94,8 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// withDefaults fills in defaults and reports every bad field.
+// withDefaults fills in defaults and reports every bad field (the caller
+// adds the package name).
 func (c Config) withDefaults() (Config, error) {
 	var errs []error
 	if c.Prefix == "" {
@@ -106,12 +107,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ElectionPrefix == "" {
 		c.ElectionPrefix = DefaultElectionPrefix
 	}
-	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.BatchSize < 1 {
-		errs = append(errs, fmt.Errorf("negative BatchSize %d", c.BatchSize))
-	}
+	errs = append(errs, cfgutil.Ints([]cfgutil.Int{
+		{Name: "BatchSize", Value: &c.BatchSize, Default: DefaultBatchSize},
+	})...)
 	errs = append(errs, cfgutil.Durations([]cfgutil.Duration{
 		{Name: "SessionTTL", Value: &c.SessionTTL, Default: DefaultSessionTTL},
 		{Name: "WriteTimeout", Value: &c.WriteTimeout, Default: DefaultWriteTimeout},
@@ -125,7 +123,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return c, fmt.Errorf("reflector config: %w", err)
+		return c, fmt.Errorf("config: %w", err)
 	}
 	return c, nil
 }

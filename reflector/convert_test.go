@@ -395,7 +395,7 @@ func TestNewValidates(t *testing.T) {
 		{"zero config", good, reflector.Config{}, nil},
 		{"no resources", nil, reflector.Config{}, []string{"no resources"}},
 		{"bad config", good, reflector.Config{Prefix: "/x", BatchSize: -1, WriteTimeout: -1, RetryMinBackoff: 2, RetryMaxBackoff: 1},
-			[]string{`prefix "/x" (Prefix) must end in /`, "negative BatchSize -1", "WriteTimeout -1ns is negative", "RetryMaxBackoff"}},
+			[]string{`prefix "/x" (Prefix) must end in /`, "BatchSize -1 is negative", "WriteTimeout -1ns is negative", "RetryMaxBackoff"}},
 		{"empty resource", append(good[:1:1], reflector.Resource{}), reflector.Config{},
 			[]string{"resource name is empty", "key prefix", "ListWatch is nil", "Object is nil", "Convert is nil", "Key is nil"}},
 		{"duplicate", append(good[:1:1], good[0]), reflector.Config{}, []string{`resource "node": duplicate name`, "overlap"}},

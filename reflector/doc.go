@@ -73,14 +73,16 @@
 // reconcile, so changes made during the outage are written once etcd
 // answers, and nothing that changed meanwhile is left stale. Changes of
 // one object that pile up meanwhile are coalesced: only its latest state
-// is written.
+// is written. Failed requests are counted ([Stats] WriteErrors and
+// CampaignErrors); the outage is logged at Warn once when it starts and at
+// Info once when it ends, not per retry.
 //
 // # Metrics
 //
 // [Reflector.Stats] returns the leadership state and counters: objects
 // reflected, puts, deletes, bad objects and informer events per resource;
-// transactions, write errors, reconciles and the duration of the latest
-// one. The package registers no metrics itself; bridge Stats to
+// transactions, write errors, failed campaigns, reconciles and the
+// duration of the latest one. The package registers no metrics itself; bridge Stats to
 // Prometheus in the application.
 //
 // # Concurrency

@@ -3,14 +3,18 @@ package reflector
 import (
 	"errors"
 	"fmt"
+
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 )
+
+// ErrAlreadyRunning is returned (wrapped) by a second call of
+// [Reflector.Run]. It is the same value as every other package's
+// ErrAlreadyRunning (internal/lifecycle), so errors.Is works across
+// packages.
+var ErrAlreadyRunning = lifecycle.ErrAlreadyRunning
 
 // Sentinel errors of the reflector.
 var (
-	// ErrAlreadyRunning is returned by [Reflector.Run] when it is called
-	// more than once.
-	ErrAlreadyRunning = errors.New("reflector: Run called more than once")
-
 	// ErrBadObject is matched (errors.Is) by every [*ObjectError]: a
 	// Kubernetes object that cannot be reflected.
 	ErrBadObject = errors.New("reflector: object cannot be reflected")

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 	"github.com/vswitchkit/vswitchkit/reflector"
 )
 
@@ -104,4 +105,19 @@ func TestLeaseLossFencesTheLeader(t *testing.T) {
 	eventually(t, "the deposed leader to notice", func() bool { return rs[l].Stats().LostLeadership == 1 })
 	leaderOf(t, rs...)
 	waitState(t, cli, wantState(t, k))
+}
+
+// TestRunIsSingleUse: a second Run returns the module's one
+// ErrAlreadyRunning at once; the first one goes on (and returns
+// context.Canceled when stopped, checked by run).
+func TestRunIsSingleUse(t *testing.T) {
+	_, cli := startEtcd(t)
+	r := newReflector(t, cli, newKube(), reflector.Config{})
+	run(t, r)
+	waitLeader(t, r)
+	err := r.Run(context.Background())
+	require.ErrorIs(t, err, reflector.ErrAlreadyRunning)
+	require.ErrorIs(t, err, lifecycle.ErrAlreadyRunning)
+	assert.EqualError(t, err, "reflector: Run called more than once")
+	assert.True(t, r.Stats().Leader, "the first Run goes on")
 }

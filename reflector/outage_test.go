@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,11 +20,12 @@ import (
 // updates, deletes) of pods, services, endpoint slices, nodes and
 // namespaces through the fake API server. It keeps the informers at most
 // a few dozen events behind (the fake's watch channels hold 100), and
-// calls at(i) before change i.
+// calls at(i) before change i. seed is the test's fixed seed (-args
+// -seed=N replaces it).
 func churn(t *testing.T, k *kube, r *reflector.Reflector, seed uint64, n int, at func(i int)) {
 	t.Helper()
 	ctx := context.Background()
-	rnd := rand.New(rand.NewPCG(seed, 1))
+	rnd := rand.New(rand.NewPCG(testSeed(t, seed), 1))
 	core, disc := k.CoreV1(), k.DiscoveryV1()
 	cr, up := metav1.CreateOptions{}, metav1.UpdateOptions{}
 	del := metav1.DeleteOptions{}
@@ -158,20 +160,28 @@ func TestManyChangesModel(t *testing.T) {
 }
 
 // TestEtcdDownAtStart: the reflector starts while etcd is down; it keeps
-// trying (leadership cannot be had without etcd) and reflects everything
-// once etcd is up.
+// trying (leadership cannot be had without etcd), counting each failed
+// attempt, and reflects everything once etcd is up. The outage is logged
+// at Warn once when it starts and at Info once when it ends, not per
+// attempt (CONTRIBUTING R10).
 func TestEtcdDownAtStart(t *testing.T) {
 	srv, cli := startEtcd(t)
 	k := newKube(pod("default", "a", "10.1.1.2"), node("n1", "192.168.0.1", "10.1.1.0/24"))
 	srv.Stop()
+	logs := &logBuffer{}
 	r := newReflector(t, newClient(t, srv), k, reflector.Config{
 		WriteTimeout: 500 * time.Millisecond, RetryMinBackoff: 20 * time.Millisecond, RetryMaxBackoff: 200 * time.Millisecond,
+		Logger: logs.logger(),
 	})
 	run(t, r)
 	eventually(t, "the informers to sync", func() bool { return r.Stats().Resources["pod"].Events == 1 })
-	time.Sleep(time.Second) // a few failed attempts
+	// Recorded attempts, not a sleep: three campaigns failed meanwhile.
+	eventually(t, "failed campaigns", func() bool { return r.Stats().CampaignErrors >= 3 })
 	assert.False(t, r.Stats().Leader)
+	assert.Zero(t, r.Stats().Elections)
 	require.NoError(t, srv.Restart())
 	waitLeader(t, r)
 	waitState(t, cli, wantState(t, k))
+	assert.Equal(t, 1, strings.Count(logs.String(), "level=WARN"), "the outage starts: one Warn\n%s", logs.String())
+	assert.Equal(t, 1, strings.Count(logs.String(), "etcd answers again"), "the outage ends: one Info")
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 	"github.com/vswitchkit/vswitchkit/internal/retry"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -31,7 +32,10 @@ type Reflector struct {
 	res    []*resState
 	log    *slog.Logger
 
-	running atomic.Bool
+	run lifecycle.Once
+	// etcdFailing: the latest etcd request failed (an outage is being
+	// logged); used by the Run goroutine only.
+	etcdFailing bool
 
 	mu     sync.Mutex
 	dirty  []map[string]struct{} // per resource: item IDs to re-examine; guarded by mu
@@ -41,6 +45,7 @@ type Reflector struct {
 	leader                       atomic.Bool
 	elections, txns, writeErrors atomic.Uint64
 	reconciles, lostLeadership   atomic.Uint64
+	campaignErrors               atomic.Uint64
 	lastReconcile                atomic.Int64   // nanoseconds
 	hookCommitted                func(ops []op) // test hook: after a transaction committed
 }
@@ -122,6 +127,10 @@ type Stats struct {
 	// requests (writes and reconcile reads), each followed by a full
 	// reconcile after a backoff.
 	Txns, WriteErrors uint64
+	// CampaignErrors counts failed attempts to campaign for leadership
+	// (the lease, the session or the election could not be had: etcd
+	// unreachable), each retried after a backoff.
+	CampaignErrors uint64
 	// Reconciles counts completed reconciles (full, or of one resource
 	// after a re-list); LastReconcile is the duration of the latest one.
 	Reconciles    uint64
@@ -161,6 +170,7 @@ func (r *Reflector) Stats() Stats {
 		LostLeadership: r.lostLeadership.Load(),
 		Txns:           r.txns.Load(),
 		WriteErrors:    r.writeErrors.Load(),
+		CampaignErrors: r.campaignErrors.Load(),
 		Reconciles:     r.reconciles.Load(),
 		LastReconcile:  time.Duration(r.lastReconcile.Load()),
 		Resources:      make(map[string]ResourceStats, len(r.res)),
@@ -187,15 +197,17 @@ func (r *Reflector) Stats() Stats {
 // caches and then writes every change, until the leadership is lost (it
 // campaigns again) or ctx is done. etcd errors are retried with backoff and
 // followed by a full reconcile; they are counted in [Stats], never
-// returned.
+// returned. An etcd outage is logged at Warn when it starts (the first
+// failed request) and at Info when it ends, not per retry.
 //
-// Run returns ctx.Err() after cancellation, or [ErrAlreadyRunning]. Before
+// Run returns ctx.Err() after cancellation, or an error wrapping
+// [ErrAlreadyRunning] when called before; never nil. Before
 // it returns it gives up the leadership (revoking its lease, so that
 // another replica takes over at once) and waits for every goroutine it
 // started, the informers included.
 func (r *Reflector) Run(ctx context.Context) error {
-	if !r.running.CompareAndSwap(false, true) {
-		return ErrAlreadyRunning
+	if err := r.run.Start("reflector"); err != nil {
+		return err
 	}
 	identity := r.cfg.Identity
 	if identity == "" {
@@ -240,7 +252,8 @@ func (r *Reflector) Run(ctx context.Context) error {
 			bo.Reset()
 			continue
 		}
-		r.log.Warn("cannot campaign for leadership; retrying", slog.Any("error", err))
+		r.campaignErrors.Add(1)
+		r.etcdFailed("cannot campaign for leadership; retrying", err)
 		if err := retry.Sleep(ctx, bo.NextBackOff()); err != nil {
 			r.log.Info("reflector stopped")
 			return err
@@ -372,6 +385,7 @@ func (r *Reflector) lead(ctx context.Context, identity string) error {
 	r.elections.Add(1)
 	r.leader.Store(true)
 	defer r.leader.Store(false)
+	r.etcdAnswers()
 	r.log.Info("elected leader", slog.String("key", el.Key()))
 	err = r.leaderLoop(sess.Ctx(), fence)
 	if ctx.Err() != nil {
@@ -405,7 +419,7 @@ func (r *Reflector) leaderLoop(lctx context.Context, fence clientv3.Cmp) error {
 				return errLostLeadership
 			case err != nil:
 				r.writeErrors.Add(1)
-				r.log.Warn("reconcile failed; retrying", slog.Any("error", err))
+				r.etcdFailed("reconcile failed; retrying", err)
 				if retry.Sleep(lctx, bo.NextBackOff()) != nil {
 					return errLostLeadership
 				}
@@ -413,6 +427,7 @@ func (r *Reflector) leaderLoop(lctx context.Context, fence clientv3.Cmp) error {
 			}
 			needFull = false
 			bo.Reset()
+			r.etcdAnswers()
 		}
 		select {
 		case <-lctx.Done():
@@ -436,11 +451,30 @@ func (r *Reflector) leaderLoop(lctx context.Context, fence clientv3.Cmp) error {
 			return errLostLeadership
 		case err != nil:
 			r.writeErrors.Add(1)
-			r.log.Warn("write failed; reconciling after backoff", slog.Any("error", err))
+			r.etcdFailed("write failed; reconciling after backoff", err)
 			needFull = true
 			if retry.Sleep(lctx, bo.NextBackOff()) != nil {
 				return errLostLeadership
 			}
 		}
+	}
+}
+
+// etcdFailed logs a failed etcd request: at Warn when it starts an
+// outage, at Debug while the outage lasts.
+func (r *Reflector) etcdFailed(msg string, err error) {
+	if r.etcdFailing {
+		r.log.Debug(msg, slog.Any("error", err))
+		return
+	}
+	r.etcdFailing = true
+	r.log.Warn(msg, slog.Any("error", err))
+}
+
+// etcdAnswers notes a successful etcd request: it ends an outage.
+func (r *Reflector) etcdAnswers() {
+	if r.etcdFailing {
+		r.etcdFailing = false
+		r.log.Info("etcd answers again")
 	}
 }

@@ -45,7 +45,11 @@
 // resync would find the same value) and reports the key through
 // controller.Loop.Healthy and RejectedKeys until a change of that key is
 // accepted. Malformed parts inside an otherwise valid service (an
-// unparsable IP, a port out of range) are skipped with a warning in the log.
+// unparsable IP, a port out of range, also when it is the service's only
+// port) are skipped: each is logged at Warn once, when it appears (not at
+// every recomputation of the service), counted per reason in
+// [ServiceProcessor.Stats] and listed, as a [SkippedError], by
+// [ServiceProcessor.Skipped] until the service is fixed or deleted.
 //
 // # Incremental work
 //

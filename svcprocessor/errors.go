@@ -3,6 +3,8 @@ package svcprocessor
 import (
 	"errors"
 	"fmt"
+
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 )
 
 var (
@@ -45,3 +47,26 @@ func (e *RendererError) Error() string {
 
 // Unwrap returns the renderer's error.
 func (e *RendererError) Unwrap() error { return e.Err }
+
+// SkippedError describes one malformed part of an otherwise valid service
+// (an IP that does not parse, a port number out of range) that the
+// processor left out of the service's view. The processor logs each one
+// at Warn once, when it appears, counts the current ones per reason in
+// [Stats.Skipped] and lists them in [ServiceProcessor.Skipped] until the
+// service is fixed or deleted. It is a comparable value, immutable once
+// returned.
+type SkippedError struct {
+	// Service is the service (or its endpoints) the part belongs to.
+	Service kubemodel.ServiceID
+	// Reason is why the part was skipped.
+	Reason SkipReason
+	// Field is the path of the part, e.g. `ports["http"].port`,
+	// "clusterIPs" or "endpoints.addresses".
+	Field string
+	// Value is the offending value as given.
+	Value string
+}
+
+func (e *SkippedError) Error() string {
+	return fmt.Sprintf("svcprocessor: service %s: %s %s: %s", e.Service, e.Field, e.Value, e.Reason.describe())
+}

@@ -17,8 +17,9 @@ import (
 // Config holds the optional settings of a [ServiceProcessor]. The zero value
 // is valid.
 type Config struct {
-	// Logger receives warnings about ignored malformed input (bad IPs or
-	// ports in a service) and debug messages. Default: discard.
+	// Logger receives warnings about skipped malformed input (bad IPs or
+	// ports in a service, each once: see [ServiceProcessor.Skipped]) and
+	// debug messages. Default: discard.
 	Logger *slog.Logger
 
 	// NodeName is the Kubernetes name of this node. Endpoint addresses
@@ -97,6 +98,11 @@ type ServiceProcessor struct {
 	frontends ifSet
 	backends  ifSet
 	nodeIPs   []netip.Addr
+	// The malformed parts skipped, of the services that have some; their
+	// number per reason; the parts reported since New.
+	skipped     map[kubemodel.ServiceID][]SkippedError
+	skipCounts  [numSkipReasons + 1]int
+	skipReports uint64
 	// Revert of the AddPod being processed: the pod's endpoint before it
 	// (nil if it was not connected).
 	revertEv   controller.Event
@@ -142,6 +148,7 @@ func New(subnets PodSubnets, nodes NodeIPs, pods PodInterfaces, cfg Config) (*Se
 		services: make(map[kubemodel.ServiceID]*Service),
 		nodePort: make(map[kubemodel.ServiceID]struct{}),
 		localEps: make(map[kubemodel.PodID]*LocalEndpoint),
+		skipped:  make(map[kubemodel.ServiceID][]SkippedError),
 	}
 	for _, name := range cfg.FrontendInterfaces {
 		sp.frontends.add(name)
@@ -188,6 +195,8 @@ func (sp *ServiceProcessor) Close() error {
 	sp.backends = ifSet{}
 	sp.nodeIPs = nil
 	sp.numContiv = 0
+	sp.skipped = nil
+	sp.skipCounts = [numSkipReasons + 1]int{}
 	return nil
 }
 
@@ -553,7 +562,7 @@ func (sp *ServiceProcessor) changeService(o *op, id kubemodel.ServiceID, setMeta
 	if setEps {
 		s.eps = eps
 	}
-	s.refresh(&sp.env)
+	sp.noteSkipped(sp.skipped[id], s.refresh(&sp.env))
 	if s.meta == nil && s.eps == nil {
 		delete(sp.services, id)
 	}
@@ -786,8 +795,15 @@ func (sp *ServiceProcessor) resync(ksd controller.KubeStateData, txn controller.
 
 	numContiv := 0
 	nodePort := make(map[kubemodel.ServiceID]struct{})
+	// Skipped parts: those of services that are gone are dropped; the
+	// others are reported when they are new.
+	for id, old := range sp.skipped {
+		if services[id] == nil {
+			sp.noteSkipped(old, nil)
+		}
+	}
 	for id, s := range services {
-		s.refresh(&sp.env)
+		sp.noteSkipped(sp.skipped[id], s.refresh(&sp.env))
 		if s.contiv != nil {
 			numContiv++
 			if s.contiv.HasNodePort() {

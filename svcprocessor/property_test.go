@@ -116,8 +116,8 @@ func (w *world) kubeState() controller.KubeStateData {
 func TestResyncEqualsSequentialChanges(t *testing.T) {
 	const sequences, steps = 150, 60
 	ids := []kubemodel.ServiceID{sid("a", "s0"), sid("a", "s1"), sid("b", "s0"), sid("b", "s2")}
-	for seq := range sequences {
-		r := rand.New(rand.NewPCG(uint64(seq), 0x5eed))
+	for seq := range testSeeds(t, sequences) {
+		r := rand.New(rand.NewPCG(seq, 0x5eed))
 		f := newFixture(t, svcprocessor.Config{FrontendInterfaces: []string{"uplink"}})
 		w := &world{
 			svcs:      map[kubemodel.ServiceID]*kubemodel.Service{},

@@ -2,9 +2,11 @@ package svcprocessor
 
 import (
 	"cmp"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
@@ -173,6 +175,19 @@ type env struct {
 	log      *slog.Logger
 }
 
+// skips collects the malformed parts of one service, without duplicates.
+type skips struct {
+	id   kubemodel.ServiceID
+	list []SkippedError
+}
+
+func (s *skips) add(r SkipReason, field, value string) {
+	sk := SkippedError{Service: s.id, Reason: r, Field: field, Value: value}
+	if !slices.Contains(s.list, sk) {
+		s.list = append(s.list, sk)
+	}
+}
+
 // Service is used to combine data from the service model with the
 // endpoints. It is the processor's cache entry for one namespace/name.
 //
@@ -217,17 +232,26 @@ func (s *Service) SetEndpoints(eps *kubemodel.Endpoints) {
 // representation and the list of local backends.
 // It reads the pod subnets from the processor's [PodSubnets] source at the
 // time of the call (with a nil processor no backend is local or host-network).
+// Malformed parts are skipped, each logged at Warn through the processor's
+// logger. (The processor's own services report a skipped part once, when
+// it appears: see [ServiceProcessor.Skipped].)
 func (s *Service) Refresh() {
 	if s.sp == nil {
 		s.refresh(nil)
 		return
 	}
 	e := s.sp.currentEnv()
-	s.refresh(&e)
+	for _, sk := range s.refresh(&e) {
+		logSkipped(e.log, sk)
+	}
 }
 
-func (s *Service) refresh(e *env) {
-	s.contiv, s.localBackends = buildContiv(s.id, s.meta, s.eps, e)
+// refresh recomputes the view and returns the malformed parts it skipped
+// (sorted; nil when none).
+func (s *Service) refresh(e *env) []SkippedError {
+	var skipped []SkippedError
+	s.contiv, s.localBackends, skipped = buildContiv(s.id, s.meta, s.eps, e)
+	return skipped
 }
 
 // GetContivService returns the service data represented as ContivService.
@@ -240,20 +264,14 @@ func (s *Service) GetContivService() *ContivService { return s.contiv }
 // are not enough available data. The result is read-only.
 func (s *Service) GetLocalBackends() []kubemodel.PodID { return s.localBackends }
 
-func (e *env) warn(msg string, args ...any) {
-	if e != nil && e.log != nil {
-		e.log.Warn(msg, args...)
-	}
-}
-
-func parseIPs(dst []netip.Addr, src []string, id kubemodel.ServiceID, what string, e *env) []netip.Addr {
+func parseIPs(dst []netip.Addr, src []string, what string, sk *skips) []netip.Addr {
 	for _, str := range src {
 		if str == "" || strings.EqualFold(str, "None") {
 			continue
 		}
 		a, err := netip.ParseAddr(str)
 		if err != nil {
-			e.warn("ignoring malformed service IP", slog.String("service", id.String()), slog.String("field", what), slog.String("ip", str))
+			sk.add(InvalidIP, what, str)
 			continue
 		}
 		dst = append(dst, a.Unmap())
@@ -279,11 +297,22 @@ type contivBlock struct {
 	ports [2]ServicePort
 }
 
-// buildContiv computes the combined view; pure apart from warnings.
-func buildContiv(id kubemodel.ServiceID, meta *kubemodel.Service, eps *kubemodel.Endpoints, e *env) (*ContivService, []kubemodel.PodID) {
+// buildContiv computes the combined view, the local backends and the
+// malformed parts it skipped (sorted; nil when none). It is pure.
+func buildContiv(id kubemodel.ServiceID, meta *kubemodel.Service, eps *kubemodel.Endpoints, e *env) (*ContivService, []kubemodel.PodID, []SkippedError) {
 	if meta == nil || meta.GetType() == kubemodel.Service_EXTERNAL_NAME {
-		return nil, nil
+		return nil, nil, nil
 	}
+	sk := &skips{id: id}
+	c, local := buildView(id, meta, eps, e, sk)
+	if len(sk.list) > 1 {
+		slices.SortFunc(sk.list, compareSkipped)
+	}
+	return c, local, sk.list
+}
+
+// buildView does the work of buildContiv, collecting skipped parts in sk.
+func buildView(id kubemodel.ServiceID, meta *kubemodel.Service, eps *kubemodel.Endpoints, e *env, sk *skips) (*ContivService, []kubemodel.PodID) {
 	blk := &contivBlock{svc: ContivService{
 		ID:                    id,
 		Type:                  meta.GetType(),
@@ -302,7 +331,7 @@ func buildContiv(id kubemodel.ServiceID, meta *kubemodel.Service, eps *kubemodel
 		if n > len(blk.ips) {
 			buf = make([]netip.Addr, 0, n)
 		}
-		c.ClusterIPs = sortUniqueAddrs(parseIPs(buf, meta.GetClusterIps(), id, "clusterIPs", e))
+		c.ClusterIPs = sortUniqueAddrs(parseIPs(buf, meta.GetClusterIps(), "clusterIPs", sk))
 		if len(c.ClusterIPs) == 0 {
 			c.ClusterIPs = nil
 		} else {
@@ -311,11 +340,11 @@ func buildContiv(id kubemodel.ServiceID, meta *kubemodel.Service, eps *kubemodel
 	}
 	if n := len(meta.GetExternalIps()) + len(meta.GetLbIngressIps()); n > 0 || meta.GetLoadBalancerIp() != "" {
 		ext := make([]netip.Addr, 0, n+1)
-		ext = parseIPs(ext, meta.GetExternalIps(), id, "externalIPs", e)
+		ext = parseIPs(ext, meta.GetExternalIps(), "externalIPs", sk)
 		if lb := meta.GetLoadBalancerIp(); lb != "" {
-			ext = parseIPs(ext, []string{lb}, id, "loadBalancerIP", e)
+			ext = parseIPs(ext, []string{lb}, "loadBalancerIP", sk)
 		}
-		ext = parseIPs(ext, meta.GetLbIngressIps(), id, "loadBalancer ingress", e)
+		ext = parseIPs(ext, meta.GetLbIngressIps(), "loadBalancer ingress", sk)
 		if len(ext) > 0 {
 			c.ExternalIPs = sortUniqueAddrs(ext)
 		}
@@ -325,6 +354,17 @@ func buildContiv(id kubemodel.ServiceID, meta *kubemodel.Service, eps *kubemodel
 	for _, p := range meta.GetPorts() {
 		if validPort(p.GetPort()) {
 			nports++
+		} else {
+			sk.add(InvalidPort, portField(p.GetName(), "port"), strconv.Itoa(int(p.GetPort())))
+		}
+	}
+	if eps != nil {
+		for _, sub := range eps.GetSubsets() {
+			for _, ep := range sub.GetPorts() {
+				if !validPort(ep.GetPort()) {
+					sk.add(InvalidEndpointPort, fmt.Sprintf("endpoints.ports[%q]", ep.GetName()), strconv.Itoa(int(ep.GetPort())))
+				}
+			}
 		}
 	}
 	if nports == 0 {
@@ -337,12 +377,11 @@ func buildContiv(id kubemodel.ServiceID, meta *kubemodel.Service, eps *kubemodel
 	}
 	for _, p := range meta.GetPorts() {
 		if !validPort(p.GetPort()) {
-			e.warn("ignoring service port with invalid number", slog.String("service", id.String()), slog.String("port", p.GetName()), slog.Int("number", int(p.GetPort())))
-			continue
+			continue // skipped above
 		}
 		np := p.GetNodePort()
 		if np != 0 && !validPort(np) {
-			e.warn("ignoring invalid node port", slog.String("service", id.String()), slog.String("port", p.GetName()), slog.Int("nodePort", int(np)))
+			sk.add(InvalidNodePort, portField(p.GetName(), "nodePort"), strconv.Itoa(int(np)))
 			np = 0
 		}
 		c.Ports = append(c.Ports, ServicePort{Name: p.GetName(), Protocol: p.GetProtocol(), Port: uint16(p.GetPort()), NodePort: uint16(np)})
@@ -376,7 +415,7 @@ func buildContiv(id kubemodel.ServiceID, meta *kubemodel.Service, eps *kubemodel
 		for _, sub := range eps.GetSubsets() {
 			if epPort := matchPort(sub, p); epPort != 0 {
 				for _, a := range sub.GetAddresses() {
-					backing = appendBackend(backing, a, epPort, true, id, e)
+					backing = appendBackend(backing, a, epPort, true, id, e, sk)
 				}
 			}
 		}
@@ -385,7 +424,7 @@ func buildContiv(id kubemodel.ServiceID, meta *kubemodel.Service, eps *kubemodel
 		for _, sub := range eps.GetSubsets() {
 			if epPort := matchPort(sub, p); epPort != 0 {
 				for _, a := range sub.GetNotReadyAddresses() {
-					backing = appendBackend(backing, a, epPort, false, id, e)
+					backing = appendBackend(backing, a, epPort, false, id, e, sk)
 				}
 			}
 		}
@@ -425,10 +464,14 @@ func matchPort(sub *kubemodel.EndpointSubset, p *ServicePort) uint16 {
 	return 0
 }
 
-func appendBackend(dst []ServiceBackend, a *kubemodel.EndpointAddress, port uint16, ready bool, id kubemodel.ServiceID, e *env) []ServiceBackend {
+func appendBackend(dst []ServiceBackend, a *kubemodel.EndpointAddress, port uint16, ready bool, id kubemodel.ServiceID, e *env, sk *skips) []ServiceBackend {
 	ip, err := netip.ParseAddr(a.GetIp())
 	if err != nil {
-		e.warn("ignoring endpoint address with malformed IP", slog.String("service", id.String()), slog.String("ip", a.GetIp()))
+		field := "endpoints.addresses"
+		if !ready {
+			field = "endpoints.notReadyAddresses"
+		}
+		sk.add(InvalidEndpointIP, field, a.GetIp())
 		return dst
 	}
 	ip = ip.Unmap()
@@ -490,4 +533,9 @@ func sortSegment(s []ServiceBackend, start int) []ServiceBackend {
 	}
 	seg = slices.Compact(seg)
 	return s[:start+len(seg)]
+}
+
+// portField names a field of the service port called name.
+func portField(name, field string) string {
+	return fmt.Sprintf("ports[%q].%s", name, field)
 }

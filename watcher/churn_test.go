@@ -42,11 +42,12 @@ func TestChurnAcrossServerRestarts(t *testing.T) {
 
 	var done atomic.Int64
 	var wg sync.WaitGroup
+	seed := testSeed(t, 0) // writer i uses seed+i
 	for wi := range writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(wi), 42))
+			rng := rand.New(rand.NewPCG(seed+uint64(wi), 42))
 			for i := range ops / writers {
 				k := rng.IntN(keys/writers)*writers + wi // disjoint key sets
 				var err error

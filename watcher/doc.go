@@ -40,7 +40,8 @@
 // resolved with [Config.ExternalConfigTypes] (every linked-in generated
 // message by default), and the event carries the unpacked message. A key
 // that breaks its resource's key scheme, and a value that does not decode,
-// are counted in [Stats] (BadKeys, BadValues), logged at Warn with the key
+// are counted in [Stats] (BadKeys, BadValues, and per resource in
+// SkippedByResource and SkippedExternal), logged at Warn with the key
 // and the reason, and skipped: a key whose value turns into garbage is
 // delivered as deleted, since the state it held is gone. A key of a resource
 // that is not registered (one this agent does not use) is only counted

@@ -1,13 +1,18 @@
 package watcher
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
+)
+
+// ErrAlreadyRunning is returned (wrapped) by a second call of [Watcher.Run].
+// It is the same value as every other package's ErrAlreadyRunning
+// (internal/lifecycle), so errors.Is works across packages.
+var ErrAlreadyRunning = lifecycle.ErrAlreadyRunning
 
 // Sentinel errors of the watcher.
 var (
-	// ErrAlreadyRunning is returned by [Watcher.Run] when it is called more
-	// than once.
-	ErrAlreadyRunning = errors.New("watcher: Run called more than once")
-
 	// ErrMirror is wrapped by the error [Watcher.Run] returns when the local
 	// mirror file cannot be opened (bad path, permissions, a file that is not
 	// a bbolt database, or another process holding its lock).

@@ -246,6 +246,8 @@ type mirrorWriter struct {
 	wake  chan struct{} // capacity 1
 	stop  chan struct{} // closed by close: write what is queued at once, then return
 	done  chan struct{} // closed when run returns
+	// failing: the last write failed (used by the run goroutine only).
+	failing bool
 
 	mu   sync.Mutex      // guards the fields below
 	snap *mirrorSnapshot // a full rewrite to do (with later changes merged in); nil if none
@@ -375,10 +377,19 @@ func (mw *mirrorWriter) write(snap *mirrorSnapshot, ops []mirrorOp, rev int64) b
 	}
 	if err != nil {
 		mw.stats.mirrorErrors.Add(1)
-		mw.log.Warn("cannot write the local mirror; retrying", slog.Any("error", err))
+		if !mw.failing {
+			mw.failing = true
+			mw.log.Warn("cannot write the local mirror; retrying", slog.Any("error", err))
+		} else {
+			mw.log.Debug("cannot write the local mirror", slog.Any("error", err))
+		}
 		return false
 	}
 	mw.stats.mirrorWrites.Add(1)
+	if mw.failing {
+		mw.failing = false
+		mw.log.Info("local mirror written again")
+	}
 	return true
 }
 

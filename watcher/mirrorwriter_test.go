@@ -2,8 +2,8 @@ package watcher
 
 import (
 	"errors"
-	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,7 +16,8 @@ import (
 
 // TestMirrorWriter: changes accumulate for the write delay and become one
 // transaction; a failed transaction is retried with backoff without
-// waiting for another change, with the changes queued meanwhile; close
+// waiting for another change, with the changes queued meanwhile, and the
+// failure is logged at Warn once, not per retry (CONTRIBUTING R10); close
 // writes what is queued at once.
 func TestMirrorWriter(t *testing.T) {
 	const delay = 100 * time.Millisecond
@@ -41,9 +42,10 @@ func TestMirrorWriter(t *testing.T) {
 				}
 				return nil
 			}
+			logs := &logBuffer{}
 			synctest.Test(t, func(t *testing.T) {
 				stats := &counters{}
-				mw := newMirrorWriter(m, stats, slog.New(slog.DiscardHandler), delay, retry.NewBackoff(time.Second, 10*time.Second))
+				mw := newMirrorWriter(m, stats, logs.logger(), delay, retry.NewBackoff(time.Second, 10*time.Second))
 				go mw.run()
 				start := time.Now()
 				want = genSnapshot(1, 5)
@@ -92,6 +94,12 @@ func TestMirrorWriter(t *testing.T) {
 			require.True(t, ok)
 			got.kubePrefix, got.extPrefix = want.kubePrefix, want.extPrefix
 			assert.Equal(t, want, got)
+			wantLogged := 0
+			if tc.failures > 0 {
+				wantLogged = 1
+			}
+			assert.Equal(t, wantLogged, strings.Count(logs.String(), "level=WARN"), "the failure starts: once")
+			assert.Equal(t, wantLogged, strings.Count(logs.String(), "local mirror written again"), "the failure ends: once")
 		})
 	}
 }

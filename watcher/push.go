@@ -19,11 +19,28 @@ var errGaveUp = errors.New("event loop kept refusing the event")
 // backoff (no jitter: the only contender is the loop's own queue) while the
 // loop answers with an error other than controller.ErrStopped (normally
 // controller.ErrQueueFull). It is owned by the Run goroutine.
+//
+// A loop that refuses events is a degraded state: onRefused reports its
+// start (the first refusal after an accepted event), onAccepted its end
+// (the first event accepted after refusals); neither is called per event
+// or per retry.
 type pusher struct {
-	loop     controller.EventLoop
-	min, max time.Duration
-	stats    *counters
-	onRetry  func(ev controller.Event, err error) // first refusal of an event
+	loop       controller.EventLoop
+	min, max   time.Duration
+	stats      *counters
+	onRefused  func(ev controller.Event, err error) // optional
+	onAccepted func()                               // optional
+	refused    bool                                 // the last answer was a refusal
+}
+
+// accepted notes that the loop took an event.
+func (p *pusher) accepted() {
+	if p.refused {
+		p.refused = false
+		if p.onAccepted != nil {
+			p.onAccepted()
+		}
+	}
 }
 
 // push delivers ev. giveUp > 0 bounds the time spent retrying: push gives
@@ -34,9 +51,10 @@ func (p *pusher) push(ctx context.Context, ev controller.Event, giveUp time.Dura
 	// a change normally gets into the loop at once.
 	err := p.loop.PushEvent(ev)
 	if err == nil {
+		p.accepted()
 		return nil
 	}
-	first, refusals := err, 0 // first: the operation's first answer
+	first := err // the operation's first answer
 	_, err = backoff.Retry(ctx, func() (struct{}, error) {
 		err := first
 		if first != nil {
@@ -46,15 +64,18 @@ func (p *pusher) push(ctx context.Context, ev controller.Event, giveUp time.Dura
 		}
 		switch {
 		case err == nil:
+			p.accepted()
 			return struct{}{}, nil
 		case errors.Is(err, controller.ErrStopped):
-			return struct{}{}, backoff.Permanent(fmt.Errorf("push %s: %w", ev.GetName(), err))
+			return struct{}{}, backoff.Permanent(fmt.Errorf("watcher: push %s: %w", ev.GetName(), err))
 		}
 		p.stats.pushRetries.Add(1)
-		if refusals == 0 && p.onRetry != nil {
-			p.onRetry(ev, err)
+		if !p.refused {
+			p.refused = true
+			if p.onRefused != nil {
+				p.onRefused(ev, err)
+			}
 		}
-		refusals++
 		return struct{}{}, err
 	},
 		backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: p.min, Multiplier: 2, MaxInterval: p.max}),

@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -49,7 +50,7 @@ func TestPusher(t *testing.T) {
 				var c counters
 				retried := 0
 				p := pusher{loop: rec, min: defaultPushMinBackoff, max: defaultPushMaxBackoff, stats: &c,
-					onRetry: func(controller.Event, error) { retried++ }}
+					onRefused: func(controller.Event, error) { retried++ }}
 				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 				defer cancel()
 				begin := time.Now()
@@ -117,5 +118,42 @@ func TestPusherWithoutGiveUpRetriesPastTheLibraryDefault(t *testing.T) {
 		require.NoError(t, p.push(t.Context(), controller.NewDBResync(), 0))
 		assert.Equal(t, 1, rec.Len())
 		assert.GreaterOrEqual(t, time.Since(begin), 20*time.Minute)
+	})
+}
+
+// TestPusherReportsRefusalOncePerEpisode: a loop that keeps refusing is a
+// degraded state, reported once when it starts (the first refusal) and
+// once when it ends (the first event accepted after refusals), not once
+// per event (CONTRIBUTING R10).
+func TestPusherReportsRefusalOncePerEpisode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var full atomic.Bool
+		rec := &controllertest.EventRecorder{PushErr: func(controller.Event) error {
+			if full.Load() {
+				return controller.ErrQueueFull
+			}
+			return nil
+		}}
+		var c counters
+		var got []string
+		p := pusher{loop: rec, min: defaultPushMinBackoff, max: defaultPushMaxBackoff, stats: &c,
+			onRefused:  func(ev controller.Event, _ error) { got = append(got, "refused "+ev.GetName()) },
+			onAccepted: func() { got = append(got, "accepted") }}
+		require.NoError(t, p.push(t.Context(), controller.NewDBResync(), 0), "the loop is accepting")
+		// Three changes given up in a row, then a DBResync accepted after
+		// more refusals: one episode.
+		full.Store(true)
+		for range 3 {
+			require.ErrorIs(t, p.push(t.Context(), &controller.KubeStateChange{Key: "k"}, 10*time.Millisecond), errGaveUp)
+		}
+		time.AfterFunc(time.Second, func() { full.Store(false) })
+		require.NoError(t, p.push(t.Context(), controller.NewDBResync(), 0))
+		// Accepted at once: nothing to report.
+		require.NoError(t, p.push(t.Context(), controller.NewDBResync(), 0))
+		// A second episode.
+		full.Store(true)
+		time.AfterFunc(time.Second, func() { full.Store(false) })
+		require.NoError(t, p.push(t.Context(), &controller.KubeStateChange{Key: "k"}, 0))
+		assert.Equal(t, []string{"refused Kubernetes State Change", "accepted", "refused Kubernetes State Change", "accepted"}, got)
 	})
 }

@@ -136,6 +136,18 @@ func (r *registry) resourceOf(rel string) (*kubemodel.Resource, error) {
 	return nil, fmt.Errorf("%w: %q", errNoResource, rel)
 }
 
+// resourceNameOf returns the name of the resource whose key prefix rel
+// (relative to the Kubernetes-state prefix) matches, without checking the
+// key scheme; empty when none does.
+func (r *registry) resourceNameOf(rel string) string {
+	for i := range r.resources {
+		if strings.HasPrefix(rel, r.resources[i].KeyPrefix) {
+			return r.resources[i].Name
+		}
+	}
+	return ""
+}
+
 // decodeKube decodes the value of a Kubernetes-state key.
 func (r *registry) decodeKube(res *kubemodel.Resource, rel string, raw []byte) (proto.Message, error) {
 	msg := res.NewValue()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 	"github.com/vswitchkit/vswitchkit/internal/retry"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -34,8 +35,8 @@ type Watcher struct {
 	client *clientv3.Client // user-supplied; nil when Run creates its own
 	log    *slog.Logger
 
-	running atomic.Bool
-	stats   counters
+	run   lifecycle.Once
+	stats counters
 
 	// Test hooks, set before Run.
 	hookAfterSnapshot func(rev int64) // after a remote snapshot was read, before it is pushed
@@ -70,13 +71,18 @@ func newWatcher(client *clientv3.Client, loop controller.EventLoop, cfg Config) 
 	if err != nil {
 		return nil, fmt.Errorf("watcher config: %w", err)
 	}
-	return &Watcher{
+	w := &Watcher{
 		cfg:    cfg,
 		reg:    reg,
 		loop:   loop,
 		client: client,
 		log:    cfg.Logger.With(slog.String("component", "watcher")),
-	}, nil
+	}
+	w.stats.skipped = make(map[string]*skipCounters, len(reg.names))
+	for _, name := range reg.names {
+		w.stats.skipped[name] = new(skipCounters)
+	}
+	return w, nil
 }
 
 // Stats is a snapshot of the watcher's counters. All counts are since New.
@@ -115,6 +121,22 @@ type Stats struct {
 	// Revision is the highest etcd revision delivered (of a remote snapshot
 	// or of a change); 0 before the first remote snapshot.
 	Revision int64
+	// SkippedByResource splits BadKeys and BadValues by Kubernetes
+	// resource: it has an entry for every registered resource (by name,
+	// zero when nothing was skipped), so a metric per resource can be
+	// exported from it. A key of no registered resource counts in
+	// UnknownKeys only.
+	SkippedByResource map[string]Skipped
+	// SkippedExternal is the part of BadKeys and BadValues that was
+	// external configuration.
+	SkippedExternal Skipped
+}
+
+// Skipped counts the keys of one resource (or of the external
+// configuration) that were skipped: keys that break the resource's key
+// scheme, and values that did not decode.
+type Skipped struct {
+	BadKeys, BadValues uint64
 }
 
 type counters struct {
@@ -129,11 +151,25 @@ type counters struct {
 	mirrorWrites, mirrorErrors   atomic.Uint64
 	unkept                       atomic.Uint64
 	revision                     atomic.Int64
+	// skipped splits badKeys and badValues by resource name; the map is
+	// fixed at New (one entry per registered resource).
+	skipped         map[string]*skipCounters
+	skippedExternal skipCounters
+}
+
+type skipCounters struct{ badKeys, badValues atomic.Uint64 }
+
+func (c *skipCounters) load() Skipped {
+	return Skipped{BadKeys: c.badKeys.Load(), BadValues: c.badValues.Load()}
 }
 
 // Stats returns the current counters.
 func (w *Watcher) Stats() Stats {
 	c := &w.stats
+	skipped := make(map[string]Skipped, len(c.skipped))
+	for name, sc := range c.skipped {
+		skipped[name] = sc.load()
+	}
 	return Stats{
 		RemoteResyncs: c.remoteResyncs.Load(), LocalResyncs: c.localResyncs.Load(),
 		KubeChanges: c.kubeChanges.Load(), ExternalChanges: c.externalChanges.Load(),
@@ -142,8 +178,9 @@ func (w *Watcher) Stats() Stats {
 		Compactions:   c.compactions.Load(), Reconnects: c.reconnects.Load(), WatchErrors: c.watchErrors.Load(),
 		PushRetries: c.pushRetries.Load(), ForcedResyncs: c.forcedResyncs.Load(),
 		MirrorWrites: c.mirrorWrites.Load(), MirrorErrors: c.mirrorErrors.Load(),
-		Unkept:   c.unkept.Load(),
-		Revision: c.revision.Load(),
+		Unkept:            c.unkept.Load(),
+		Revision:          c.revision.Load(),
+		SkippedByResource: skipped, SkippedExternal: c.skippedExternal.load(),
 	}
 }
 
@@ -172,20 +209,21 @@ type run struct {
 // error wrapping controller.ErrStopped when the loop stopped, an error
 // wrapping [ErrMirror] when the mirror file cannot be opened, an error
 // wrapping [ErrClientConfig] when the TLS files cannot be loaded,
-// [ErrClientClosed] when the caller's client was closed, or
-// [ErrAlreadyRunning]. Connection failures, lost watches and bad values are
+// [ErrClientClosed] when the caller's client was closed, or an error
+// wrapping [ErrAlreadyRunning] when called before. It never returns nil. Connection failures, lost watches and bad values are
 // handled (and counted in [Watcher.Stats]), not returned. Run returns only after every goroutine it
 // started has exited; a client created by Run is closed.
 func (w *Watcher) Run(ctx context.Context) error {
-	if !w.running.CompareAndSwap(false, true) {
-		return ErrAlreadyRunning
+	if err := w.run.Start("watcher"); err != nil {
+		return err
 	}
 	r := &run{w: w, client: w.client}
 	r.push = pusher{
 		loop: w.loop, min: defaultPushMinBackoff, max: defaultPushMaxBackoff, stats: &w.stats,
-		onRetry: func(ev controller.Event, err error) {
-			w.log.Warn("event loop refused an event; retrying", slog.String("event", ev.GetName()), slog.Any("error", err))
+		onRefused: func(ev controller.Event, err error) {
+			w.log.Warn("event loop refuses events; retrying", slog.String("event", ev.GetName()), slog.Any("error", err))
 		},
+		onAccepted: func() { w.log.Info("event loop accepts events again") },
 	}
 	if w.cfg.MirrorPath != "" {
 		m, err := openMirror(w.cfg.MirrorPath)
@@ -384,7 +422,7 @@ func (r *run) snapshot(ctx context.Context, fallbackPending bool, fallbackAt tim
 			}
 			res, msg, kept, err := w.decode(kind, rel, kv.Value)
 			if err != nil {
-				w.reportBad(err)
+				w.reportBad(kind, rel, err)
 				continue
 			}
 			if !kept {
@@ -419,7 +457,7 @@ func (r *run) startLocal(ctx context.Context) error {
 		for rel, raw := range part {
 			res, msg, kept, err := w.decode(kind, rel, raw)
 			if err != nil {
-				w.reportBad(err)
+				w.reportBad(kind, rel, err)
 				continue
 			}
 			if !kept {
@@ -457,16 +495,26 @@ func (w *Watcher) decode(kind keyKind, rel string, raw []byte) (res *kubemodel.R
 	return res, msg, true, err
 }
 
-func (w *Watcher) reportBad(err error) {
+// reportBad counts and logs a key that decode rejected; kind and rel are
+// the key's part of the key space and its relative key.
+func (w *Watcher) reportBad(kind keyKind, rel string, err error) {
 	if errors.Is(err, errNoResource) {
 		w.stats.unknownKeys.Add(1)
 		w.log.Debug("skipping key of an unregistered resource", slog.Any("error", err))
 		return
 	}
+	sc := &w.stats.skippedExternal
+	if kind == kubeKey {
+		// The error came from the resource whose key prefix matches (a
+		// key that matches none is errNoResource).
+		sc = w.stats.skipped[w.reg.resourceNameOf(rel)]
+	}
 	if errors.Is(err, ErrBadKey) {
 		w.stats.badKeys.Add(1)
+		sc.badKeys.Add(1)
 	} else {
 		w.stats.badValues.Add(1)
+		sc.badValues.Add(1)
 	}
 	// The error names the key and the decoding problem, never the value.
 	w.log.Warn("skipping key", slog.Any("error", err))
@@ -614,7 +662,7 @@ func (r *run) apply(ctx context.Context, stream keyKind, events []*clientv3.Even
 			case err != nil:
 				// The key no longer holds a usable value: it is skipped,
 				// which for a delivered key means it is deleted.
-				w.reportBad(err)
+				w.reportBad(kind, rel, err)
 			case kept:
 				cur = &entry{res: res, raw: kv.Value, msg: msg, rev: rev}
 			}

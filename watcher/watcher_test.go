@@ -8,6 +8,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/controllertest"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -164,6 +165,8 @@ func TestGarbageSkippedCountedAndLaterChangesArrive(t *testing.T) {
 	assert.Equal(t, uint64(1), st.BadKeys)
 	assert.Equal(t, uint64(1), st.UnknownKeys, "a resource this agent does not register is skipped, not bad")
 	assert.Equal(t, uint64(2), st.BadValues)
+	assertSkipped(t, rs, st, map[string]Skipped{"pod": {BadKeys: 1, BadValues: 1}})
+	assert.Equal(t, Skipped{BadValues: 1}, st.SkippedExternal)
 
 	// At run time: garbage of every kind, then a valid change.
 	unknownType := mustMarshal(t, &anypb.Any{TypeUrl: "type.googleapis.com/no.such.Type"})
@@ -189,9 +192,22 @@ func TestGarbageSkippedCountedAndLaterChangesArrive(t *testing.T) {
 	assert.Equal(t, uint64(2), st.BadKeys)
 	assert.Equal(t, uint64(1), st.UnknownKeys)
 	assert.Equal(t, uint64(5), st.BadValues)
+	assertSkipped(t, rs, st, map[string]Skipped{"pod": {BadKeys: 1, BadValues: 3}, "node": {BadKeys: 1}})
+	assert.Equal(t, Skipped{BadValues: 2}, st.SkippedExternal)
 	assert.NotContains(t, logs.String(), "nodesync/", "keys next to the resources' root are never read")
 	assert.Contains(t, logs.String(), "k8s/node/UPPER")
 	assert.NotContains(t, logs.String(), string(garbage))
+}
+
+// assertSkipped checks that st counts the skipped keys per resource as
+// want says, and zero for the other resources: every resource of the
+// DBResync rs (which has one entry per registered resource) is counted.
+func assertSkipped(t *testing.T, rs *controller.DBResync, st Stats, want map[string]Skipped) {
+	t.Helper()
+	assert.ElementsMatch(t, sortedKeys(rs.KubeState), sortedKeys(st.SkippedByResource), "one entry per registered resource")
+	for name, got := range st.SkippedByResource {
+		assert.Equal(t, want[name], got, "skipped of %s", name)
+	}
 }
 
 func TestEventLoopStoppedEndsRun(t *testing.T) {
@@ -202,7 +218,10 @@ func TestEventLoopStoppedEndsRun(t *testing.T) {
 	require.NoError(t, err)
 	err = w.Run(ctx)
 	require.ErrorIs(t, err, controller.ErrStopped)
-	require.ErrorIs(t, w.Run(ctx), ErrAlreadyRunning)
+	err = w.Run(ctx)
+	require.ErrorIs(t, err, ErrAlreadyRunning)
+	require.ErrorIs(t, err, lifecycle.ErrAlreadyRunning, "one ErrAlreadyRunning for every package")
+	assert.EqualError(t, err, "watcher: Run called more than once")
 }
 
 func TestNewRejectsBadArguments(t *testing.T) {

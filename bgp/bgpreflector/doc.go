@@ -2,8 +2,8 @@
 // custom resource BGPPeeringPolicy of group vswitchkit.io, version v1 —
 // into etcd as bgpmodel.PeeringPolicy values under bgpmodel.PolicyKey, so
 // that package bgp receives them through the etcd watcher and the event
-// loop. It is the glue between reflector, which knows nothing
-// of BGP, and the BGP model: [Resource] is a reflector.Resource read with
+// loop. It joins reflector, which knows nothing of BGP, to the BGP
+// model: [Resource] is a reflector.Resource read with
 // client-go's dynamic client.
 //
 //	resources := append(reflector.KubernetesResources(kube), bgpreflector.Resource(dyn))

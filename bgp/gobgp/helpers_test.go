@@ -4,6 +4,9 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,4 +181,29 @@ func waitEstablished(t testing.TB, m *Manager, peer netip.Addr) {
 func md5Supported(t testing.TB, p *testPeer) bool {
 	t.Helper()
 	return setMD5(p.addr.String()) == nil
+}
+
+// tcpMD5Failures returns the kernel's count of TCP segments dropped for a
+// wrong MD5 signature in this network namespace (TcpExt TCPMD5Failure in
+// /proc/net/netstat); ok is false where the kernel does not report it.
+func tcpMD5Failures(t testing.TB) (n uint64, ok bool) {
+	t.Helper()
+	raw, err := os.ReadFile("/proc/net/netstat")
+	if err != nil {
+		return 0, false
+	}
+	lines := strings.Split(string(raw), "\n")
+	for i := 0; i+1 < len(lines); i++ {
+		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if len(names) == 0 || names[0] != "TcpExt:" || len(values) != len(names) || values[0] != "TcpExt:" {
+			continue
+		}
+		for j, name := range names {
+			if name == "TCPMD5Failure" {
+				n, err := strconv.ParseUint(values[j], 10, 64)
+				return n, err == nil
+			}
+		}
+	}
+	return 0, false
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/server"
 
 	"github.com/vswitchkit/vswitchkit/bgp"
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 )
 
 // MinConnectRetryTime is the shortest ConnectRetryTime GoBGP honours: it
@@ -51,6 +52,7 @@ type Config struct {
 type Manager struct {
 	cfg Config
 	log *slog.Logger
+	run lifecycle.Once
 
 	// mu serializes ConfigurePeers and Run's shutdown and guards the fields
 	// below.
@@ -97,13 +99,12 @@ func New(cfg Config) (*Manager, error) {
 // peers keep the routes for the restart time until the restarted agent
 // re-advertises them (RFC 4724); other peers get a Cease and flush them.
 // Run returns ctx.Err() once every goroutine it started has exited. A
-// second call returns [ErrAlreadyRunning].
+// second call returns an error wrapping [ErrAlreadyRunning].
 func (m *Manager) Run(ctx context.Context) error {
-	m.mu.Lock()
-	if m.state != stateNew {
-		m.mu.Unlock()
-		return ErrAlreadyRunning
+	if err := m.run.Start("gobgp"); err != nil {
+		return err
 	}
+	m.mu.Lock()
 	m.state = stateRunning
 	m.mu.Unlock()
 	m.log.Info("started")

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vswitchkit/vswitchkit/bgp"
+	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 )
 
 func TestConfigurePeersNotRunning(t *testing.T) {
@@ -27,7 +28,10 @@ func TestNewRejectsBadListenAddress(t *testing.T) {
 
 func TestRunTwice(t *testing.T) {
 	m := runManager(t, Config{})
-	require.ErrorIs(t, m.Run(context.Background()), ErrAlreadyRunning)
+	err := m.Run(context.Background())
+	require.ErrorIs(t, err, ErrAlreadyRunning)
+	require.ErrorIs(t, err, lifecycle.ErrAlreadyRunning, "one ErrAlreadyRunning for every package")
+	assert.EqualError(t, err, "gobgp: Run called more than once")
 }
 
 func TestConfigurePeersRejectsFlawedPolicy(t *testing.T) {
@@ -177,15 +181,23 @@ func TestTCPMD5(t *testing.T) {
 	if !md5Supported(t, peer) {
 		t.Skip("TCP-MD5 (TCP_MD5SIG) is not available on this kernel or needs privileges (CAP_NET_ADMIN): run as root on Linux")
 	}
+	before, ok := tcpMD5Failures(t)
+	if !ok {
+		t.Skip("the kernel does not count TCP-MD5 failures (TCPMD5Failure in /proc/net/netstat)")
+	}
 	m := runManager(t, Config{})
 	n := neighborOf(peer, "127.0.0.7")
 	n.Password = "wrong"
 	state := testState(testNode("10.244.8.0/24"))
 	state.IPv4 = local.AsSlice()
 	require.NoError(t, m.ConfigurePeers(ctx, testPolicy(65007, n), state))
-	// The kernel drops segments with a bad signature; the session cannot
-	// come up. Give it a few connect retries.
-	time.Sleep(2 * time.Second)
+	// The peer's kernel drops our segments for their bad signature: the
+	// session cannot come up. Recorded, not slept for: the kernel counted
+	// two segments dropped (the connection attempt and a retry of it).
+	require.Eventually(t, func() bool {
+		now, _ := tcpMD5Failures(t)
+		return now >= before+2
+	}, waitFor, 20*time.Millisecond, "segments with a bad signature dropped")
 	ps, err := m.Peers(ctx)
 	require.NoError(t, err)
 	require.Len(t, ps, 1)

@@ -213,7 +213,7 @@ func logStats(ctx context.Context, r *reflector.Reflector, every time.Duration, 
 		case <-t.C:
 		}
 		s := r.Stats()
-		attrs := []any{
+		attrs := []slog.Attr{
 			slog.Bool("leader", s.Leader), slog.Uint64("puts", s.Puts), slog.Uint64("deletes", s.Deletes),
 			slog.Uint64("write_errors", s.WriteErrors), slog.Uint64("reconciles", s.Reconciles),
 			slog.Duration("last_reconcile", s.LastReconcile),
@@ -221,6 +221,6 @@ func logStats(ctx context.Context, r *reflector.Reflector, every time.Duration, 
 		for name, rs := range s.Resources {
 			attrs = append(attrs, slog.Group(name, slog.Int("objects", rs.Objects), slog.Int("bad", rs.BadObjects)))
 		}
-		log.Info("stats", attrs...)
+		log.LogAttrs(ctx, slog.LevelInfo, "stats", attrs...)
 	}
 }

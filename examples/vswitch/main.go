@@ -113,12 +113,12 @@ func (h slogHook) Fire(e *logrus.Entry) error {
 	if !h.log.Enabled(context.Background(), slog.LevelDebug) {
 		return nil
 	}
-	attrs := make([]any, 0, len(e.Data)+1)
+	attrs := make([]slog.Attr, 0, len(e.Data)+1)
 	attrs = append(attrs, slog.String("govppLevel", e.Level.String()))
 	for k, v := range e.Data {
 		attrs = append(attrs, slog.Any(k, v))
 	}
-	h.log.Debug(e.Message, attrs...)
+	h.log.LogAttrs(context.Background(), slog.LevelDebug, e.Message, attrs...)
 	return nil
 }
 

@@ -1,15 +1,15 @@
-// Package bgpglue feeds the BGP control plane (package bgp) from a running
+// Package bgpsource feeds the BGP control plane (package bgp) from a running
 // vswitchkit agent: it joins the controller event loop, IPAM, node sync and
 // the service processor to a bgp.Controller and its manager.
 //
 // A [Source] is registered three times and used three times:
 //
 //	sig := bgp.NewSignaler()
-//	src, _ := bgpglue.New(nodeName, sig, bgpglue.Config{
-//		PodSubnets: []bgpglue.PodSubnets{ipam4, ipam6}, // *ipam.IPAM
-//		Nodes:      nodeSync,                           // *nodesync.NodeSync
+//	src, _ := bgpsource.New(nodeName, sig, bgpsource.Config{
+//		PodSubnets: []bgpsource.PodSubnets{ipam4, ipam6}, // *ipam.IPAM
+//		Nodes:      nodeSync,                             // *nodesync.NodeSync
 //	})
-//	_ = sp.RegisterRenderer(src)                        // *svcprocessor.ServiceProcessor
+//	_ = sp.RegisterRenderer(src)                          // *svcprocessor.ServiceProcessor
 //	_ = loop.Register(nodeSync, ipam4, sp.Handler(), src) // src after the others
 //	mgr, _ := gobgp.New(gobgp.Config{Services: src})
 //	ctrl, _ := bgp.NewController(mgr, src, src, bgp.ControllerConfig{Signaler: sig})

@@ -27,7 +27,7 @@ const waitFor = 20 * time.Second
 
 // agent is the BGP part of an agent: a controller loop with IPAM (external
 // mode: the pod CIDR comes from the node object), the service processor
-// and the glue, feeding a bgp.Controller over a GoBGP manager.
+// and the BGP source, feeding a bgp.Controller over a GoBGP manager.
 type agent struct {
 	loop *controller.Loop
 	ctrl *bgp.Controller
@@ -76,11 +76,11 @@ func node(name string, labels map[string]string, podCIDR string) *kubemodel.Node
 	return &kubemodel.Node{Name: name, Labels: labels, PodCidrs: []string{podCIDR}}
 }
 
-// TestGlueUnderControllerLoop drives the glue with a real controller loop:
+// TestSourceUnderControllerLoop drives the source with a real controller loop:
 // a pod CIDR change (IPAM's PodCIDRChange), a node label change (policy
 // selection) and service and endpoint changes (the service processor's
 // local backends) reach a GoBGP peer on loopback.
-func TestGlueUnderControllerLoop(t *testing.T) {
+func TestSourceUnderControllerLoop(t *testing.T) {
 	const nodeName = "worker-1"
 	local := netip.MustParseAddr("127.0.0.61")
 	peer := gobgptest.StartPeer(t, gobgptest.PeerConfig{Address: netip.MustParseAddr("127.0.0.62"), ASN: 65062})

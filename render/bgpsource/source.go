@@ -121,18 +121,18 @@ var (
 func New(nodeName string, sig bgp.Signaler, cfg Config) (*Source, error) {
 	var errs []error
 	if sig.Sig == nil {
-		errs = append(errs, errors.New("bgpglue: New: the Signaler has no channel (use bgp.NewSignaler)"))
+		errs = append(errs, errors.New("bgpsource: New: the Signaler has no channel (use bgp.NewSignaler)"))
 	}
 	for i, p := range cfg.PodSubnets {
 		if p == nil {
-			errs = append(errs, fmt.Errorf("bgpglue: Config.PodSubnets[%d] is nil", i))
+			errs = append(errs, fmt.Errorf("bgpsource: Config.PodSubnets[%d] is nil", i))
 		}
 	}
 	if cfg.IPv4.IsValid() && !cfg.IPv4.Unmap().Is4() {
-		errs = append(errs, fmt.Errorf("bgpglue: Config.IPv4 %s is not an IPv4 address", cfg.IPv4))
+		errs = append(errs, fmt.Errorf("bgpsource: Config.IPv4 %s is not an IPv4 address", cfg.IPv4))
 	}
 	if cfg.IPv6.IsValid() && (!cfg.IPv6.Is6() || cfg.IPv6.Is4In6()) {
-		errs = append(errs, fmt.Errorf("bgpglue: Config.IPv6 %s is not an IPv6 address", cfg.IPv6))
+		errs = append(errs, fmt.Errorf("bgpsource: Config.IPv6 %s is not an IPv6 address", cfg.IPv6))
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -140,7 +140,7 @@ func New(nodeName string, sig bgp.Signaler, cfg Config) (*Source, error) {
 	}
 	base, err := bgp.NewEventSource(nodeName, sig, log)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("bgpglue: %w", err))
+		errs = append(errs, fmt.Errorf("bgpsource: %w", err))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -148,14 +148,15 @@ func New(nodeName string, sig bgp.Signaler, cfg Config) (*Source, error) {
 	cfg.PodSubnets = slices.Clone(cfg.PodSubnets)
 	cfg.IPv4 = cfg.IPv4.Unmap()
 	return &Source{
-		nodeName: nodeName, sig: sig, cfg: cfg, log: log.With(slog.String("component", "bgp-glue")), base: base,
+		nodeName: nodeName, sig: sig, cfg: cfg, log: log.With(slog.String("component", "bgpsource")), base: base,
 		services:  make(map[kubemodel.ServiceID]int),
 		localSvcs: make(map[kubemodel.ServiceID]bool),
 	}, nil
 }
 
-// String names the handler: "bgp-glue".
-func (s *Source) String() string { return "bgp-glue" }
+// String names the handler: "bgpsource", as its package and its log
+// component.
+func (s *Source) String() string { return "bgpsource" }
 
 // HandlesEvent selects every resync (including IPAM's PodCIDRChange, an
 // UpstreamResync), KubeStateChange of nodes, peering policies and services,

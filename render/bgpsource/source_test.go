@@ -56,7 +56,7 @@ func TestNew(t *testing.T) {
 	}
 	s, err := bgpsource.New("n1", bgp.NewSignaler(), bgpsource.Config{})
 	require.NoError(t, err)
-	assert.Equal(t, "bgp-glue", s.String())
+	assert.Equal(t, "bgpsource", s.String())
 	assert.Nil(t, s.Node(), "unknown before the first resync")
 	assert.Empty(t, s.ListServices())
 }
@@ -295,7 +295,7 @@ func TestServices(t *testing.T) {
 // renders incrementally and compares the result with a fresh resync of the
 // final state.
 func TestServicesModel(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
+	rng := rand.New(rand.NewPCG(testSeed(t, 1), 2))
 	sig := bgp.NewSignaler()
 	s, err := bgpsource.New("n1", sig, bgpsource.Config{})
 	require.NoError(t, err)

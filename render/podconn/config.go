@@ -44,7 +44,9 @@ type Config struct {
 	// process from VPP until they are added again).
 	Attachments Attachments
 
-	// Logger receives debug logs. Default: discard.
+	// Logger receives debug logs, and a Warn for a pod whose interface
+	// type annotation names no type (once per pod and value). Default:
+	// discard.
 	Logger *slog.Logger
 }
 

@@ -19,7 +19,13 @@
 // that an attachment gets the same names and MACs after every restart
 // (and a re-created sandbox new ones). The interface type is the AddPod's
 // InterfaceType, else the pod's annotation
-// podiface.TypeAnnotation, else [Config].InterfaceType:
+// podiface.TypeAnnotation, else [Config].InterfaceType. An annotation that
+// names no interface type ("carrier-pigeon") is not replaced by another
+// type: the pod's AddPod, and [Handler.InterfaceTypeOf] which the pod
+// server asks first, fail with an [AnnotationError] naming the annotation
+// and the value (the ADD fails, kubelet retries it) until the annotation
+// is fixed; the value is logged at Warn once per pod. A pod attached
+// before its annotation went bad stays as it is. The types:
 //
 //   - af_packet: VPP attaches to AddPod.HostIfName, the host end of the
 //     veth pair the pod server made (works on every host);

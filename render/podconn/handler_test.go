@@ -1,7 +1,9 @@
 package podconn_test
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,8 +67,8 @@ func TestInterfaceType(t *testing.T) {
 		require.Len(t, ev.Interfaces, 1)
 		return ev.Interfaces[0].Type
 	}
-	assert.Equal(t, podiface.Memif, a.Pods.InterfaceTypeOf(podID(1)), "the pod server asks before ADD")
-	assert.Equal(t, podiface.Tap, a.Pods.InterfaceTypeOf(podID(0)), "no annotation: Config")
+	assert.Equal(t, podiface.Memif, typeOfPod(t, a.Pods, podID(1)), "the pod server asks before ADD")
+	assert.Equal(t, podiface.Tap, typeOfPod(t, a.Pods, podID(0)), "no annotation: Config")
 	assert.Equal(t, podiface.Tap, typeOf(addPodEvent(e, 0, podiface.Default)), "Config")
 	assert.Equal(t, podiface.Memif, typeOf(addPodEvent(e, 1, podiface.Default)), "annotation")
 	assert.Equal(t, podiface.AfPacket, typeOf(addPodEvent(e, 2, podiface.AfPacket)), "event")
@@ -75,10 +77,83 @@ func TestInterfaceType(t *testing.T) {
 		NewValue: annotated(3, "af_packet")}
 	require.NoError(t, a.Loop.PushEvent(ch))
 	a.Sync(t)
-	assert.Equal(t, podiface.AfPacket, a.Pods.InterfaceTypeOf(podID(3)))
+	assert.Equal(t, podiface.AfPacket, typeOfPod(t, a.Pods, podID(3)))
 	assert.Equal(t, podiface.AfPacket, typeOf(addPodEvent(e, 3, podiface.Default)), "annotation added later")
 	a.WaitConfigured(t)
 	assert.Len(t, a.Pods.Pods(), 4)
+}
+
+func typeOfPod(t *testing.T, h *podconn.Handler, pod kubemodel.PodID) podiface.Type {
+	t.Helper()
+	typ, err := h.InterfaceTypeOf(pod)
+	require.NoError(t, err)
+	return typ
+}
+
+// TestUnknownInterfaceTypeAnnotation (issue 27, item 5): a pod whose
+// annotation asks for an interface type that does not exist is not given
+// another type: InterfaceTypeOf (which the pod server asks before ADD)
+// and its AddPod fail with an error naming the annotation and the value.
+// The annotation is logged at Warn once per pod and value. A pod attached
+// before its annotation went bad stays attached through resyncs.
+func TestUnknownInterfaceTypeAnnotation(t *testing.T) {
+	e := simEnv(t)
+	annotated := func(i int, typ string) *kubemodel.Pod {
+		return &kubemodel.Pod{Namespace: "default", Name: podID(i).Name,
+			Annotations: map[string]string{podiface.TypeAnnotation: typ}}
+	}
+	kube := controller.NewKubeStateData()
+	kube[kubemodel.PodResource] = controller.KeyValuePairs{kubemodel.PodKey("default", "pod1"): annotated(1, "carrier-pigeon")}
+	logs := &rendertest.LogBuffer{}
+	a := rendertest.Start(t, rendertest.Options{Name: "node-1", DB: nodesynctest.NewMemDB(), NewAdapter: e.newAdapter,
+		KubeState: kube, PodConn: podconn.Config{InterfaceType: podiface.Tap, Logger: logs.Logger()}})
+
+	const want = `podconn: pod default/pod1: annotation vswitchkit.io/pod-interface-type="carrier-pigeon" is not an interface type (want tap, af_packet or memif)`
+	_, err := a.Pods.InterfaceTypeOf(podID(1))
+	require.EqualError(t, err, want)
+	var aerr *podconn.AnnotationError
+	require.ErrorAs(t, err, &aerr)
+	assert.Equal(t, podconn.AnnotationError{Pod: podID(1), Value: "carrier-pigeon"}, *aerr)
+	assert.ErrorIs(t, err, podconn.ErrBadRequest)
+
+	err = a.AddPod(t, addPodEvent(e, 1, podiface.Default))
+	require.ErrorAs(t, err, &aerr, "the ADD fails rather than give the pod another type")
+	assert.ErrorContains(t, err, want)
+	_, ok := a.Pods.PodInterface(podID(1))
+	assert.False(t, ok)
+	_, ok = a.IPAM.PodAddr(podID(1))
+	assert.False(t, ok, "IPAM took the address back")
+
+	// Another change of the pod with the same value, and a resync: no
+	// second warning. A new bad value: one more.
+	require.NoError(t, a.Loop.PushEvent(&controller.KubeStateChange{Key: kubemodel.PodKey("default", "pod1"),
+		Resource: kubemodel.PodResource, PrevValue: annotated(1, "carrier-pigeon"), NewValue: annotated(1, "carrier-pigeon")}))
+	a.Sync(t)
+	a.Resync(t, kube)
+	assert.Equal(t, 1, strings.Count(logs.String(), "level=WARN"), logs.String())
+	assert.Contains(t, logs.String(), `pod=default/pod1`)
+	assert.Contains(t, logs.String(), `value=carrier-pigeon`)
+	require.NoError(t, a.Loop.PushEvent(&controller.KubeStateChange{Key: kubemodel.PodKey("default", "pod1"),
+		Resource: kubemodel.PodResource, PrevValue: annotated(1, "carrier-pigeon"), NewValue: annotated(1, "pigeon")}))
+	a.Sync(t)
+	assert.Equal(t, 2, strings.Count(logs.String(), "level=WARN"))
+
+	// Fixed: the pod gets what it asks for.
+	require.NoError(t, a.Loop.PushEvent(&controller.KubeStateChange{Key: kubemodel.PodKey("default", "pod1"),
+		Resource: kubemodel.PodResource, PrevValue: annotated(1, "pigeon"), NewValue: annotated(1, "memif")}))
+	a.Sync(t)
+	assert.Equal(t, podiface.Memif, typeOfPod(t, a.Pods, podID(1)))
+	ev := addPodEvent(e, 1, podiface.Default)
+	require.NoError(t, a.AddPod(t, ev))
+	assert.Equal(t, podiface.Memif, ev.Interfaces[0].Type)
+
+	// Broken after the pod was attached: the pod stays as it is.
+	require.NoError(t, a.Loop.PushEvent(&controller.KubeStateChange{Key: kubemodel.PodKey("default", "pod1"),
+		Resource: kubemodel.PodResource, PrevValue: annotated(1, "memif"), NewValue: annotated(1, "carrier-pigeon")}))
+	a.Sync(t)
+	a.Resync(t, kube)
+	_, ok = a.Pods.PodInterface(podID(1))
+	assert.True(t, ok, "an attached pod is not disconnected by its annotation")
 }
 
 // TestSandboxReplaced: a pod's new sandbox (another container ID) replaces
@@ -152,4 +227,28 @@ func TestStartWithoutAttachments(t *testing.T) {
 	b.WaitConfigured(t)
 	assert.Equal(t, before, rendertest.Tables(t, e.newAdapter))
 	assert.Empty(t, vppdrivertest.Writes(e.rec.Take()))
+}
+
+// TestPodWithoutAddressLeftOut: a recorded pod that IPAM has no address
+// for at a resync (its allocation was lost) is left out and logged, as
+// Resync's doc says; the other pods are rebuilt.
+func TestPodWithoutAddressLeftOut(t *testing.T) {
+	e := simEnv(t)
+	node := &rendertest.Node{}
+	a := startAgent(t, e, node)
+	for i := range 2 {
+		require.NoError(t, a.AddPod(t, addPodEvent(e, i, podiface.AfPacket)))
+	}
+	a.Stop()
+	require.NoError(t, node.Store.DeleteAllocation(context.Background(), podID(0)))
+
+	logs := &rendertest.LogBuffer{}
+	b := rendertest.Start(t, rendertest.Options{Name: "node-1", DB: e.db, NewAdapter: e.newAdapter, Node: node,
+		PodConn: podconn.Config{MemifSocketDir: e.memifDir, Logger: logs.Logger()}})
+	_, ok := b.Pods.PodInterface(podID(0))
+	assert.False(t, ok, "left out")
+	_, ok = b.Pods.PodInterface(podID(1))
+	assert.True(t, ok)
+	assert.Contains(t, logs.String(), "level=WARN msg=\"pod left out\" component=podconn pod=default/pod0")
+	assert.Contains(t, logs.String(), podconn.ErrNoPodIP.Error())
 }

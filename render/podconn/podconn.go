@@ -55,9 +55,29 @@ var (
 	ErrNoGateway = errors.New("podconn: IPAM has no pod gateway")
 	// ErrBadRequest: the AddPod cannot be served as it is (e.g. af_packet
 	// without the host end of a veth pair, tap without a network
-	// namespace).
+	// namespace, an [AnnotationError]).
 	ErrBadRequest = errors.New("podconn: bad AddPod request")
 )
+
+// AnnotationError reports a pod whose podiface.TypeAnnotation holds a
+// value that is not an interface type. A pod that asked for what cannot be
+// given is not given something else: [Handler.InterfaceTypeOf] and the
+// pod's AddPod (without an InterfaceType of its own) fail with it until
+// the annotation is fixed. It matches [ErrBadRequest] (errors.Is).
+type AnnotationError struct {
+	// Pod is the annotated pod.
+	Pod kubemodel.PodID
+	// Value is the annotation's value.
+	Value string
+}
+
+func (e *AnnotationError) Error() string {
+	return fmt.Sprintf("podconn: pod %s: annotation %s=%q is not an interface type (want tap, af_packet or memif)",
+		e.Pod, podiface.TypeAnnotation, e.Value)
+}
+
+// Unwrap returns ErrBadRequest.
+func (e *AnnotationError) Unwrap() error { return ErrBadRequest }
 
 // Handler is the pod connectivity event handler: it connects pods to VPP
 // (AddPod), disconnects them (DeletePod) and rebuilds them on resyncs,
@@ -77,6 +97,7 @@ type Handler struct {
 	mu          sync.Mutex // guards the fields below
 	pods        map[kubemodel.PodID]*pod
 	annotations map[kubemodel.PodID]podiface.Type // pods with the type annotation
+	badTypes    map[kubemodel.PodID]string        // pods whose annotation is no type: the value
 	gw          netip.Addr                        // the gateway the loopback was put with
 	resynced    bool                              // a Resync knew the gateway and the pods
 	// Revert of the AddPod being processed.
@@ -110,7 +131,8 @@ func New(addrs IPAM, cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	return &Handler{ipam: addrs, cfg: cfg, log: cfg.Logger.With(slog.String("component", "podconn")),
-		pods: map[kubemodel.PodID]*pod{}, annotations: map[kubemodel.PodID]podiface.Type{}}, nil
+		pods: map[kubemodel.PodID]*pod{}, annotations: map[kubemodel.PodID]podiface.Type{},
+		badTypes: map[kubemodel.PodID]string{}}, nil
 }
 
 // String returns "podconn".
@@ -145,16 +167,21 @@ func (h *Handler) PodInterface(id kubemodel.PodID) (ifName string, ok bool) {
 // InterfaceTypeOf returns the interface type that the pod's
 // podiface.TypeAnnotation asks for, as last seen in the
 // Kubernetes state, or Config.InterfaceType when the pod has none (or is
-// not known yet). The pod server calls it before it prepares a new pod
-// (cniserver.Config.InterfaceTypeFor), so that an af_packet veth pair is
-// made only for pods that will use it. It is safe for concurrent use.
-func (h *Handler) InterfaceTypeOf(id kubemodel.PodID) podiface.Type {
+// not known yet). It returns an [*AnnotationError] when the annotation
+// holds no interface type. The pod server calls it before it prepares a
+// new pod (cniserver.Config.InterfaceTypeFor), so that an af_packet veth
+// pair is made only for pods that will use it, and a pod with a bad
+// annotation fails its ADD at once. It is safe for concurrent use.
+func (h *Handler) InterfaceTypeOf(id kubemodel.PodID) (podiface.Type, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if t, ok := h.annotations[id]; ok {
-		return t
+	if v, bad := h.badTypes[id]; bad {
+		return "", &AnnotationError{Pod: id, Value: v}
 	}
-	return h.cfg.InterfaceType
+	if t, ok := h.annotations[id]; ok {
+		return t, nil
+	}
+	return h.cfg.InterfaceType, nil
 }
 
 // Pods returns the attachments of the pods the handler connected, sorted
@@ -198,10 +225,13 @@ func (h *Handler) Resync(_ controller.Event, kube controller.KubeStateData, _ in
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.annotations = map[kubemodel.PodID]podiface.Type{}
+	oldBad := h.badTypes
+	h.badTypes = map[kubemodel.PodID]string{}
 	for key, v := range kube[kubemodel.PodResource] {
 		if p, ok := v.(*kubemodel.Pod); ok {
 			if id, err := kubemodel.ParsePodKey(key); err == nil {
-				h.noteAnnotation(id, p)
+				prev, wasBad := oldBad[id]
+				h.noteAnnotation(id, p, prev, wasBad)
 			}
 		}
 	}
@@ -280,26 +310,41 @@ func (h *Handler) Update(ev controller.Event, txn controller.UpdateOperations) (
 			return "", nil
 		}
 		p, _ := e.NewValue.(*kubemodel.Pod)
+		prev, wasBad := h.badTypes[id]
 		delete(h.annotations, id)
-		h.noteAnnotation(id, p)
+		delete(h.badTypes, id)
+		h.noteAnnotation(id, p, prev, wasBad)
 	}
 	return "", nil
 }
 
-func (h *Handler) noteAnnotation(id kubemodel.PodID, p *kubemodel.Pod) {
+// noteAnnotation records the interface type annotation of pod p (nil:
+// deleted). A value that is no interface type is recorded as bad and
+// logged at Warn, unless it was already bad with that value (prev).
+func (h *Handler) noteAnnotation(id kubemodel.PodID, p *kubemodel.Pod, prev string, wasBad bool) {
 	s, ok := p.GetAnnotations()[podiface.TypeAnnotation]
 	if !ok {
 		return
 	}
 	t, err := podiface.ParseType(s)
-	if err != nil || t == podiface.Default {
-		h.log.Debug("ignoring the interface type annotation", slog.String("pod", id.String()), slog.String("value", s))
-		return
+	switch {
+	case err != nil:
+		h.badTypes[id] = s
+		if !wasBad || prev != s {
+			h.log.Warn("pod annotation names no interface type; the pod's ADD fails until it is fixed",
+				slog.String("pod", id.String()), slog.String("annotation", podiface.TypeAnnotation), slog.String("value", s))
+		}
+	case t == podiface.Default:
+		h.log.Debug("empty interface type annotation: the default type", slog.String("pod", id.String()))
+	default:
+		h.annotations[id] = t
 	}
-	h.annotations[id] = t
 }
 
 func (h *Handler) addPod(ev *controller.AddPod, txn controller.UpdateOperations) (string, error) {
+	if v, bad := h.badTypes[ev.Pod]; bad && ev.InterfaceType == podiface.Default {
+		return "", &AnnotationError{Pod: ev.Pod, Value: v}
+	}
 	gw, err := h.gateway()
 	if err != nil {
 		return "", err

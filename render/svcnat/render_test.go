@@ -213,7 +213,7 @@ func TestIncrementalEqualsResync(t *testing.T) {
 		{netip.MustParseAddr("10.1.1.4"), "p4"}, {netip.MustParseAddr("10.1.1.5"), "p5"},
 		{ip: netip.MustParseAddr("10.1.2.7")}, {ip: netip.MustParseAddr("10.1.2.8")},
 	}
-	for seed := range uint64(30) {
+	for seed := range testSeeds(t, 30) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			rnd := rand.New(rand.NewPCG(seed, 1))
 			cfg := svcnat.Config{Uplink: uplink, InterconnectInterfaces: []string{hostIC}, LocalBackendWeight: 1 + uint32(seed%3)}
@@ -357,6 +357,12 @@ func TestRenderer(t *testing.T) {
 		assert.Equal(t, 1, r.nat.Stats().UnsupportedPorts)
 		assert.Contains(t, r.logs.String(), "cannot translate")
 		assert.Contains(t, r.logs.String(), "default/mixed")
+		// Logged once, when it appears: not again for a change of the
+		// service's backends, nor at a resync (CONTRIBUTING R10).
+		r.endpoints(endpoints("mixed", []port{http, sctp}, p2))
+		r.resync()
+		assert.Equal(t, 1, strings.Count(r.logs.String(), "cannot translate"), r.logs.String())
+		assert.Equal(t, 1, r.nat.Stats().UnsupportedPorts)
 		r.kube(kubemodel.ServiceResource, kubemodel.ServiceKey("default", "mixed"), nil)
 		assert.Zero(t, r.nat.Stats().UnsupportedPorts)
 	})
@@ -382,6 +388,11 @@ func TestRenderer(t *testing.T) {
 		assert.Equal(t, []string{"+" + staticKey, "-" + lbKey}, changed(r.endpoints(endpoints("a", []port{http}, p4))))
 		assert.Equal(t, 1, r.nat.Stats().Conflicts)
 		assert.Contains(t, r.logs.String(), "same NAT44 frontend")
+		assert.Equal(t, "10.1.1.4", r.applied[staticKey].(*vppmodel.Nat44StaticMapping).GetLocalIp())
+		// Logged once, when it appears: not again at a resync.
+		r.resync()
+		assert.Equal(t, 1, strings.Count(r.logs.String(), "same NAT44 frontend"), r.logs.String())
+		assert.Equal(t, 1, r.nat.Stats().Conflicts)
 		assert.Equal(t, "10.1.1.4", r.applied[staticKey].(*vppmodel.Nat44StaticMapping).GetLocalIp())
 		assert.Equal(t, []string{"+" + lbKey, "-" + staticKey}, changed(r.kube(kubemodel.ServiceResource, kubemodel.ServiceKey("default", "a"), nil)),
 			"a goes: b gets it back")
@@ -466,4 +477,31 @@ func mappings(kv controller.KeyValuePairs) controller.KeyValuePairs {
 func protoEqual(t testing.TB, want, got proto.Message) {
 	t.Helper()
 	assert.True(t, proto.Equal(want, got), "want %v, got %v", want, got)
+}
+
+// TestNATLoopbackProblemLoggedOnce: a NAT loopback address that is not
+// known yet is logged at Warn at the first resync only, and its arrival
+// at Info (CONTRIBUTING R10).
+func TestNATLoopbackProblemLoggedOnce(t *testing.T) {
+	var logs bytes.Buffer
+	var loopback netip.Addr
+	nat, err := svcnat.New(svcprocessortest.NewNodeIPs(netip.MustParseAddr(nodeIP)),
+		svcnat.NATLoopbackFunc(func() netip.Addr { return loopback }),
+		svcnat.Config{Uplink: uplink, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.NoError(t, err)
+	resync := func() {
+		t.Helper()
+		require.NoError(t, nat.Render(svcprocessor.RenderEvent{Kind: svcprocessor.Resync, Snapshot: &svcprocessor.Snapshot{},
+			ResyncTxn: controllertest.NewTxn()}))
+	}
+	resync()
+	resync()
+	assert.Equal(t, 1, strings.Count(logs.String(), "level=WARN"), logs.String())
+	assert.False(t, nat.Stats().TwiceNATPool, "what is not rendered is in Stats too")
+	loopback = netip.MustParseAddr("172.30.1.254")
+	resync()
+	resync()
+	assert.True(t, nat.Stats().TwiceNATPool)
+	assert.Equal(t, 1, strings.Count(logs.String(), "twice-NAT pool rendered"), logs.String())
+	assert.Equal(t, 1, strings.Count(logs.String(), "level=WARN"))
 }

@@ -39,6 +39,9 @@ type Renderer struct {
 	back     map[string]bool          // the processor's backend interfaces
 	nodeIPs  []netip.Addr             // this node's IPv4 addresses, sorted
 	cur      Stats                    // the gauges, kept incrementally
+	// loopbackProblem is the NAT loopback problem logged last ("" none),
+	// so that it is logged once, not at every resync.
+	loopbackProblem string
 
 	mu    sync.Mutex
 	stats Stats // guarded by mu; published at the end of Render
@@ -60,7 +63,8 @@ type Stats struct {
 	// UnsupportedPorts is the number of service ports of a protocol that
 	// NAT44-ED cannot translate (SCTP), over the current services. They
 	// are not rendered (neither dropped silently nor turned into UDP): a
-	// warning is logged for every service change that has them.
+	// warning is logged when a service's number of them changes to a
+	// non-zero one (once, not at every change or resync).
 	UnsupportedPorts int
 	// IPv6Frontends is the number of IPv6 service addresses (cluster,
 	// external and node addresses times ports) not rendered: NAT44
@@ -68,8 +72,14 @@ type Stats struct {
 	IPv6Frontends int
 	// Conflicts is the number of frontends (protocol, address and port)
 	// that more than one service wants; the service first by
-	// namespace/name gets the mapping, a warning is logged.
+	// namespace/name gets the mapping, a warning is logged when another
+	// service joins the conflict (not again at a resync).
 	Conflicts int
+	// TwiceNATPool tells whether the twice-NAT pool of the NAT loopback
+	// address is rendered: false while that address is not known yet or
+	// not IPv4 (a warning is logged), when a pod cannot reach a service
+	// backed by itself.
+	TwiceNATPool bool
 	// Renders counts Render calls; Resyncs the Resync notifications among
 	// them.
 	Renders, Resyncs uint64
@@ -211,10 +221,7 @@ func (r *Renderer) service(id kubemodel.ServiceID, s *svcprocessor.ContivService
 	var cur *rendered
 	if s != nil {
 		cur = r.b.build(s, r.nodeIPs, old)
-		if cur.unsupported > 0 {
-			r.log.Warn("service ports of a protocol NAT44-ED cannot translate are not rendered",
-				slog.String("service", id.String()), slog.Int("ports", cur.unsupported))
-		}
+		r.noteUnsupported(old, cur)
 	}
 	r.account(old, -1)
 	r.account(cur, +1)
@@ -251,6 +258,16 @@ func (r *Renderer) service(id kubemodel.ServiceID, s *svcprocessor.ContivService
 	}
 }
 
+// noteUnsupported logs the ports of cur that cannot be rendered, when they
+// are new: cur has some and old (the service's previous rendering, nil if
+// none) had another number.
+func (r *Renderer) noteUnsupported(old, cur *rendered) {
+	if cur.unsupported > 0 && (old == nil || old.unsupported != cur.unsupported) {
+		r.log.Warn("service ports of a protocol NAT44-ED cannot translate are not rendered",
+			slog.String("service", cur.id.String()), slog.Int("ports", cur.unsupported))
+	}
+}
+
 // rebind replaces old by cur in the claims of the frontends cur kept.
 func (r *Renderer) rebind(old, cur *rendered) {
 	for _, m := range cur.mappings {
@@ -276,7 +293,7 @@ func (r *Renderer) claim(s *rendered, prev, m *mapping, w writer) {
 		if len(owners) > 1 {
 			r.log.Warn("services want the same NAT44 frontend; the first by namespace/name gets it",
 				slog.String("frontend", fe.addr.String()), slog.String("protocol", fe.proto.String()),
-				slog.String("service", s.id.String()), slog.String("has it", owners[0].id.String()))
+				slog.String("service", s.id.String()), slog.String("owner", owners[0].id.String()))
 		}
 		if k != 0 {
 			return // another service has it
@@ -440,7 +457,7 @@ func (r *Renderer) interfaces(set map[string]bool, old, cur []string, w writer) 
 // wants.
 func (r *Renderer) resync(snap *svcprocessor.Snapshot, w writer) {
 	r.readNodeIPs()
-	prev := r.services
+	prev, prevClaims := r.services, r.claims
 	r.services = make(map[kubemodel.ServiceID]*rendered, len(snap.Services))
 	r.claims = make(map[frontend][]*rendered, len(snap.Services))
 	resyncs := r.cur.Resyncs
@@ -448,10 +465,7 @@ func (r *Renderer) resync(snap *svcprocessor.Snapshot, w writer) {
 	r.cur = Stats{Resyncs: resyncs, Renders: renders}
 	for _, s := range snap.Services { // sorted by ID: the first claimant wins
 		cur := r.b.build(s, r.nodeIPs, prev[s.ID])
-		if cur.unsupported > 0 {
-			r.log.Warn("service ports of a protocol NAT44-ED cannot translate are not rendered",
-				slog.String("service", s.ID.String()), slog.Int("ports", cur.unsupported))
-		}
+		r.noteUnsupported(prev[s.ID], cur)
 		r.services[s.ID] = cur
 		r.account(cur, +1)
 		for _, m := range cur.mappings {
@@ -464,25 +478,39 @@ func (r *Renderer) resync(snap *svcprocessor.Snapshot, w writer) {
 				r.cur.Backends += len(m.spec.backends)
 			case 2:
 				r.cur.Conflicts++
-				r.log.Warn("services want the same NAT44 frontend; the first by namespace/name gets it",
-					slog.String("frontend", m.spec.fe.addr.String()), slog.String("protocol", m.spec.fe.proto.String()),
-					slog.String("service", s.ID.String()), slog.String("has it", owners[0].id.String()))
+				if len(prevClaims[m.spec.fe]) < 2 { // a new conflict
+					r.log.Warn("services want the same NAT44 frontend; the first by namespace/name gets it",
+						slog.String("frontend", m.spec.fe.addr.String()), slog.String("protocol", m.spec.fe.proto.String()),
+						slog.String("service", s.ID.String()), slog.String("owner", owners[0].id.String()))
+				}
 			}
 		}
 	}
 
 	// The plugin, its pools and the interfaces of the configuration.
 	w.put(vppmodel.Nat44GlobalKey, &vppmodel.Nat44Global{Sessions: r.cfg.MaxSessions, Forwarding: true})
+	problem := ""
 	if a := r.loopback.NatLoopbackAddr().Unmap(); a.IsValid() {
 		if a.Is4() {
 			w.put(vppmodel.Nat44AddressPoolKey(a, a, true),
 				&vppmodel.Nat44AddressPool{FirstIp: a.String(), Vrf: ^uint32(0), TwiceNat: true})
 		} else {
-			r.log.Warn("the NAT loopback address is not IPv4: no twice-NAT pool", slog.Any("address", a))
+			problem = "the NAT loopback address is not IPv4: no twice-NAT pool"
+			if problem != r.loopbackProblem {
+				r.log.Warn(problem, slog.Any("address", a))
+			}
 		}
 	} else {
-		r.log.Warn("the NAT loopback address is not known yet: no twice-NAT pool (a pod cannot reach a service backed by itself)")
+		problem = "the NAT loopback address is not known yet: no twice-NAT pool (a pod cannot reach a service backed by itself)"
+		if problem != r.loopbackProblem {
+			r.log.Warn(problem)
+		}
 	}
+	if problem == "" && r.loopbackProblem != "" {
+		r.log.Info("the NAT loopback address is known: twice-NAT pool rendered")
+	}
+	r.loopbackProblem = problem
+	r.cur.TwiceNATPool = problem == ""
 	if up := r.cfg.Uplink; up != "" {
 		w.put(vppmodel.Nat44InterfaceKey(up), &vppmodel.Nat44Interface{Interface: up, OutputFeature: true})
 		if !r.cfg.DisableSNAT {

@@ -110,7 +110,7 @@ func testServices(t *testing.T, vpp *testVPP) {
 	})
 	assert.Equal(t, local, vpp.nat(t), "Local policy")
 	st := a.nat.Stats()
-	assert.Equal(t, svcnat.Stats{Services: 2, Mappings: 4, Backends: 8, Interfaces: 3, Renders: st.Renders, Resyncs: 1}, st)
+	assert.Equal(t, svcnat.Stats{Services: 2, Mappings: 4, Backends: 8, Interfaces: 3, TwiceNATPool: true, Renders: st.Renders, Resyncs: 1}, st)
 
 	// VPP restarts: the driver reconnects, resyncs and restores every table.
 	var tables []string

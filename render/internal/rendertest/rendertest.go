@@ -9,6 +9,7 @@ package rendertest
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -184,6 +185,43 @@ func (a *Agent) Sync(t testing.TB) {
 	ev := controller.NewExternalConfigChange("rendertest-barrier", true)
 	require.NoError(t, a.Loop.PushEvent(ev))
 	require.NoError(t, ev.Wait())
+}
+
+// Resync pushes a DBResync of kube (the Kubernetes state) and waits until
+// it has been processed.
+func (a *Agent) Resync(t testing.TB, kube controller.KubeStateData) {
+	t.Helper()
+	ev := controller.NewDBResync()
+	if kube != nil {
+		ev.KubeState = kube
+	}
+	require.NoError(t, a.Loop.PushEvent(ev))
+	a.Sync(t)
+}
+
+// LogBuffer collects text logs (Debug and up) for tests that check what
+// was logged. It is safe for concurrent use.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what was logged.
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Logger returns a logger that writes to b.
+func (b *LogBuffer) Logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // WaitConfigured waits until the driver has configured every key.

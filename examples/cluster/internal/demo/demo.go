@@ -260,7 +260,7 @@ func (c *cluster) setup(ctx context.Context) error {
 		return err
 	}
 	refl, err := reflector.New(c.etcd, append(reflector.KubernetesResources(c.kube), bgpreflector.Resource(c.dyn)),
-		reflector.Config{Identity: "demo", Logger: c.log.With(slog.String("component", "reflector"))})
+		reflector.Config{Identity: "demo", Logger: c.log}) // it adds component=reflector
 	if err != nil {
 		return err
 	}
@@ -347,7 +347,7 @@ func (c *cluster) startEtcd(ctx context.Context) error {
 	defer c.step("etcd", time.Now())
 	if len(c.opts.Etcd) == 0 {
 		srv, err := embedetcd.Start(ctx, embedetcd.Config{Dir: filepath.Join(c.dir, "etcd"), UnsafeNoFsync: true,
-			Logger: c.log.With(slog.String("component", "etcd"))})
+			Logger: c.log}) // it adds component=embedetcd
 		if err != nil {
 			return fmt.Errorf("demo: embedded etcd: %w", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/netip"
 	"os"
 	"slices"
@@ -60,9 +61,14 @@ func assertEmptyDir(t *testing.T, dir string) {
 func TestCluster(t *testing.T) {
 	tmp := tempDir(t)
 	var out, progress bytes.Buffer
-	res, err := demo.Run(context.Background(), demo.Options{Nodes: 3, JSON: true, Progress: &progress}, &out)
+	logs := newComponentCheck(slog.LevelInfo)
+	res, err := demo.Run(context.Background(), demo.Options{Nodes: 3, JSON: true, Progress: &progress, Logger: slog.New(logs)}, &out)
 	require.NoError(t, err, "progress:\n%s", progress.String())
 	assertEmptyDir(t, tmp)
+	// Every component adds component=<name> once; nobody adds a second
+	// (CONTRIBUTING R9).
+	assert.Empty(t, logs.st.twice, "log lines with more than one component")
+	assert.Subset(t, logs.components(), []string{"agent", "controller", "embedetcd", "reflector", "watcher"}, "components seen")
 	t.Logf("setup %s, change %s", mustText(res.Timings.Setup), mustText(res.Timings.Change))
 	var steps []string
 	for _, s := range res.Timings.Steps {

@@ -80,7 +80,8 @@ func newSimNode(i int, dir string, cli *clientv3.Client, deps agent.Deps) (*simN
 	deps.Etcd = cli
 	deps.VPP = func() adapter.VppAPI { return n.vpp.NewAdapter() }
 	deps.Linux = n.linux
-	deps.Logger = deps.Logger.With("sim-node", n.name)
+	// The agent adds node=<name> to its components' logs, and each
+	// component its own component=<name>.
 	n.agent, err = agent.Open(agent.Config{
 		NodeName:         n.name,
 		StateDir:         stateDir,
