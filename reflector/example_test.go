@@ -48,7 +48,7 @@ func Example() {
 	go func() { done <- r.Run(ctx) }()
 
 	// Wait until the pod is written (an application would run a watcher).
-	for r.Stats().Resources[kubemodel.PodResource].Objects < 1 {
+	for s := r.Stats(); s.Resources[kubemodel.PodResource].Objects < 1 || s.Resources[kubemodel.PodPeerResource].Objects < 1; s = r.Stats() {
 		time.Sleep(10 * time.Millisecond)
 	}
 	key := reflector.DefaultPrefix + kubemodel.PodKey("default", "web")
@@ -60,13 +60,13 @@ func Example() {
 	leader, _ := etcd.Get(ctx, reflector.DefaultElectionPrefix, clientv3.WithPrefix())
 	fmt.Println("leader:", string(leader.Kvs[0].Value))
 	s := r.Stats()
-	fmt.Println("puts:", s.Puts, "pods:", s.Resources[kubemodel.PodResource].Objects)
+	fmt.Println("puts:", s.Puts, "pods:", s.Resources[kubemodel.PodResource].Objects, "peer records:", s.Resources[kubemodel.PodPeerResource].Objects)
 
 	cancel()
 	fmt.Println("Run:", <-done)
 	// Output:
 	// /vswitchkit/k8s/pod/default/web node1 10.1.1.2
 	// leader: example
-	// puts: 1 pods: 1
+	// puts: 2 pods: 1 peer records: 1
 	// Run: context canceled
 }

@@ -201,6 +201,16 @@ func wantState(t testing.TB, k *kube) map[string]string {
 		if m, err := reflector.ConvertPod(&pods.Items[i]); err == nil {
 			out[kubemodel.PodKey(m.Namespace, m.Name)] = encode(t, m)
 		}
+		if m, err := reflector.ConvertPodPeer(&pods.Items[i]); err == nil && m != nil {
+			out[kubemodel.PodPeerKey(m.Namespace, m.Name)] = encode(t, m)
+		}
+	}
+	nps, err := k.NetworkingV1().NetworkPolicies("").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for i := range nps.Items {
+		if m, err := reflector.ConvertNetworkPolicy(&nps.Items[i]); err == nil {
+			out[kubemodel.NetworkPolicyKey(m.Namespace, m.Name)] = encode(t, m)
+		}
 	}
 	svcs, err := k.CoreV1().Services("").List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)

@@ -94,10 +94,14 @@ func TestLeaseLossFencesTheLeader(t *testing.T) {
 	waitState(t, cli, wantState(t, k))
 
 	ctx := context.Background()
-	resp, err := cli.Get(ctx, reflector.DefaultElectionPrefix+"/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
-	require.NoError(t, err)
-	require.Len(t, resp.Kvs, 2, "both replicas campaign")
-	_, err = cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
+	var resp *clientv3.GetResponse
+	eventually(t, "both replicas campaign (each once its informers synced)", func() bool {
+		var err error
+		resp, err = cli.Get(ctx, reflector.DefaultElectionPrefix+"/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+		require.NoError(t, err)
+		return len(resp.Kvs) == 2
+	})
+	_, err := cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
 	require.NoError(t, err)
 	_, err = k.CoreV1().Pods("default").Create(ctx, pod("default", "b", "10.1.1.3"), metav1.CreateOptions{})
 	require.NoError(t, err)

@@ -68,7 +68,7 @@ func TestStaleEtcdReconciledWithoutGaps(t *testing.T) {
 	}
 	k := newKube(objs...)
 	want := wantState(t, k)
-	require.Len(t, want, 15)
+	require.Len(t, want, 18, "5 kinds and the pods' peer records, 3 each")
 
 	ctx := context.Background()
 	put := func(key, value string) {
@@ -132,10 +132,10 @@ func TestStaleEtcdReconciledWithoutGaps(t *testing.T) {
 		}
 	}
 	assert.ElementsMatch(t, deletedKeys, dels)
-	assert.Len(t, puts, 10, "the changed and the missing keys: %v", puts)
+	assert.Len(t, puts, 12, "the changed and the missing keys: %v", puts)
 	eventually(t, "the counters of the reconcile", func() bool { return r.Stats().Reconciles == 1 })
 	s := r.Stats()
-	assert.EqualValues(t, 10, s.Puts)
+	assert.EqualValues(t, 12, s.Puts)
 	assert.EqualValues(t, len(deletedKeys), s.Deletes)
 	assert.Positive(t, s.LastReconcile)
 }
@@ -180,8 +180,9 @@ func TestBadObjectsSkipped(t *testing.T) {
 	run(t, r)
 	waitLeader(t, r)
 	want := wantState(t, k)
-	require.Len(t, want, 2)
+	require.Len(t, want, 3)
 	require.Contains(t, want, kubemodel.PodKey("default", "good"))
+	require.Contains(t, want, kubemodel.PodPeerKey("default", "good"))
 	require.Contains(t, want, kubemodel.ServiceKey("default", "good"))
 	waitState(t, cli, want)
 
@@ -198,6 +199,7 @@ func TestBadObjectsSkipped(t *testing.T) {
 	_, err := k.CoreV1().Pods("default").UpdateStatus(ctx, good, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	delete(want, kubemodel.PodKey("default", "good"))
+	delete(want, kubemodel.PodPeerKey("default", "good"))
 	waitState(t, cli, want)
 	assert.Equal(t, 2, r.Stats().Resources[kubemodel.PodResource].BadObjects)
 

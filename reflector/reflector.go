@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,6 +63,7 @@ type resState struct {
 
 	informer cache.SharedIndexInformer // set by Run before the informer starts
 	lists    atomic.Int64              // full lists seen by the informer
+	sharers  []*resState               // resources using this one's informer (set by Run before it starts)
 
 	// Owned by the writer (the Run goroutine).
 	written map[string][]byte // relative key -> value as in etcd, while leader
@@ -93,6 +95,15 @@ func New(client *clientv3.Client, resources []Resource, cfg Config) (*Reflector,
 			errs = append(errs, fmt.Errorf("resource %q: duplicate name", res.Name))
 		}
 		names[res.Name] = true
+		if res.SharedWith != "" {
+			j := slices.IndexFunc(resources[:i], func(o Resource) bool { return o.Name == res.SharedWith })
+			switch {
+			case j < 0:
+				errs = append(errs, fmt.Errorf("resource %q: SharedWith %q is not an earlier resource", res.Name, res.SharedWith))
+			case resources[j].SharedWith != "" || resources[j].merged:
+				errs = append(errs, fmt.Errorf("resource %q: SharedWith %q, which does not have an informer of its own to share", res.Name, res.SharedWith))
+			}
+		}
 		for _, o := range resources[:i] {
 			if o.KeyPrefix != "" && res.KeyPrefix != "" && (strings.HasPrefix(o.KeyPrefix, res.KeyPrefix) || strings.HasPrefix(res.KeyPrefix, o.KeyPrefix)) {
 				errs = append(errs, fmt.Errorf("resources %q and %q: key prefixes %q and %q overlap", o.Name, res.Name, o.KeyPrefix, res.KeyPrefix))
@@ -224,14 +235,23 @@ func (r *Reflector) Run(ctx context.Context) error {
 		wg.Wait()
 	}()
 	var synced []cache.InformerSynced
+	var own []cache.SharedIndexInformer
 	for _, rs := range r.res {
-		rs.informer = r.newInformer(rs)
+		if rs.SharedWith != "" {
+			owner := r.res[slices.IndexFunc(r.res, func(o *resState) bool { return o.Name == rs.SharedWith })]
+			rs.informer = owner.informer
+			owner.sharers = append(owner.sharers, rs)
+		} else {
+			rs.informer = r.newInformer(rs)
+			own = append(own, rs.informer)
+		}
 		reg, err := rs.informer.AddEventHandler(handler{r: r, rs: rs})
 		if err != nil {
 			return fmt.Errorf("reflector: resource %s: %w", rs.Name, err)
 		}
 		synced = append(synced, reg.HasSynced)
-		inf := rs.informer
+	}
+	for _, inf := range own { // after every sharer is known: a relist marks them all
 		wg.Go(func() { inf.RunWithContext(ictx) })
 	}
 	r.log.Info("reflector started", slog.String("prefix", r.cfg.Prefix), slog.String("identity", identity), slog.Int("resources", len(r.res)))
@@ -272,6 +292,9 @@ func (r *Reflector) newInformer(rs *resState) cache.SharedIndexInformer {
 		if rs.lists.Add(1) > 1 {
 			r.mu.Lock()
 			r.relist[rs.idx] = true
+			for _, s := range rs.sharers {
+				r.relist[s.idx] = true
+			}
 			r.mu.Unlock()
 			r.signal()
 		}

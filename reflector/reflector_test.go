@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vswitchkit/vswitchkit/controller"
@@ -46,14 +47,20 @@ func TestEachResourceReachesTheWatcher(t *testing.T) {
 	require.IsType(t, &controller.DBResync{}, evs[0])
 	seen := 1
 
+	// next returns the next change, skipping the pods' peer records
+	// (TestPodPeerReachesTheWatcher checks those).
 	next := func(t *testing.T) *controller.KubeStateChange {
 		t.Helper()
-		evs, err := rec.WaitFor(wctx, seen+1)
-		require.NoError(t, err)
-		seen++
-		ch, ok := evs[seen-1].(*controller.KubeStateChange)
-		require.True(t, ok, "event %d is %T", seen, evs[seen-1])
-		return ch
+		for {
+			evs, err := rec.WaitFor(wctx, seen+1)
+			require.NoError(t, err)
+			seen++
+			ch, ok := evs[seen-1].(*controller.KubeStateChange)
+			require.True(t, ok, "event %d is %T", seen, evs[seen-1])
+			if ch.Resource != kubemodel.PodPeerResource {
+				return ch
+			}
+		}
 	}
 	core, disc := k.CoreV1(), k.DiscoveryV1()
 	opts := metav1.CreateOptions{}
@@ -75,6 +82,9 @@ func TestEachResourceReachesTheWatcher(t *testing.T) {
 	sl := slice("default", "web-abc", "web", 8080, "10.1.1.2")
 	nd := node("node1", "192.168.0.1", "10.1.1.0/24")
 	ns := namespace("team-a")
+	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}}}
 	cases := []resourceCase{{
 		resource: kubemodel.NamespaceResource, key: kubemodel.NamespaceKey("team-a"),
 		create:     func(ctx context.Context) error { _, err := core.Namespaces().Create(ctx, ns, opts); return err },
@@ -144,7 +154,8 @@ func TestEachResourceReachesTheWatcher(t *testing.T) {
 			return err
 		},
 		barrier: func(ctx context.Context) error {
-			_, err := core.Pods("default").Create(ctx, pod("default", "barrier", "10.1.1.9"), opts)
+			// No address: no peer record, one key written.
+			_, err := core.Pods("default").Create(ctx, pod("default", "barrier", ""), opts)
 			return err
 		},
 		barrierKey: kubemodel.PodKey("default", "barrier"),
@@ -212,6 +223,40 @@ func TestEachResourceReachesTheWatcher(t *testing.T) {
 		del: func(ctx context.Context) error {
 			return disc.EndpointSlices("default").Delete(ctx, "web-abc", metav1.DeleteOptions{})
 		},
+	}, {
+		resource: kubemodel.NetworkPolicyResource, key: kubemodel.NetworkPolicyKey("default", "web"),
+		create: func(ctx context.Context) error {
+			_, err := k.NetworkingV1().NetworkPolicies("default").Create(ctx, np, opts)
+			return err
+		},
+		createWant: &kubemodel.NetworkPolicy{Name: "web", Namespace: "default",
+			PodSelector: &kubemodel.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			PolicyTypes: []kubemodel.PolicyType{kubemodel.PolicyType_INGRESS}},
+		update: func(ctx context.Context) error {
+			np.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}}}
+			_, err := k.NetworkingV1().NetworkPolicies("default").Update(ctx, np, uopts)
+			return err
+		},
+		updateWant: &kubemodel.NetworkPolicy{Name: "web", Namespace: "default",
+			PodSelector: &kubemodel.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			PolicyTypes: []kubemodel.PolicyType{kubemodel.PolicyType_INGRESS},
+			Ingress:     []*kubemodel.NetworkPolicyIngressRule{{From: []*kubemodel.NetworkPolicyPeer{{PodSelector: &kubemodel.LabelSelector{}}}}}},
+		churn: func(ctx context.Context) error {
+			np.Annotations = map[string]string{"owner": "x"}
+			np.Labels = map[string]string{"team": "a"}
+			_, err := k.NetworkingV1().NetworkPolicies("default").Update(ctx, np, uopts)
+			return err
+		},
+		barrier: func(ctx context.Context) error {
+			b := np.DeepCopy()
+			b.Name, b.ResourceVersion = "barrier", ""
+			_, err := k.NetworkingV1().NetworkPolicies("default").Create(ctx, b, opts)
+			return err
+		},
+		barrierKey: kubemodel.NetworkPolicyKey("default", "barrier"),
+		del: func(ctx context.Context) error {
+			return k.NetworkingV1().NetworkPolicies("default").Delete(ctx, "web", metav1.DeleteOptions{})
+		},
 	}}
 
 	for _, tc := range cases {
@@ -250,12 +295,67 @@ func TestEachResourceReachesTheWatcher(t *testing.T) {
 		})
 	}
 	// The counters follow the commit that the watcher already saw.
-	eventually(t, "the counters of the last delete", func() bool { return r.Stats().Resources[kubemodel.EndpointsResource].Deletes == 1 })
+	eventually(t, "the counters of the last delete", func() bool { return r.Stats().Resources[kubemodel.NetworkPolicyResource].Deletes == 1 })
 	s := r.Stats()
-	for _, name := range []string{kubemodel.PodResource, kubemodel.ServiceResource, kubemodel.EndpointsResource, kubemodel.NodeResource, kubemodel.NamespaceResource} {
+	for _, name := range []string{kubemodel.PodResource, kubemodel.ServiceResource, kubemodel.EndpointsResource, kubemodel.NodeResource, kubemodel.NamespaceResource, kubemodel.NetworkPolicyResource} {
 		rs := s.Resources[name]
 		assert.EqualValues(t, 3, rs.Puts, "%s puts: create, update and the barrier", name)
 		assert.EqualValues(t, 1, rs.Deletes, name)
 		assert.Equal(t, 1, rs.Objects, "%s: the barrier remains", name)
 	}
+}
+
+// TestPodPeerReachesTheWatcher: a pod's peer record appears with its first
+// address, follows its labels and named ports, ignores what it does not
+// hold (status conditions, annotations), and goes with the pod; it comes
+// from the pods' informer (one watch for both).
+func TestPodPeerReachesTheWatcher(t *testing.T) {
+	_, cli := startEtcd(t)
+	k := newKube()
+	r := newReflector(t, cli, k, reflector.Config{})
+	run(t, r)
+	waitLeader(t, r)
+	ctx := context.Background()
+	get := func() *kubemodel.PodPeer {
+		resp, err := cli.Get(ctx, prefix+kubemodel.PodPeerKey("default", "web"))
+		require.NoError(t, err)
+		if len(resp.Kvs) == 0 {
+			return nil
+		}
+		m := &kubemodel.PodPeer{}
+		require.NoError(t, proto.Unmarshal(resp.Kvs[0].Value, m))
+		return m
+	}
+	p := pod("default", "web", "")
+	p, err := k.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{})
+	require.NoError(t, err)
+	eventually(t, "the pod", func() bool { return r.Stats().Resources[kubemodel.PodResource].Puts == 1 })
+	assert.Nil(t, get(), "no address, no peer record")
+
+	p.Status.PodIP, p.Status.PodIPs = "10.1.1.2", []corev1.PodIP{{IP: "10.1.1.2"}}
+	p, err = k.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	eventually(t, "the peer record", func() bool { return get() != nil })
+	assert.True(t, proto.Equal(&kubemodel.PodPeer{Namespace: "default", Name: "web", NodeName: "node1", IpAddresses: []string{"10.1.1.2"},
+		Labels: map[string]string{"app": "web"}, Ports: []*kubemodel.NamedPort{{Name: "http", Port: 8080}}}, get()), "got %v", get())
+
+	rev := revision(t, cli)
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	p.Annotations = map[string]string{"x": "y"}
+	p, err = k.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	p.Labels["app"] = "api"
+	p, err = k.CoreV1().Pods("default").Update(ctx, p, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	eventually(t, "the label change", func() bool { return get().GetLabels()["app"] == "api" })
+	// The annotation change wrote the pod once, the label change the pod
+	// and its peer record: 3 writes (the reflector batches, so 3 or fewer
+	// revisions), never a peer record for the status change alone.
+	assert.LessOrEqual(t, revision(t, cli), rev+3)
+	s := r.Stats().Resources[kubemodel.PodPeerResource]
+	assert.EqualValues(t, 2, s.Puts, "created, relabelled")
+
+	require.NoError(t, k.CoreV1().Pods("default").Delete(ctx, "web", metav1.DeleteOptions{}))
+	eventually(t, "the peer record goes", func() bool { return get() == nil })
+	assert.Zero(t, r.Stats().Resources[kubemodel.PodResource].Relists, "one informer, listed once")
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -66,6 +67,12 @@ type Resource struct {
 	// start with KeyPrefix, e.g. kubemodel.PodKey.
 	Key func(namespace, name string) string
 
+	// SharedWith names an earlier resource of the same reflector whose
+	// informer this one uses instead of its own (ListWatch and Object are
+	// then ignored): one watch and one cache for two kinds of values made
+	// of the same objects, as the pod peer records are made of the pods.
+	SharedWith string
+
 	// merged, set only by KubernetesResources for endpoints, replaces
 	// Convert and Key: many EndpointSlices make one value.
 	merged bool
@@ -79,10 +86,10 @@ func (r *Resource) validate() []error {
 	if r.KeyPrefix == "" || !strings.HasSuffix(r.KeyPrefix, "/") || strings.HasPrefix(r.KeyPrefix, "/") {
 		errs = append(errs, fmt.Errorf("resource %q: key prefix %q must be non-empty, end in / and not start with /", r.Name, r.KeyPrefix))
 	}
-	if r.ListWatch == nil {
+	if r.ListWatch == nil && r.SharedWith == "" {
 		errs = append(errs, fmt.Errorf("resource %q: ListWatch is nil", r.Name))
 	}
-	if r.Object == nil {
+	if r.Object == nil && r.SharedWith == "" {
 		errs = append(errs, fmt.Errorf("resource %q: Object is nil", r.Name))
 	}
 	if !r.merged {
@@ -97,10 +104,12 @@ func (r *Resource) validate() []error {
 }
 
 // KubernetesResources returns the built-in resources, read through kube:
-// nodes, pods, services, endpoints (the merge of the EndpointSlices of
-// discovery.k8s.io/v1 per service, see [ConvertEndpointSlices]) and
-// namespaces, all namespaces, converted with [ConvertNode], [ConvertPod],
-// [ConvertService] and [ConvertNamespace] and stored under the keys of
+// nodes, pods, pod peer records (made of the pods, from the same
+// informer), services, endpoints (the merge of the EndpointSlices of
+// discovery.k8s.io/v1 per service, see [ConvertEndpointSlices]),
+// namespaces and network policies, all namespaces, converted with
+// [ConvertNode], [ConvertPod], [ConvertPodPeer], [ConvertService],
+// [ConvertNamespace] and [ConvertNetworkPolicy] and stored under the keys of
 // package kubemodel (kubemodel.NodeKey and so on). Their names are the
 // kubemodel resource names. The endpoints resource cannot be rebuilt from
 // its exported fields (its Convert and Key are nil); pass it on as
@@ -134,6 +143,15 @@ func KubernetesResources(kube kubernetes.Interface) []Resource {
 			Object:  &corev1.Pod{},
 			Convert: typed(ConvertPod),
 			Key:     kubemodel.PodKey,
+		},
+		{
+			// Every pod as other pods' NetworkPolicies see it, from the
+			// pods' informer.
+			Name:       kubemodel.PodPeerResource,
+			KeyPrefix:  kubemodel.PodPeerKeyPrefix,
+			SharedWith: kubemodel.PodResource,
+			Convert:    typed(ConvertPodPeer),
+			Key:        kubemodel.PodPeerKey,
 		},
 		{
 			Name:      kubemodel.ServiceResource,
@@ -176,6 +194,20 @@ func KubernetesResources(kube kubernetes.Interface) []Resource {
 			Convert: typed(ConvertNamespace),
 			Key:     func(_, name string) string { return kubemodel.NamespaceKey(name) },
 		},
+		{
+			Name:      kubemodel.NetworkPolicyResource,
+			KeyPrefix: kubemodel.NetworkPolicyKeyPrefix,
+			ListWatch: typedListWatch(kube,
+				func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+					return kube.NetworkingV1().NetworkPolicies("").List(ctx, o)
+				},
+				func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+					return kube.NetworkingV1().NetworkPolicies("").Watch(ctx, o)
+				}),
+			Object:  &networkingv1.NetworkPolicy{},
+			Convert: typed(ConvertNetworkPolicy),
+			Key:     kubemodel.NetworkPolicyKey,
+		},
 	}
 }
 
@@ -195,6 +227,9 @@ func typed[T any, M proto.Message](f func(T) (M, error)) func(any) (proto.Messag
 		m, err := f(o)
 		if err != nil {
 			return nil, err
+		}
+		if !m.ProtoReflect().IsValid() {
+			return nil, nil // a nil *M: the object is left out
 		}
 		return m, nil
 	}
