@@ -578,7 +578,11 @@ func (r *run) session(ctx context.Context) (progressed bool, err error) {
 			return progressed, fmt.Errorf("watch: %w", err)
 		}
 		progressed = true
-		if err := r.apply(ctx, kind, resp.Events); err != nil {
+		apply := r.applyKube
+		if kind == extKey {
+			apply = r.applyExternal
+		}
+		if err := apply(ctx, resp.Events); err != nil {
 			return progressed, err
 		}
 	}
@@ -608,110 +612,134 @@ func watchConn(ctx context.Context, conn *grpc.ClientConn, reconnected chan<- st
 	}
 }
 
-// apply delivers the events of one watch response of the given stream.
-func (r *run) apply(ctx context.Context, stream keyKind, events []*clientv3.Event) error {
-	w := r.w
-	var ext *controller.ExternalConfigChange
-	var extRev int64
-	var extOps []mirrorOp
-	var extEntries map[string]*entry // nil value: delete
-	flushExt := func() error {
-		if ext == nil {
-			return nil
-		}
-		if err := r.deliver(ctx, ext); err != nil {
-			return err
-		}
-		for k, e := range extEntries {
-			if e == nil {
-				delete(r.st.ext, k)
-			} else {
-				r.st.ext[k] = e
-			}
-		}
-		r.record(extRev, extOps...)
-		w.stats.externalChanges.Add(1)
-		ext, extOps, extEntries = nil, nil, nil
-		return nil
+// change is one key's change of a watch response: the delivered entry
+// before and the entry after (either nil), the mirror's write of it.
+type change struct {
+	rel       string
+	rev       int64
+	prev, cur *entry
+	op        mirrorOp
+}
+
+// diff turns a watch event of the given stream into a change of the
+// delivered state; ok is false when there is nothing to deliver (another
+// stream's key, a revision already delivered or older than the snapshot,
+// the same value written again, an unusable value of an undelivered key).
+func (r *run) diff(stream keyKind, ev *clientv3.Event) (c change, ok bool) {
+	kv := ev.Kv
+	rev := kv.ModRevision
+	kind, rel := r.w.reg.kindOf(string(kv.Key))
+	if kind != stream || rev <= r.st.rev {
+		// Another stream's key (nested prefixes), or older than the
+		// snapshot (cannot happen with a watch started after it).
+		return change{}, false
 	}
-	for _, ev := range events {
-		kv := ev.Kv
-		rev := kv.ModRevision
-		kind, rel := w.reg.kindOf(string(kv.Key))
-		if kind != stream || rev <= r.st.rev {
-			// Another stream's key (nested prefixes), or older than the
-			// snapshot (cannot happen with a watch started after it).
-			continue
-		}
-		if ext != nil && extRev != rev {
-			// Deliver the previous revision's external changes first: the
-			// state must include them before this event is compared to it.
-			if err := flushExt(); err != nil {
-				return err
-			}
-		}
-		part := r.st.part(kind)
-		prev := part[rel]
-		if prev != nil && rev <= prev.rev {
-			continue // already delivered
-		}
-		var cur *entry
-		if ev.Type == clientv3.EventTypePut {
-			res, msg, kept, err := w.decode(kind, rel, kv.Value)
-			switch {
-			case err != nil:
-				// The key no longer holds a usable value: it is skipped,
-				// which for a delivered key means it is deleted.
-				w.reportBad(kind, rel, err)
-			case kept:
-				cur = &entry{res: res, raw: kv.Value, msg: msg, rev: rev}
-			}
-		}
+	prev := r.st.part(kind)[rel]
+	if prev != nil && rev <= prev.rev {
+		return change{}, false // already delivered
+	}
+	var cur *entry
+	if ev.Type == clientv3.EventTypePut {
+		res, msg, kept, err := r.w.decode(kind, rel, kv.Value)
 		switch {
-		case prev == nil && cur == nil:
+		case err != nil:
+			// The key no longer holds a usable value: it is skipped,
+			// which for a delivered key means it is deleted.
+			r.w.reportBad(kind, rel, err)
+		case kept:
+			cur = &entry{res: res, raw: kv.Value, msg: msg, rev: rev}
+		}
+	}
+	switch {
+	case prev == nil && cur == nil:
+		return change{}, false
+	case prev != nil && cur != nil && bytes.Equal(prev.raw, cur.raw):
+		prev.rev = rev // same value written again: nothing changed
+		return change{}, false
+	}
+	c = change{rel: rel, rev: rev, prev: prev, cur: cur, op: mirrorOp{ext: kind == extKey, key: rel}}
+	if cur != nil {
+		c.op.value = cur.raw
+	}
+	return c, true
+}
+
+// set records a delivered change in part.
+func (c change) set(part map[string]*entry) {
+	if c.cur != nil {
+		part[c.rel] = c.cur
+	} else {
+		delete(part, c.rel)
+	}
+}
+
+// applyKube delivers the Kubernetes changes of one watch response, one
+// KubeStateChange per key.
+func (r *run) applyKube(ctx context.Context, events []*clientv3.Event) error {
+	for _, ev := range events {
+		c, ok := r.diff(kubeKey, ev)
+		if !ok {
 			continue
-		case prev != nil && cur != nil && bytes.Equal(prev.raw, cur.raw):
-			prev.rev = rev // same value written again: nothing changed
-			continue
 		}
-		op := mirrorOp{ext: kind == extKey, key: rel}
-		if cur != nil {
-			op.value = cur.raw
+		ch := &controller.KubeStateChange{Key: c.rel}
+		if c.prev != nil {
+			ch.Resource, ch.PrevValue = c.prev.res.Name, c.prev.msg
 		}
-		if kind == extKey {
-			if ext == nil {
-				ext = controller.NewExternalConfigChange(w.cfg.ExternalConfigSource, false)
-				extEntries = make(map[string]*entry)
-				extRev = rev
-			}
-			if cur != nil {
-				ext.UpdatedKVs[rel] = cur.msg
-			} else {
-				ext.UpdatedKVs[rel] = nil
-			}
-			extEntries[rel] = cur
-			extOps = append(extOps, op)
-			continue
-		}
-		ch := &controller.KubeStateChange{Key: rel}
-		if prev != nil {
-			ch.Resource, ch.PrevValue = prev.res.Name, prev.msg
-		}
-		if cur != nil {
-			ch.Resource, ch.NewValue = cur.res.Name, cur.msg
+		if c.cur != nil {
+			ch.Resource, ch.NewValue = c.cur.res.Name, c.cur.msg
 		}
 		if err := r.deliver(ctx, ch); err != nil {
 			return err
 		}
-		if cur != nil {
-			part[rel] = cur
-		} else {
-			delete(part, rel)
-		}
-		r.record(rev, op)
-		w.stats.kubeChanges.Add(1)
+		c.set(r.st.part(kubeKey))
+		r.record(c.rev, c.op)
+		r.w.stats.kubeChanges.Add(1)
 	}
-	return flushExt()
+	return nil
+}
+
+// applyExternal delivers the external-configuration changes of one watch
+// response: one ExternalConfigChange per revision (a transaction's keys
+// arrive together).
+func (r *run) applyExternal(ctx context.Context, events []*clientv3.Event) error {
+	var group []change
+	flush := func() error {
+		if len(group) == 0 {
+			return nil
+		}
+		ext := controller.NewExternalConfigChange(r.w.cfg.ExternalConfigSource, false)
+		ops := make([]mirrorOp, 0, len(group))
+		for _, c := range group {
+			ext.UpdatedKVs[c.rel] = nil
+			if c.cur != nil {
+				ext.UpdatedKVs[c.rel] = c.cur.msg
+			}
+			ops = append(ops, c.op)
+		}
+		if err := r.deliver(ctx, ext); err != nil {
+			return err
+		}
+		for _, c := range group {
+			c.set(r.st.ext)
+		}
+		r.record(group[0].rev, ops...)
+		r.w.stats.externalChanges.Add(1)
+		group = group[:0]
+		return nil
+	}
+	for _, ev := range events {
+		if len(group) > 0 && ev.Kv.ModRevision != group[0].rev {
+			// Deliver the previous revision first: the state must include
+			// it before this event is compared to it.
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		if c, ok := r.diff(extKey, ev); ok {
+			group = append(group, c)
+		}
+	}
+	return flush()
 }
 
 // deliver pushes one change, giving up after Config.QueueFullTimeout.
