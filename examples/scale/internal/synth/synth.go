@@ -216,7 +216,7 @@ func kube(key string, v proto.Message) KV { return KV{Key: kubemodel.EtcdKey("",
 // node and the BGP peering policy: what the cluster holds before the
 // measured agent first starts.
 func (s Spec) MeasuredNodeObjects() []KV {
-	return []KV{kube(kubemodel.NodeKey(MeasuredNode), kubeNode(MeasuredNode, MeasuredNodeID)), s.Policy()}
+	return []KV{kube(kubemodel.NodeKey(MeasuredNode), KubeNode(MeasuredNode, MeasuredNodeID)), s.Policy()}
 }
 
 // Policy returns the BGP peering policy: every node runs AS 64512, exports
@@ -235,7 +235,9 @@ func (s Spec) Policy() KV {
 	})
 }
 
-func kubeNode(name string, id uint32) *kubemodel.Node {
+// KubeNode returns the Kubernetes node object of node name with node ID id
+// (its management address is MgmtIP(id)).
+func KubeNode(name string, id uint32) *kubemodel.Node {
 	return &kubemodel.Node{
 		Name: name,
 		Labels: map[string]string{
@@ -255,7 +257,7 @@ func kubeNode(name string, id uint32) *kubemodel.Node {
 // address) and the claim of its ID, under nodesync's default prefix.
 func NodeKVs(name string, id uint32) []KV {
 	return []KV{
-		kube(kubemodel.NodeKey(name), kubeNode(name, id)),
+		kube(kubemodel.NodeKey(name), KubeNode(name, id)),
 		{Key: nodesync.DefaultPrefix + "id/" + fmt.Sprint(id), Value: &nsmodel.NodeIDClaim{Id: id, Name: name}},
 		{Key: nodesync.DefaultPrefix + "node/" + name, Value: &nsmodel.VswitchNode{Id: id, Name: name,
 			IpAddresses: []*nsmodel.IPWithNetwork{{Address: NodeIP(id).String(), Network: NodeInterconnectCIDR.String()}}}},

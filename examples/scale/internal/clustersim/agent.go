@@ -1,0 +1,170 @@
+package clustersim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/examples/scale/internal/synth"
+	"github.com/vswitchkit/vswitchkit/ipam"
+	"github.com/vswitchkit/vswitchkit/ipam/etcdstore"
+	"github.com/vswitchkit/vswitchkit/nodesync"
+	"github.com/vswitchkit/vswitchkit/nodesync/etcddb"
+	"github.com/vswitchkit/vswitchkit/watcher"
+)
+
+// NodeName returns the name of simulated node i (0-based).
+func NodeName(i int) string { return fmt.Sprintf("node-%05d", i) }
+
+// agent is the cluster-facing part of one node's agent: its own etcd
+// client, the real watcher, nodesync (with its etcd adapter) and IPAM
+// with the etcd store, registered in a real event loop (nodesync, IPAM
+// and a handler that publishes the node's VPP address after the start-up
+// resync, as render/nodeconn does) whose southbound discards commits.
+// There is no VPP.
+type agent struct {
+	idx   int
+	name  string
+	cli   *clientv3.Client
+	rpc   rpcCounters
+	loop  *controller.Loop
+	ns    *nodesync.NodeSync
+	store *etcdstore.Store
+	ipam  *ipam.IPAM
+	w     *watcher.Watcher
+
+	readyAt   atomic.Int64 // unix nanos; 0 until Ready
+	published atomic.Bool
+	failed    atomic.Pointer[error] // a component's Run that ended with an error while running
+
+	wg     sync.WaitGroup
+	cancel context.CancelFunc
+}
+
+// agentOptions are the settings shared by the agents of a group.
+type agentOptions struct {
+	Endpoints []string
+	Layout    int
+	Logger    *slog.Logger
+}
+
+// start creates the agent's client and components and runs them; it
+// returns once they run. onReady is called once when the agent is Ready.
+func startAgent(ctx context.Context, idx int, o agentOptions, onReady func(*agent)) (*agent, error) {
+	a := &agent{idx: idx, name: NodeName(idx)}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: o.Endpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithStatsHandler(&a.rpc)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: etcd client: %w", a.name, err)
+	}
+	a.cli = cli
+	log := o.Logger.With(slog.String("node", a.name))
+	a.loop, err = controller.New(nil, controller.SouthboundFunc(func(context.Context, *controller.Commit) (uint64, error) { return 0, nil }),
+		controller.Config{Logger: log, HistorySize: -1})
+	if err != nil {
+		return nil, err
+	}
+	db, err := etcddb.NewFromClient(cli, etcddb.Config{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if a.ns, err = nodesync.New(a.name, db, a.loop, nodesync.Config{Logger: log}); err != nil {
+		return nil, err
+	}
+	if a.store, err = etcdstore.New(cli, a.name, etcdstore.Config{Logger: log}); err != nil {
+		return nil, err
+	}
+	ipamCfg := synth.IPAMConfig()
+	ipamCfg.Store, ipamCfg.Logger = a.store, log
+	if a.ipam, err = ipam.New(a.ns, ipamCfg); err != nil {
+		return nil, err
+	}
+	publisher := &controller.HandlerFuncs{
+		Name:    "publish-node-ip",
+		Handles: func(ev controller.Event) bool { return ev.Method() == controller.FullResync },
+		ResyncFunc: func(_ controller.Event, _ controller.KubeStateData, _ int, txn controller.ResyncOperations) error {
+			if a.published.Load() {
+				return nil
+			}
+			id := a.ns.GetNodeID()
+			ip := synth.NodeIP(id)
+			err := a.ns.PublishNodeIPsContext(controller.ContextOf(txn),
+				nodesync.IPsWithNetworks{{Address: ip, Network: synth.NodeInterconnectCIDR}}, nodesync.IPv4)
+			if err != nil {
+				return err
+			}
+			a.published.Store(true)
+			a.readyAt.Store(time.Now().UnixNano())
+			onReady(a)
+			return nil
+		},
+	}
+	if err := a.loop.Register(a.ns, a.ipam, publisher); err != nil {
+		return nil, err
+	}
+	wcfg := watcher.Config{
+		ExternalConfigPrefix: "/vswitchkit/config/" + a.name + "/",
+		Logger:               log,
+	}
+	// The agents keep their own node's Kubernetes node object and pods
+	// only. etcd sends each of them every node object as it sends a real
+	// agent, but N agents' decoded copies of N node objects (N² of them,
+	// 25 million at 5000 nodes) would not fit in this machine's memory;
+	// a real agent keeps them, on a node of its own.
+	podsOfNode := watcher.NodePods(a.name)
+	ownNode := kubemodel.NodeKey(a.name)
+	wcfg.Keep = func(resource, key string, raw []byte) bool {
+		if resource == kubemodel.NodeResource {
+			return key == ownNode
+		}
+		return podsOfNode(resource, key, raw)
+	}
+	if a.w, err = watcher.NewWithClient(cli, a.loop, wcfg); err != nil {
+		return nil, err
+	}
+	ctx, a.cancel = context.WithCancel(ctx)
+	for _, run := range []struct {
+		name string
+		f    func(context.Context) error
+	}{{"loop", a.loop.Run}, {"nodesync", a.ns.Run}, {"ipam-etcdstore", a.store.Run}, {"watcher", a.w.Run}} {
+		a.wg.Go(func() {
+			err := run.f(ctx)
+			if err != nil && !errors.Is(err, context.Canceled) {
+				err = fmt.Errorf("%s: %w", run.name, err)
+				a.failed.CompareAndSwap(nil, &err)
+			}
+		})
+	}
+	return a, nil
+}
+
+// stop stops the components and closes the client.
+func (a *agent) stop() {
+	if a.cancel != nil {
+		a.cancel()
+	}
+	a.wg.Wait()
+	if a.cli != nil {
+		_ = a.cli.Close()
+	}
+}
+
+// err returns what ended a component early, nil if nothing did.
+func (a *agent) err() error {
+	if p := a.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
