@@ -29,6 +29,7 @@ const (
 	DefaultRetryMinBackoff      = 100 * time.Millisecond
 	DefaultRetryMaxBackoff      = 5 * time.Second
 	DefaultQueueFullTimeout     = 10 * time.Second
+	DefaultSnapshotPageSize     = 1000
 	defaultPushMinBackoff       = time.Millisecond
 	defaultPushMaxBackoff       = 100 * time.Millisecond
 	defaultMirrorOpenLockTimout = time.Second
@@ -45,8 +46,9 @@ type EtcdConfig struct {
 	// Endpoints are the etcd client URLs ("host:port", "http://host:port" or
 	// "https://host:port"). Default: [DefaultEndpoint].
 	Endpoints []string
-	// DialTimeout bounds one connection attempt and one snapshot read.
-	// Default: [DefaultDialTimeout].
+	// DialTimeout bounds one connection attempt and one request of a
+	// snapshot read (a page of Config.SnapshotPageSize keys). It applies
+	// to the requests of [NewWithClient] too. Default: [DefaultDialTimeout].
 	DialTimeout time.Duration
 	// KeepAliveTime and KeepAliveTimeout: the client pings the server after
 	// KeepAliveTime without traffic and drops the connection when no answer
@@ -211,6 +213,12 @@ type Config struct {
 	// nor keep. Default: nil, every value is kept.
 	Keep func(resource, key string, raw []byte) bool
 
+	// SnapshotPageSize is the number of keys one request of a snapshot
+	// reads: a snapshot is read in pages at the revision of the first one,
+	// and a failed page is repeated alone. Default:
+	// [DefaultSnapshotPageSize].
+	SnapshotPageSize int
+
 	// MirrorPath is the bbolt file of the local mirror. Default: empty, no
 	// mirror (and no start-up without etcd).
 	MirrorPath string
@@ -269,6 +277,9 @@ func (c Config) withDefaults() (Config, error) {
 		{Name: "RetryMinBackoff", Value: &c.RetryMinBackoff, Default: DefaultRetryMinBackoff},
 		{Name: "RetryMaxBackoff", Value: &c.RetryMaxBackoff, Default: DefaultRetryMaxBackoff},
 		{Name: "QueueFullTimeout", Value: &c.QueueFullTimeout, Default: DefaultQueueFullTimeout},
+	})...)
+	errs = append(errs, cfgutil.Ints([]cfgutil.Int{
+		{Name: "SnapshotPageSize", Value: &c.SnapshotPageSize, Default: DefaultSnapshotPageSize},
 	})...)
 	if c.RetryMaxBackoff < c.RetryMinBackoff {
 		errs = append(errs, fmt.Errorf("RetryMaxBackoff %v is less than RetryMinBackoff %v", c.RetryMaxBackoff, c.RetryMinBackoff))

@@ -6,7 +6,10 @@
 // # Events
 //
 // [Watcher.Run] reads one snapshot of both key spaces at a single etcd
-// revision and pushes it as a controller.DBResync (Local=false): KubeState
+// revision — in pages of [Config.SnapshotPageSize] keys, a failed page
+// repeated alone, so that thousands of agents starting at once each read
+// the state once however many requests time out — and pushes it as a
+// controller.DBResync (Local=false): KubeState
 // holds an entry (possibly empty) for every registered resource, keyed by
 // the key relative to [Config.KubeStatePrefix] (for example
 // "k8s/pod/default/web", as built by kubemodel.PodKey); ExternalConfig is

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -81,6 +82,19 @@ func commonRoot(rs []kubemodel.Resource) string {
 		root = root[:n]
 	}
 	return root[:strings.LastIndexByte(root, '/')+1]
+}
+
+// keyRange is the range [start, end) of etcd keys.
+type keyRange struct{ start, end string }
+
+// snapshotRanges returns the ranges a snapshot reads: the watched
+// Kubernetes range and, if set, the external-configuration prefix.
+func (r *registry) snapshotRanges() []keyRange {
+	out := []keyRange{{r.kubeWatch, clientv3.GetPrefixRangeEnd(r.kubeWatch)}}
+	if r.extPrefix != "" {
+		out = append(out, keyRange{r.extPrefix, clientv3.GetPrefixRangeEnd(r.extPrefix)})
+	}
+	return out
 }
 
 // errNoResource marks a key in the watched range that belongs to no

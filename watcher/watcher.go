@@ -14,6 +14,8 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 	"github.com/vswitchkit/vswitchkit/internal/retry"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -39,8 +41,9 @@ type Watcher struct {
 	stats counters
 
 	// Test hooks, set before Run.
-	hookAfterSnapshot func(rev int64) // after a remote snapshot was read, before it is pushed
-	hookMirror        func(m *mirror) // after the mirror was opened
+	hookAfterSnapshot func(rev int64)   // after a remote snapshot was read, before it is pushed
+	hookMirror        func(m *mirror)   // after the mirror was opened
+	hookPage          func(n int) error // before the n-th page request (from 1) of a snapshot; an error fails it
 }
 
 // New returns a watcher that creates its own etcd client from cfg.Etcd when
@@ -101,7 +104,8 @@ type Stats struct {
 	// no registered resource (resources this agent does not use).
 	UnknownKeys uint64
 	// ConnectErrors counts failed attempts to create the client or to read a
-	// snapshot.
+	// snapshot, and failed requests for a page of a snapshot (repeated
+	// alone).
 	ConnectErrors uint64
 	// Compactions, Reconnects and WatchErrors count resyncs after a watch
 	// that fell behind the compacted revision, after the connection to etcd
@@ -391,47 +395,118 @@ func (r *run) ensureClient() error {
 }
 
 // snapshot reads the Kubernetes state and the external configuration at one
-// revision. While the mirror fallback is pending, the attempt ends at
-// fallbackAt at the latest.
+// revision, in pages of Config.SnapshotPageSize keys: every request is
+// bounded by Etcd.DialTimeout and a failed one is repeated alone, after a
+// jittered backoff, at the revision of the first page, so that a large
+// snapshot read by many agents at once is read once per agent however
+// many requests time out (a snapshot read whole and retried whole costs
+// etcd the whole read again per failure). While the mirror fallback is
+// pending, the attempt ends at fallbackAt at the latest. An error means no
+// snapshot: the revision was compacted meanwhile (the caller starts
+// over), ctx ended, the client is closed, or the fallback is due.
 func (r *run) snapshot(ctx context.Context, fallbackPending bool, fallbackAt time.Time) (*state, error) {
 	if err := r.ensureClient(); err != nil {
 		return nil, err
 	}
 	w := r.w
+	bo := retry.NewClientBackoff(w.cfg.RetryMinBackoff, w.cfg.RetryMaxBackoff)
+	deg := retry.NewDegraded(w.log, "reading the snapshot from etcd")
+	var st *state
+	pages := 0
+	for _, rg := range w.reg.snapshotRanges() {
+		from := rg.start
+		for {
+			pages++
+			var resp *clientv3.GetResponse
+			var err error
+			if w.hookPage != nil {
+				err = w.hookPage(pages)
+			}
+			if err == nil {
+				resp, err = r.page(ctx, from, rg.end, st, fallbackPending, fallbackAt)
+			}
+			if err != nil {
+				switch {
+				case ctx.Err() != nil, errors.Is(err, rpctypes.ErrCompacted),
+					w.client != nil && w.client.Ctx().Err() != nil,
+					fallbackPending && !time.Now().Before(fallbackAt):
+					return nil, err
+				}
+				if st == nil {
+					// Nothing read yet: the caller's retry is the same.
+					return nil, err
+				}
+				w.stats.connectErrors.Add(1)
+				d := bo.NextBackOff()
+				if fallbackPending {
+					d = min(d, time.Until(fallbackAt))
+				}
+				deg.Fail(err, d)
+				if err := retry.Sleep(ctx, d); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			deg.OK()
+			bo.Reset()
+			if st == nil {
+				st = newState(resp.Header.Revision)
+			}
+			for _, kv := range resp.Kvs {
+				r.add(st, kv)
+			}
+			if !resp.More || len(resp.Kvs) == 0 {
+				break
+			}
+			from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		}
+	}
+	if st == nil { // no range at all (cannot happen: there is always the Kubernetes range)
+		return nil, errors.New("watcher: nothing to read")
+	}
+	return st, nil
+}
+
+// page reads one page of the range [from, end) at the revision of st (the
+// current one when st is nil), bounded by Etcd.DialTimeout and, while the
+// fallback is pending, by fallbackAt.
+func (r *run) page(ctx context.Context, from, end string, st *state, fallbackPending bool, fallbackAt time.Time) (*clientv3.GetResponse, error) {
+	w := r.w
 	deadline := time.Now().Add(w.cfg.Etcd.DialTimeout)
 	if fallbackPending && fallbackAt.Before(deadline) {
 		deadline = fallbackAt
 	}
-	actx, cancel := context.WithDeadline(ctx, deadline)
+	pctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	ops := []clientv3.Op{clientv3.OpGet(w.reg.kubeWatch, clientv3.WithPrefix())}
-	if w.cfg.ExternalConfigPrefix != "" {
-		ops = append(ops, clientv3.OpGet(w.cfg.ExternalConfigPrefix, clientv3.WithPrefix()))
+	opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(int64(w.cfg.SnapshotPageSize))}
+	if st != nil {
+		opts = append(opts, clientv3.WithRev(st.rev))
 	}
-	resp, err := r.client.Txn(actx).Then(ops...).Commit()
+	resp, err := r.client.Get(pctx, from, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("read snapshot: %w", err)
 	}
-	st := newState(resp.Header.Revision)
-	for _, op := range resp.Responses {
-		for _, kv := range op.GetResponseRange().GetKvs() {
-			key := string(kv.Key)
-			kind, rel := w.reg.kindOf(key)
-			if kind == foreignKey {
-				continue
-			}
-			res, msg, kept, err := w.decode(kind, rel, kv.Value)
-			if err != nil {
-				w.reportBad(kind, rel, err)
-				continue
-			}
-			if !kept {
-				continue
-			}
-			st.part(kind)[rel] = &entry{res: res, raw: kv.Value, msg: msg, rev: kv.ModRevision}
-		}
+	return resp, nil
+}
+
+// add adds one key of a snapshot to st (unless it is foreign, bad or not
+// kept).
+func (r *run) add(st *state, kv *mvccpb.KeyValue) {
+	w := r.w
+	key := string(kv.Key)
+	kind, rel := w.reg.kindOf(key)
+	if kind == foreignKey {
+		return
 	}
-	return st, nil
+	res, msg, kept, err := w.decode(kind, rel, kv.Value)
+	if err != nil {
+		w.reportBad(kind, rel, err)
+		return
+	}
+	if !kept {
+		return
+	}
+	st.part(kind)[rel] = &entry{res: res, raw: kv.Value, msg: msg, rev: kv.ModRevision}
 }
 
 // startLocal delivers the mirrored state as a DBResync with Local=true.
