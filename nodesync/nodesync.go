@@ -72,6 +72,15 @@ type NodeSync struct {
 	// also across its DB write, bounded by Config.RequestTimeout, which
 	// GetAllNodes and Run's state changes may then wait for); Run and the
 	// getters hold it briefly, never across I/O or a wait.
+	// batchMu guards batch and batchQueued: the record changes the watch
+	// received that the loop has not applied yet, and whether a
+	// recordChange is in the loop's queue to apply them. It is taken
+	// alone, or after mu, never across a DB request or a push.
+	batchMu     sync.Mutex
+	batch       []WatchEvent
+	batchQueued bool
+	applied     atomic.Uint64 // record changes taken from the batch (read by tests)
+
 	mu        sync.Mutex
 	st        startup // Run's start-up state
 	synced    bool    // the start-up resync is done
@@ -481,7 +490,7 @@ func (ns *NodeSync) watch(ctx context.Context, rev int64) error {
 				cancel()
 				return
 			}
-			if err := ns.loop.PushEvent(&recordChange{owner: ns, ev: ev}); err != nil {
+			if err := ns.enqueue(ev); err != nil {
 				failure = fmt.Errorf("push record change: %w", err)
 				cancel()
 				return
@@ -500,7 +509,8 @@ func (ns *NodeSync) watch(ctx context.Context, rev int64) error {
 			err = failure
 		}
 		// The watch broke: re-list after a backoff and push the records
-		// as one snapshot.
+		// as one snapshot, which supersedes the changes not applied yet.
+		ns.dropBatch()
 		d := brk.NextBackOff()
 		broken.Fail(err, d)
 		if err := retry.Sleep(ctx, d); err != nil {
@@ -754,7 +764,7 @@ func (ns *NodeSync) Update(event controller.Event, _ controller.UpdateOperations
 		if !ns.synced {
 			return "", fmt.Errorf("%w: record change before the start-up resync", ErrNotReady)
 		}
-		return ns.applyRecordEvent(ev.ev)
+		return ns.applyBatch()
 
 	case *recordResync:
 		if !ns.synced {
@@ -784,6 +794,86 @@ func (ns *NodeSync) Update(event controller.Event, _ controller.UpdateOperations
 		return strings.Join(descs, "; "), errors.Join(errs...)
 	}
 	return "", nil
+}
+
+// maxBatch bounds the record changes one recordChange event applies: each
+// may push a NodeUpdate follow-up, and the loop bounds those
+// (controller.Config.QueueSize).
+const maxBatch = 256
+
+// enqueue adds a watched record change to the batch and pushes a
+// recordChange unless one is queued already.
+func (ns *NodeSync) enqueue(ev WatchEvent) error {
+	ns.batchMu.Lock()
+	ns.batch = append(ns.batch, ev)
+	queued := ns.batchQueued
+	ns.batchQueued = true
+	ns.batchMu.Unlock()
+	if queued {
+		return nil
+	}
+	if err := ns.loop.PushEvent(&recordChange{owner: ns}); err != nil {
+		ns.batchMu.Lock()
+		ns.batchQueued = false
+		ns.batchMu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// dropBatch forgets the changes not applied yet (a record snapshot read
+// afterwards supersedes them).
+func (ns *NodeSync) dropBatch() {
+	ns.batchMu.Lock()
+	ns.batch = nil
+	ns.batchMu.Unlock()
+}
+
+// batchDescription describes the changes waiting.
+func (ns *NodeSync) batchDescription() string {
+	ns.batchMu.Lock()
+	defer ns.batchMu.Unlock()
+	return fmt.Sprintf("%d changes waiting", len(ns.batch))
+}
+
+// applyBatch applies up to maxBatch waiting record changes, in order, and
+// pushes another recordChange (a follow-up) when more wait; ns.mu is held.
+func (ns *NodeSync) applyBatch() (string, error) {
+	ns.batchMu.Lock()
+	n := min(len(ns.batch), maxBatch)
+	evs := slices.Clone(ns.batch[:n])
+	ns.batch = ns.batch[n:]
+	if len(ns.batch) == 0 {
+		ns.batch = nil
+		ns.batchQueued = false
+	}
+	more := ns.batchQueued
+	ns.batchMu.Unlock()
+	ns.applied.Add(uint64(n))
+	var descs []string
+	var errs []error
+	for _, ev := range evs {
+		d, err := ns.applyRecordEvent(ev)
+		if d != "" {
+			descs = append(descs, d)
+		}
+		errs = append(errs, err)
+	}
+	if more {
+		if err := ns.loop.PushEvent(&recordChange{owner: ns}); err != nil {
+			// The next change the watch receives pushes again; until
+			// then the rest waits. Say so: the view lags.
+			ns.batchMu.Lock()
+			ns.batchQueued = false
+			ns.batchMu.Unlock()
+			errs = append(errs, fmt.Errorf("nodesync: push the rest of the record changes: %w", err))
+		}
+	}
+	desc := fmt.Sprintf("%d record changes, %d nodes updated", len(evs), len(descs))
+	if len(evs) == 1 {
+		desc = strings.Join(descs, "; ")
+	}
+	return desc, errors.Join(errs...)
 }
 
 // applyRecordEvent applies one watched record change; ns.mu is held.
