@@ -179,6 +179,10 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 		Logger:             log,
 		LocalState:         nodesync.NewStateFile(cfg.statePath("nodesync.json")),
 		LocalFallbackDelay: cfg.LocalFallbackDelay,
+		// The node's VPP address goes with the claim of its ID: one write
+		// of the node's record per join, one watch event on every other
+		// node (a.NodeConn is built below, before Run calls this).
+		InitialNodeIPs: func(id uint32) (nodesync.IPsWithNetworks, error) { return a.NodeConn.NodeIPs(id) },
 	})
 	if err != nil {
 		return nil, err

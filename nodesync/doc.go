@@ -92,7 +92,9 @@
 // queue however many changes arrive (a storm of joins while the loop waits
 // for its start-up resync costs no queue space); the handler applies them
 // in order, at most 256 per event. If a push fails or the watch breaks,
-// Run re-lists and pushes one snapshot.
+// Run re-lists and pushes one snapshot. With Config.InitialNodeIPs a
+// joining node writes its VPP addresses with the claim of its ID, so the
+// other nodes receive one change per join.
 //
 // # Not done here
 //

@@ -921,3 +921,39 @@ func TestRecordChangesBatched(t *testing.T) {
 	require.Equal(t, 3, events, "600 changes in events of at most 256: the first, and two follow-ups")
 	require.Len(t, h.ns.GetAllNodes(), n+1)
 }
+
+// TestInitialNodeIPs: with Config.InitialNodeIPs, a joining node writes
+// its addresses with the claim of its ID: its record is written twice
+// (pending, claimed) and PublishNodeIPs of the same addresses writes
+// nothing; a restart keeps them.
+func TestInitialNodeIPs(t *testing.T) {
+	db := nodesynctest.NewMemDB()
+	var puts []string
+	db.SetHooks(nodesynctest.Hooks{Put: func(key string) error { puts = append(puts, key); return nil }})
+	ips := func(id uint32) (nodesync.IPsWithNetworks, error) {
+		return nodesync.IPsWithNetworks{ipNet(fmt.Sprintf("192.168.16.%d", id), "192.168.16.0/24")}, nil
+	}
+	other := startHarness(t, db, "node-b", nodesync.Config{})
+	other.resync(1)
+	other.pump(0)
+	h := startHarness(t, db, "node-a", nodesync.Config{InitialNodeIPs: ips})
+	h.resync(1)
+	require.Equal(t, uint32(2), h.ns.GetNodeID())
+	want := nodesync.IPsWithNetworks{ipNet("192.168.16.2", "192.168.16.0/24")}
+	require.Equal(t, want, h.ns.GetAllNodes()["node-a"].VppIPAddresses)
+	n := len(puts)
+	require.NoError(t, h.ns.PublishNodeIPs(want, nodesync.IPv4))
+	require.Len(t, puts, n, "nothing to publish")
+
+	// The other node learns node-a with its address from the one claim.
+	got := other.pump(2) // pending, claimed
+	require.Len(t, got, 1)
+	require.Equal(t, want, got[0].NewState.VppIPAddresses)
+
+	// A function that fails leaves the addresses to PublishNodeIPs.
+	c := startHarness(t, db, "node-c", nodesync.Config{InitialNodeIPs: func(uint32) (nodesync.IPsWithNetworks, error) {
+		return nil, errors.New("no plan")
+	}})
+	c.resync(1)
+	require.Empty(t, c.ns.GetAllNodes()["node-c"].VppIPAddresses)
+}

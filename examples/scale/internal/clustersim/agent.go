@@ -80,7 +80,11 @@ func startAgent(ctx context.Context, idx int, o agentOptions, onReady func(*agen
 	if err != nil {
 		return nil, err
 	}
-	if a.ns, err = nodesync.New(a.name, db, a.loop, nodesync.Config{Logger: log}); err != nil {
+	nodeIPs := func(id uint32) (nodesync.IPsWithNetworks, error) {
+		return nodesync.IPsWithNetworks{{Address: synth.NodeIP(id), Network: synth.NodeInterconnectCIDR}}, nil
+	}
+	// The agent's wiring: the VPP address goes with the claim of the ID.
+	if a.ns, err = nodesync.New(a.name, db, a.loop, nodesync.Config{Logger: log, InitialNodeIPs: nodeIPs}); err != nil {
 		return nil, err
 	}
 	if a.store, err = etcdstore.New(cli, a.name, etcdstore.Config{Logger: log}); err != nil {
@@ -98,11 +102,8 @@ func startAgent(ctx context.Context, idx int, o agentOptions, onReady func(*agen
 			if a.published.Load() {
 				return nil
 			}
-			id := a.ns.GetNodeID()
-			ip := synth.NodeIP(id)
-			err := a.ns.PublishNodeIPsContext(controller.ContextOf(txn),
-				nodesync.IPsWithNetworks{{Address: ip, Network: synth.NodeInterconnectCIDR}}, nodesync.IPv4)
-			if err != nil {
+			ips, _ := nodeIPs(a.ns.GetNodeID())
+			if err := a.ns.PublishNodeIPsContext(controller.ContextOf(txn), ips, nodesync.IPv4); err != nil {
 				return err
 			}
 			a.published.Store(true)
