@@ -35,6 +35,7 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	churnFor := fs.Duration("churn-for", 0, "length of the steady-state measure (default 20s)")
 	timeout := fs.Duration("timeout", 0, "how long to wait for every agent to be Ready (default 10m)")
 	gogc := fs.Int("gogc", 100, "GOGC of the agent processes")
+	maxRSS := fs.Float64("max-rss", 16, "GiB: stop when the agent processes together hold more (each gets a GOMEMLIMIT of its share of 80%)")
 	plotPath := fs.String("plot", "cluster.png", "PNG file to write the plot to (empty: none)")
 	jsonOut := fs.String("json", "", "file to write the results to as JSON (durations in nanoseconds)")
 	logs := fs.String("logs", "", "file for the children's standard error")
@@ -44,7 +45,7 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := clustersim.Config{Processes: *procs, Members: *members, ElectionMs: *election, PodsPerNode: *pods,
 		ServicesPerNode: *services, Layout: *layout, Kill: *kill, ChurnRate: *churn, ChurnDuration: *churnFor,
-		Timeout: *timeout, GOGC: *gogc}
+		Timeout: *timeout, GOGC: *gogc, MaxRSS: uint64(*maxRSS * (1 << 30))}
 	for s := range strings.SplitSeq(*agents, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil {

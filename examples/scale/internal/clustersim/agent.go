@@ -43,9 +43,13 @@ type agent struct {
 	ipam  *ipam.IPAM
 	w     *watcher.Watcher
 
-	readyAt   atomic.Int64 // unix nanos; 0 until Ready
-	published atomic.Bool
-	failed    atomic.Pointer[error] // a component's Run that ended with an error while running
+	readyAt atomic.Int64 // unix nanos; 0 until Ready
+	// Unix nanos of the phases of the start: nodesync Ready (ID claimed,
+	// records read), the watcher's first DBResync pushed, the IPAM store
+	// owning the node's records.
+	nodesyncAt, snapshotAt, ownedAt atomic.Int64
+	published                       atomic.Bool
+	failed                          atomic.Pointer[error] // a component's Run that ended with an error while running
 
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
@@ -132,10 +136,28 @@ func startAgent(ctx context.Context, idx int, o agentOptions, onReady func(*agen
 		}
 		return podsOfNode(resource, key, raw)
 	}
-	if a.w, err = watcher.NewWithClient(cli, a.loop, wcfg); err != nil {
+	first := controller.EventLoop(pushFunc(func(ev controller.Event) error {
+		if _, ok := ev.(*controller.DBResync); ok {
+			a.snapshotAt.CompareAndSwap(0, time.Now().UnixNano())
+		}
+		return a.loop.PushEvent(ev)
+	}))
+	if a.w, err = watcher.NewWithClient(cli, first, wcfg); err != nil {
 		return nil, err
 	}
 	ctx, a.cancel = context.WithCancel(ctx)
+	for _, p := range []struct {
+		ch <-chan struct{}
+		at *atomic.Int64
+	}{{a.ns.Ready(), &a.nodesyncAt}, {a.store.Owned(), &a.ownedAt}} {
+		a.wg.Go(func() {
+			select {
+			case <-p.ch:
+				p.at.Store(time.Now().UnixNano())
+			case <-ctx.Done():
+			}
+		})
+	}
 	for _, run := range []struct {
 		name string
 		f    func(context.Context) error
@@ -168,4 +190,15 @@ func (a *agent) err() error {
 		return *p
 	}
 	return nil
+}
+
+// pushFunc adapts a function into a controller.EventLoop.
+type pushFunc func(controller.Event) error
+
+func (f pushFunc) PushEvent(ev controller.Event) error { return f(ev) }
+
+// phases returns the unix nanos of the phases of the agent's start.
+func (a *agent) phases() map[string]int64 {
+	return map[string]int64{"nodesync": a.nodesyncAt.Load(), "snapshot": a.snapshotAt.Load(),
+		"ipam store": a.ownedAt.Load(), "ready": a.readyAt.Load()}
 }

@@ -52,13 +52,15 @@ type command struct {
 type report struct {
 	// Type: "created" (the process runs and waits for "start"),
 	// "ready" (agent Agent is Ready: At), "stats", "churned", "error".
-	Type    string
-	Agent   int         `json:",omitempty"`
-	At      int64       `json:",omitempty"`
-	Stats   *groupStats `json:",omitempty"`
-	Churn   *churnStats `json:",omitempty"`
-	Err     string      `json:",omitempty"`
-	Started int64       `json:",omitempty"` // "created": unix nanos
+	Type  string
+	Agent int   `json:",omitempty"`
+	At    int64 `json:",omitempty"`
+	// Phases are the unix nanos of the phases of the agent's start.
+	Phases  map[string]int64 `json:",omitempty"`
+	Stats   *groupStats      `json:",omitempty"`
+	Churn   *churnStats      `json:",omitempty"`
+	Err     string           `json:",omitempty"`
+	Started int64            `json:",omitempty"` // "created": unix nanos
 }
 
 // groupStats is what a group reports about its agents.
@@ -186,7 +188,7 @@ func (g *group) startAll(ctx context.Context) error {
 		wg.Go(func() {
 			agents[i], errs[i] = startAgent(ctx, g.cfg.First+i, opts, func(a *agent) {
 				g.ready.Add(1)
-				g.out.send(report{Type: "ready", Agent: a.idx, At: a.readyAt.Load()})
+				g.out.send(report{Type: "ready", Agent: a.idx, At: a.readyAt.Load(), Phases: a.phases()})
 			})
 		})
 	}

@@ -119,6 +119,25 @@ func Table(w io.Writer, results []Result) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintln(w, "\nphases of the cold start, seconds from the start to the phase's end, p50 / p99 / max:")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	phases := []string{"nodesync", "ipam store", "snapshot", "ready"}
+	fmt.Fprint(tw, "agents\t")
+	for _, p := range phases {
+		fmt.Fprintf(tw, "%s\t", p)
+	}
+	fmt.Fprintln(tw)
+	for _, r := range results {
+		fmt.Fprintf(tw, "%d\t", r.Agents)
+		for _, p := range phases {
+			ds := r.Phases[p]
+			fmt.Fprintf(tw, "%s / %s / %s\t", secs(quantile(ds, 0.5)), secs(quantile(ds, 0.99)), secs(quantile(ds, 1)))
+		}
+		fmt.Fprintln(tw)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
 	if !slices.ContainsFunc(results, func(r Result) bool { return r.Churn != nil }) {
 		return nil
 	}

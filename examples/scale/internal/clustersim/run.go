@@ -29,6 +29,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vswitchkit/vswitchkit/examples/scale/internal/envelope"
@@ -96,6 +97,12 @@ type Config struct {
 	Timeout time.Duration
 	// GOGC is the GOGC of the agent processes. Default: 100.
 	GOGC int
+	// MaxRSS bounds the resident memory of all agent processes together:
+	// the run is stopped (the processes killed) when they exceed it, so
+	// that the simulation never takes the machine's memory from others.
+	// Every agent process gets a GOMEMLIMIT of its share of 80% of it.
+	// Default: 16 GiB.
+	MaxRSS uint64
 	// Executable is the program to start as children (it must call
 	// ChildMain when IsChild). Default: this program.
 	Executable string
@@ -130,6 +137,7 @@ func (c Config) withDefaults() (Config, error) {
 	c.ChurnDuration = cmp.Or(c.ChurnDuration, 20*time.Second)
 	c.Timeout = cmp.Or(c.Timeout, 10*time.Minute)
 	c.GOGC = cmp.Or(c.GOGC, 100)
+	c.MaxRSS = cmp.Or(c.MaxRSS, 16<<30)
 	if c.Executable == "" {
 		exe, err := os.Executable()
 		if err != nil {
@@ -163,6 +171,11 @@ type Result struct {
 	// agent's Ready; AllReady is the last of them (0 if not all were).
 	Ready    []time.Duration
 	AllReady time.Duration
+	// Phases holds, per phase of the start ("nodesync": ID claimed and
+	// records read; "snapshot": the watcher's first DBResync; "ipam
+	// store": the node's IPAM records owned; "ready"), sorted, the time
+	// from the start of the storm to each agent's end of it.
+	Phases map[string][]time.Duration
 	// NotReady is the number of agents not Ready within Config.Timeout.
 	NotReady int
 	// IDsUnique and IDsDense: the node IDs are distinct and exactly 1..N.
@@ -249,7 +262,7 @@ type groupProc struct {
 	waitErr error
 }
 
-func startGroup(exe string, cfg groupConfig, gogc int, logs io.Writer) (*groupProc, error) {
+func startGroup(exe string, cfg groupConfig, gogc int, memLimit uint64, logs io.Writer) (*groupProc, error) {
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, err
@@ -265,7 +278,8 @@ func startGroup(exe string, cfg groupConfig, gogc int, logs io.Writer) (*groupPr
 		return nil, err
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), envGroup+"="+string(raw), "GOGC="+strconv.Itoa(gogc), "GOMAXPROCS=2")
+	cmd.Env = append(os.Environ(), envGroup+"="+string(raw), "GOGC="+strconv.Itoa(gogc), "GOMAXPROCS=2",
+		"GOMEMLIMIT="+strconv.FormatUint(memLimit, 10))
 	cmd.ExtraFiles = []*os.File{cmdR, repW}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	g := &groupProc{cfg: cfg, cmd: cmd, cmds: cmdW, reports: make(chan report, 1024), exited: make(chan struct{})}
@@ -331,6 +345,34 @@ type run struct {
 
 	// reports of every group, merged.
 	reports chan taggedReport
+	// overMemory says why guardMemory killed the agent processes.
+	overMemory atomic.Pointer[string]
+}
+
+// guardMemory kills the agent processes when together they hold more than
+// Config.MaxRSS, until stop is closed.
+func (r *run) guardMemory(stop <-chan struct{}) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		var total uint64
+		for _, g := range r.groups {
+			total += memory(g.cmd.Process.Pid).RSS
+		}
+		if total > r.cfg.MaxRSS {
+			msg := fmt.Sprintf("the agent processes hold %s MiB, more than the limit of %s MiB (-max-rss)", mib(total), mib(r.cfg.MaxRSS))
+			r.overMemory.Store(&msg)
+			for _, g := range r.groups {
+				_ = g.cmd.Process.Kill()
+			}
+			return
+		}
+	}
 }
 
 type taggedReport struct {
@@ -390,7 +432,7 @@ func runOne(ctx context.Context, cfg Config, n int) (res Result, err error) {
 	for p := range procs {
 		count := n/procs + b2i(p < n%procs)
 		g, err := startGroup(cfg.Executable, groupConfig{First: first, Count: count, Nodes: n, Endpoints: r.etcd.endpoints(),
-			Layout: cfg.Layout, Seed: uint64(n)}, cfg.GOGC, cfg.Logs)
+			Layout: cfg.Layout, Seed: uint64(n)}, cfg.GOGC, cfg.MaxRSS*8/10/uint64(procs), cfg.Logs)
 		if err != nil {
 			return res, err
 		}
@@ -404,6 +446,9 @@ func runOne(ctx context.Context, cfg Config, n int) (res Result, err error) {
 			r.reports <- taggedReport{group: p, closed: true}
 		}()
 	}
+	guard := make(chan struct{})
+	defer close(guard)
+	go r.guardMemory(guard)
 	for range procs {
 		rep, err := r.next(ctx, time.Minute)
 		if err != nil {
@@ -464,6 +509,9 @@ func (r *run) next(ctx context.Context, timeout time.Duration) (taggedReport, er
 		if rep.closed {
 			g := r.groups[rep.group]
 			<-g.exited
+			if over := r.overMemory.Load(); over != nil {
+				return rep, fmt.Errorf("stopped: %s", *over)
+			}
 			return rep, fmt.Errorf("agent group %d exited: %v", rep.group, g.waitErr)
 		}
 		if rep.Type == "error" {
@@ -506,6 +554,14 @@ func (r *run) storm(ctx context.Context) error {
 			return fmt.Errorf("agent group %d: unexpected report %q", rep.group, rep.Type)
 		}
 		r.res.Ready = append(r.res.Ready, time.Unix(0, rep.At).Sub(start))
+		if r.res.Phases == nil {
+			r.res.Phases = map[string][]time.Duration{}
+		}
+		for k, at := range rep.Phases {
+			if at != 0 {
+				r.res.Phases[k] = append(r.res.Phases[k], time.Unix(0, at).Sub(start))
+			}
+		}
 		st.Add(1)
 		if !killed && len(r.res.Ready) >= killAt {
 			killed = true
@@ -513,6 +569,9 @@ func (r *run) storm(ctx context.Context) error {
 		}
 	}
 	slices.Sort(r.res.Ready)
+	for _, ds := range r.res.Phases {
+		slices.Sort(ds)
+	}
 	r.res.NotReady = n - len(r.res.Ready)
 	if r.res.NotReady == 0 {
 		r.res.AllReady = r.res.Ready[n-1]
