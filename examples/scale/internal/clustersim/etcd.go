@@ -118,14 +118,20 @@ type cluster struct {
 	dir     string
 }
 
-// freePort returns a port on 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// freePorts returns n distinct ports on 127.0.0.1 that were free a moment
+// ago (all held open together while they are picked, so that none is
+// handed out twice).
+func freePorts(n int) ([]int, error) {
+	var out []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		out = append(out, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return out, nil
 }
 
 // startCluster starts n members in child processes of exe and waits
@@ -133,15 +139,12 @@ func freePort() (int, error) {
 func startCluster(ctx context.Context, exe, dir string, n int, electionMs uint, logs io.Writer) (*cluster, error) {
 	c := &cluster{dir: dir}
 	var peers []string
+	ports, err := freePorts(2 * n)
+	if err != nil {
+		return nil, err
+	}
 	for i := range n {
-		cp, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		pp, err := freePort()
-		if err != nil {
-			return nil, err
-		}
+		cp, pp := ports[2*i], ports[2*i+1]
 		cfg := memberConfig{
 			Name: "m" + strconv.Itoa(i), Dir: filepath.Join(dir, "m"+strconv.Itoa(i)),
 			ClientURL: fmt.Sprintf("http://127.0.0.1:%d", cp), PeerURL: fmt.Sprintf("http://127.0.0.1:%d", pp),
