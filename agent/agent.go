@@ -258,14 +258,14 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 		return nil, err
 	}
 
-	// The Kubernetes state (of the pods, this node's) and this node's
-	// external configuration.
-	var keep func(string, string, []byte) bool
+	// The Kubernetes state (of the pods, this node's: in the per-node
+	// layout etcd sends no other) and this node's external configuration.
+	var node string
 	if !cfg.AllPods {
-		keep = watcher.NodePods(cfg.NodeName)
+		node = cfg.NodeName
 	}
 	a.Watcher, err = watcher.NewWithClient(deps.Etcd, a.Loop, watcher.Config{
-		Keep:                 keep,
+		NodeName:             node,
 		KubeStatePrefix:      cfg.KubeStatePrefix,
 		ExternalConfigPrefix: cfg.ExternalConfigPrefix,
 		Resources:            []kubemodel.Resource{bgpmodel.PolicyResource()},

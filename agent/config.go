@@ -46,9 +46,12 @@ type Config struct {
 	// Default: /vswitchkit/config/<nodeName>/.
 	ExternalConfigPrefix string `json:"externalConfigPrefix"`
 	// AllPods makes the watcher deliver the pods of every node. By
-	// default it delivers this node's pods only (watcher.NodePods): no
-	// handler of the agent uses the others, and in a large cluster they
-	// are most of the Kubernetes state (memory and start-up time).
+	// default it delivers this node's pods only (watcher.Config.NodeName;
+	// in the reflector's per-node key layout etcd does not even send the
+	// others): no handler of the agent uses the others (NetworkPolicy
+	// uses every pod's compact peer record), and in a large cluster they
+	// are most of the Kubernetes state (memory, start-up time, and a copy
+	// of every pod change to every agent).
 	AllPods bool `json:"allPods"`
 	// IPAM is the address plan (see ipam.Config; Store, EventLoop and
 	// Logger are set by the agent).

@@ -199,6 +199,14 @@ type Config struct {
 	// nest, a key belongs to the longest one that matches.
 	Resources []kubemodel.Resource
 
+	// NodeName is the node whose agent the watcher serves: of the values
+	// stored per node (kubemodel.Resource.NodeKeyPrefix: the pods), the
+	// watcher reads and watches this node's alone in the per-node layout
+	// (kubemodel.LayoutNodePods), and in the flat layout it reads every
+	// pod and keeps this node's (as [NodePods] does). Default: empty,
+	// every node's values.
+	NodeName string
+
 	// Keep, when set, chooses the Kubernetes values the watcher delivers
 	// and keeps: a value for which it returns false is treated as absent.
 	// It is not decoded (nor checked), not in a DBResync and not
@@ -265,6 +273,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ExternalConfigPrefix != "" && c.ExternalConfigPrefix == c.KubeStatePrefix {
 		errs = append(errs, fmt.Errorf("ExternalConfigPrefix %q equals KubeStatePrefix", c.ExternalConfigPrefix))
 	}
+	if c.NodeName != "" {
+		if err := kubemodel.ValidateName(c.NodeName); err != nil {
+			errs = append(errs, fmt.Errorf("NodeName: %w", err))
+		}
+	}
 	if c.ExternalConfigSource == "" {
 		c.ExternalConfigSource = controller.RemoteDBSource
 	}
@@ -299,6 +312,10 @@ func (c Config) withDefaults() (Config, error) {
 // is scheduled on that node. It reads the node name from the encoded pod
 // without decoding the rest; a value it cannot read is kept (and then
 // reported as a bad value when it does not decode).
+//
+// Deprecated: set [Config.NodeName]: it keeps the same pods in the flat
+// layout, and in the per-node layout the other nodes' pods are not even
+// sent.
 func NodePods(nodeName string) func(resource, key string, raw []byte) bool {
 	return func(resource, _ string, raw []byte) bool {
 		if resource != kubemodel.PodResource {

@@ -324,7 +324,7 @@ func TestSnapshotInPages(t *testing.T) {
 	require.NoError(t, err)
 	var requests []int
 	late := pod("default", "late", "10.1.1.3")
-	w.hookPage = func(n int) error {
+	w.hookPage = func(n int) error { // 0: the layout key
 		requests = append(requests, n)
 		switch n {
 		case 2:
@@ -345,7 +345,7 @@ func TestSnapshotInPages(t *testing.T) {
 	assert.Nil(t, ch.PrevValue)
 	// 25 pods in 7 pages, 7 external keys in 2: 9 pages, one of them
 	// twice; the failed page was not read again from the start.
-	assert.Equal(t, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, requests)
+	assert.Equal(t, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, requests, "the layout key, then the pages")
 	assert.Equal(t, uint64(1), w.Stats().ConnectErrors)
 	assert.Equal(t, uint64(1), w.Stats().RemoteResyncs)
 }

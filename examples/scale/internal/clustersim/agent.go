@@ -119,22 +119,20 @@ func startAgent(ctx context.Context, idx int, o agentOptions, onReady func(*agen
 	if err := a.loop.Register(a.ns, a.ipam, publisher); err != nil {
 		return nil, err
 	}
+	// The agent's wiring: this node's pods.
 	wcfg := watcher.Config{
+		NodeName:             a.name,
 		ExternalConfigPrefix: "/vswitchkit/config/" + a.name + "/",
 		Logger:               log,
 	}
-	// The agents keep their own node's Kubernetes node object and pods
-	// only. etcd sends each of them every node object as it sends a real
-	// agent, but N agents' decoded copies of N node objects (N² of them,
-	// 25 million at 5000 nodes) would not fit in this machine's memory;
-	// a real agent keeps them, on a node of its own.
-	podsOfNode := watcher.NodePods(a.name)
+	// The agents keep their own node's Kubernetes node object only. etcd
+	// sends each of them every node object as it sends a real agent, but
+	// N agents' decoded copies of N node objects (N² of them, 25 million
+	// at 5000 nodes) would not fit in this machine's memory; a real agent
+	// keeps them, on a node of its own.
 	ownNode := kubemodel.NodeKey(a.name)
-	wcfg.Keep = func(resource, key string, raw []byte) bool {
-		if resource == kubemodel.NodeResource {
-			return key == ownNode
-		}
-		return podsOfNode(resource, key, raw)
+	wcfg.Keep = func(resource, key string, _ []byte) bool {
+		return resource != kubemodel.NodeResource || key == ownNode
 	}
 	first := controller.EventLoop(pushFunc(func(ev controller.Event) error {
 		if _, ok := ev.(*controller.DBResync); ok {

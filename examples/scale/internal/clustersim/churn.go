@@ -71,6 +71,9 @@ func podValues(layout int, p *corev1.Pod) (podKey string, podVal []byte, peerKey
 
 // podStorageKey is the key of a pod in the given layout.
 func podStorageKey(layout int, node, ns, name string) string {
+	if layout == kubemodel.LayoutNodePods {
+		return kubemodel.NodePodKey(node, ns, name)
+	}
 	return kubemodel.PodKey(ns, name)
 }
 

@@ -32,6 +32,11 @@ func clusterState(n, podsPerNode int, servicesPerNode float64, layout int, yield
 		}
 		return yield(rawKV{kubemodel.EtcdKey("", key), raw})
 	}
+	if layout == kubemodel.LayoutNodePods {
+		if err := yield(rawKV{kubemodel.EtcdKey("", kubemodel.LayoutKey), kubemodel.FormatLayout(layout)}); err != nil {
+			return err
+		}
+	}
 	namespaces := max(1, n/50)
 	for k := range namespaces {
 		if err := put(kubemodel.NamespaceKey(synth.Namespace(k)), &kubemodel.Namespace{Name: synth.Namespace(k)}); err != nil {
