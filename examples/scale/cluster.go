@@ -29,7 +29,7 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	election := fs.Uint("election-ms", 1000, "etcd election timeout in ms (heartbeat 100 ms)")
 	pods := fs.Int("pods-per-node", 0, "pods per node before the start")
 	services := fs.Float64("services-per-node", 0, "services per node (10 endpoints each)")
-	layout := fs.Int("layout", 1, "key layout of the Kubernetes state: 1 (every pod under k8s/pod/) or 2 (pods per node)")
+	layout := fs.Int("layout", 0, "key layout of the Kubernetes state: 1 (every pod under k8s/pod/) or 2 (pods per node, the reflector's; default)")
 	kill := fs.String("kill", "", "kill one etcd member when a quarter of the agents are Ready: leader or follower")
 	churn := fs.Float64("churn", 100, "pod changes per second across the cluster in the steady-state measure (negative: none)")
 	churnFor := fs.Duration("churn-for", 0, "length of the steady-state measure (default 20s)")

@@ -62,10 +62,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	profile := fs.String("profile", "", "directory for CPU and heap profiles of the agent, per size")
 	logs := fs.String("agent-logs", "", "file for the agent's logs (warnings and errors)")
 	verbose := fs.Bool("v", false, "log the runner's steps")
+	layout := fs.Int("layout", 0, "key layout of the cluster: 1 (every pod under k8s/pod/) or 2 (pods per node, the reflector's; default)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	cfg := envelope.Config{Events: *events, ProfileDir: *profile}
+	cfg := envelope.Config{Events: *events, ProfileDir: *profile, Layout: *layout}
 	for s := range strings.SplitSeq(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil {

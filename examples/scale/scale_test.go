@@ -128,7 +128,7 @@ func TestClusterSmall(t *testing.T) {
 			rows = append(rows, line)
 		}
 	}
-	assert.Len(t, rows, 2, "a cold-start row and a steady-state row")
+	assert.Len(t, rows, 3, "a cold-start row, its phases and a steady-state row")
 
 	raw, err := os.ReadFile(results)
 	require.NoError(t, err)

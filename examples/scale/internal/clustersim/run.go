@@ -32,6 +32,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	"github.com/vswitchkit/vswitchkit/examples/scale/internal/envelope"
 )
 
@@ -82,7 +83,8 @@ type Config struct {
 	// each). Default: 0; negative: none.
 	ServicesPerNode float64
 	// Layout is the key layout of the Kubernetes state: 1 (every pod under
-	// k8s/pod/, read by every agent) or 2 (pods per node). Default: 1.
+	// k8s/pod/, read by every agent) or 2 (pods per node). Default:
+	// kubemodel.CurrentLayout, the reflector's.
 	Layout int
 	// Kill, when set, kills one etcd member (SIGKILL) during the cold
 	// start, once a quarter of the agents are Ready: "leader" or
@@ -126,7 +128,7 @@ func (c Config) withDefaults() (Config, error) {
 	c.Processes = cmp.Or(c.Processes, 4)
 	c.Members = cmp.Or(c.Members, 3)
 	c.ElectionMs = cmp.Or(c.ElectionMs, 1000)
-	c.Layout = cmp.Or(c.Layout, 1)
+	c.Layout = cmp.Or(c.Layout, kubemodel.CurrentLayout)
 	if c.Layout != 1 && c.Layout != 2 {
 		return c, fmt.Errorf("layout %d: want 1 or 2", c.Layout)
 	}
