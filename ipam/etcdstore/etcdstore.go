@@ -199,6 +199,9 @@ func (s *Store) Run(ctx context.Context) error {
 			// within the TTL), which an overloaded etcd does while the
 			// lease lives on. Ask etcd which.
 			alive, err := s.leaseAlive(ctx, lease, deg)
+			if errors.Is(err, errClientClosed) {
+				return s.lose(fmt.Errorf("%w: %w", ErrOwnershipLost, err))
+			}
 			if err != nil {
 				s.lose(fmt.Errorf("%w: %w", ErrOwnershipLost, errStopped))
 				return err
@@ -224,6 +227,9 @@ func (s *Store) Run(ctx context.Context) error {
 func (s *Store) leaseAlive(ctx context.Context, lease clientv3.LeaseID, deg *retry.Degraded) (bool, error) {
 	bo := retry.NewClientBackoff(100*time.Millisecond, 5*time.Second)
 	for {
+		if s.cli.Ctx().Err() != nil {
+			return false, errClientClosed
+		}
 		tctx, cancel := context.WithTimeout(ctx, time.Duration(s.ttl)*time.Second)
 		resp, err := s.cli.TimeToLive(tctx, lease)
 		cancel()
