@@ -30,6 +30,7 @@ const (
 	DefaultRetryMaxBackoff      = 5 * time.Second
 	DefaultQueueFullTimeout     = 10 * time.Second
 	DefaultSnapshotPageSize     = 1000
+	DefaultRequestTimeout       = 30 * time.Second
 	defaultPushMinBackoff       = time.Millisecond
 	defaultPushMaxBackoff       = 100 * time.Millisecond
 	defaultMirrorOpenLockTimout = time.Second
@@ -46,9 +47,8 @@ type EtcdConfig struct {
 	// Endpoints are the etcd client URLs ("host:port", "http://host:port" or
 	// "https://host:port"). Default: [DefaultEndpoint].
 	Endpoints []string
-	// DialTimeout bounds one connection attempt and one request of a
-	// snapshot read (a page of Config.SnapshotPageSize keys). It applies
-	// to the requests of [NewWithClient] too. Default: [DefaultDialTimeout].
+	// DialTimeout bounds one connection attempt. Default:
+	// [DefaultDialTimeout].
 	DialTimeout time.Duration
 	// KeepAliveTime and KeepAliveTimeout: the client pings the server after
 	// KeepAliveTime without traffic and drops the connection when no answer
@@ -227,6 +227,14 @@ type Config struct {
 	// [DefaultSnapshotPageSize].
 	SnapshotPageSize int
 
+	// RequestTimeout bounds one request of a snapshot read (a page). It
+	// is long because a request that times out is repeated: when thousands
+	// of agents start at once, etcd is slow for everyone, and a short
+	// timeout only makes it do the same work again. While the fallback to
+	// the mirror is pending, the requests end at MirrorFallbackDelay at
+	// the latest. Default: [DefaultRequestTimeout].
+	RequestTimeout time.Duration
+
 	// MirrorPath is the bbolt file of the local mirror. Default: empty, no
 	// mirror (and no start-up without etcd).
 	MirrorPath string
@@ -290,6 +298,7 @@ func (c Config) withDefaults() (Config, error) {
 		{Name: "RetryMinBackoff", Value: &c.RetryMinBackoff, Default: DefaultRetryMinBackoff},
 		{Name: "RetryMaxBackoff", Value: &c.RetryMaxBackoff, Default: DefaultRetryMaxBackoff},
 		{Name: "QueueFullTimeout", Value: &c.QueueFullTimeout, Default: DefaultQueueFullTimeout},
+		{Name: "RequestTimeout", Value: &c.RequestTimeout, Default: DefaultRequestTimeout},
 	})...)
 	errs = append(errs, cfgutil.Ints([]cfgutil.Int{
 		{Name: "SnapshotPageSize", Value: &c.SnapshotPageSize, Default: DefaultSnapshotPageSize},

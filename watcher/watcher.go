@@ -413,7 +413,7 @@ func (r *run) ensureClient() error {
 // snapshot reads the Kubernetes state and the external configuration at one
 // revision: first the layout key (its revision is the snapshot's), then
 // the ranges of that layout, in pages of Config.SnapshotPageSize keys.
-// Every request is bounded by Etcd.DialTimeout and a failed page is
+// Every request is bounded by Config.RequestTimeout and a failed page is
 // repeated alone, after a jittered backoff, at the snapshot's revision,
 // so that a large snapshot read by many agents at once is read once per
 // agent however many requests time out (a snapshot read whole and
@@ -506,10 +506,10 @@ func knownLayout(value []byte) (int, error) {
 
 // page reads one page of the range [from, end) (the key from when end is
 // empty) at revision rev (the current one when 0), bounded by
-// Etcd.DialTimeout and, while the fallback is pending, by fallbackAt.
+// Config.RequestTimeout and, while the fallback is pending, by fallbackAt.
 func (r *run) page(ctx context.Context, from, end string, rev int64, fallbackPending bool, fallbackAt time.Time) (*clientv3.GetResponse, error) {
 	w := r.w
-	deadline := time.Now().Add(w.cfg.Etcd.DialTimeout)
+	deadline := time.Now().Add(w.cfg.RequestTimeout)
 	if fallbackPending && fallbackAt.Before(deadline) {
 		deadline = fallbackAt
 	}
