@@ -192,7 +192,7 @@ func (d *Driver) removeLocked(ctx context.Context, x *executor, items []*item, n
 			d.failLocked(it, o.err, now)
 			continue
 		}
-		it.swIfIndex = noIndex
+		it.index = noIndex
 		d.setHaveLocked(it, nil)
 		if it.want == nil {
 			d.resetFailureLocked(it)

@@ -84,7 +84,7 @@ func (w *world) holdLocked(k string, v value) {
 	if v.kind() == kindInterface {
 		sw, w.sw = w.sw, w.sw+1
 	}
-	w.d.holdLocked(k, found{value: v, swIfIndex: sw})
+	w.d.holdLocked(k, found{value: v, index: sw})
 	w.d.markDirtyLocked(w.d.items[k])
 }
 

@@ -85,7 +85,9 @@ type item struct {
 	bad  error         // the committed value is invalid (want is nil)
 	have value         // what VPP holds as far as the driver knows; nil = absent (see halfVal)
 
-	swIfIndex uint32 // interfaces: VPP's sw_if_index; noIndex while VPP has none
+	// index is VPP's index of the object (an interface's sw_if_index);
+	// noIndex while VPP has none, and for the kinds VPP does not index.
+	index uint32
 
 	failed    error     // the last failed attempt (until one succeeds or the value changes)
 	attempts  int       // failed attempts since (or since the last reconnect)
@@ -116,8 +118,8 @@ type itemMarks struct {
 
 func (it *item) desired() bool { return it.want != nil || it.bad != nil }
 
-// created tells whether VPP has the item's interface (swIfIndex is valid).
-func (it *item) created() bool { return it.swIfIndex != noIndex }
+// created tells whether VPP has the item's interface (index is valid).
+func (it *item) created() bool { return it.index != noIndex }
 
 // halfVal is what VPP holds of an interface whose creation (or in-place
 // change) failed after VPP made it: the interface exists, its
@@ -141,7 +143,7 @@ func applied(v value) value {
 func (d *Driver) itemLocked(key string) *item {
 	it := d.items[key]
 	if it == nil {
-		it = &item{key: key, kind: kindOf(key), swIfIndex: noIndex, retryIdx: -1}
+		it = &item{key: key, kind: kindOf(key), index: noIndex, retryIdx: -1}
 		d.items[key] = it
 	}
 	return it
