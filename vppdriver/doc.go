@@ -46,7 +46,13 @@
 // A pass deletes, in reverse dependency order, what the driver owns but
 // is no longer desired (or must be re-created because a creation-time
 // field changed, or was left half-configured), together with everything
-// applied on top of it; then it creates and updates, in dependency order
+// applied on top of it, except what stops referring to it by an in-place
+// change: a deletion waits for the changes that stop referring to the
+// object, which are made first (a route moved to another interface
+// before the old interface goes, with no moment without the route); it
+// holds when the pass makes all of them (else what refers to the object
+// is deleted first, as before), and if one fails the deletion is not sent
+// and is retried; then it creates and updates, in dependency order
 // (VRF tables, NAT44 plugin, interfaces (an unnumbered interface after
 // the interface it borrows from, in the same pass), IP neighbors, routes,
 // NAT44 features, pools and mappings), what is desired and not yet as

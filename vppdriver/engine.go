@@ -5,6 +5,7 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.fd.io/govpp/api"
@@ -129,7 +130,9 @@ func (d *Driver) dueLocked(now time.Time) {
 
 // executeLocked sends a plan to VPP and records the outcome of every step:
 // removals kind by kind from the highest, then the parks, then the waves
-// of creates and updates, each batch pipelined. The plan holds while every
+// of creates and updates, then the late removals kind by kind from the
+// highest (those whose users still hold them fail and are retried), each
+// batch pipelined. The plan holds while every
 // request succeeds; after a failure, each later step of a wave is decided
 // again (see decide) from what VPP then holds: a step whose dependency
 // failed is parked on it, one whose removal failed is left for its retry.
@@ -153,6 +156,11 @@ func (d *Driver) executeLocked(ctx context.Context, p *plan, now time.Time) erro
 			return err
 		}
 	}
+	for kd := numKinds - 1; kd >= 0; kd-- {
+		if err := d.removeLocked(ctx, &x, d.stillUsedLocked(p.late[kd], now), now); err != nil {
+			return err
+		}
+	}
 	// What the successes woke was planned in this pass already.
 	for _, it := range d.takeDirtyLocked() {
 		if it.mark.cand != p.gen {
@@ -163,6 +171,35 @@ func (d *Driver) executeLocked(ctx context.Context, p *plan, now time.Time) erro
 		d.markDirtyLocked(it)
 	}
 	return nil
+}
+
+// stillUsedLocked returns the late removals of items that VPP no longer
+// holds anything on top of; the others (an update that was to stop
+// referring to them failed) fail, retriably: VPP would refuse to delete
+// them, and the retry plans them again.
+func (d *Driver) stillUsedLocked(items []*item, now time.Time) []*item {
+	out := items[:0]
+	for _, it := range items {
+		if u := d.userLocked(it.key); u != nil {
+			d.failLocked(it, fmt.Errorf("still used by %s", u.key), now)
+			continue
+		}
+		out = append(out, it)
+	}
+	clear(items[len(out):])
+	return out
+}
+
+// userLocked returns an item whose applied value depends on key (the
+// first in key order, so that errors are stable), or nil.
+func (d *Driver) userLocked(key string) *item {
+	var first *item
+	for u := range d.users[key] {
+		if first == nil || u.key < first.key {
+			first = u
+		}
+	}
+	return first
 }
 
 // executor is the state of the execution of a plan.

@@ -187,9 +187,14 @@ func TestPlan(t *testing.T) {
 			AfPacket: &vppmodel.AfPacketLink{HostIfName: host}}
 	}
 	podRt := &vppmodel.Route{DstNetwork: "10.1.1.2/32", Paths: []*vppmodel.Path{{OutgoingInterface: "pod"}}}
+	loopB := &vppmodel.Interface{Name: "b", Type: vppmodel.Interface_LOOPBACK, Enabled: true, IpAddresses: []string{"10.9.0.1/24"}}
+	route := func(vrf uint32, dst, iface, nh string) *vppmodel.Route {
+		return &vppmodel.Route{Vrf: vrf, DstNetwork: dst, Paths: []*vppmodel.Path{{OutgoingInterface: iface, NextHop: nh}}}
+	}
 	const (
 		kVrf7  = "vpp/vrf/ipv4/7"
 		kA     = "vpp/interface/a"
+		kB     = "vpp/interface/b"
 		kRt7   = "vpp/route/7/10.5.0.0/16"
 		kRt0   = "vpp/route/0/10.6.0.0/16"
 		kGw    = "vpp/interface/gw"
@@ -331,6 +336,74 @@ func TestPlan(t *testing.T) {
 			},
 			pass: func(w *world) { w.want(gw) },
 			want: lines("create " + kGw),
+		},
+		{
+			name:  "a removal waits for the update that stops referring to it",
+			setup: func(w *world) { w.configured(loopA0, loopB, rt0) },
+			pass: func(w *world) {
+				w.drop(kA)
+				w.want(route(0, "10.6.0.0/16", "b", "10.9.0.2"))
+			},
+			want: lines("update "+kRt0, "--", "remove "+kA+" (late)"),
+		},
+		{
+			name:  "after the creation of what the user refers to instead",
+			setup: func(w *world) { w.configured(loopA0, rt0) },
+			pass: func(w *world) {
+				w.drop(kA)
+				w.want(loopB, route(0, "10.6.0.0/16", "b", "10.9.0.2"))
+			},
+			want: lines("create "+kB, "--", "update "+kRt0, "--", "remove "+kA+" (late)"),
+		},
+		{
+			name:  "an unnumbered interface switched to another source before the old source goes",
+			setup: func(w *world) { w.configured(gw, pod("veth0")) },
+			pass: func(w *world) {
+				w.drop(kGw)
+				p := pod("veth0")
+				p.Unnumbered = "gw2"
+				w.want(&vppmodel.Interface{Name: "gw2", Type: vppmodel.Interface_LOOPBACK, Enabled: true, IpAddresses: []string{"10.1.1.1/32"}}, p)
+			},
+			// The interfaces of one wave are sent together: gw2 first (the
+			// pod's update waits for it in a later round of the kind).
+			want: lines("create vpp/interface/gw2", "--", "update "+kPod, "--", "remove "+kGw+" (late)"),
+		},
+		{
+			name:  "what the late removal depends on and goes goes late with it",
+			setup: func(w *world) { w.configured(vrf7, loopA, loopB, rt0) },
+			pass: func(w *world) {
+				w.drop(kA, kVrf7)
+				w.want(route(0, "10.6.0.0/16", "b", "10.9.0.2"))
+			},
+			want: lines("update "+kRt0, "--", "remove "+kA+" (late)", "--", "remove "+kVrf7+" (late)"),
+		},
+		{
+			name:  "a user the plan cannot update is removed first, as before",
+			setup: func(w *world) { w.configured(loopA0, rt0) },
+			pass: func(w *world) {
+				w.drop(kA)
+				w.want(route(0, "10.6.0.0/16", "c", "10.9.0.2"))
+			},
+			want: lines("remove "+kRt0, "--", "remove "+kA, "--", "park "+kRt0+" on vpp/interface/c"),
+		},
+		{
+			name: "so is a user whose update waits for its retry",
+			setup: func(w *world) {
+				w.configured(loopA0, loopB, rt0)
+				w.want(route(0, "10.6.0.0/16", "b", "10.9.0.2"))
+				w.fail(kRt0, -1)
+			},
+			pass: func(w *world) { w.drop(kA) },
+			want: lines("remove "+kRt0, "--", "remove "+kA),
+		},
+		{
+			name:  "and one whose removal needs a dependency re-created before the updates",
+			setup: func(w *world) { w.configured(vrf7, loopA, loopB, rt0) },
+			pass: func(w *world) {
+				w.drop(kA)
+				w.want(&vppmodel.VrfTable{Id: 7, Label: "y"}, route(0, "10.6.0.0/16", "b", "10.9.0.2"))
+			},
+			want: lines("remove "+kRt0, "--", "remove "+kA, "--", "remove "+kVrf7, "--", "create "+kVrf7, "--", "create "+kRt0),
 		},
 		{
 			name: "NAT44 after the plugin and the interface",

@@ -114,6 +114,11 @@ type itemMarks struct {
 	rm    uint64 // == Driver.gen: in the removal set of the pass's plan
 	cand  uint64 // == Driver.gen: a create/update candidate of the plan
 	put   uint64 // == Driver.gen: the plan creates or updates it
+	late  uint64 // == Driver.gen: the plan removes it after the creates and updates
+	// early >= the first generation of the current planLocked: its removal
+	// must not wait for the updates of its users (an earlier plan of the
+	// pass could not make them).
+	early uint64
 }
 
 func (it *item) desired() bool { return it.want != nil || it.bad != nil }
