@@ -12,7 +12,9 @@
 // hop); NAT44-ED (plugin with forwarding, inside/outside and output
 // (post-routing) interface features, address pools incl. twice-NAT and
 // pools that follow an interface's address, static, identity and
-// load-balanced mappings with backends and affinity). [Driver] implements
+// load-balanced mappings with backends and affinity); ACLs of VPP's ACL
+// plugin and the ordered input and output ACL lists of interfaces.
+// [Driver] implements
 // [controller.Southbound]: an update commit changes keys (nil deletes), a
 // resync commit replaces the desired state and is reconciled against what
 // VPP reports.
@@ -55,10 +57,11 @@
 // and is retried; then it creates and updates, in dependency order
 // (VRF tables, NAT44 plugin, interfaces (an unnumbered interface after
 // the interface it borrows from, in the same pass), IP neighbors, routes,
-// NAT44 features, pools and mappings), what is desired and not yet as
-// desired. An item whose
-// dependencies (its VRF table, a route's outgoing interfaces and table, a
-// NAT44 object's plugin and interface) are not configured is parked
+// NAT44 features, pools and mappings, ACL lists), what is desired and not
+// yet as desired. An item whose dependencies (its VRF table, a route's
+// outgoing interfaces and table, a NAT44 object's plugin and interface,
+// an ACL list's interface and every ACL it names) are not configured is
+// parked
 // (StatePending, with the missing keys) and applied in the same pass as
 // they are. An object already applied keeps being reported configured
 // while VPP holds what it depends on, even if their new values wait.
@@ -82,6 +85,18 @@
 // count re-enables the plugin, which wipes and re-applies all NAT44
 // configuration. VPP keeps the name a table was created with, so a new VRF
 // table label re-creates the table and what is in it.
+//
+// An ACL is created with acl_add_replace (index ~0: VPP assigns the index)
+// and changed in place with acl_add_replace on its index (it keeps the
+// index and stays applied); an interface's ACL lists are set with one
+// acl_interface_set_acl_list (input ACLs first), for a creation and a
+// change alike, and cleared (an empty list) when the key goes, unless
+// the interface is deleted in the same pass: VPP drops an interface's
+// lists with it, so nothing is sent for them. VPP refuses to delete an
+// ACL that a list names (-142, -143): a list switched from an old ACL to
+// a new one is set after the new ACL is created and before the old one is
+// deleted (three requests, see above), and the interface is never without
+// its ACLs in between.
 //
 // The cost of an update commit is proportional to the keys it changes and
 // their dependents, not to the node's total state: the driver keeps
@@ -115,6 +130,11 @@
 //   - static IP neighbors on owned interfaces are owned (learnt ones are
 //     not looked at);
 //   - VRF tables: the table name is TagPrefix + label;
+//   - ACLs: their tag is TagPrefix + name (VPP assigns the index; the
+//     driver finds it again by the tag); ACLs without it are foreign and
+//     never changed or deleted (a foreign ACL in a list the driver owns
+//     is replaced by the desired list). The ACL lists of owned interfaces
+//     are owned;
 //   - NAT44 static, identity and load-balanced mappings: their tag is
 //     TagPrefix; NAT44 features of owned interfaces are owned;
 //   - the NAT44 plugin state and address pools have no tag: like routes in
@@ -135,7 +155,8 @@
 //
 // Run connects with core.Connect on a fresh adapter, checks that VPP knows
 // exactly the messages the driver uses, reads the owned configuration back
-// from VPP (interface, table, route, address, af_packet and tap dumps) and
+// from VPP (interface, table, route, address, af_packet, tap, NAT44 and ACL
+// dumps) and
 // reconciles (a routed VXLAN tunnel's payload family is read from its
 // decap-next with get_next_index, which writes nothing). Until the first
 // resync commit (the complete desired state) it removes nothing: a driver
@@ -147,8 +168,8 @@
 // Commit returns that error marked with [controller.NewPermanentError]: the
 // controller reports it instead of healing in a loop, and the driver
 // recovers by itself when it reconnects to a compatible VPP (after VPP
-// restarts, e.g. upgraded). The VXLAN, memif and NAT44-ED messages are
-// checked separately: without them only those keys fail (and Commit
+// restarts, e.g. upgraded). The VXLAN, memif, NAT44-ED and ACL plugin
+// messages are checked separately: without them only those keys fail (and Commit
 // reports the missing feature the same way). Every (re)connect retries
 // what failed before. memif control sockets are registered once per
 // filename and left registered when their last memif goes; the memifs of
@@ -200,7 +221,7 @@
 //     one by one (the incompatibility is, once per connection);
 //   - reported with [KeyStatus].FailingSince set, counted in
 //     [Stats].Failing and [Stats].FailingByKind ("interface", "route",
-//     "vrf", "neighbor", "nat44"), and listed by [Driver.Failing] with its
+//     "vrf", "neighbor", "nat44", "acl"), and listed by [Driver.Failing] with its
 //     last error;
 //   - named by [Driver.Degraded], which returns nil while no key keeps
 //     failing and otherwise an error wrapping [ErrDegraded] that names the

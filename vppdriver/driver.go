@@ -43,6 +43,7 @@ type Driver struct {
 	vxlanErr  error            // the same for the VXLAN messages
 	natErr    error            // the same for the NAT44-ED messages
 	memifErr  error            // the same for the memif messages
+	aclErr    error            // the same for the ACL plugin's messages
 	// memifSockets maps memif socket filenames to VPP socket IDs (learnt
 	// from dumps and replies); memifPending marks registrations in flight.
 	memifSockets map[string]uint32
@@ -266,6 +267,11 @@ func (d *Driver) checkCompatibilityLocked(conn *core.Connection) {
 	if d.memifErr != nil {
 		d.memifErr = fmt.Errorf("memif unavailable: %w", d.memifErr)
 		d.log.Warn("VPP without memif: its keys fail", slog.Any("error", d.memifErr))
+	}
+	d.aclErr = checkCompatibility(conn, aclMessages())
+	if d.aclErr != nil {
+		d.aclErr = fmt.Errorf("ACL plugin unavailable: %w", d.aclErr)
+		d.log.Warn("VPP without the ACL plugin: its keys fail", slog.Any("error", d.aclErr))
 	}
 	d.vxlanErr = checkCompatibility(conn, vxlanMessages())
 	if d.vxlanErr != nil {
@@ -501,12 +507,12 @@ func (d *Driver) Stats() Stats {
 
 // Compatibility returns the result of the last compatibility check (nil
 // before the first connect or if VPP has every message the driver uses).
-// Missing VXLAN, memif or NAT44-ED messages only disable those keys and
-// are included.
+// Missing VXLAN, memif, NAT44-ED or ACL plugin messages only disable
+// those keys and are included.
 func (d *Driver) Compatibility() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return errors.Join(d.compatErr, d.vxlanErr, d.natErr, d.memifErr)
+	return errors.Join(d.compatErr, d.vxlanErr, d.natErr, d.memifErr, d.aclErr)
 }
 
 // Applied returns a copy of what the driver believes VPP holds for the keys

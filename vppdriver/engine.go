@@ -141,7 +141,7 @@ func (d *Driver) executeLocked(ctx context.Context, p *plan, now time.Time) erro
 	for _, it := range p.looked {
 		d.markPubLocked(it)
 	}
-	x := executor{ops: d.execOps}
+	x := executor{ops: d.execOps, gen: p.gen}
 	defer func() { d.execOps = zero(x.ops) }()
 	for kd := numKinds - 1; kd >= 0; kd-- {
 		if err := d.removeLocked(ctx, &x, p.removes[kd], now); err != nil {
@@ -157,7 +157,7 @@ func (d *Driver) executeLocked(ctx context.Context, p *plan, now time.Time) erro
 		}
 	}
 	for kd := numKinds - 1; kd >= 0; kd-- {
-		if err := d.removeLocked(ctx, &x, d.stillUsedLocked(p.late[kd], now), now); err != nil {
+		if err := d.removeLocked(ctx, &x, d.stillUsedLocked(p.late[kd], p.gen, now), now); err != nil {
 			return err
 		}
 	}
@@ -174,13 +174,14 @@ func (d *Driver) executeLocked(ctx context.Context, p *plan, now time.Time) erro
 }
 
 // stillUsedLocked returns the late removals of items that VPP no longer
-// holds anything on top of; the others (an update that was to stop
-// referring to them failed) fail, retriably: VPP would refuse to delete
-// them, and the retry plans them again.
-func (d *Driver) stillUsedLocked(items []*item, now time.Time) []*item {
+// holds anything on top of (but what goes with them in the plan gen);
+// the others (an update that was to stop referring to them failed) fail,
+// retriably: VPP would refuse to delete them, and the retry plans them
+// again.
+func (d *Driver) stillUsedLocked(items []*item, gen uint64, now time.Time) []*item {
 	out := items[:0]
 	for _, it := range items {
-		if u := d.userLocked(it.key); u != nil {
+		if u := d.userLocked(it.key, gen); u != nil {
 			d.failLocked(it, fmt.Errorf("still used by %s", u.key), now)
 			continue
 		}
@@ -190,11 +191,15 @@ func (d *Driver) stillUsedLocked(items []*item, now time.Time) []*item {
 	return out
 }
 
-// userLocked returns an item whose applied value depends on key (the
-// first in key order, so that errors are stable), or nil.
-func (d *Driver) userLocked(key string) *item {
+// userLocked returns an item whose applied value depends on key and does
+// not go with it in the plan gen (the first in key order, so that errors
+// are stable), or nil.
+func (d *Driver) userLocked(key string, gen uint64) *item {
 	var first *item
 	for u := range d.users[key] {
+		if u.mark.with == gen {
+			continue // settled with key's removal
+		}
 		if first == nil || u.key < first.key {
 			first = u
 		}
@@ -204,8 +209,10 @@ func (d *Driver) userLocked(key string) *item {
 
 // executor is the state of the execution of a plan.
 type executor struct {
-	ops    []*op // the batch in flight (an array kept from pass to pass)
-	failed bool  // a request failed: the plan's predictions no longer hold
+	ops    []*op   // the batch in flight (an array kept from pass to pass)
+	gen    uint64  // the plan's generation
+	failed bool    // a request failed: the plan's predictions no longer hold
+	with   []*item // removals that go with their interface, until it is removed
 }
 
 // removeLocked removes items (of one kind) from VPP, pipelined, and
@@ -214,6 +221,10 @@ type executor struct {
 func (d *Driver) removeLocked(ctx context.Context, x *executor, items []*item, now time.Time) error {
 	x.ops = zero(x.ops)
 	for _, it := range items {
+		if it.mark.with == x.gen {
+			x.with = append(x.with, it)
+			continue
+		}
 		x.ops = append(x.ops, d.deleteOp(it))
 	}
 	if len(x.ops) == 0 {
@@ -224,19 +235,46 @@ func (d *Driver) removeLocked(ctx context.Context, x *executor, items []*item, n
 	}
 	for _, o := range x.ops {
 		it := o.it
+		it.mark.gone = x.gen
 		if o.err != nil {
 			x.failed = true
 			d.failLocked(it, o.err, now)
 			continue
 		}
-		it.index = noIndex
-		d.setHaveLocked(it, nil)
-		if it.want == nil {
-			d.resetFailureLocked(it)
-			d.forgetLocked(it)
+		d.removedLocked(it)
+	}
+	d.settleWithLocked(x, now)
+	return nil
+}
+
+// removedLocked records that VPP no longer holds the item.
+func (d *Driver) removedLocked(it *item) {
+	it.index = noIndex
+	d.setHaveLocked(it, nil)
+	if it.want == nil {
+		d.resetFailureLocked(it)
+		d.forgetLocked(it)
+	}
+}
+
+// settleWithLocked records the outcome of the removals that go with their
+// interface (x.with) whose interface's removal ran: removed with it, or
+// failed with it (VPP still holds the interface, and them).
+func (d *Driver) settleWithLocked(x *executor, now time.Time) {
+	kept := x.with[:0]
+	for _, it := range x.with {
+		dep := d.items[applied(it.have).(goesWither).goesWith()]
+		switch {
+		case dep == nil || dep.have == nil:
+			d.removedLocked(it)
+		case dep.mark.gone == x.gen:
+			d.failLocked(it, fmt.Errorf("goes with %s, whose removal failed: %w", dep.key, cmp.Or(dep.failed, errors.New("unknown error"))), now)
+		default:
+			kept = append(kept, it)
 		}
 	}
-	return nil
+	clear(x.with[len(kept):])
+	x.with = kept
 }
 
 // putLocked sends the creates and updates of a wave, pipelined (after a
@@ -298,6 +336,10 @@ func (d *Driver) deleteOp(it *item) *op {
 		return d.routeDelete(it, v)
 	case *neighborVal:
 		return d.neighborDelete(it, v)
+	case *aclVal:
+		return d.aclDelete(it)
+	case *aclIfaceVal:
+		return d.aclIfaceDelete(it, v)
 	}
 	return d.natDelete(it)
 }
@@ -315,6 +357,10 @@ func (d *Driver) putOp(it *item) *op {
 		return d.routePut(it, v)
 	case *neighborVal:
 		return d.neighborPut(it, v)
+	case *aclVal:
+		return d.aclPut(it, v)
+	case *aclIfaceVal:
+		return d.aclIfacePut(it, v)
 	}
 	return d.natPut(it)
 }

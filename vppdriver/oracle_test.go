@@ -45,7 +45,8 @@ func testSeed(t testing.TB) uint64 {
 
 // modelKeys is a small key universe with dependencies between the keys:
 // tables, interfaces in tables, routes through interfaces in tables, the
-// NAT44 plugin, NAT44 features of interfaces and load-balanced mappings.
+// NAT44 plugin, NAT44 features of interfaces and load-balanced mappings,
+// ACLs and the ACL lists of interfaces.
 type modelKeys struct {
 	r *rand.Rand
 }
@@ -54,6 +55,7 @@ var (
 	modelIfaces = []string{"a", "b", "c"}
 	modelDsts   = []string{"10.10.0.0/16", "10.11.0.0/16", "10.12.0.0/16"}
 	modelExts   = []string{"192.0.2.1", "192.0.2.2"}
+	modelACLs   = []string{"x", "y", "z"}
 )
 
 // random returns a random value for a random key: valid (most of the
@@ -61,7 +63,7 @@ var (
 func (m modelKeys) random() (string, proto.Message) {
 	r := m.r
 	var v proto.Message
-	switch r.IntN(6) {
+	switch r.IntN(8) {
 	case 0:
 		v = &vppmodel.VrfTable{Id: uint32(1 + r.IntN(2)), Label: fmt.Sprint("t", r.IntN(2))}
 	case 1:
@@ -86,6 +88,27 @@ func (m modelKeys) random() (string, proto.Message) {
 		b := []*vppmodel.Nat44Backend{{Ip: "10.1.0.10", Port: 80, Probability: 50}, {Ip: fmt.Sprint("10.1.0.", 11+r.IntN(3)), Port: 80, Probability: uint32(10 + r.IntN(40))}}
 		v = &vppmodel.Nat44LbStaticMapping{Protocol: vppmodel.Nat44Protocol_TCP, ExternalIp: modelExts[r.IntN(len(modelExts))],
 			ExternalPort: 80, Out2InOnly: true, Backends: b}
+	case 6:
+		a := &vppmodel.ACL{Name: modelACLs[r.IntN(len(modelACLs))]}
+		for range r.IntN(3) {
+			src := fmt.Sprintf("10.%d.0.0/16", r.IntN(3))
+			if r.IntN(10) == 0 {
+				src = "10.0.0.1/16" // invalid
+			}
+			a.Rules = append(a.Rules, &vppmodel.ACLRule{Action: vppmodel.ACLRule_Action(r.IntN(3)), SrcPrefix: src, DstPrefix: "0.0.0.0/0",
+				Protocol: vppmodel.ProtoTCP, DstPortFirst: 80, DstPortLast: uint32(80 + r.IntN(2))})
+		}
+		v = a
+	case 7:
+		l := &vppmodel.ACLInterface{Interface: modelIfaces[r.IntN(len(modelIfaces))]}
+		for _, n := range r.Perm(len(modelACLs))[:r.IntN(len(modelACLs)+1)] {
+			if r.IntN(2) == 0 {
+				l.Input = append(l.Input, modelACLs[n])
+			} else {
+				l.Output = append(l.Output, modelACLs[n])
+			}
+		}
+		v = l
 	}
 	key, err := vppmodel.KeyOf(v)
 	if err != nil { // an invalid value: store it under the key it would have
@@ -103,6 +126,8 @@ func invalidKey(v proto.Message) string {
 		return vppmodel.InterfaceKey(m.Name)
 	case *vppmodel.Route:
 		return vppmodel.RouteKey(m.Vrf, netip.MustParsePrefix(m.DstNetwork))
+	case *vppmodel.ACL:
+		return vppmodel.ACLKey(m.Name)
 	}
 	panic(fmt.Sprintf("no invalid %T", v))
 }
@@ -127,6 +152,11 @@ func modelDeps(v proto.Message) []string {
 		deps = append(deps, vppmodel.Nat44GlobalKey, vppmodel.InterfaceKey(m.Interface))
 	case *vppmodel.Nat44LbStaticMapping:
 		deps = append(deps, vppmodel.Nat44GlobalKey)
+	case *vppmodel.ACLInterface:
+		deps = append(deps, vppmodel.InterfaceKey(m.Interface))
+		for _, n := range m.ACLNames() {
+			deps = append(deps, vppmodel.ACLKey(n))
+		}
 	}
 	return deps
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 )
 
 // action is what a pass does to one key.
@@ -163,7 +165,7 @@ func (p *plan) String() string {
 	for kd := numKinds - 1; kd >= 0; kd-- {
 		var lines []string
 		for _, it := range p.removes[kd] {
-			lines = append(lines, "remove "+it.key)
+			lines = append(lines, "remove "+it.key+withNote(it, p.gen))
 		}
 		batch(lines)
 	}
@@ -177,7 +179,7 @@ func (p *plan) String() string {
 	for kd := numKinds - 1; kd >= 0; kd-- {
 		var lines []string
 		for _, it := range p.late[kd] {
-			lines = append(lines, "remove "+it.key+" (late)")
+			lines = append(lines, "remove "+it.key+" (late)"+withNote(it, p.gen))
 		}
 		batch(lines)
 	}
@@ -187,6 +189,14 @@ func (p *plan) String() string {
 	}
 	batch(lines)
 	return b.String()
+}
+
+// withNote notes a removal that goes with its interface.
+func withNote(it *item, gen uint64) string {
+	if it.mark.with != gen {
+		return ""
+	}
+	return " (with " + applied(it.have).(goesWither).goesWith() + ")"
 }
 
 // planLocked decides what a pass does about the work items (the keys
@@ -231,6 +241,7 @@ func (d *Driver) planLocked(work []*item, now time.Time) *plan {
 			d.planPuts(p, kd, now)
 		}
 		if d.planLate(p, first) {
+			d.planWith(p)
 			return p
 		}
 	}
@@ -259,6 +270,7 @@ func (d *Driver) planRemovals(p *plan, work []*item, now time.Time, first uint64
 		// removal.
 		if it.want != nil || it.nextRetry.IsZero() || !it.nextRetry.After(now) {
 			p.removes[it.kind] = append(p.removes[it.kind], it)
+			it.mark.del = p.gen
 			p.addCand(it)
 		}
 		for u := range d.users[it.key] {
@@ -283,6 +295,32 @@ func (d *Driver) planRemovals(p *plan, work []*item, now time.Time, first uint64
 func updatesAway(u *item, key string) bool {
 	return u.want != nil && u.state != stateConfigured && !isHalf(u.have) &&
 		!slices.Contains(u.want.deps(), key) && !needsRecreate(u.have, u.want)
+}
+
+// planWith marks the removals of values that VPP drops with their
+// interface (goesWither) whose interface the plan deletes (an adopted
+// interface is released, not deleted): they send nothing, and the
+// executor records them removed once the interface is (see
+// Driver.settleWithLocked). VPP drops an interface's ACL lists when it
+// deletes the interface; clearing them first would be a request for
+// nothing.
+func (d *Driver) planWith(p *plan) {
+	for _, batch := range [][]*item{p.removes[kindACLIface], p.late[kindACLIface]} {
+		for _, it := range batch {
+			if gw, ok := applied(it.have).(goesWither); ok {
+				if dep := d.items[gw.goesWith()]; dep != nil && dep.mark.del == p.gen && deletesIface(dep) {
+					it.mark.with = p.gen
+				}
+			}
+		}
+	}
+}
+
+// deletesIface tells whether the removal of the interface item it deletes
+// the interface (an adopted one is released).
+func deletesIface(it *item) bool {
+	v, ok := applied(it.have).(*ifaceVal)
+	return ok && v.typ != vppmodel.Interface_EXISTING
 }
 
 // planLate moves the removals that wait for updates (p.waits) to the late

@@ -187,6 +187,14 @@ func TestPlan(t *testing.T) {
 			AfPacket: &vppmodel.AfPacketLink{HostIfName: host}}
 	}
 	podRt := &vppmodel.Route{DstNetwork: "10.1.1.2/32", Paths: []*vppmodel.Path{{OutgoingInterface: "pod"}}}
+	acl := func(name string) *vppmodel.ACL {
+		return &vppmodel.ACL{Name: name, Rules: []*vppmodel.ACLRule{{Action: vppmodel.ACLRule_PERMIT, SrcPrefix: "0.0.0.0/0", DstPrefix: "10.0.0.0/8"}}}
+	}
+	aclList := func(iface string, output ...string) *vppmodel.ACLInterface {
+		return &vppmodel.ACLInterface{Interface: iface, Output: output}
+	}
+	kACL := vppmodel.ACLKey
+	kList := vppmodel.ACLInterfaceKey("a")
 	loopB := &vppmodel.Interface{Name: "b", Type: vppmodel.Interface_LOOPBACK, Enabled: true, IpAddresses: []string{"10.9.0.1/24"}}
 	route := func(vrf uint32, dst, iface, nh string) *vppmodel.Route {
 		return &vppmodel.Route{Vrf: vrf, DstNetwork: dst, Paths: []*vppmodel.Path{{OutgoingInterface: iface, NextHop: nh}}}
@@ -404,6 +412,57 @@ func TestPlan(t *testing.T) {
 				w.want(&vppmodel.VrfTable{Id: 7, Label: "y"}, route(0, "10.6.0.0/16", "b", "10.9.0.2"))
 			},
 			want: lines("remove "+kRt0, "--", "remove "+kA, "--", "remove "+kVrf7, "--", "create "+kVrf7, "--", "create "+kRt0),
+		},
+		{
+			name:  "an ACL renamed in a pod's list: created, switched, deleted",
+			setup: func(w *world) { w.configured(loopA0, acl("old"), aclList("a", "old")) },
+			pass: func(w *world) {
+				w.want(acl("new"), aclList("a", "new"))
+				w.drop(kACL("old"))
+			},
+			want: lines("create "+kACL("new"), "--", "update "+kList, "--", "remove "+kACL("old")+" (late)"),
+		},
+		{
+			name:  "an ACL changed in place",
+			setup: func(w *world) { w.configured(loopA0, acl("x"), aclList("a", "x")) },
+			pass:  func(w *world) { w.want(&vppmodel.ACL{Name: "x"}) },
+			want:  lines("update " + kACL("x")),
+		},
+		{
+			name:  "an interface deleted with its ACL lists: VPP drops them with it",
+			setup: func(w *world) { w.configured(loopA0, acl("x"), aclList("a", "x")) },
+			pass:  func(w *world) { w.drop(kA, kList) },
+			want:  lines("remove "+kList+" (with "+kA+")", "--", "remove "+kA),
+		},
+		{
+			name:  "so while they stay desired, they wait for it",
+			setup: func(w *world) { w.configured(loopA0, acl("x"), aclList("a", "x")) },
+			pass:  func(w *world) { w.drop(kA) },
+			want:  lines("remove "+kList+" (with "+kA+")", "--", "remove "+kA, "--", "park "+kList+" on "+kA),
+		},
+		{
+			name:  "and with an interface that goes late",
+			setup: func(w *world) { w.configured(loopA0, loopB, rt0, acl("x"), aclList("a", "x")) },
+			pass: func(w *world) {
+				w.drop(kA, kList)
+				w.want(route(0, "10.6.0.0/16", "b", "10.9.0.2"))
+			},
+			want: lines("remove "+kList+" (with "+kA+")", "--", "update "+kRt0, "--", "remove "+kA+" (late)"),
+		},
+		{
+			name: "an adopted interface is released, not deleted: its lists are cleared",
+			setup: func(w *world) {
+				w.configured(&vppmodel.Interface{Name: "a", Type: vppmodel.Interface_EXISTING, Existing: &vppmodel.ExistingLink{VppName: "eth0"}},
+					acl("x"), aclList("a", "x"))
+			},
+			pass: func(w *world) { w.drop(kA, kList) },
+			want: lines("remove "+kList, "--", "remove "+kA),
+		},
+		{
+			name:  "an ACL deleted that a desired list still names: the list goes first and waits",
+			setup: func(w *world) { w.configured(loopA0, acl("x"), aclList("a", "x")) },
+			pass:  func(w *world) { w.drop(kACL("x")) },
+			want:  lines("remove "+kList, "--", "remove "+kACL("x"), "--", "park "+kList+" on "+kACL("x")),
 		},
 		{
 			name: "NAT44 after the plugin and the interface",

@@ -115,6 +115,9 @@ type itemMarks struct {
 	cand  uint64 // == Driver.gen: a create/update candidate of the plan
 	put   uint64 // == Driver.gen: the plan creates or updates it
 	late  uint64 // == Driver.gen: the plan removes it after the creates and updates
+	del   uint64 // == Driver.gen: the plan sends its removal (early or late)
+	with  uint64 // == Driver.gen: it goes with its interface, which the plan deletes (see planWith)
+	gone  uint64 // == Driver.gen: the executor ran its removal
 	// early >= the first generation of the current planLocked: its removal
 	// must not wait for the updates of its users (an earlier plan of the
 	// pass could not make them).

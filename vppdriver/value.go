@@ -38,10 +38,12 @@ type kind int
 const (
 	kindVrf kind = iota
 	kindNatGlobal
+	kindACL // ACLs (before interfaces: removed after them, see goesWith)
 	kindInterface
 	kindNeighbor
 	kindRoute
-	kindNat // NAT44 interfaces, pools and mappings
+	kindNat      // NAT44 interfaces, pools and mappings
+	kindACLIface // the ACL lists of interfaces
 	numKinds
 )
 
@@ -58,6 +60,10 @@ func kindOf(key string) kind {
 		return kindNeighbor
 	case strings.HasPrefix(key, vppmodel.Nat44KeyPrefix):
 		return kindNat
+	case strings.HasPrefix(key, vppmodel.ACLKeyPrefix):
+		return kindACL
+	case strings.HasPrefix(key, vppmodel.ACLInterfaceKeyPrefix):
+		return kindACLIface
 	}
 	return kindRoute
 }
@@ -86,6 +92,10 @@ func parseValue(msg proto.Message) (value, error) {
 		return parseIdentity(m)
 	case *vppmodel.Nat44LbStaticMapping:
 		return parseLB(m)
+	case *vppmodel.ACL:
+		return parseACL(m)
+	case *vppmodel.ACLInterface:
+		return parseACLIface(m), nil
 	}
 	return nil, fmt.Errorf("unsupported message type %T", msg)
 }
@@ -105,8 +115,8 @@ func needsRecreate(old, new value) bool {
 		// new table.
 		n, ok := new.(*vrfVal)
 		return !ok || *o != *n
-	case *routeVal, *neighborVal:
-		return false // changed in place
+	case *routeVal, *neighborVal, *aclVal, *aclIfaceVal:
+		return false // changed in place (an ACL keeps its index, a list is set again)
 	case *natIfaceVal:
 		// inside and outside change in place; VPP refuses them on an
 		// interface with the output feature and the reverse.
@@ -125,6 +135,14 @@ func needsRecreate(old, new value) bool {
 	}
 	// Pools, static and identity mappings.
 	return !old.equal(new)
+}
+
+// goesWither is a value that VPP drops when it deletes an interface (an
+// interface's ACL lists): removed with that interface in one pass, it
+// sends nothing of its own (see planWith).
+type goesWither interface {
+	// goesWith returns the key of the interface.
+	goesWith() string
 }
 
 // depsOf lists dependency keys without duplicates.

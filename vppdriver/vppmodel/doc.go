@@ -14,6 +14,8 @@
 //	vpp/nat44/static/<proto>/<ip>:<port>             Nat44StaticMapping
 //	vpp/nat44/identity/<proto>/<ip|if:name>:<port>   Nat44IdentityMapping
 //	vpp/nat44/lb/<proto>/<ip>:<port>                 Nat44LbStaticMapping
+//	vpp/acl/<name>                     ACL
+//	vpp/acl-interface/<interface>      ACLInterface
 //
 // # Concurrency
 //
