@@ -16,6 +16,9 @@
 //	vpp/nat44/lb/<proto>/<ip>:<port>                 Nat44LbStaticMapping
 //	vpp/acl/<name>                     ACL
 //	vpp/acl-interface/<interface>      ACLInterface
+//	vpp/cnat/translation/<tcp|udp>/<vip>:<port>      CnatTranslation (e.g. vpp/cnat/translation/udp/[fd00::10]:53)
+//	vpp/cnat/snat                      CnatSnat
+//	vpp/cnat/interface/<interface>     CnatInterface
 //
 // # Concurrency
 //
