@@ -13,8 +13,10 @@
 // (post-routing) interface features, address pools incl. twice-NAT and
 // pools that follow an interface's address, static, identity and
 // load-balanced mappings with backends and affinity); ACLs of VPP's ACL
-// plugin and the ordered input and output ACL lists of interfaces.
-// [Driver] implements
+// plugin and the ordered input and output ACL lists of interfaces; the
+// cnat plugin's translations (both families), its source NAT (addresses,
+// excluded prefixes, policy) and cnat on interfaces (the feature, the
+// SNAT policy's interface tables). [Driver] implements
 // [controller.Southbound]: an update commit changes keys (nil deletes), a
 // resync commit replaces the desired state and is reconciled against what
 // VPP reports.
@@ -75,7 +77,8 @@
 // IF_ALREADY_EXISTS on af_packet create (the existing sw_if_index is
 // adopted), NAT44 "already enabled"/"already disabled", and on deletes
 // INVALID_SW_IF_INDEX, NO_SUCH_ENTRY, NO_SUCH_FIB,
-// ADDRESS_NOT_FOUND_FOR_INTERFACE and SYSCALL_ERROR_1 (af_packet gone).
+// ADDRESS_NOT_FOUND_FOR_INTERFACE, SYSCALL_ERROR_1 (af_packet gone) and,
+// for cnat's SNAT entry and tables, FEATURE_DISABLED (no entry).
 // VPP itself treats repeated route adds, table adds and route deletes as
 // success. The backends of a load-balanced NAT44 mapping change in place:
 // one request per backend added or removed (two for a changed
@@ -97,6 +100,28 @@
 // a new one is set after the new ACL is created and before the old one is
 // deleted (three requests, see above), and the interface is never without
 // its ACLs in between.
+//
+// A cnat translation is created and changed with one
+// cnat_translation_update (VPP finds it by VIP, protocol and port, keeps
+// its id and replaces its paths and flags), with every endpoint given by
+// address (sw_if_index ~0), and deleted by id; VPP keeps the lb type a
+// translation was made with, so a new lb type (or real_ip, no_client)
+// re-creates it. A translation is never sent without paths (VPP 26.06
+// dies; the model refuses them) and cnat_session_purge is never sent (it
+// deletes every translation). The SNAT entry (cnat_set_snat_addresses,
+// FIB index 0) is set before its excluded prefixes and policy in one op,
+// and before the interface tables, which depend on it: VPP 26.06 dies on
+// an excluded prefix or a policy without it. VPP keeps an address until
+// the entry is deleted, so a value that drops one re-creates the entry.
+// A translation of a SNAT address shares the entry's cnat client, which
+// VPP frees with the address's last translation (VPP 26.06 then dies when
+// the entry is deleted): deleting such a translation sets the SNAT
+// addresses again, and deleting the entry sets them again first. The
+// cnat feature is not idempotent (every enable stacks cnat's nodes once
+// more): the driver enables it once and remembers it; VPP drops it with
+// its interface (nothing is sent then), but keeps a deleted interface in
+// the SNAT tables (for the next interface of its index), so the tables
+// are left before the interface is deleted.
 //
 // The cost of an update commit is proportional to the keys it changes and
 // their dependents, not to the node's total state: the driver keeps
@@ -135,6 +160,15 @@
 //     never changed or deleted (a foreign ACL in a list the driver owns
 //     is replaced by the desired list). The ACL lists of owned interfaces
 //     are owned;
+//   - cnat translations and the SNAT entry have no tag: like NAT44 pools
+//     they are owned only if the driver applied or wants their key; cnat
+//     on owned interfaces is owned. VPP reports neither a translation's
+//     is_real_ip and flags, nor the SNAT policy's excluded prefixes and
+//     policy, nor cnat on interfaces at all: a readback takes them from
+//     the driver's record, and for a key no pass of this driver has
+//     looked at yet (a new driver on a populated VPP), from the desired
+//     value, so a feature the old process had not enabled stays disabled,
+//     and a lost reply to an enable makes the retry enable it again;
 //   - NAT44 static, identity and load-balanced mappings: their tag is
 //     TagPrefix; NAT44 features of owned interfaces are owned;
 //   - the NAT44 plugin state and address pools have no tag: like routes in
@@ -155,8 +189,8 @@
 //
 // Run connects with core.Connect on a fresh adapter, checks that VPP knows
 // exactly the messages the driver uses, reads the owned configuration back
-// from VPP (interface, table, route, address, af_packet, tap, NAT44 and ACL
-// dumps) and
+// from VPP (interface, table, route, address, af_packet, tap, NAT44, ACL
+// and cnat dumps) and
 // reconciles (a routed VXLAN tunnel's payload family is read from its
 // decap-next with get_next_index, which writes nothing). Until the first
 // resync commit (the complete desired state) it removes nothing: a driver
@@ -168,7 +202,7 @@
 // Commit returns that error marked with [controller.NewPermanentError]: the
 // controller reports it instead of healing in a loop, and the driver
 // recovers by itself when it reconnects to a compatible VPP (after VPP
-// restarts, e.g. upgraded). The VXLAN, memif, NAT44-ED and ACL plugin
+// restarts, e.g. upgraded). The VXLAN, memif, NAT44-ED, ACL and cnat plugin
 // messages are checked separately: without them only those keys fail (and Commit
 // reports the missing feature the same way). Every (re)connect retries
 // what failed before. memif control sockets are registered once per
@@ -221,7 +255,7 @@
 //     one by one (the incompatibility is, once per connection);
 //   - reported with [KeyStatus].FailingSince set, counted in
 //     [Stats].Failing and [Stats].FailingByKind ("interface", "route",
-//     "vrf", "neighbor", "nat44", "acl"), and listed by [Driver.Failing] with its
+//     "vrf", "neighbor", "nat44", "acl", "cnat"), and listed by [Driver.Failing] with its
 //     last error;
 //   - named by [Driver.Degraded], which returns nil while no key keeps
 //     failing and otherwise an error wrapping [ErrDegraded] that names the

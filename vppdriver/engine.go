@@ -140,6 +140,7 @@ func (d *Driver) dueLocked(now time.Time) {
 func (d *Driver) executeLocked(ctx context.Context, p *plan, now time.Time) error {
 	for _, it := range p.looked {
 		d.markPubLocked(it)
+		it.tried = true
 	}
 	x := executor{ops: d.execOps, gen: p.gen}
 	defer func() { d.execOps = zero(x.ops) }()
@@ -220,6 +221,7 @@ type executor struct {
 // returns transport errors.
 func (d *Driver) removeLocked(ctx context.Context, x *executor, items []*item, now time.Time) error {
 	x.ops = zero(x.ops)
+	d.cnatBatch++
 	for _, it := range items {
 		if it.mark.with == x.gen {
 			x.with = append(x.with, it)
@@ -340,6 +342,12 @@ func (d *Driver) deleteOp(it *item) *op {
 		return d.aclDelete(it)
 	case *aclIfaceVal:
 		return d.aclIfaceDelete(it, v)
+	case *cnatTrVal:
+		return d.cnatTrDelete(it, v)
+	case *cnatSnatVal:
+		return d.cnatSnatDelete(it, v)
+	case *cnatIfaceVal:
+		return d.cnatIfaceDelete(it, v)
 	}
 	return d.natDelete(it)
 }
@@ -361,6 +369,12 @@ func (d *Driver) putOp(it *item) *op {
 		return d.aclPut(it, v)
 	case *aclIfaceVal:
 		return d.aclIfacePut(it, v)
+	case *cnatTrVal:
+		return d.cnatTrPut(it, v)
+	case *cnatSnatVal:
+		return d.cnatSnatPut(it, v)
+	case *cnatIfaceVal:
+		return d.cnatIfacePut(it, v)
 	}
 	return d.natPut(it)
 }

@@ -10,7 +10,7 @@ import (
 
 // kindNames name the kinds of keys for Stats.FailingByKind: the segment of
 // the key after "vpp/" (one name for the NAT44 kinds, one for the ACL
-// kinds).
+// kinds, one for the cnat kinds).
 var kindNames = [numKinds]string{
 	kindVrf:       "vrf",
 	kindNatGlobal: "nat44",
@@ -20,6 +20,9 @@ var kindNames = [numKinds]string{
 	kindNat:       "nat44",
 	kindACL:       "acl",
 	kindACLIface:  "acl",
+	kindCnatSnat:  "cnat",
+	kindCnat:      "cnat",
+	kindCnatIface: "cnat",
 }
 
 // failingEvent is a key that began, or ceased, to keep failing: logged at

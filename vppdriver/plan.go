@@ -305,9 +305,9 @@ func updatesAway(u *item, key string) bool {
 // deletes the interface; clearing them first would be a request for
 // nothing.
 func (d *Driver) planWith(p *plan) {
-	for _, batch := range [][]*item{p.removes[kindACLIface], p.late[kindACLIface]} {
+	for _, batch := range [][]*item{p.removes[kindACLIface], p.late[kindACLIface], p.removes[kindCnatIface], p.late[kindCnatIface]} {
 		for _, it := range batch {
-			if gw, ok := applied(it.have).(goesWither); ok {
+			if gw, ok := applied(it.have).(goesWither); ok && gw.goesWith() != "" {
 				if dep := d.items[gw.goesWith()]; dep != nil && dep.mark.del == p.gen && deletesIface(dep) {
 					it.mark.with = p.gen
 				}

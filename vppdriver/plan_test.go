@@ -194,6 +194,19 @@ func TestPlan(t *testing.T) {
 		return &vppmodel.ACLInterface{Interface: iface, Output: output}
 	}
 	kACL := vppmodel.ACLKey
+	snat := &vppmodel.CnatSnat{Ip4: "192.0.2.1", ExcludedPrefixes: []string{"10.0.0.0/8"}, Policy: vppmodel.CnatSnat_K8S}
+	cnatIf := func(iface string, feature, pod bool) *vppmodel.CnatInterface {
+		return &vppmodel.CnatInterface{Interface: iface, Feature: feature, SnatPod: pod}
+	}
+	tr := func(lb vppmodel.CnatTranslation_LbType) *vppmodel.CnatTranslation {
+		return &vppmodel.CnatTranslation{Vip: "10.96.0.1", Port: 80, Protocol: vppmodel.ProtoTCP, LbType: lb,
+			Paths: []*vppmodel.CnatPath{{DstIp: "10.1.1.2", DstPort: 8080}}}
+	}
+	const (
+		kSnat  = vppmodel.CnatSnatKey
+		kCnatA = "vpp/cnat/interface/a"
+		kTr    = "vpp/cnat/translation/tcp/10.96.0.1:80"
+	)
 	kList := vppmodel.ACLInterfaceKey("a")
 	loopB := &vppmodel.Interface{Name: "b", Type: vppmodel.Interface_LOOPBACK, Enabled: true, IpAddresses: []string{"10.9.0.1/24"}}
 	route := func(vrf uint32, dst, iface, nh string) *vppmodel.Route {
@@ -463,6 +476,48 @@ func TestPlan(t *testing.T) {
 			setup: func(w *world) { w.configured(loopA0, acl("x"), aclList("a", "x")) },
 			pass:  func(w *world) { w.drop(kACL("x")) },
 			want:  lines("remove "+kList, "--", "remove "+kACL("x"), "--", "park "+kList+" on "+kACL("x")),
+		},
+		{
+			name: "cnat: the SNAT entry before the tables of interfaces",
+			pass: func(w *world) { w.want(cnatIf("a", true, true), loopA0, snat) },
+			want: lines("create "+kSnat, "--", "create "+kA, "--", "create "+kCnatA),
+		},
+		{
+			name:  "a translation's new lb type re-creates it (VPP keeps the old one)",
+			setup: func(w *world) { w.configured(tr(vppmodel.CnatTranslation_DEFAULT)) },
+			pass:  func(w *world) { w.want(tr(vppmodel.CnatTranslation_MAGLEV)) },
+			want:  lines("remove "+kTr, "--", "create "+kTr),
+		},
+		{
+			name:  "its paths change in place",
+			setup: func(w *world) { w.configured(tr(vppmodel.CnatTranslation_DEFAULT)) },
+			pass: func(w *world) {
+				t := tr(vppmodel.CnatTranslation_DEFAULT)
+				t.Paths[0].DstPort = 8081
+				w.want(t)
+			},
+			want: lines("update " + kTr),
+		},
+		{
+			name:  "the cnat feature goes with its interface",
+			setup: func(w *world) { w.configured(loopA0, cnatIf("a", true, false)) },
+			pass:  func(w *world) { w.drop(kA, kCnatA) },
+			want:  lines("remove "+kCnatA+" (with "+kA+")", "--", "remove "+kA),
+		},
+		{
+			name:  "the SNAT tables do not: the interface leaves them first",
+			setup: func(w *world) { w.configured(snat, loopA0, cnatIf("a", true, true)) },
+			pass:  func(w *world) { w.drop(kA, kCnatA) },
+			want:  lines("remove "+kCnatA, "--", "remove "+kA),
+		},
+		{
+			name:  "an interface leaves the SNAT tables before the entry goes",
+			setup: func(w *world) { w.configured(snat, loopA0, cnatIf("a", true, true)) },
+			pass: func(w *world) {
+				w.drop(kSnat)
+				w.want(cnatIf("a", true, false))
+			},
+			want: lines("update "+kCnatA, "--", "remove "+kSnat+" (late)"),
 		},
 		{
 			name: "NAT44 after the plugin and the interface",

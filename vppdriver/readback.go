@@ -132,6 +132,15 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 		}
 		add(nat)
 	}
+	if d.cnatErr == nil {
+		cn, err := d.readCnat(ctx, ifs)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range cn {
+			out[f.value.key()] = f
+		}
+	}
 	if d.aclErr == nil {
 		acls, err := d.readACLs(ctx, ifs)
 		if err != nil {

@@ -88,6 +88,11 @@ type item struct {
 	// index is VPP's index of the object (an interface's sw_if_index);
 	// noIndex while VPP has none, and for the kinds VPP does not index.
 	index uint32
+	// tried: a pass of this driver (connected, after a readback) has
+	// looked at the key: its record of what VPP holds (have) is the
+	// driver's own from then on. A readback of what VPP does not report
+	// takes that record, and before, the desired value (see recordOf).
+	tried bool
 
 	failed    error     // the last failed attempt (until one succeeds or the value changes)
 	attempts  int       // failed attempts since (or since the last reconnect)

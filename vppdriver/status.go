@@ -101,7 +101,8 @@ type Stats struct {
 	// reconnect waits for a dependency is Pending), and FailingByKind the
 	// same by kind: "interface", "vrf", "route", "neighbor", "nat44" (the
 	// key's segment after "vpp/"; every NAT44 key is "nat44"), "acl" (ACLs
-	// and the ACL lists of interfaces). FailingByKind is nil when none is.
+	// and the ACL lists of interfaces), "cnat". FailingByKind is nil when
+	// none is.
 	Failing       int
 	FailingByKind map[string]int
 }
