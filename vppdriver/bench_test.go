@@ -98,7 +98,8 @@ func benchLB(i int, backend string) *vppmodel.Nat44LbStaticMapping {
 
 // BenchmarkOneKeyCommit measures one update commit that changes one key
 // (a route's next hop; one backend of a NAT44 load-balanced mapping; the
-// rules of an ACL applied to an interface, replaced in place), through the
+// rules of an ACL applied to an interface, replaced in place; one backend
+// of a cnat translation of 10), through the
 // stand-in, with 1,000 and 100,000 keys installed. Every iteration changes
 // VPP (the value alternates between two versions).
 func BenchmarkOneKeyCommit(b *testing.B) {
@@ -112,6 +113,7 @@ func BenchmarkOneKeyCommit(b *testing.B) {
 			{"nat44-lb-backend", benchLB(7, "10.1.0.2"), benchLB(7, "10.1.0.3"), nil},
 			{"acl-replace", benchACL(7, 80), benchACL(7, 81), []proto.Message{benchACL(7, 80), benchACL(8, 80),
 				&vppmodel.ACLInterface{Interface: "pods", Input: []string{"acl-8"}, Output: []string{"acl-7"}}}},
+			{"cnat-backend", benchCnat("10.1.0.2"), benchCnat("10.1.0.3"), []proto.Message{benchCnat("10.1.0.2")}},
 		} {
 			b.Run(fmt.Sprintf("%s/keys=%d", tc.name, n), func(b *testing.B) {
 				vpp := vppsim.New(vppsim.Config{})
@@ -149,6 +151,17 @@ func BenchmarkOneKeyCommit(b *testing.B) {
 			})
 		}
 	}
+}
+
+// benchCnat returns a cnat translation of an IPv6 service with 10
+// backends, the last one backend.
+func benchCnat(backend string) *vppmodel.CnatTranslation {
+	m := &vppmodel.CnatTranslation{Vip: "fd00:96::7", Port: 443, Protocol: vppmodel.ProtoTCP}
+	for i := range 9 {
+		m.Paths = append(m.Paths, &vppmodel.CnatPath{DstIp: fmt.Sprint("fd00:1::", 10+i), DstPort: 8443})
+	}
+	m.Paths = append(m.Paths, &vppmodel.CnatPath{DstIp: "fd00:2::" + backend[len("10.1.0."):], DstPort: 8443})
+	return m
 }
 
 // benchACL returns an ACL of 20 rules (a pod's ingress from a few peer
