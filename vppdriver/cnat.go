@@ -369,9 +369,11 @@ func excludeMsg(p netip.Prefix, add bool) *cnat.CnatSnatPolicyAddDelExcludePfx {
 	return r
 }
 
-// cnatSnatPut sets the SNAT addresses, then (VPP 26.06 dies on an
-// excluded prefix or a policy without a default entry: always after the
-// addresses) adds and removes excluded prefixes and sets the policy.
+// cnatSnatPut sets the SNAT addresses, then adds and removes excluded
+// prefixes and sets the policy. VPP 26.06 dies on an excluded prefix or
+// a policy without a default entry: the addresses are set before them
+// every time, also when they do not change (an entry deleted behind the
+// driver's back is made again, not a crash).
 func (d *Driver) cnatSnatPut(it *item, m *cnatSnatVal) *op {
 	o := &op{it: it}
 	if d.cnatErr != nil {
@@ -379,31 +381,30 @@ func (d *Driver) cnatSnatPut(it *item, m *cnatSnatVal) *op {
 		return o
 	}
 	old, _ := it.have.(*cnatSnatVal)
-	if old == nil || old.ip4 != m.ip4 || old.ip6 != m.ip6 {
-		o.stages = append(o.stages, func() []call {
-			return []call{{req: snatAddrs(m.ip4, m.ip6), done: o.expect()}}
-		})
-	}
+	addrs := old == nil || old.ip4 != m.ip4 || old.ip6 != m.ip6
 	if old == nil {
 		old = &cnatSnatVal{}
 	}
-	o.stages = append(o.stages, func() []call {
-		var cs []call
-		for _, p := range m.exclude {
-			if !slices.Contains(old.exclude, p) {
-				cs = append(cs, call{req: excludeMsg(p, true), done: o.expect()})
-			}
+	var policy []call
+	for _, p := range m.exclude {
+		if !slices.Contains(old.exclude, p) {
+			policy = append(policy, call{req: excludeMsg(p, true), done: o.expect()})
 		}
-		for _, p := range old.exclude {
-			if !slices.Contains(m.exclude, p) {
-				cs = append(cs, call{req: excludeMsg(p, false), done: o.expect()})
-			}
+	}
+	for _, p := range old.exclude {
+		if !slices.Contains(m.exclude, p) {
+			policy = append(policy, call{req: excludeMsg(p, false), done: o.expect()})
 		}
-		if old.policy != m.policy {
-			cs = append(cs, call{req: &cnat.CnatSetSnatPolicy{Policy: cnat.CnatSnatPolicies(m.policy)}, done: o.expect()})
-		}
-		return cs
-	})
+	}
+	if old.policy != m.policy {
+		policy = append(policy, call{req: &cnat.CnatSetSnatPolicy{Policy: cnat.CnatSnatPolicies(m.policy)}, done: o.expect()})
+	}
+	if addrs || len(policy) > 0 {
+		o.stages = append(o.stages, func() []call { return []call{{req: snatAddrs(m.ip4, m.ip6), done: o.expect()}} })
+	}
+	if len(policy) > 0 {
+		o.stages = append(o.stages, func() []call { return policy })
+	}
 	return o
 }
 

@@ -142,8 +142,8 @@ func testCnatScenario(t *testing.T, env scenarioVPP) []string {
 	snat = &vppmodel.CnatSnat{Ip4: "192.0.2.1", Ip6: "2001:db8:ff::1", ExcludedPrefixes: []string{"10.1.0.0/16", "10.96.0.0/12", "10.2.0.0/16"},
 		Policy: vppmodel.CnatSnat_K8S}
 	state[vppmodel.CnatSnatKey] = snat
-	assert.ElementsMatch(t, []string{"cnat_snat_policy_add_del_exclude_pfx", "cnat_snat_policy_add_del_exclude_pfx"},
-		s.step("prefixes", controller.CommitUpdate, kv(t, snat), len(state)))
+	assert.Equal(t, []string{"cnat_set_snat_addresses", "cnat_snat_policy_add_del_exclude_pfx", "cnat_snat_policy_add_del_exclude_pfx"},
+		s.step("prefixes", controller.CommitUpdate, kv(t, snat), len(state)), "the addresses (again) always first")
 
 	gone := controller.KeyValuePairs{vppmodel.InterfaceKey("pod"): nil, vppmodel.CnatInterfaceKey("pod"): nil}
 	delete(state, vppmodel.InterfaceKey("pod"))

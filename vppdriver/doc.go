@@ -108,10 +108,11 @@
 // translation was made with, so a new lb type (or real_ip, no_client)
 // re-creates it. A translation is never sent without paths (VPP 26.06
 // dies; the model refuses them) and cnat_session_purge is never sent (it
-// deletes every translation). The SNAT entry (cnat_set_snat_addresses,
-// FIB index 0) is set before its excluded prefixes and policy in one op,
-// and before the interface tables, which depend on it: VPP 26.06 dies on
-// an excluded prefix or a policy without it. VPP keeps an address until
+// deletes every translation). The SNAT entry's addresses
+// (cnat_set_snat_addresses, FIB index 0) are set before every change of
+// its excluded prefixes and policy, in the same op (again when they do not
+// change), and the entry before the interface tables, which depend on it:
+// VPP 26.06 dies on an excluded prefix or a policy without an entry. VPP keeps an address until
 // the entry is deleted, so a value that drops one re-creates the entry.
 // A translation of a SNAT address shares the entry's cnat client, which
 // VPP frees with the address's last translation (VPP 26.06 then dies when
