@@ -326,8 +326,8 @@ func deletesIface(it *item) bool {
 // planLate moves the removals that wait for updates (p.waits) to the late
 // batches, with the objects they depend on that go too. It reports false
 // if a wait cannot hold (a user the plan does not update, or a dependency
-// that goes and is created again, or whose removal is early and desired):
-// that removal is marked early and the pass must be planned again.
+// that goes and is created again): that removal is marked early and the
+// pass must be planned again.
 func (d *Driver) planLate(p *plan, first uint64) bool {
 	gen := p.gen
 	for _, w := range p.waits {
