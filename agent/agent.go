@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -27,6 +28,8 @@ import (
 	"github.com/vswitchkit/vswitchkit/ipam/etcdstore"
 	"github.com/vswitchkit/vswitchkit/nodesync"
 	"github.com/vswitchkit/vswitchkit/nodesync/etcddb"
+	"github.com/vswitchkit/vswitchkit/policy"
+	"github.com/vswitchkit/vswitchkit/render/aclpolicy"
 	"github.com/vswitchkit/vswitchkit/render/bgpsource"
 	"github.com/vswitchkit/vswitchkit/render/nodeaddr"
 	"github.com/vswitchkit/vswitchkit/render/nodeconn"
@@ -78,7 +81,11 @@ type Agent struct {
 	// NAT is the NAT44-ED service renderer; nil when Config.Services is
 	// not "nat44".
 	NAT *svcnat.Renderer
-	CNI *cniserver.Server
+	// Policy computes the pods' NetworkPolicies and ACLs renders them onto
+	// VPP's ACL plugin; both nil when Config.Policy.Disabled.
+	Policy *policy.Processor
+	ACLs   *aclpolicy.Renderer
+	CNI    *cniserver.Server
 	// BGP is nil when BGP is disabled.
 	BGP *BGP
 
@@ -242,6 +249,14 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 	// (nodesync does not report a node's own VPP addresses as a
 	// NodeUpdate), and NodeIPs reads them in the same resync.
 	handlers := []controller.EventHandler{a.NodeSync, a.IPAM, a.NodeConn, a.NodeIPs, a.PodConn, a.Services.Handler()}
+	if !cfg.Policy.Disabled {
+		if err := a.newPolicy(); err != nil {
+			return nil, err
+		}
+		// After podconn (the ACL lists name the pods' interfaces) and IPAM
+		// (a new pod's address); the renderer after the processor.
+		handlers = append(handlers, a.Policy.Handler(), a.ACLs)
+	}
 	if !cfg.BGP.Disabled {
 		if a.BGP, err = a.newBGP(); err != nil {
 			return nil, err
@@ -317,6 +332,50 @@ func (a *Agent) openIPAMStore(cli *clientv3.Client) (ipam.Store, error) {
 	}
 	a.closers = append(a.closers, s.Close)
 	return s, nil
+}
+
+// newPolicy builds the NetworkPolicy processor and its ACL renderer. The
+// addresses always allowed to reach this node's pods are the node's own
+// (its Kubernetes and VPP addresses, the host's end of the host
+// interconnect) and the NAT loopback address, from which a pod reaching
+// itself through a service arrives.
+func (a *Agent) newPolicy() error {
+	var err error
+	a.Policy, err = policy.New(policy.Config{
+		NodeName: a.cfg.NodeName,
+		PodAddrs: func(id kubemodel.PodID) []netip.Addr {
+			if ip, ok := a.IPAM.PodAddr(id); ok {
+				return []netip.Addr{ip}
+			}
+			return nil
+		},
+		Logger: a.log,
+	})
+	if err != nil {
+		return err
+	}
+	var services []netip.Prefix
+	if p := a.IPAM.ServiceNetworkPrefix(); p.IsValid() {
+		services = append(services, p)
+	}
+	a.ACLs, err = aclpolicy.New(a.PodConn, aclpolicy.Config{
+		HostPrefixes: func() []netip.Prefix {
+			var out []netip.Prefix
+			for _, ip := range append(a.NodeIPs.NodeIPs(), a.IPAM.HostInterconnectAddrInLinux(), a.IPAM.NatLoopbackAddr()) {
+				if ip.IsValid() {
+					out = append(out, netip.PrefixFrom(ip, ip.BitLen()))
+				}
+			}
+			return out
+		},
+		ServicePrefixes: services,
+		ExitInterfaces:  a.NodeConn.ExitInterfaces,
+		Logger:          a.log,
+	})
+	if err != nil {
+		return err
+	}
+	return a.Policy.RegisterRenderer(a.ACLs)
 }
 
 func (a *Agent) newBGP() (*BGP, error) {

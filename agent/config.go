@@ -76,6 +76,8 @@ type Config struct {
 	HostInterconnect nodeconn.HostInterconnect `json:"hostInterconnect"`
 	// BGP configures the BGP speaker.
 	BGP BGPConfig `json:"bgp"`
+	// Policy configures NetworkPolicy enforcement.
+	Policy PolicyConfig `json:"policy"`
 	// HealingDelay and MaxHealingDelay tune the loop's healing backoff.
 	// Defaults: the controller's (1s, 1m).
 	HealingDelay    time.Duration `json:"healingDelay"`
@@ -87,6 +89,14 @@ type Config struct {
 	// shutdown (see Agent.Run) before it stops the next stage anyway.
 	// Default: 10s.
 	StopTimeout time.Duration `json:"stopTimeout"`
+}
+
+// PolicyConfig configures NetworkPolicy enforcement (package policy,
+// rendered by render/aclpolicy onto VPP's ACL plugin).
+type PolicyConfig struct {
+	// Disabled turns NetworkPolicy enforcement off: every pod is open,
+	// whatever the policies say. Default: enforced.
+	Disabled bool `json:"disabled"`
 }
 
 // BGPConfig configures the agent's BGP speaker. Peers and ASNs come from
