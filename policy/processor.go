@@ -755,3 +755,70 @@ func removeFrom[K comparable, V comparable](m map[K]map[V]struct{}, k K, v V) {
 }
 
 var _ = controller.Update // the handler (handler.go) drives the processor
+
+// PolicyStatus is what the processor can say about one network policy.
+type PolicyStatus struct {
+	// Err is set for an invalid policy (a [*PolicyError]); it is ignored.
+	Err error
+	// LocalPods is the number of this node's pods the policy selects.
+	LocalPods int
+	// UnresolvedPorts are the named ports of the policy's rules that
+	// match no port: for ingress on none of the local pods it selects,
+	// for egress on none of the peers it names. Such a port allows
+	// nothing (it is not an error: a pod may declare it later).
+	UnresolvedPorts []string
+}
+
+// PolicyStatuses returns the status of every policy the processor knows,
+// valid or not.
+func (p *Processor) PolicyStatuses() map[kubemodel.PolicyID]PolicyStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[kubemodel.PolicyID]PolicyStatus, len(p.policies)+len(p.invalid))
+	for id, err := range p.invalid {
+		out[id] = PolicyStatus{Err: err}
+	}
+	for id, pol := range p.policies {
+		out[id] = p.statusOf(pol)
+	}
+	return out
+}
+
+func (p *Processor) statusOf(pol *compiledPolicy) PolicyStatus {
+	var st PolicyStatus
+	var targets []*podInfo
+	for id := range p.nsLocals[pol.id.Namespace] {
+		if pi := p.localRecs[id]; pi != nil && pol.target.matches(pi.labels) {
+			targets = append(targets, pi)
+		}
+	}
+	st.LocalPods = len(targets)
+	unresolved := map[string]bool{}
+	declares := func(pods []*podInfo, s portSpec) bool {
+		return slices.ContainsFunc(pods, func(pi *podInfo) bool {
+			return slices.ContainsFunc(pi.ports, func(np namedPort) bool { return np.name == s.name && np.proto == s.proto })
+		})
+	}
+	for _, r := range pol.in {
+		for _, s := range r.ports {
+			if s.name != "" && len(targets) > 0 && !declares(targets, s) {
+				unresolved["ingress "+s.name] = true
+			}
+		}
+	}
+	for _, r := range pol.eg {
+		var peers []*podInfo
+		for _, sel := range r.sels {
+			for id := range sel.members {
+				peers = append(peers, p.peer(id))
+			}
+		}
+		for _, s := range r.ports {
+			if s.name != "" && !r.allPeers && len(r.blocks) == 0 && !declares(peers, s) {
+				unresolved["egress "+s.name] = true
+			}
+		}
+	}
+	st.UnresolvedPorts = slices.Sorted(maps.Keys(unresolved))
+	return st
+}
