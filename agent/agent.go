@@ -147,10 +147,13 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 		return nil, errors.New("agent: no Linux implementation for the pod server")
 	}
 	log := discard(deps.Logger).With(slog.String("node", cfg.NodeName))
-	a = &Agent{cfg: cfg, log: log, own: log.With(slog.String("component", "agent")), stopped: make(chan struct{})}
+	// The cleanup closes what was opened before a failure: it must not use
+	// a, which a "return nil, err" has set to nil by the time it runs.
+	built := &Agent{cfg: cfg, log: log, own: log.With(slog.String("component", "agent")), stopped: make(chan struct{})}
+	a = built
 	defer func() {
 		if err != nil {
-			a.Close()
+			built.Close()
 		}
 	}()
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
