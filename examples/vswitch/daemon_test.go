@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/netip"
 	"os"
@@ -403,6 +404,54 @@ func TestBadConfig(t *testing.T) {
 			assert.ErrorIs(t, err, os.ErrNotExist, "nothing started: no state directory")
 		})
 	}
+}
+
+// TestEveryProblemInOneReport: the README's example of a report is what
+// the daemon prints for such a file: every problem at once (issue 27, item
+// 6: the unknown key was reported alone, the others after it was fixed),
+// with a duplicate key, a value of the wrong type and a bad flag value
+// beside them.
+func TestEveryProblemInOneReport(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	_, block, ok := strings.Cut(string(readme), "```\nvswitch: invalid configuration (file /etc/vswitchkit/vswitch.yaml):\n")
+	require.True(t, ok, "the README shows a report")
+	block, _, _ = strings.Cut(block, "```")
+	require.NoFileExists(t, "/etc/vswitchkit/etcd/ca.crt", "the example names a file that does not exist here")
+
+	dir := shortDir(t)
+	cfgFile := filepath.Join(dir, "vswitch.yaml")
+	require.NoError(t, os.WriteFile(cfgFile, []byte("nodeName: n1\ncniSockett: /run/x.sock\nipam:\n  serviceCIDR: 10.96.0.1/12\n"+
+		"etcd:\n  caFile: /etc/vswitchkit/etcd/ca.crt\n"), 0o600))
+	code, stderr := runBinary(t, "-config", cfgFile, "-state-dir", filepath.Join(dir, "state"))
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "vswitch: invalid configuration (file "+cfgFile+"):\n"+block, stderr)
+
+	require.NoError(t, os.WriteFile(cfgFile, []byte("nodeName: n1\nnodeName: n2\nstateDir: [x]\nnodeNam: n1\nhttp: {listen: nowhere}\n"), 0o600))
+	code, stderr = runBinary(t, "-config", cfgFile, "-bgp-ipv4", "x")
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "vswitch: invalid configuration (file "+cfgFile+"):\n"+
+		"  nodeName: duplicate key (lines 1 and 2)\n"+
+		"  nodeNam: unknown field\n"+
+		"  stateDir: cannot unmarshal array into Go value of type string\n"+
+		"  bgp.ipv4 (-bgp-ipv4): ParseAddr(\"x\"): unable to parse IP\n"+
+		"  http.listen: \"nowhere\": address nowhere: missing port in address\n", stderr)
+}
+
+// runBinary runs the daemon to its end and returns its exit status and
+// standard error.
+func runBinary(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	var stderr strings.Builder
+	cmd := exec.Command(binary, args...)
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), stderr.String()
+	}
+	require.NoError(t, err, "%s", stderr.String())
+	return 0, stderr.String()
 }
 
 // TestExampleConfig: the example file decodes strictly, and the only
