@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -363,6 +364,7 @@ log:
 		assert.True(t, json.Valid([]byte(line)), "JSON log line: %s", line)
 	}
 	joined := strings.Join(logs, "\n")
+	assert.Contains(t, joined, `"msg":"vswitch ready","nodeID":1`, "the daemon says when it is ready")
 	assert.Contains(t, joined, `"msg":"agent stopping"`)
 	assert.Contains(t, joined, `"msg":"vswitch stopped"`)
 	assert.NotContains(t, joined, `"level":"ERROR"`)
@@ -380,7 +382,7 @@ func TestBadConfig(t *testing.T) {
 		{"bad CIDR", "nodeName: n1\nipam:\n  podSubnetCIDR: 10.1.0.0/40\n", []string{"ipam.podSubnetCIDR:", "10.1.0.0/40"}},
 		{"host bits", "nodeName: n1\nipam:\n  serviceCIDR: 10.96.0.1/12\n", []string{"ipam.serviceCIDR: 10.96.0.1/12: has host bits set"}},
 		{"no node name", "etcd:\n  endpoints: [127.0.0.1:2379]\n", []string{"nodeName: required"}},
-		{"missing TLS file", "nodeName: n1\netcd:\n  caFile: /nonexistent/ca.pem\n", []string{"etcd.caFile:", "no such file"}},
+		{"missing TLS file and a bad value", "nodeName: n1\netcd:\n  caFile: /nonexistent/ca.pem\nlinux: fake\n", []string{"etcd.caFile:", "no such file", `linux: "fake"`}},
 		{"fake linux, real VPP", "nodeName: n1\nlinux: fake\n", []string{`linux: "fake" is only for the VPP stand-in`}},
 		{"several", "nodeName: n1\npodInterfaceType: veth\nhttp:\n  listen: nowhere\n", []string{"podInterfaceType:", "http.listen:"}},
 	} {
@@ -438,20 +440,101 @@ func TestEveryProblemInOneReport(t *testing.T) {
 		"  http.listen: \"nowhere\": address nowhere: missing port in address\n", stderr)
 }
 
-// runBinary runs the daemon to its end and returns its exit status and
-// standard error.
+// runBinary runs the daemon to its end (within a minute) and returns its
+// exit status and standard error.
 func runBinary(t *testing.T, args ...string) (int, string) {
 	t.Helper()
 	var stderr strings.Builder
-	cmd := exec.Command(binary, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Stderr = &stderr
 	err := cmd.Run()
+	require.NoError(t, ctx.Err(), "the daemon did not end: %s", stderr.String())
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		return ee.ExitCode(), stderr.String()
 	}
 	require.NoError(t, err, "%s", stderr.String())
 	return 0, stderr.String()
+}
+
+// TestExitStatuses: every way the daemon cannot start returns its error
+// with the start-up status 3, at once and without a panic; flag errors that
+// are alike exit alike (issue 27, items 1, 2 and 8: a state directory under
+// a plain file or held by another daemon panicked in agent.Close(nil) with
+// status 2, the status of a bad configuration; a taken HTTP port was
+// reported only when the daemon stopped; a missing VPP socket left it
+// running unready; a CNI socket that cannot be made gave 1, a missing TLS
+// file 2).
+func TestExitStatuses(t *testing.T) {
+	dir := shortDir(t)
+	plainFile := filepath.Join(dir, "file")
+	require.NoError(t, os.WriteFile(plainFile, nil, 0o600))
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+
+	// A daemon that holds its state directory: its agent is open once the
+	// debug views answer.
+	held := filepath.Join(dir, "held")
+	first := startDaemon(t, "-log-format=json", "-node-name", "n1", "-vpp=sim", "-linux=fake", "-etcd-endpoints", "127.0.0.1:1",
+		"-http-listen", "127.0.0.1:0", "-state-dir", held, "-cni-socket", filepath.Join(held, "cni.sock"))
+	require.Eventually(t, func() bool {
+		code, _ := first.get("/debug/ipam")
+		return code == http.StatusOK
+	}, time.Minute, 20*time.Millisecond, "the first daemon's agent is open")
+
+	// sim runs the stand-in against an etcd that does not answer (the
+	// agent starts anyway, from local state).
+	sim := func(state string, extra ...string) []string {
+		return append([]string{"-node-name", "n1", "-vpp=sim", "-linux=fake", "-etcd-endpoints", "127.0.0.1:1",
+			"-http-listen", "127.0.0.1:0", "-state-dir", state, "-cni-socket", filepath.Join(dir, "cni.sock")}, extra...)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		// Start-up: the machine does not match a valid configuration.
+		{"state directory under a plain file", sim(filepath.Join(plainFile, "state")), 3, "agent: state directory: mkdir " + plainFile + ": not a directory"},
+		{"state directory held by another daemon", sim(held), 3, "(is another agent running on this node?)"},
+		{"HTTP address taken", sim(filepath.Join(dir, "s1"), "-http-listen", taken.Addr().String()), 3, "bind: address already in use"},
+		{"VPP socket missing", []string{"-node-name", "n1", "-vpp-socket", filepath.Join(dir, "api.sock"), "-http-listen", "127.0.0.1:0",
+			"-state-dir", filepath.Join(dir, "s2"), "-cni-socket", filepath.Join(dir, "cni.sock")}, 3, "vpp: API socket: stat " + filepath.Join(dir, "api.sock") + ": no such file or directory"},
+		{"VPP socket not a socket", []string{"-node-name", "n1", "-vpp-socket", plainFile, "-http-listen", "127.0.0.1:0",
+			"-state-dir", filepath.Join(dir, "s3"), "-cni-socket", filepath.Join(dir, "cni.sock")}, 3, "is not a socket"},
+		{"CNI socket cannot be made", sim(filepath.Join(dir, "s4"), "-cni-socket", filepath.Join(plainFile, "cni.sock")), 3, "cniserver: create socket directory"},
+		{"TLS file missing", sim(filepath.Join(dir, "s5"), "-etcd-ca", filepath.Join(dir, "ca.pem")), 3, "etcd.caFile: open " + filepath.Join(dir, "ca.pem")},
+		{"password file missing", sim(filepath.Join(dir, "s6"), "-etcd-user", "u", "-etcd-password-file", filepath.Join(dir, "pw")), 3, "etcd.passwordFile: open"},
+		{"configuration file missing", []string{"-config", filepath.Join(dir, "vswitch.yaml")}, 3, "no such file or directory"},
+		// Configuration: what is written is wrong.
+		{"unknown flag", sim(filepath.Join(dir, "s7"), "-no-such-flag"), 2, "flag provided but not defined: -no-such-flag"},
+		{"flag without its value", sim(filepath.Join(dir, "s7"), "-log-level"), 2, "flag needs an argument: -log-level"},
+		{"an argument that is no flag", sim(filepath.Join(dir, "s7"), "extra"), 2, `unexpected arguments: ["extra"]`},
+		{"bad flag value", sim(filepath.Join(dir, "s7"), "-bgp-ipv4", "x"), 2, "bgp.ipv4 (-bgp-ipv4)"},
+		{"bad duration flag", sim(filepath.Join(dir, "s7"), "-etcd-dial-timeout", "5"), 2, "etcd.dialTimeout (-etcd-dial-timeout)"},
+		{"bad HTTP address", sim(filepath.Join(dir, "s7"), "-http-listen", "nowhere"), 2, "http.listen:"},
+		{"relative state directory", sim("state"), 2, `stateDir: "state" is not an absolute path`},
+		{"missing file and a bad value", sim(filepath.Join(dir, "s7"), "-etcd-ca", filepath.Join(dir, "ca.pem"), "-log-level", "loud"), 2, "log.level:"},
+		{"help", []string{"-h"}, 0, "Exit statuses:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			code, stderr := runBinary(t, tc.args...)
+			assert.Equal(t, tc.code, code, "%s", stderr)
+			assert.Contains(t, stderr, tc.want)
+			assert.NotContains(t, stderr, "panic")
+			assert.Less(t, time.Since(start), 20*time.Second, "it ends at once")
+			if tc.code == 3 && !strings.Contains(stderr, "invalid configuration") {
+				assert.Contains(t, stderr, `msg="vswitch cannot start"`)
+			}
+		})
+	}
+	_, err = os.Stat(filepath.Join(dir, "s1"))
+	assert.ErrorIs(t, err, os.ErrNotExist, "with its HTTP address taken the daemon started nothing")
+	assert.Equal(t, 0, first.stop(), "the first daemon was not disturbed")
 }
 
 // TestExampleConfig: the example file decodes strictly, and the only

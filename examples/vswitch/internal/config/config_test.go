@@ -192,6 +192,7 @@ func TestHelpAndMissingFile(t *testing.T) {
 		line, _, _ := strings.Cut(usage.String()[i:], "\n  -")
 		assert.Contains(t, line, "("+f[1]+"; default: ", "%s names its field and default", f[0])
 	}
+	assert.Contains(t, usage.String(), config.ExitStatuses)
 	for _, d := range []string{config.DefaultHTTPListen, config.DefaultStateDir, config.DefaultVPPSocket, "/run/vswitchkit/cni.sock", "af_packet", "5s"} {
 		assert.Contains(t, usage.String(), "default: "+d+")")
 	}

@@ -216,6 +216,7 @@ func Load(args []string, usage io.Writer) (Config, error) {
 			fs.SetOutput(usage)
 			fmt.Fprintf(usage, "Usage: vswitch [-config FILE] [flags]\n\nThe vswitchkit per-node daemon: programs VPP for this node's pods, services and BGP.\nFlags override the fields of the file (named in parentheses).\n\n")
 			fs.PrintDefaults()
+			fmt.Fprintf(usage, "\n%s\n", ExitStatuses)
 			return Config{}, err
 		}
 		problems = append(problems, fmt.Errorf("%w (vswitch -h lists the flags)", err))
@@ -259,6 +260,16 @@ func Load(args []string, usage io.Writer) (Config, error) {
 	cfg.applyDefaults()
 	return cfg, nil
 }
+
+// ExitStatuses documents the daemon's exit statuses; -h prints it.
+const ExitStatuses = `Exit statuses:
+  0  stopped by SIGTERM or SIGINT (or -h)
+  1  failed while running, after it was ready (logged)
+  2  invalid command line or configuration (every problem is listed)
+  3  could not start: the configuration is valid but the machine does not match it
+     (a file it names is missing or unreadable, the state directory is unusable or
+     held by another daemon, the HTTP address is taken, VPP's API socket is missing,
+     etcd refuses the login, or the agent failed before it was ready)`
 
 // fieldOf returns the field a problem names ("ipam.serviceCIDR",
 // "etcd.endpoints[1]"), "" if it names none.

@@ -39,8 +39,8 @@ type Server struct {
 	a     atomic.Pointer[agent.Agent]
 	phase atomic.Pointer[string]
 
-	mu   sync.Mutex
-	addr net.Addr // guarded by mu; set by Run once listening
+	mu sync.Mutex
+	ln net.Listener // guarded by mu; set by Listen
 }
 
 // New returns a server with a Prometheus registry of its own: the
@@ -84,31 +84,52 @@ func (s *Server) SetPhase(phase string) { s.phase.Store(&phase) }
 
 func (s *Server) agent() *agent.Agent { return s.a.Load() }
 
-// Addr returns the address the server listens on; nil before Run
-// listens.
+// Addr returns the address the server listens on; nil before Listen
+// (or Run) bound it.
 func (s *Server) Addr() net.Addr {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.addr
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
 }
 
-// Run listens on Config.Listen and serves until ctx ends, then shuts the
-// server down (requests in progress get 5s) and returns nil; an error if
-// it cannot listen or serve.
-func (s *Server) Run(ctx context.Context) error {
+// Listen binds Config.Listen now, so that an address that is taken is an
+// error before anything else starts; Run then serves on it. It is called
+// once, before Run.
+func (s *Server) Listen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln != nil {
+		return errors.New("http: Listen called twice")
+	}
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("http: %w", err)
 	}
+	s.ln = ln
+	s.log.Info("HTTP listening", slog.String("address", ln.Addr().String()))
+	return nil
+}
+
+// Run serves until ctx ends, then shuts the server down (requests in
+// progress get 5s) and returns nil; an error if it cannot listen or serve.
+// It listens on Config.Listen first unless Listen was called.
+func (s *Server) Run(ctx context.Context) error {
+	if s.Addr() == nil {
+		if err := s.Listen(); err != nil {
+			return err
+		}
+	}
 	s.mu.Lock()
-	s.addr = ln.Addr()
+	ln := s.ln
 	s.mu.Unlock()
 	hs := &http.Server{
 		Handler:           s.mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
-	s.log.Info("HTTP listening", slog.String("address", ln.Addr().String()))
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {
@@ -118,7 +139,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	err = hs.Shutdown(sctx)
+	err := hs.Shutdown(sctx)
 	if serr := <-served; !errors.Is(serr, http.ErrServerClosed) && err == nil {
 		err = serr
 	}
