@@ -537,6 +537,22 @@ func TestExitStatuses(t *testing.T) {
 	assert.Equal(t, 0, first.stop(), "the first daemon was not disturbed")
 }
 
+// TestEtcdLoginRefused: wrong etcd credentials end the start-up with
+// status 3 and the reason.
+func TestEtcdLoginRefused(t *testing.T) {
+	etcd := startSecureEtcd(t)
+	dir := shortDir(t)
+	pwFile := filepath.Join(dir, "etcd-password")
+	require.NoError(t, os.WriteFile(pwFile, []byte("wrong\n"), 0o600))
+	code, stderr := runBinary(t, "-node-name", "n1", "-vpp=sim", "-linux=fake", "-http-listen", "127.0.0.1:0",
+		"-state-dir", filepath.Join(dir, "state"), "-cni-socket", filepath.Join(dir, "cni.sock"),
+		"-etcd-endpoints", etcd.url, "-etcd-ca", etcd.certs.CAFile, "-etcd-cert", etcd.certs.ClientCert, "-etcd-key", etcd.certs.ClientKey,
+		"-etcd-user", "vswitchkit", "-etcd-password-file", pwFile)
+	assert.Equal(t, 3, code, "%s", stderr)
+	assert.Contains(t, stderr, `msg="vswitch cannot start"`)
+	assert.Contains(t, stderr, `etcd login as \"vswitchkit\"`)
+}
+
 // TestExampleConfig: the example file decodes strictly, and the only
 // problems validation finds are its files that do not exist here.
 func TestExampleConfig(t *testing.T) {
