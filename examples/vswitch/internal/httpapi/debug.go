@@ -259,14 +259,24 @@ func debugServices(_ *http.Request, a *agent.Agent) (any, error) {
 		}
 		return out
 	}
+	type skipped struct {
+		Service string `json:"service"`
+		Reason  string `json:"reason"`
+		Field   string `json:"field"`
+		Value   string `json:"value"`
+	}
 	snap := a.Services.Snapshot()
 	out := struct {
 		Services  []service    `json:"services"`
+		Skipped   []skipped    `json:"skipped"`
 		NodeIPs   []netip.Addr `json:"nodeIPs"`
 		Frontends []string     `json:"frontendInterfaces"`
 		Backends  []string     `json:"backendInterfaces"`
 		NAT44     any          `json:"nat44"`
-	}{Services: []service{}, NodeIPs: snap.NodeIPs, Frontends: snap.Frontends, Backends: snap.Backends, NAT44: lowerCamel(a.NAT.Stats())}
+	}{Services: []service{}, Skipped: []skipped{}, NodeIPs: snap.NodeIPs, Frontends: snap.Frontends, Backends: snap.Backends, NAT44: lowerCamel(a.NAT.Stats())}
+	for _, sk := range a.Services.Skipped() {
+		out.Skipped = append(out.Skipped, skipped{Service: sk.Service.String(), Reason: sk.Reason.String(), Field: sk.Field, Value: sk.Value})
+	}
 	for _, s := range snap.Services {
 		v := service{ID: s.ID.String(), Type: s.Type.String(), ClusterIPs: s.ClusterIPs, ExternalIPs: s.ExternalIPs,
 			ExternalTrafficPolicy: s.ExternalTrafficPolicy.String(), InternalTrafficPolicy: s.InternalTrafficPolicy.String(),
@@ -286,15 +296,18 @@ func debugVPP(r *http.Request, a *agent.Agent) (any, error) {
 	q := r.URL.Query()
 	wantState, wantKind, prefix := q.Get("state"), q.Get("kind"), q.Get("prefix")
 	type key struct {
-		Key       string          `json:"key"`
-		Kind      string          `json:"kind"`
-		State     string          `json:"state"`
-		PendingOn []string        `json:"pendingOn,omitempty"`
-		Error     string          `json:"error,omitempty"`
-		Attempts  int             `json:"attempts,omitempty"`
-		NextRetry *time.Time      `json:"nextRetry,omitempty"`
-		Desired   json.RawMessage `json:"desired"`
-		Applied   json.RawMessage `json:"applied"`
+		Key       string     `json:"key"`
+		Kind      string     `json:"kind"`
+		State     string     `json:"state"`
+		PendingOn []string   `json:"pendingOn,omitempty"`
+		Error     string     `json:"error,omitempty"`
+		Attempts  int        `json:"attempts,omitempty"`
+		NextRetry *time.Time `json:"nextRetry,omitempty"`
+		// FailingSince is set while the key keeps failing (see
+		// vppdriver.KeyStatus.FailingSince).
+		FailingSince *time.Time      `json:"failingSince,omitempty"`
+		Desired      json.RawMessage `json:"desired"`
+		Applied      json.RawMessage `json:"applied"`
 	}
 	ds := a.Driver.Stats()
 	out := struct {
@@ -318,6 +331,9 @@ func debugVPP(r *http.Request, a *agent.Agent) (any, error) {
 			v.State, v.PendingOn, v.Error, v.Attempts = st.State.String(), st.PendingOn, errString(st.Err), st.Attempts
 			if !st.NextRetry.IsZero() {
 				v.NextRetry = &st.NextRetry
+			}
+			if !st.FailingSince.IsZero() {
+				v.FailingSince = &st.FailingSince
 			}
 		}
 		if (wantState != "" && v.State != wantState) || (wantKind != "" && v.Kind != wantKind) || !strings.HasPrefix(k, prefix) {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -163,9 +164,10 @@ func stopping(a *agent.Agent) bool {
 	}
 }
 
-// healthz answers 200 while the daemon runs: a degraded agent (keys
-// rejected for good) is alive, restarting it would not help; 503 once it
-// stops or while the loop misses its start-up resync.
+// healthz answers 200 while the daemon runs: "ok", or "ok (degraded)"
+// followed by a line per problem (see degradation): a degraded agent is
+// alive, restarting it would not help; 503 once it stops or while the loop
+// misses its start-up resync.
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	a := s.agent()
 	switch {
@@ -174,16 +176,49 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	case stopping(a):
 		text(w, http.StatusServiceUnavailable, "stopping")
 	default:
-		err := a.Loop.Healthy()
-		switch {
-		case errors.Is(err, controller.ErrStartupResyncMissing):
+		if err := a.Loop.Healthy(); errors.Is(err, controller.ErrStartupResyncMissing) {
 			text(w, http.StatusServiceUnavailable, err.Error())
-		case err != nil:
-			text(w, http.StatusOK, "ok (degraded: "+err.Error()+")")
-		default:
-			text(w, http.StatusOK, "ok")
+			return
 		}
+		problems := degradation(a)
+		if len(problems) == 0 {
+			text(w, http.StatusOK, "ok")
+			return
+		}
+		text(w, http.StatusOK, "ok (degraded)\n"+strings.Join(problems, "\n"))
 	}
+}
+
+// maxSkipped is how many skipped parts of services degradation names.
+const maxSkipped = 10
+
+// degradation returns what makes the agent degraded, one line each, none
+// when it is not: the loop's rejected keys and permanent errors
+// (controller.Loop.Healthy), the VPP keys that keep failing
+// (vppdriver.Driver.Degraded, the driver retries them), and the malformed
+// parts of services that the service processor skipped
+// (svcprocessor.ServiceProcessor.Skipped). Each says what and why; the
+// input (or VPP) must change for it to end.
+func degradation(a *agent.Agent) []string {
+	var out []string
+	if err := a.Loop.Healthy(); err != nil && !errors.Is(err, controller.ErrStartupResyncMissing) {
+		out = append(out, err.Error())
+	}
+	if err := a.Driver.Degraded(); err != nil {
+		out = append(out, err.Error())
+	}
+	if skipped := a.Services.Skipped(); len(skipped) > 0 {
+		parts := make([]string, 0, min(len(skipped), maxSkipped)+1)
+		for i, sk := range skipped {
+			if i == maxSkipped {
+				parts = append(parts, fmt.Sprintf("and %d more", len(skipped)-i))
+				break
+			}
+			parts = append(parts, strings.TrimPrefix(sk.Error(), "svcprocessor: "))
+		}
+		out = append(out, fmt.Sprintf("svcprocessor: %d malformed parts of services skipped: %s", len(skipped), strings.Join(parts, "; ")))
+	}
+	return out
 }
 
 // readyz answers 200 once the agent is ready.
