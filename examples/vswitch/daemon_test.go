@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -346,6 +347,37 @@ log:
 	assert.Equal(t, "10.1.1.0/24", bgpView.Peers[0].Routes["ipv4-unicast"][0].Prefix)
 	assert.Equal(t, local.String(), bgpView.Peers[0].Routes["ipv4-unicast"][0].NextHop)
 
+	// The index of the debug views, each of which answers; unknown filter
+	// values are refused with the valid ones; every JSON name is camelCase
+	// with a lower-case first word (issue 27, item 8: /debug/ had no index,
+	// ?kind=bogus answered 200 with nothing, a key was "iPv6Frontends").
+	var index struct {
+		Views []struct {
+			Path  string
+			Shows string
+			Query map[string]string
+		}
+	}
+	d.getJSON("/debug/", &index)
+	require.Len(t, index.Views, 6)
+	for _, v := range index.Views {
+		assert.NotEmpty(t, v.Shows, v.Path)
+		var view any
+		d.getJSON(v.Path, &view)
+		checkJSONNames(t, v.Path, view)
+	}
+	code, body = d.get("/debug/vpp?kind=bogus")
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Contains(t, body, `kind: "bogus" is not one of acl, acl-interface, interface, nat44_global, nat44_identity, nat44_interface, nat44_lb, nat44_pool, nat44_static, neighbor, route, vrf`)
+	code, body = d.get("/debug/vpp?state=bogus")
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Contains(t, body, `state: "bogus" is not one of configured, pending, failed, removing`)
+	var natStats struct {
+		NAT44 map[string]any `json:"nat44"`
+	}
+	d.getJSON("/debug/services", &natStats)
+	assert.Contains(t, natStats.NAT44, "ipv6Frontends")
+
 	// SIGTERM: a clean exit; nothing is left: the process, the socket,
 	// the HTTP port, the BGP session (the peer drops the route), the
 	// IPAM store's etcd lease.
@@ -368,6 +400,38 @@ log:
 	assert.Contains(t, joined, `"msg":"agent stopping"`)
 	assert.Contains(t, joined, `"msg":"vswitch stopped"`)
 	assert.NotContains(t, joined, `"level":"ERROR"`)
+}
+
+// dataMaps are the JSON objects of the debug views whose keys are data
+// (event and handler names, address families, key kinds), not names.
+var dataMaps = map[string]bool{"byEvent": true, "handlerErrors": true, "advertised": true, "received": true,
+	"advertisedRoutes": true, "disabled": true, "failingByKind": true}
+
+// checkJSONNames checks that every name in a debug view is camelCase with
+// a lower-case first word (initialisms after it keep their case:
+// "nodeID", "clusterIPs").
+func checkJSONNames(t *testing.T, path string, v any) {
+	t.Helper()
+	camel := regexp.MustCompile(`^[a-z][a-z0-9]*([A-Z][A-Za-z0-9]*)*$`)
+	var walk func(at string, v any)
+	walk = func(at string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, sub := range v {
+				if !camel.MatchString(k) || regexp.MustCompile(`^[a-z][A-Z]`).MatchString(k) {
+					t.Errorf("%s: %s.%s is not camelCase", path, at, k)
+				}
+				if !dataMaps[k] {
+					walk(at+"."+k, sub)
+				}
+			}
+		case []any:
+			for _, sub := range v {
+				walk(at+"[]", sub)
+			}
+		}
+	}
+	walk("", v)
 }
 
 // TestBadConfig: a bad configuration file exits with status 2 before

@@ -11,12 +11,14 @@
 //	                  misses its start-up resync
 //	/readyz           200 once the agent is ready (start-up resync processed, node
 //	                  ID known, VPP connected); 503 with the reason otherwise
+//	/debug/           the index of the debug views: path, what it shows, query parameters
 //	/debug/events     the event loop's history (?n= the last n) and counters per event
 //	/debug/ipam       the address plan, this node's pool and its allocations
 //	/debug/nodes      the nodes node sync knows
 //	/debug/services   the services as the service processor combined them, NAT44 stats
 //	/debug/vpp        desired against applied value and status per VPP key
-//	                  (?state=, ?kind=, ?prefix= filter)
+//	                  (?state=, ?kind=, ?prefix= filter; an unknown state or kind
+//	                  answers 400 with the valid ones)
 //	/debug/bgp        the BGP controller's status, sessions (?routes=1 adds the
 //	                  routes advertised to each peer)
 //

@@ -62,12 +62,10 @@ func New(cfg Config) *Server {
 	}))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.HandleFunc("GET /debug/events", s.withAgent(debugEvents))
-	mux.HandleFunc("GET /debug/ipam", s.withAgent(debugIPAM))
-	mux.HandleFunc("GET /debug/nodes", s.withAgent(debugNodes))
-	mux.HandleFunc("GET /debug/services", s.withAgent(debugServices))
-	mux.HandleFunc("GET /debug/vpp", s.withAgent(debugVPP))
-	mux.HandleFunc("GET /debug/bgp", s.withAgent(debugBGP))
+	for _, v := range debugViews {
+		mux.HandleFunc("GET "+v.Path, s.withAgent(v.serve))
+	}
+	mux.HandleFunc("GET /debug/{$}", s.debugIndex)
 	mux.HandleFunc("GET /{$}", s.index)
 	s.mux = mux
 	return s
@@ -152,7 +150,19 @@ func (s *Server) Run(ctx context.Context) error {
 
 func (s *Server) index(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	fmt.Fprintln(w, "vswitchkit vswitch daemon: /metrics /healthz /readyz /debug/events /debug/ipam /debug/nodes /debug/services /debug/vpp /debug/bgp")
+	paths := []string{"/metrics", "/healthz", "/readyz", "/debug/"}
+	for _, v := range debugViews {
+		paths = append(paths, v.Path)
+	}
+	fmt.Fprintln(w, "vswitchkit vswitch daemon:", strings.Join(paths, " "))
+}
+
+// debugIndex lists the debug views (JSON), also before the agent is
+// attached.
+func (s *Server) debugIndex(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, s.log, "/debug/", struct {
+		Views []debugView `json:"views"`
+	}{debugViews})
 }
 
 func stopping(a *agent.Agent) bool {
@@ -257,11 +267,16 @@ func (s *Server) withAgent(view func(*http.Request, *agent.Agent) (any, error)) 
 			text(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(v); err != nil {
-			s.log.Debug("cannot write a debug view", slog.String("path", r.URL.Path), slog.Any("error", err))
-		}
+		writeJSON(w, s.log, r.URL.Path, v)
+	}
+}
+
+// writeJSON writes v as indented JSON.
+func writeJSON(w http.ResponseWriter, log *slog.Logger, path string, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		log.Debug("cannot write a debug view", slog.String("path", path), slog.Any("error", err))
 	}
 }
