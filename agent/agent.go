@@ -154,10 +154,13 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 		return nil, errors.New("agent: no Linux implementation for the pod server")
 	}
 	log := discard(deps.Logger).With(slog.String("node", cfg.NodeName))
-	a = &Agent{cfg: cfg, log: log, own: log.With(slog.String("component", "agent")), stopped: make(chan struct{})}
+	// The cleanup closes what was opened before a failure: it must not use
+	// a, which a "return nil, err" has set to nil by the time it runs.
+	built := &Agent{cfg: cfg, log: log, own: log.With(slog.String("component", "agent")), stopped: make(chan struct{})}
+	a = built
 	defer func() {
 		if err != nil {
-			a.Close()
+			built.Close()
 		}
 	}()
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
@@ -417,12 +420,13 @@ func (a *Agent) uplinkName() string {
 func (a *Agent) Config() Config { return a.cfg }
 
 // Ready reports nil once the agent can serve pods: the start-up resync
-// has been processed, IPAM has this node's ID (its resync succeeded) and
-// VPP is connected.
+// has been processed (controller.Loop.Ready), IPAM has this node's ID (its
+// resync succeeded) and VPP is connected; else an error that says which is
+// missing. It does not block; WaitReady waits for it.
 func (a *Agent) Ready() error {
-	// Before the start-up DBResync nothing else is processed, so the
-	// first processed event is that resync.
-	if st := a.Loop.Stats(); !st.StartupResyncDone || st.Processed == 0 {
+	select {
+	case <-a.Loop.Ready():
+	default:
 		return errors.New("agent: no start-up resync yet")
 	}
 	if a.IPAM.NodeID() == 0 {
@@ -432,6 +436,51 @@ func (a *Agent) Ready() error {
 		return errors.New("agent: VPP not connected")
 	}
 	return nil
+}
+
+// readyPoll is how often WaitReady checks the conditions of Ready that
+// follow the start-up resync (a node ID after a failed resync is healed, a
+// VPP connection), which have no channel.
+const readyPoll = 10 * time.Millisecond
+
+// WaitReady blocks until Ready returns nil and returns nil. It waits for
+// the loop's start-up resync with controller.Loop.WaitStartupResync, then
+// for the node ID and the VPP connection. It returns earlier with:
+//
+//   - an error wrapping controller.ErrNotRunning when Run has not been
+//     called within controller.NotRunningGrace (a few seconds), instead of
+//     waiting for ever;
+//   - an error wrapping controller.ErrStopped when the agent stops before
+//     it is ready (Run returns the cause);
+//   - ctx.Err() when ctx ends first.
+//
+// It is safe for concurrent use.
+func (a *Agent) WaitReady(ctx context.Context) error {
+	err := a.Loop.WaitStartupResync(ctx)
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(err, controller.ErrNotRunning):
+		return fmt.Errorf("agent: not ready: Run was not called: %w", err)
+	case errors.Is(err, controller.ErrStopped):
+		return fmt.Errorf("agent: stopped before it was ready: %w", err)
+	}
+	// The start-up resync was processed (a failed one is healed), or it is
+	// late (ErrStartupResyncMissing: the loop still waits for it).
+	tick := time.NewTicker(readyPoll)
+	defer tick.Stop()
+	for {
+		if a.Ready() == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-a.stopped:
+			return fmt.Errorf("agent: stopped before it was ready: %w", controller.ErrStopped)
+		case <-tick.C:
+		}
+	}
 }
 
 // AddHandler registers the caller's own event handlers with the agent's

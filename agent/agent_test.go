@@ -97,10 +97,10 @@ func startNodeWith(t *testing.T, cli *clientv3.Client, name string, beforeRun fu
 		return runErr
 	}
 	t.Cleanup(func() { assert.NoError(t, n.stop(), "Run of %s", name) })
-	require.Eventually(t, func() bool { return a.Ready() == nil }, time.Minute, 10*time.Millisecond, "%s ready", name)
-	// Ready turns nil when the loop starts the start-up resync, in which
-	// nodesync may still wait for the node ID.
-	require.Eventually(t, func() bool { return a.NodeSync.GetNodeID() != 0 }, time.Minute, 10*time.Millisecond, "%s has a node ID", name)
+	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+	defer wcancel()
+	require.NoError(t, a.WaitReady(wctx), "%s ready", name)
+	require.NotZero(t, a.NodeSync.GetNodeID(), "%s has a node ID", name)
 	return n
 }
 

@@ -30,11 +30,16 @@
 // # Lifecycle
 //
 // [Open] builds every component and opens the local state files;
-// [Config.Validate] checks a configuration without doing anything.
+// [Config.Validate] checks a configuration without doing anything. A
+// failed Open returns its error and leaves nothing open.
 // [Agent.Run] runs them all until its context ends or one fails, then
 // stops them in order (the pod server first, the VPP driver last, which
 // leaves VPP configured) and returns after every goroutine has exited:
-// ctx.Err() when its context ended it, else the failure. Components are
+// ctx.Err() when its context ended it, else the failure. [Agent.Ready]
+// says whether the agent can serve pods (the loop's start-up resync
+// processed, the node ID known, VPP connected) and [Agent.WaitReady] waits
+// for it, built on the loop's [controller.Loop.WaitStartupResync]: an
+// agent whose Run was never called is named within seconds. Components are
 // exposed for observation (metrics, debug views); they must not be
 // reconfigured.
 //

@@ -92,21 +92,6 @@ func (c *cluster) poll(ctx context.Context, interval time.Duration, f func() (do
 	}
 }
 
-// checkReady: every live agent is ready (start-up resync done, VPP
-// connected).
-func (c *cluster) checkReady(context.Context) (check, error) {
-	var ch check
-	for _, n := range c.liveNodes() {
-		ch.total++
-		if err := n.agent.Ready(); err != nil {
-			ch.miss("%s: %v", n.name, err)
-			continue
-		}
-		ch.done++
-	}
-	return ch, nil
-}
-
 // checkMesh: every live node has a VXLAN tunnel to every other live node
 // and a route to its pod subnet, and no tunnel to a node that left.
 func (c *cluster) checkMesh(context.Context) (check, error) {

@@ -30,6 +30,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/agent"
 	"github.com/vswitchkit/vswitchkit/bgp/bgpmodel"
 	"github.com/vswitchkit/vswitchkit/bgp/bgpreflector"
+	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	"github.com/vswitchkit/vswitchkit/embedetcd"
 	"github.com/vswitchkit/vswitchkit/nodesync"
@@ -131,6 +132,7 @@ func (c *cluster) run(ctx context.Context, out io.Writer, start time.Time) (*Res
 		if err := res.Before.WriteText(out); err != nil {
 			return nil, err
 		}
+		fmt.Fprintf(out, "\n%s\n", wrap(NATLegend, 80))
 	}
 
 	changeStart := time.Now()
@@ -319,10 +321,7 @@ func (c *cluster) setup(ctx context.Context) error {
 	if c.rr, err = startRouteReflector(ctx, rrAddr, c.log); err != nil {
 		return err
 	}
-	for _, n := range c.nodes {
-		n.stop = c.spawn(ctx, n.name, n.agent.Run)
-	}
-	if err := c.await(ctx, "nodes ready", c.checkReady); err != nil {
+	if err := c.startNodes(ctx); err != nil {
 		return err
 	}
 	if err := c.await(ctx, "node mesh (VXLAN tunnels)", c.checkMesh); err != nil {
@@ -338,6 +337,40 @@ func (c *cluster) setup(ctx context.Context) error {
 		return err
 	}
 	return c.await(ctx, "routes at the route reflector", c.checkReflector)
+}
+
+// startNodes starts the nodes' agents one at a time, in node order, each
+// once the previous one is ready (agent.WaitReady: its start-up resync
+// processed, so it has its node ID): node-i claims node ID i, the same in
+// every run. Started all at once they raced for the smallest free ID, and
+// the IDs (and with them pod subnets and addresses) changed from run to
+// run. A node's start-up takes milliseconds; the cost is that sum.
+func (c *cluster) startNodes(ctx context.Context) error {
+	const name = "nodes ready"
+	st := c.prog.stage(name, len(c.nodes))
+	defer st.abort()
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	for i, n := range c.nodes {
+		n.stop = c.spawn(ctx, n.name, n.agent.Run)
+		if err := n.agent.WaitReady(wctx); err != nil {
+			if errors.Is(err, controller.ErrStopped) {
+				// The agent failed: its Run returns the cause, which
+				// spawn records.
+				select {
+				case <-c.failed:
+					err = c.failureErr
+				case <-ctx.Done():
+				}
+			}
+			return fmt.Errorf("%s (%d/%d): %s: %w", name, i, len(c.nodes), n.name, err)
+		}
+		st.set(i+1, len(c.nodes))
+	}
+	st.finish()
+	c.step(name, start)
+	return nil
 }
 
 // startEtcd starts the embedded etcd or connects to the external one.
@@ -806,4 +839,22 @@ func (c *cluster) shutdown() error {
 		errs = append(errs, os.RemoveAll(c.dir))
 	}
 	return errors.Join(errs...)
+}
+
+// wrap breaks text into lines of at most width bytes at blanks.
+func wrap(text string, width int) string {
+	var b strings.Builder
+	n := 0
+	for i, w := range strings.Fields(text) {
+		if i > 0 && n+1+len(w) > width {
+			b.WriteString("\n")
+			n = 0
+		} else if i > 0 {
+			b.WriteString(" ")
+			n++
+		}
+		b.WriteString(w)
+		n += len(w)
+	}
+	return b.String()
 }

@@ -174,6 +174,9 @@ func checkCluster(t *testing.T, when string, s demo.Summary, podsPerNode int) {
 	for _, n := range s.Nodes {
 		assert.NotZero(t, n.ID, "%s: %s has an ID", when, n.Name)
 		assert.NotContains(t, ids, n.ID, "%s: ID %d of %s is unique", when, n.ID, n.Name)
+		// Nodes start one at a time: node-i has ID i in every run (issue
+		// 27, item 8: they raced for IDs).
+		assert.Equal(t, fmt.Sprintf("node-%d", n.ID), n.Name, "%s: the node ID of %s", when, n.Name)
 		ids[n.ID] = n.Name
 		require.True(t, n.PodSubnet.IsValid(), "%s: %s has a pod subnet", when, n.Name)
 		assert.NotContains(t, subnets, n.PodSubnet, "%s: pod subnet of %s is unique", when, n.Name)
@@ -326,6 +329,8 @@ func TestText(t *testing.T) {
 	} {
 		assert.Contains(t, text, want)
 	}
+	// The /N after NAT44 backends is explained (issue 27, item 8).
+	assert.Contains(t, strings.Join(strings.Fields(text), " "), demo.NATLegend)
 	assert.Len(t, res.Changes, 2, "a pod deleted, a backend added; a single node does not leave")
 	assert.Len(t, res.After.Nodes, 1)
 	for _, d := range res.Diff {

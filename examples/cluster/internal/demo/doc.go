@@ -27,6 +27,20 @@
 // [Summary]; makes a scripted change (a pod deleted, a backend added, a
 // node leaving) and prints what changed.
 //
+// # Node IDs
+//
+// The agents start one at a time, in node order, each once the previous
+// one is ready (agent.WaitReady: its start-up resync processed, which
+// includes nodesync's claim of a node ID): node-i gets node ID i, and with
+// it the same pod subnet and addresses, in every run. Started all at once,
+// the agents raced for the smallest free ID.
+//
+// # The text summary's NAT44 lines
+//
+// [NATLegend] explains them; the summary ends with it. A backend written
+// ADDR:PORT/N is one of a load-balanced mapping and N its probability in
+// VPP, relative to the mapping's other backends.
+//
 // # Sessions between the speakers and the route reflector
 //
 // One peering policy applies to every node and names one neighbor, the

@@ -128,12 +128,23 @@ type NATMapping struct {
 	Flags    []string       `json:"flags,omitempty"`
 }
 
-// Backend is a backend of a NAT mapping; Weight is 0 for a static mapping
+// Backend is a backend of a NAT mapping. Probability is VPP's probability
+// of the backend in a load-balanced mapping, relative to the mapping's
+// other backends (render/svcnat sets twice the backend's weight, see
+// svcnat.Config.LocalBackendWeight); 0 for the backend of a static mapping
 // (one backend).
 type Backend struct {
-	Addr   netip.AddrPort `json:"addr"`
-	Weight int            `json:"weight,omitempty"`
+	Addr        netip.AddrPort `json:"addr"`
+	Probability int            `json:"probability,omitempty"`
 }
+
+// NATLegend explains the NAT44 lines of the text summary.
+const NATLegend = `nat44 lines: a NAT44-ED mapping in the node's VPP, "protocol frontend -> backends flags". ` +
+	`A backend written ADDR:PORT/N belongs to a load-balanced mapping and N is its probability in VPP, ` +
+	`relative to the mapping's other backends: equal N, equal shares of the connections. ` +
+	`render/svcnat sets N to twice the backend's weight (so 2 for every backend, unless ` +
+	`svcnat.Config.LocalBackendWeight favours this node's own); a backend without /N is the one ` +
+	`backend of a static mapping.`
 
 // BGPSession is a session of a node's speaker.
 type BGPSession struct {
@@ -248,8 +259,8 @@ func (s Summary) sections() []section {
 		for _, m := range n.NAT44 {
 			be := make([]string, 0, len(m.Backends))
 			for _, b := range m.Backends {
-				if b.Weight > 0 {
-					be = append(be, fmt.Sprintf("%s/%d", b.Addr, b.Weight))
+				if b.Probability > 0 {
+					be = append(be, fmt.Sprintf("%s/%d", b.Addr, b.Probability))
 				} else {
 					be = append(be, b.Addr.String())
 				}
@@ -467,9 +478,9 @@ func parseNATMapping(line string) (NATMapping, error) {
 		if rest != "" {
 			w, err := strconv.Atoi(rest)
 			if err != nil || w < 0 {
-				return NATMapping{}, fmt.Errorf("NAT44 mapping %q: backend %q: bad weight", line, tok)
+				return NATMapping{}, fmt.Errorf("NAT44 mapping %q: backend %q: bad probability", line, tok)
 			}
-			b.Weight = w
+			b.Probability = w
 		}
 		m.Backends = append(m.Backends, b)
 	}
