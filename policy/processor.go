@@ -103,16 +103,16 @@ type peerSel struct {
 
 // Stats are the processor's counters and sizes.
 type Stats struct {
-	Policies        int           // valid network policies
-	InvalidPolicies int           // invalid ones, ignored (see [Processor.PolicyErrors])
-	LocalPods       int           // pods of this node
-	IsolatedIngress int           // local pods isolated for ingress
-	IsolatedEgress  int           // local pods isolated for egress
-	Peers           int           // pods known as peers
-	PeerSelectors   int           // distinct pod/namespace selectors of the policies
-	Recomputed      uint64        // local pod views computed since start
-	Rendered        uint64        // render calls
-	LastRender      time.Duration // the last event's computation and render time
+	Policies        int           `json:"policies"`        // valid network policies
+	InvalidPolicies int           `json:"invalidPolicies"` // invalid ones, ignored (see [Processor.PolicyErrors])
+	LocalPods       int           `json:"localPods"`       // pods of this node
+	IsolatedIngress int           `json:"isolatedIngress"` // local pods isolated for ingress
+	IsolatedEgress  int           `json:"isolatedEgress"`  // local pods isolated for egress
+	Peers           int           `json:"peers"`           // pods known as peers
+	PeerSelectors   int           `json:"peerSelectors"`   // distinct pod/namespace selectors of the policies
+	Recomputed      uint64        `json:"recomputed"`      // local pod views computed since start
+	Rendered        uint64        `json:"rendered"`        // render calls
+	LastRender      time.Duration `json:"lastRender"`      // the last event's computation and render time
 }
 
 // New returns a processor. It does no I/O.
@@ -169,6 +169,14 @@ func (p *Processor) PodPolicy(id kubemodel.PodID) (*PodPolicy, bool) {
 	defer p.mu.Unlock()
 	v, ok := p.views[id]
 	return v, ok
+}
+
+// PodPolicies returns the effective policy of every local pod, sorted by
+// pod.
+func (p *Processor) PodPolicies() []*PodPolicy {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.snapshot()
 }
 
 // PolicyErrors returns the invalid policies with their errors (each a

@@ -359,13 +359,23 @@ log:
 		}
 	}
 	d.getJSON("/debug/", &index)
-	require.Len(t, index.Views, 6)
+	require.Len(t, index.Views, 7)
 	for _, v := range index.Views {
 		assert.NotEmpty(t, v.Shows, v.Path)
 		var view any
 		d.getJSON(v.Path, &view)
 		checkJSONNames(t, v.Path, view)
 	}
+	code, body = d.get("/debug/policy?pod=default/nobody")
+	assert.Equal(t, http.StatusNotFound, code, body)
+	pm := d.metrics()
+	for _, name := range []string{"vswitchkit_policy_acls", "vswitchkit_policy_peers"} {
+		_, ok := pm.value(name)
+		assert.True(t, ok, "metric %s", name)
+	}
+	inv, ok := pm.value("vswitchkit_policies", "state", "invalid")
+	assert.True(t, ok)
+	assert.Zero(t, inv)
 	code, body = d.get("/debug/vpp?kind=bogus")
 	assert.Equal(t, http.StatusBadRequest, code)
 	assert.Contains(t, body, `kind: "bogus" is not one of acl, acl-interface, interface, nat44_global, nat44_identity, nat44_interface, nat44_lb, nat44_pool, nat44_static, neighbor, route, vrf`)

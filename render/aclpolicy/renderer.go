@@ -67,12 +67,12 @@ type Renderer struct {
 
 // Stats describe what the renderer has rendered.
 type Stats struct {
-	ACLs        int           // ACLs in VPP's desired state
-	Rules       int           // their rules
-	Interfaces  int           // interfaces with ACLs
-	PodsWithACL int           // pods with ACLs
-	Writes      uint64        // keys put or deleted since start
-	LastRender  time.Duration // the last render
+	ACLs        int           `json:"acls"`        // ACLs in VPP's desired state
+	Rules       int           `json:"rules"`       // their rules
+	Interfaces  int           `json:"interfaces"`  // interfaces with ACLs
+	PodsWithACL int           `json:"podsWithACL"` // pods with ACLs
+	Writes      uint64        `json:"writes"`      // keys put or deleted since start
+	LastRender  time.Duration `json:"lastRender"`  // the last render
 }
 
 var (

@@ -22,6 +22,9 @@ import (
 	"github.com/vswitchkit/vswitchkit/bgp"
 	"github.com/vswitchkit/vswitchkit/bgp/gobgp"
 	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/policy"
+	"github.com/vswitchkit/vswitchkit/render/aclpolicy"
 	"github.com/vswitchkit/vswitchkit/svcprocessor"
 	"github.com/vswitchkit/vswitchkit/vppdriver"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
@@ -49,6 +52,8 @@ var debugViews = []debugView{
 			"kind":   "only keys of this kind, e.g. interface, route, nat44_static (an unknown kind answers 400 with the valid ones)",
 			"prefix": "only keys with this prefix, e.g. vpp/route/",
 		}, serve: debugVPP},
+	{Path: "/debug/policy", Shows: "every NetworkPolicy with its error or the local pods it selects and its unresolved named ports; each local pod's effective ingress and egress rules; the ACL renderer's counters",
+		Query: map[string]string{"pod": "only this pod (namespace/name)"}, serve: debugPolicy},
 	{Path: "/debug/bgp", Shows: "the BGP controller's policy and last error, every session with its state and route counts",
 		Query: map[string]string{"routes": "any value: add the routes advertised to each established peer"}, serve: debugBGP},
 }
@@ -513,4 +518,66 @@ func jsonName(name string) string {
 	default:
 		return strings.ToLower(name[:n-1]) + name[n-1:] // "VPPConnected": the last capital starts the next word
 	}
+}
+
+func debugPolicy(r *http.Request, a *agent.Agent) (any, error) {
+	if a.Policy == nil {
+		return nil, fmt.Errorf("%w: NetworkPolicy enforcement is disabled", errNotFound)
+	}
+	type status struct {
+		Policy          string   `json:"policy"`
+		Error           string   `json:"error,omitempty"`
+		LocalPods       int      `json:"localPods"`
+		UnresolvedPorts []string `json:"unresolvedPorts,omitempty"`
+	}
+	type direction struct {
+		Isolated bool     `json:"isolated"`
+		Rules    []string `json:"rules,omitempty"`
+	}
+	type pod struct {
+		Pod      string       `json:"pod"`
+		Addrs    []netip.Addr `json:"addrs"`
+		Policies []string     `json:"policies,omitempty"`
+		Ingress  direction    `json:"ingress"`
+		Egress   direction    `json:"egress"`
+	}
+	out := struct {
+		Policies []status        `json:"policies"`
+		Pods     []pod           `json:"pods"`
+		Stats    policy.Stats    `json:"stats"`
+		ACLs     aclpolicy.Stats `json:"acls"`
+	}{Stats: a.Policy.Stats(), ACLs: a.ACLs.Stats()}
+	sts := a.Policy.PolicyStatuses()
+	for _, id := range slices.SortedFunc(maps.Keys(sts), func(x, y kubemodel.PolicyID) int { return strings.Compare(x.String(), y.String()) }) {
+		st := sts[id]
+		s := status{Policy: id.String(), LocalPods: st.LocalPods, UnresolvedPorts: st.UnresolvedPorts}
+		if st.Err != nil {
+			s.Error = st.Err.Error()
+		}
+		out.Policies = append(out.Policies, s)
+	}
+	want := r.URL.Query().Get("pod")
+	for _, v := range a.Policy.PodPolicies() {
+		if want != "" && v.Pod.String() != want {
+			continue
+		}
+		p := pod{Pod: v.Pod.String(), Addrs: v.Addrs}
+		for _, id := range v.Policies {
+			p.Policies = append(p.Policies, id.String())
+		}
+		for _, d := range []struct {
+			to  *direction
+			dir policy.Direction
+		}{{&p.Ingress, v.Ingress}, {&p.Egress, v.Egress}} {
+			d.to.Isolated = d.dir.Isolated
+			for _, r := range d.dir.Rules {
+				d.to.Rules = append(d.to.Rules, r.String())
+			}
+		}
+		out.Pods = append(out.Pods, p)
+	}
+	if want != "" && len(out.Pods) == 0 {
+		return nil, fmt.Errorf("%w: pod %q is not a pod of this node", errNotFound, want)
+	}
+	return out, nil
 }

@@ -50,6 +50,14 @@ var (
 	descSvcSkipped = prometheus.NewDesc("vswitchkit_services_skipped", "Malformed parts of the current services (IPs, ports) that the service processor left out, per reason.", []string{"reason"}, nil)
 	descSvcReports = prometheus.NewDesc("vswitchkit_services_skip_reports_total", "Malformed parts of services reported (each logged at warn once).", nil, nil)
 
+	descPolicies     = prometheus.NewDesc("vswitchkit_policies", "NetworkPolicies the policy processor knows, valid ones and invalid ones (ignored, see /debug/policy).", []string{"state"}, nil)
+	descPolicyPods   = prometheus.NewDesc("vswitchkit_policy_pods_isolated", "This node's pods isolated by a NetworkPolicy, per direction.", []string{"direction"}, nil)
+	descPolicyPeers  = prometheus.NewDesc("vswitchkit_policy_peers", "Pods of the cluster known as NetworkPolicy peers.", nil, nil)
+	descPolicyACLs   = prometheus.NewDesc("vswitchkit_policy_acls", "ACLs the NetworkPolicy renderer has in VPP's desired state.", nil, nil)
+	descPolicyRules  = prometheus.NewDesc("vswitchkit_policy_acl_rules", "Rules of those ACLs.", nil, nil)
+	descPolicyIfs    = prometheus.NewDesc("vswitchkit_policy_acl_interfaces", "Interfaces with NetworkPolicy ACLs (pods and exit interfaces).", nil, nil)
+	descPolicyRender = prometheus.NewDesc("vswitchkit_policy_render_seconds", "Time the last policy change took: the processor's computation and render, and the ACL renderer's part of it.", []string{"part"}, nil)
+
 	descVPPConnected = prometheus.NewDesc("vswitchkit_vpp_connected", "1 while the driver holds a VPP connection and has read VPP's state back.", nil, nil)
 	descVPPConnects  = prometheus.NewDesc("vswitchkit_vpp_connects_total", "Connections made to VPP (the first and every reconnect).", nil, nil)
 	descVPPRequests  = prometheus.NewDesc("vswitchkit_vpp_requests_total", "Binary-API requests sent to VPP.", nil, nil)
@@ -84,6 +92,7 @@ var allDescs = []*prometheus.Desc{
 	descVPPRequests, descVPPFailures, descVPPKeys, descVPPFailing, descBGPState, descBGPAdvertised, descBGPReceived, descBGPReconciles, descBGPFailing,
 	descCNIRequests, descCNIErrors, descCNIDuration, descCNIBad, descWatchResyncs, descWatchChanges, descWatchRecovers,
 	descWatchRev, descWatchSkipped, descWatchUnknown,
+	descPolicies, descPolicyPods, descPolicyPeers, descPolicyACLs, descPolicyRules, descPolicyIfs, descPolicyRender,
 }
 
 // sessionStates are the BGP session states, each exported per peer.
@@ -140,17 +149,32 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 
 	gauge(ch, descDegraded, boolf(len(degradation(a)) > 0))
 
-	ns := a.NAT.Stats()
-	gauge(ch, descServices, float64(ns.Services))
-	gauge(ch, descMappings, float64(ns.Mappings))
-	gauge(ch, descBackends, float64(ns.Backends))
-	gauge(ch, descConflicts, float64(ns.Conflicts))
+	if a.NAT != nil {
+		ns := a.NAT.Stats()
+		gauge(ch, descServices, float64(ns.Services))
+		gauge(ch, descMappings, float64(ns.Mappings))
+		gauge(ch, descBackends, float64(ns.Backends))
+		gauge(ch, descConflicts, float64(ns.Conflicts))
+	}
 	ss := a.Services.Stats()
 	for _, r := range svcprocessor.SkipReasons() {
 		gauge(ch, descSvcSkipped, float64(ss.Skipped[r]), r.String())
 	}
 	counter(ch, descSvcReports, ss.SkipReports)
 
+	if a.Policy != nil {
+		ps, rs := a.Policy.Stats(), a.ACLs.Stats()
+		gauge(ch, descPolicies, float64(ps.Policies), "valid")
+		gauge(ch, descPolicies, float64(ps.InvalidPolicies), "invalid")
+		gauge(ch, descPolicyPods, float64(ps.IsolatedIngress), "ingress")
+		gauge(ch, descPolicyPods, float64(ps.IsolatedEgress), "egress")
+		gauge(ch, descPolicyPeers, float64(ps.Peers))
+		gauge(ch, descPolicyACLs, float64(rs.ACLs))
+		gauge(ch, descPolicyRules, float64(rs.Rules))
+		gauge(ch, descPolicyIfs, float64(rs.Interfaces))
+		gauge(ch, descPolicyRender, ps.LastRender.Seconds(), "total")
+		gauge(ch, descPolicyRender, rs.LastRender.Seconds(), "acl")
+	}
 	collectVPP(ch, a)
 	if a.BGP != nil {
 		c.collectBGP(ch, a)

@@ -254,6 +254,10 @@ func text(w http.ResponseWriter, code int, msg string) {
 	fmt.Fprintln(w, msg)
 }
 
+// errNotFound marks a debug view's error that answers 404: what the query
+// names does not exist (other errors answer 400).
+var errNotFound = errors.New("not found")
+
 // withAgent serves a debug view once the agent is attached.
 func (s *Server) withAgent(view func(*http.Request, *agent.Agent) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -263,7 +267,11 @@ func (s *Server) withAgent(view func(*http.Request, *agent.Agent) (any, error)) 
 			return
 		}
 		v, err := view(r, a)
-		if err != nil {
+		switch {
+		case errors.Is(err, errNotFound):
+			text(w, http.StatusNotFound, err.Error())
+			return
+		case err != nil:
 			text(w, http.StatusBadRequest, err.Error())
 			return
 		}
