@@ -293,6 +293,11 @@ func (c *cluster) setup(ctx context.Context) error {
 	if _, err := c.dyn.Resource(bgpreflector.GroupVersionResource()).Create(ctx, policyObject(rrAddr), metav1.CreateOptions{}); err != nil {
 		return err
 	}
+	if c.hasNetpol() {
+		if _, err := c.kube.NetworkingV1().NetworkPolicies(namespace).Create(ctx, netpolObject(), metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
 	if err := c.await(ctx, "Kubernetes state in etcd", func(context.Context) (check, error) {
 		st := refl.Stats()
 		ch := check{total: 4}
@@ -332,6 +337,11 @@ func (c *cluster) setup(ctx context.Context) error {
 	}
 	if err := c.await(ctx, "services (NAT44 mappings)", c.checkServices); err != nil {
 		return err
+	}
+	if c.hasNetpol() {
+		if err := c.await(ctx, "NetworkPolicy (ACLs on the selected pods)", c.checkPolicy); err != nil {
+			return err
+		}
 	}
 	if err := c.startBGP(ctx); err != nil {
 		return err
@@ -772,6 +782,7 @@ func (c *cluster) summary(ctx context.Context) (Summary, error) {
 		c.mu.Unlock()
 		s.Services = append(s.Services, ss)
 	}
+	s.Policies = c.policySummary()
 	s.RouteReflector = RRSummary{Address: c.rr.addr, ASN: asn}
 	var err error
 	if s.RouteReflector.Sessions, err = c.rr.sessions(ctx); err != nil {

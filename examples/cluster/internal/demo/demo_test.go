@@ -85,6 +85,23 @@ func TestCluster(t *testing.T) {
 	assert.JSONEq(t, string(want), string(got), "the JSON document is the result")
 
 	before, after := res.Before, res.After
+	// The NetworkPolicy: the api pods are isolated on every node; a web
+	// pod gets through the ACLs on the path, another pod does not.
+	for _, s := range []demo.Summary{before, after} {
+		require.Len(t, s.Policies, 1)
+		pol := s.Policies[0]
+		assert.Equal(t, "default/api-from-web", pol.Name)
+		for _, p := range pol.Isolated {
+			assert.True(t, strings.HasPrefix(p.Pod, "api-"), p.Pod)
+		}
+		require.Len(t, pol.Connections, 2)
+		assert.True(t, strings.HasPrefix(pol.Connections[0].From, "web-"))
+		assert.True(t, pol.Connections[0].Allowed, "%+v", pol.Connections[0])
+		assert.False(t, strings.HasPrefix(pol.Connections[1].From, "web-"))
+		assert.False(t, pol.Connections[1].Allowed, "%+v", pol.Connections[1])
+		assert.Contains(t, pol.Connections[1].DeniedBy, "output", "denied where the api pod receives it")
+	}
+	require.Len(t, before.Policies[0].Isolated, 3, "one api pod per node")
 	require.Len(t, before.Nodes, 3)
 	require.Len(t, before.Services, demo.DefaultServices)
 	checkCluster(t, "before", before, demo.DefaultPodsPerNode)

@@ -77,6 +77,7 @@ func (d *Duration) UnmarshalText(b []byte) error {
 type Summary struct {
 	Nodes          []NodeSummary    `json:"nodes"`
 	Services       []ServiceSummary `json:"services"`
+	Policies       []PolicySummary  `json:"policies"`
 	RouteReflector RRSummary        `json:"routeReflector"`
 }
 
@@ -167,6 +168,28 @@ type ServiceSummary struct {
 	LoadBalancerIP        netip.Addr  `json:"loadBalancerIP,omitzero"`
 	ExternalTrafficPolicy string      `json:"externalTrafficPolicy,omitempty"`
 	Backends              []PodOnNode `json:"backends"`
+}
+
+// PolicySummary is a NetworkPolicy of the cluster: what it says, the pods
+// it isolates (with their ACLs in VPP) and connections checked against
+// the ACLs the nodes' VPPs hold.
+type PolicySummary struct {
+	Name        string       `json:"name"`
+	Says        string       `json:"says"`
+	Isolated    []PodOnNode  `json:"isolated"`
+	Connections []Connection `json:"connections"`
+}
+
+// Connection is the first packet of a connection from one pod to another,
+// and what VPP's ACLs on its path do with it.
+type Connection struct {
+	From    string `json:"from"`
+	To      string `json:"to"`
+	Port    string `json:"port"` // e.g. "tcp/8080"
+	Allowed bool   `json:"allowed"`
+	// DeniedBy names the interface whose ACLs deny it ("pod-… output on
+	// node-2"); empty when allowed.
+	DeniedBy string `json:"deniedBy,omitempty"`
 }
 
 // PodOnNode is a backend pod of a service.
@@ -270,6 +293,23 @@ func (s Summary) sections() []section {
 		for _, b := range n.BGP {
 			sec.lines = append(sec.lines, []string{"bgp", fmt.Sprintf("%s AS%d", b.Peer, b.PeerASN), b.State,
 				fmt.Sprintf("received %d, advertised %d", b.Received, b.Advertised)})
+		}
+		out = append(out, sec)
+	}
+
+	for _, p := range s.Policies {
+		sec := section{key: "policy " + p.Name, title: fmt.Sprintf("NetworkPolicy %s: %s", p.Name, p.Says)}
+		var iso []string
+		for _, pod := range p.Isolated {
+			iso = append(iso, pod.Pod+"@"+pod.Node)
+		}
+		sec.lines = append(sec.lines, []string{"isolated", strings.Join(iso, " ")})
+		for _, c := range p.Connections {
+			verdict := "allowed"
+			if !c.Allowed {
+				verdict = "denied by the ACLs on " + c.DeniedBy
+			}
+			sec.lines = append(sec.lines, []string{"connection", c.From + " -> " + c.To + " " + c.Port, verdict})
 		}
 		out = append(out, sec)
 	}
