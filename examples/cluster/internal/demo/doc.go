@@ -11,7 +11,8 @@
 //     would be filled: nodes with labels and BGP annotations, pods whose
 //     status.podIP is set from the CNI result (as kubelet does), services
 //     of every kind with EndpointSlices of their pods' addresses (as the
-//     endpoint-slice controller does) and a BGP peering policy;
+//     endpoint-slice controller does), a NetworkPolicy (the api pods
+//     accept tcp/8080 from the web pods only) and a BGP peering policy;
 //   - N simulated nodes, each the full agent of agent in
 //     its own event loop on its own VPP stand-in (vppdriver/vppsim) with a
 //     simulated Linux (cniservertest.FakeLinux) and a GoBGP speaker on its
@@ -22,9 +23,11 @@
 //     route-reflector client for every node.
 //
 // It waits until every node's VPP has the mesh, every service's NAT44
-// mappings have the right backends on every node and the route reflector
-// has received every node's routes, showing progress; prints the
-// [Summary]; makes a scripted change (a pod deleted, a backend added, a
+// mappings have the right backends on every node, the pods the
+// NetworkPolicy selects have ACLs and the route reflector has received
+// every node's routes, showing progress; prints the [Summary] (with the
+// policy's isolated pods and two connections checked against the ACLs on
+// their path, vppsim.VPP.ACLVerdict: one allowed, one denied); makes a scripted change (a pod deleted, a backend added, a
 // node leaving) and prints what changed.
 //
 // # Node IDs
