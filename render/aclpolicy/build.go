@@ -57,27 +57,90 @@ type state struct {
 // build computes the whole desired state from the local pods' policies.
 // Pods without an interface or an address get nothing.
 func build(pods []pod, e env) state {
+	var b builder
+	return b.build(pods, e)
+}
+
+// builder builds the desired state and keeps what it computed per pod,
+// so that a change recomputes only the pods whose ACLs can change: a pod's
+// ACLs depend on its own policy and interface, on the environment (node
+// addresses, service prefixes) and on the egress-isolated pods of the
+// node; the last two form the context, which a change of either renews.
+// The zero value is ready.
+type builder struct {
+	ctx      builderCtx
+	gen      uint64 // of ctx
+	pods     map[kubemodel.PodID]*podACLs
+	egress   []*vppmodel.ACLRule // EgressACL's rules, of gen
+	egressOK bool
+}
+
+// builderCtx is what every pod's ACLs may depend on besides its own
+// policy.
+type builderCtx struct {
+	env      env
+	isolated []*policy.PodPolicy // the egress-isolated pods with addresses, by pod
+}
+
+func (c builderCtx) equal(o builderCtx) bool {
+	return slices.Equal(c.env.hostPrefixes, o.env.hostPrefixes) && slices.Equal(c.env.servicePrefixes, o.env.servicePrefixes) &&
+		slices.Equal(c.env.exits, o.env.exits) && slices.Equal(c.isolated, o.isolated)
+}
+
+// podACLs is what the builder computed for one pod, in context gen.
+type podACLs struct {
+	view            *policy.PodPolicy
+	iface           string
+	gen             uint64
+	none            bool // the pod needs no ACL
+	in, out         []*vppmodel.ACLRule
+	inName, outName string
+}
+
+func (b *builder) build(pods []pod, e env) state {
 	st := state{acls: map[string]*vppmodel.ACL{}, attach: map[string]*vppmodel.ACLInterface{}}
 	var isolated []pod // egress-isolated pods with addresses
+	ctx := builderCtx{env: e}
 	for _, p := range pods {
 		if p.view.Egress.Isolated && len(p.view.Addrs) > 0 {
 			isolated = append(isolated, p)
+			ctx.isolated = append(ctx.isolated, p.view)
 		}
 	}
+	if b.pods == nil || !ctx.equal(b.ctx) {
+		b.ctx, b.gen, b.egressOK = ctx, b.gen+1, false
+	}
+	next := make(map[kubemodel.PodID]*podACLs, len(pods))
 	for _, d := range pods {
 		if d.iface == "" || len(d.view.Addrs) == 0 {
 			continue
 		}
-		out, restricted := outputRules(d, isolated, e)
-		if !restricted && !d.view.Isolated() {
-			continue // nothing to enforce on d: no ACL, no sessions
+		c := b.pods[d.view.Pod]
+		if c == nil || c.view != d.view || c.iface != d.iface || c.gen != b.gen {
+			c = &podACLs{view: d.view, iface: d.iface, gen: b.gen}
+			out, restricted := outputRules(d, isolated, e)
+			if !restricted && !d.view.Isolated() {
+				c.none = true // nothing to enforce on d: no ACL, no sessions
+			} else {
+				c.in, c.out = inputRules(d, e), out
+				c.inName, c.outName = aclName(c.in), aclName(c.out)
+			}
 		}
-		in := inputRules(d, e)
-		st.attach[d.iface] = &vppmodel.ACLInterface{Interface: d.iface, Input: []string{st.add(in)}, Output: []string{st.add(out)}}
+		next[d.view.Pod] = c
+		if c.none {
+			continue
+		}
+		st.put(c.inName, c.in)
+		st.put(c.outName, c.out)
+		st.attach[d.iface] = &vppmodel.ACLInterface{Interface: d.iface, Input: []string{c.inName}, Output: []string{c.outName}}
 	}
+	b.pods = next
 	if len(isolated) > 0 {
-		st.acls[EgressACL] = &vppmodel.ACL{Name: EgressACL, Rules: egressTable(isolated)}
-		st.acls[ReflectACL] = &vppmodel.ACL{Name: ReflectACL, Rules: reflectAll()}
+		if !b.egressOK {
+			b.egress, b.egressOK = egressTable(isolated), true
+		}
+		st.acls[EgressACL] = &vppmodel.ACL{Name: EgressACL, Rules: b.egress}
+		st.put(ReflectACL, reflectAll())
 		for _, x := range e.exits {
 			st.attach[x] = &vppmodel.ACLInterface{Interface: x, Input: []string{ReflectACL}, Output: []string{EgressACL}}
 		}
@@ -85,13 +148,11 @@ func build(pods []pod, e env) state {
 	return st
 }
 
-// add adds an ACL of rules under its content's name and returns the name.
-func (st *state) add(rules []*vppmodel.ACLRule) string {
-	name := aclName(rules)
+// put adds the ACL name with rules, once.
+func (st *state) put(name string, rules []*vppmodel.ACLRule) {
 	if st.acls[name] == nil {
 		st.acls[name] = &vppmodel.ACL{Name: name, Rules: rules}
 	}
-	return name
 }
 
 // aclName names an ACL by its rules: ReflectACL for the reflect-all

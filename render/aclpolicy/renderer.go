@@ -61,6 +61,7 @@ type Renderer struct {
 	mu    sync.Mutex
 	views map[kubemodel.PodID]*policy.PodPolicy
 	env   env
+	b     builder
 	cur   state
 	stats Stats
 }
@@ -215,7 +216,7 @@ func (r *Renderer) apply(rtxn controller.ResyncOperations, txn controller.Update
 		p.iface, _ = r.pods.PodInterface(id)
 		pods = append(pods, p)
 	}
-	next := build(pods, r.env)
+	next := r.b.build(pods, r.env)
 	n := 0
 	if resync {
 		if rtxn != nil {
@@ -225,23 +226,44 @@ func (r *Renderer) apply(rtxn controller.ResyncOperations, txn controller.Update
 			}
 		}
 	} else if txn != nil {
-		old, cur := r.cur.values(), next.values()
-		for k, v := range cur {
-			if o, ok := old[k]; !ok || !proto.Equal(o, v) {
-				txn.Put(k, v)
-				n++
-			}
-		}
-		for k := range old {
-			if _, ok := cur[k]; !ok {
-				txn.Delete(k)
-				n++
-			}
-		}
+		n = diff(r.cur, next, txn)
 	}
 	r.cur = next
 	r.stats.Writes += uint64(n)
 	r.stats.LastRender = time.Since(start)
+	return n
+}
+
+// diff writes into txn what turns old into cur and returns the number of
+// keys written. Pod ACLs are named by their content: one present in both
+// is the same; only EgressACL, whose name stays, is compared.
+func diff(old, cur state, txn controller.UpdateOperations) int {
+	n := 0
+	for name, a := range cur.acls {
+		o := old.acls[name]
+		if o == nil || (name == EgressACL && !proto.Equal(o, a)) {
+			txn.Put(vppmodel.ACLKey(name), a)
+			n++
+		}
+	}
+	for name := range old.acls {
+		if cur.acls[name] == nil {
+			txn.Delete(vppmodel.ACLKey(name))
+			n++
+		}
+	}
+	for iface, a := range cur.attach {
+		if o := old.attach[iface]; o == nil || !slices.Equal(o.Input, a.Input) || !slices.Equal(o.Output, a.Output) {
+			txn.Put(vppmodel.ACLInterfaceKey(iface), a)
+			n++
+		}
+	}
+	for iface := range old.attach {
+		if cur.attach[iface] == nil {
+			txn.Delete(vppmodel.ACLInterfaceKey(iface))
+			n++
+		}
+	}
 	return n
 }
 

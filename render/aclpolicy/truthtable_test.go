@@ -2,7 +2,9 @@ package aclpolicy
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -181,6 +183,9 @@ func TestTruthTables(t *testing.T) {
 				}
 				check := func(stage int, what string) {
 					t.Helper()
+					for _, n := range nodes {
+						requireSameState(t, n.r)
+					}
 					require.Empty(t, policytest.Diff(want[stage], matrixOf(c, nodes, want[stage], false)), "stage %d (%s)", stage, what)
 					require.Empty(t, policytest.Diff(want[stage], matrixOf(c, nodes, want[stage], true)), "stage %d (%s) through services", stage, what)
 				}
@@ -199,5 +204,24 @@ func TestTruthTables(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// requireSameState checks that the renderer's incrementally built state
+// equals a fresh build from its pods' policies.
+func requireSameState(t *testing.T, r *Renderer) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var pods []pod
+	for _, id := range slices.SortedFunc(maps.Keys(r.views), cmpPod) {
+		p := pod{view: r.views[id]}
+		p.iface, _ = r.pods.PodInterface(id)
+		pods = append(pods, p)
+	}
+	fresh, cur := build(pods, r.env).values(), r.cur.values()
+	require.Equal(t, len(fresh), len(cur), "keys")
+	for k, v := range fresh {
+		require.True(t, proto.Equal(v, cur[k]), "key %s differs from a fresh build", k)
 	}
 }
