@@ -104,12 +104,20 @@ func BenchmarkLabelChange(b *testing.B) {
 			ksd := scaleState(policytest.ScaleOptions{PoliciesPerNamespace: policies})
 			p, changed := newScaleProcessor(b, ksd)
 			h := p.Handler()
-			// A frontend pod of a namespace that has pods on node-1.
+			// A frontend pod on another node, in the namespace of a backend
+			// pod of node-1: the backend's allow-backend policy names it.
+			var ns string
+			for _, v := range ksd[kubemodel.PodResource] {
+				if pod := v.(*kubemodel.Pod); pod.GetLabels()["app"] == "backend" {
+					ns = pod.GetNamespace()
+					break
+				}
+			}
 			var key string
 			var peer *kubemodel.PodPeer
 			for k, v := range ksd[kubemodel.PodPeerResource] {
 				pp := v.(*kubemodel.PodPeer)
-				if pp.GetNamespace() == "ns-0" && pp.GetLabels()["app"] == "frontend" && pp.GetNodeName() != "node-1" {
+				if pp.GetNamespace() == ns && pp.GetLabels()["app"] == "frontend" && pp.GetNodeName() != "node-1" {
 					key, peer = k, pp
 					break
 				}
@@ -118,6 +126,7 @@ func BenchmarkLabelChange(b *testing.B) {
 			moved := &kubemodel.PodPeer{Namespace: peer.Namespace, Name: peer.Name, NodeName: peer.NodeName,
 				IpAddresses: peer.IpAddresses, Ports: peer.Ports, Labels: map[string]string{"app": "batch"}}
 			*changed = 0
+			recomputed := p.Stats().Recomputed
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
 				prev, next := peer, moved
@@ -129,6 +138,7 @@ func BenchmarkLabelChange(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(*changed)/float64(b.N), "views-changed/op")
+			b.ReportMetric(float64(p.Stats().Recomputed-recomputed)/float64(b.N), "views-recomputed/op")
 		})
 	}
 }
