@@ -181,6 +181,18 @@ func policytestPod(id kubemodel.PodID) bool {
 	return slices.Contains([]string{"x", "y", "z"}, id.Namespace) && slices.Contains([]string{"a", "b", "c"}, id.Name)
 }
 
+// vppIf returns VPP's name of the af_packet interface on host end hostIf.
+func vppIf(hostIf string) string { return "host-" + hostIf }
+
+// base returns the model as this lab has it, without policies: every pod
+// on this node with its real address.
+func (l *lab) base(t *testing.T) *policytest.Cluster {
+	t.Helper()
+	c := policytest.Model(policytest.ModelOptions{})
+	l.remap(t, c)
+	return c
+}
+
 // remap puts the model cluster c onto the lab: one node (this one) with
 // the node's address, every pod on it with the address IPAM gave it, and
 // the policies' ipBlocks rewritten (see remapPolicy).
@@ -279,6 +291,28 @@ func (l *lab) apply(t *testing.T, cur controller.KubeStateData) time.Duration {
 	for _, ch := range chs {
 		require.NoError(t, l.agent.Loop.PushEvent(ch))
 	}
+	l.settle(t)
+	return time.Since(start)
+}
+
+// put tells the agent one object (nil: deleted) and waits as apply does.
+func (l *lab) put(t *testing.T, resource, key string, v proto.Message) time.Duration {
+	t.Helper()
+	l.mu.Lock()
+	prev := l.kube[resource][key]
+	if l.kube[resource] == nil {
+		l.kube[resource] = controller.KeyValuePairs{}
+	}
+	ev := &controller.KubeStateChange{Resource: resource, Key: key, PrevValue: prev, NewValue: v}
+	if v == nil {
+		delete(l.kube[resource], key)
+		ev.NewValue = nil
+	} else {
+		l.kube[resource][key] = v
+	}
+	l.mu.Unlock()
+	start := time.Now()
+	require.NoError(t, l.agent.Loop.PushEvent(ev))
 	l.settle(t)
 	return time.Since(start)
 }
@@ -384,6 +418,11 @@ func (l *lab) matrix(t *testing.T, want *policytest.Matrix) *policytest.Matrix {
 		}
 		return got[cell{from, to, pr}]
 	})
+}
+
+// addr returns pod id's address and port.
+func (l *lab) addr(id kubemodel.PodID, port int) netip.AddrPort {
+	return netip.AddrPortFrom(l.pods[id].ip, uint16(port))
 }
 
 // cli runs a VPP CLI command and returns its output.

@@ -183,18 +183,25 @@ func probeTCP(ns *vppdrivertest.Netns, dst netip.AddrPort, timeout time.Duration
 // probeUDP sends one datagram from ns to dst (from a fresh source port)
 // and returns the answer, which must come from dst.
 func probeUDP(ns *vppdrivertest.Netns, dst netip.AddrPort, timeout time.Duration) (string, error) {
+	_, answer, err := probeUDPAt(ns, dst, timeout)
+	return answer, err
+}
+
+// probeUDPAt is probeUDP that also returns when the datagram was sent.
+func probeUDPAt(ns *vppdrivertest.Netns, dst netip.AddrPort, timeout time.Duration) (sent time.Time, answer string, err error) {
 	var conn *net.UDPConn
-	err := ns.Do(func() error {
+	err = ns.Do(func() error {
 		var err error
 		conn, err = net.ListenUDP("udp4", &net.UDPAddr{Port: nextSrcPort()})
 		return err
 	})
 	if err != nil {
-		return "", err
+		return time.Time{}, "", err
 	}
 	defer conn.Close()
+	sent = time.Now()
 	if _, err := conn.WriteToUDPAddrPort([]byte("probe"), dst); err != nil {
-		return "", err
+		return sent, "", err
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(timeout))
 	buf := make([]byte, 1500)
@@ -203,12 +210,33 @@ func probeUDP(ns *vppdrivertest.Netns, dst netip.AddrPort, timeout time.Duration
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				return "", errNoAnswer
+				return sent, "", errNoAnswer
 			}
-			return "", err
+			return sent, "", err
 		}
 		if from.Addr().Unmap() == dst.Addr() && from.Port() == dst.Port() {
-			return string(buf[:n]), nil
+			return sent, string(buf[:n]), nil
 		}
 	}
+}
+
+// echo sends line on conn and waits for it to come back within timeout.
+func echo(conn net.Conn, r *bufio.Reader, line string, timeout time.Duration) error {
+	_ = conn.SetDeadline(time.Now().Add(timeout))
+	defer func() { _ = conn.SetDeadline(time.Time{}) }()
+	if _, err := conn.Write([]byte(line + "\n")); err != nil {
+		return err
+	}
+	got, err := r.ReadString('\n')
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return errNoAnswer
+		}
+		return err
+	}
+	if strings.TrimSpace(got) != line {
+		return fmt.Errorf("echo: sent %q, got %q", line, got)
+	}
+	return nil
 }

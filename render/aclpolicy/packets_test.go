@@ -56,6 +56,17 @@ var packetCases = []string{
 // × 4 probes) and compares the reachability with the evaluator's matrix
 // for the same cluster (which is checked to equal the case's own
 // expectation on the model's addresses).
+//
+// Then the scenarios of scenarios_test.go, each from the model without
+// policies: stateful replies in both directions of an interface; a
+// ClusterIP in front of an ingress-isolated pod (permitted and denied
+// clients, egress-isolated clients checked after translation); a NodePort
+// in front of it (external traffic policy Cluster and Local); a ClusterIP
+// with a backend outside the cluster (the check on the uplink); where VPP
+// runs each check relative to NAT44 (feature arcs and a packet trace); a
+// policy change while a TCP connection is open; what an unrelated change
+// of a pod's ACLs does to its sessions; the time from a policy's event
+// until probes are denied; a new pod's first connections.
 func TestPacketsRealVPP(t *testing.T) {
 	l := startLab(t)
 	t.Cleanup(func() {
@@ -103,4 +114,14 @@ func TestPacketsRealVPP(t *testing.T) {
 			})
 		}
 	})
+
+	t.Run("stateful replies", func(t *testing.T) { testStatefulReplies(t, l) })
+	t.Run("a service in front of a selected pod", func(t *testing.T) { testServiceBackend(t, l) })
+	t.Run("a node port in front of a selected pod", func(t *testing.T) { testNodePort(t, l) })
+	t.Run("a service with a backend outside the cluster", func(t *testing.T) { testExternalBackend(t, l) })
+	t.Run("where VPP checks", func(t *testing.T) { testFeatureOrder(t, l) })
+	t.Run("a policy change while a connection is open", func(t *testing.T) { testOpenConnection(t, l) })
+	t.Run("an unrelated change of a pod's ACLs", func(t *testing.T) { testUnrelatedChange(t, l) })
+	t.Run("time until a policy is enforced", func(t *testing.T) { testTimeToEnforce(t, l) })
+	t.Run("a new pod's first packet", func(t *testing.T) { testNewPod(t, l) })
 }
