@@ -51,4 +51,14 @@
 // pod's egress rules with that address, before translation (only the
 // service CIDRs are deferred). IPv6 neighbor discovery (ICMPv6 types
 // 133-136) is always permitted.
+//
+// Traffic that the service renderer twice-NATs arrives from the NAT
+// loopback address, one of the node's own addresses, and is allowed as
+// traffic from the node: a pod reaching itself through a service, and
+// every connection to a NodePort, external or load-balancer IP of a
+// service with the Cluster external traffic policy — an ingress-isolated
+// backend accepts those from anywhere, as kube-proxy's source NAT makes
+// them node traffic elsewhere. With the Local policy the backend sees the
+// client's address and its ingress rules decide (both verified with real
+// packets by TestPacketsRealVPP).
 package aclpolicy
