@@ -6,26 +6,25 @@ import (
 	"net/netip"
 	"slices"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	"github.com/vswitchkit/vswitchkit/policy"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 )
 
-// Names of the ACLs the renderer shares.
+// Names of the ACLs the renderer shares between the exit interfaces.
 const (
 	// ReflectACL permits every packet and creates a session for it: the
-	// input ACL of a pod that is not egress-isolated but needs sessions
-	// (its output ACL denies something), and of the exit interfaces.
+	// input ACL of the exit interfaces.
 	ReflectACL = "np-reflect"
 	// EgressACL is the output ACL of the exit interfaces: the egress rules
 	// of this node's egress-isolated pods, checked after service
 	// translation for connections that leave the node.
 	EgressACL = "np-egress"
-	// podACLPrefix starts the names of the per-rule-set pod ACLs, followed
-	// by a hash of their rules (pods with equal rules share one ACL).
-	podACLPrefix = "np-"
+	// podInputPrefix and podOutputPrefix start the names of a pod
+	// interface's own input and output ACLs, followed by the interface's
+	// name (see podACLName).
+	podInputPrefix  = "np-in-"
+	podOutputPrefix = "np-out-"
 )
 
 // env is what the builder needs besides the pods' policies.
@@ -72,8 +71,13 @@ func build(pods []pod, e env) state {
 		if !restricted && !d.view.Isolated() {
 			continue // nothing to enforce on d: no ACL, no sessions
 		}
-		in := inputRules(d, e)
-		st.attach[d.iface] = &vppmodel.ACLInterface{Interface: d.iface, Input: []string{st.add(in)}, Output: []string{st.add(out)}}
+		// The interface's own ACLs, whatever their rules: a change of its
+		// rules replaces them in place and leaves its lists alone (VPP
+		// deletes an interface's sessions when its ACL list changes).
+		in, outName := podACLName(podInputPrefix, d.iface), podACLName(podOutputPrefix, d.iface)
+		st.acls[in] = &vppmodel.ACL{Name: in, Rules: inputRules(d, e)}
+		st.acls[outName] = &vppmodel.ACL{Name: outName, Rules: out}
+		st.attach[d.iface] = &vppmodel.ACLInterface{Interface: d.iface, Input: []string{in}, Output: []string{outName}}
 	}
 	if len(isolated) > 0 {
 		st.acls[EgressACL] = &vppmodel.ACL{Name: EgressACL, Rules: egressTable(isolated)}
@@ -85,25 +89,15 @@ func build(pods []pod, e env) state {
 	return st
 }
 
-// add adds an ACL of rules under its content's name and returns the name.
-func (st *state) add(rules []*vppmodel.ACLRule) string {
-	name := aclName(rules)
-	if st.acls[name] == nil {
-		st.acls[name] = &vppmodel.ACL{Name: name, Rules: rules}
+// podACLName names the ACL of a pod interface: prefix and the interface's
+// name, or, when that is longer than a name may be, prefix and a hash of
+// the interface's name.
+func podACLName(prefix, iface string) string {
+	if name := prefix + iface; len(name) <= vppmodel.MaxInterfaceNameLen {
+		return name
 	}
-	return name
-}
-
-// aclName names an ACL by its rules: ReflectACL for the reflect-all
-// rules, else podACLPrefix and a hash.
-func aclName(rules []*vppmodel.ACLRule) string {
-	acl := &vppmodel.ACL{Rules: rules}
-	if proto.Equal(acl, &vppmodel.ACL{Rules: reflectAll()}) {
-		return ReflectACL
-	}
-	raw, _ := proto.MarshalOptions{Deterministic: true}.Marshal(acl)
-	sum := sha256.Sum256(raw)
-	return podACLPrefix + hex.EncodeToString(sum[:8])
+	sum := sha256.Sum256([]byte(iface))
+	return prefix + "h" + hex.EncodeToString(sum[:12])
 }
 
 // inputRules is a pod's input ACL (the packets it sends): its egress rules

@@ -2,6 +2,7 @@ package aclpolicy
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -37,9 +38,10 @@ func TestBuildNoIsolationNoACLs(t *testing.T) {
 	assert.Empty(t, st.attach)
 }
 
-// TestBuildSharedACLs: pods with the same policy share their ACLs; a pod
-// that is only restricted by a neighbour's egress gets sessions.
-func TestBuildSharedACLs(t *testing.T) {
+// TestBuildPodACLs: every pod with ACLs has its own two, named after its
+// interface, also when its rules equal another pod's; a pod that is only
+// restricted by a neighbour's egress gets sessions.
+func TestBuildPodACLs(t *testing.T) {
 	deny := &policy.Direction{Isolated: true}
 	web := &policy.Direction{Isolated: true, Rules: []policy.Rule{{AnyPeer: true, Ports: tcpPorts(80)}}}
 	pods := []pod{
@@ -50,10 +52,12 @@ func TestBuildSharedACLs(t *testing.T) {
 	}
 	st := build(pods, env{exits: []string{"vxlan-2"}, servicePrefixes: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")}})
 	require.Contains(t, st.attach, "pod-a")
-	assert.Equal(t, st.attach["pod-a"].Output, st.attach["pod-b"].Output, "equal rules, one ACL")
-	assert.Equal(t, []string{ReflectACL}, st.attach["pod-a"].Input, "not egress-isolated: sessions only")
+	assert.Equal(t, &vppmodel.ACLInterface{Interface: "pod-a", Input: []string{"np-in-pod-a"}, Output: []string{"np-out-pod-a"}}, st.attach["pod-a"])
+	assert.Equal(t, []string{"np-out-pod-b"}, st.attach["pod-b"].Output, "equal rules, an ACL of its own")
+	assert.Equal(t, st.acls["np-out-pod-a"].Rules, st.acls["np-out-pod-b"].Rules)
+	assert.Equal(t, reflectAll(), st.acls["np-in-pod-a"].Rules, "not egress-isolated: sessions only")
 	require.Contains(t, st.attach, "pod-d", "d's output denies c")
-	assert.Equal(t, []string{ReflectACL}, st.attach["pod-d"].Input)
+	assert.Equal(t, reflectAll(), st.acls["np-in-pod-d"].Rules)
 	assert.Equal(t, &vppmodel.ACLInterface{Interface: "vxlan-2", Input: []string{ReflectACL}, Output: []string{EgressACL}}, st.attach["vxlan-2"])
 
 	n := newSimNode(st)
@@ -70,4 +74,37 @@ func TestBuildSharedACLs(t *testing.T) {
 	assert.True(t, c.connect(d, cc, netip.Addr{}, tcp, 81), "c may receive, and reply")
 	assert.False(t, c.connect(cc, a, netip.MustParseAddr("10.96.0.10"), tcp, 80), "c's egress holds after translation")
 	assert.True(t, c.connect(b, a, netip.MustParseAddr("10.96.0.10"), tcp, 80), "through a service, to a's port 80")
+}
+
+// TestBuildStableLists: a change of a pod's rules changes its ACLs' rules,
+// not the ACL lists of its interface (VPP deletes an interface's sessions
+// when its list changes, and keeps them when an ACL is replaced in place);
+// so does a change that adds an egress-isolated neighbour, which changes
+// every pod's output ACL.
+func TestBuildStableLists(t *testing.T) {
+	web := &policy.Direction{Isolated: true, Rules: []policy.Rule{{AnyPeer: true, Ports: tcpPorts(80)}}}
+	web81 := &policy.Direction{Isolated: true, Rules: []policy.Rule{{AnyPeer: true, Ports: tcpPorts(80, 81)}}}
+	deny := &policy.Direction{Isolated: true}
+	e := env{exits: []string{"vxlan-2"}}
+	before := build([]pod{
+		{view: view("a", "10.1.1.2", web, nil), iface: "pod-a"},
+		{view: view("b", "10.1.1.3", nil, deny), iface: "pod-b"},
+		{view: view("c", "10.1.1.4", nil, nil), iface: "pod-c"},
+	}, e)
+	after := build([]pod{
+		{view: view("a", "10.1.1.2", web81, deny), iface: "pod-a"},
+		{view: view("b", "10.1.1.3", nil, deny), iface: "pod-b"},
+		{view: view("c", "10.1.1.4", nil, deny), iface: "pod-c"},
+	}, e)
+	for _, iface := range []string{"pod-a", "pod-b", "pod-c", "vxlan-2"} {
+		assert.Equal(t, before.attach[iface], after.attach[iface], "%s keeps its lists", iface)
+	}
+	for _, name := range []string{"np-in-pod-a", "np-out-pod-a", "np-out-pod-b", "np-in-pod-c", "np-out-pod-c", EgressACL} {
+		assert.NotEqual(t, before.acls[name].GetRules(), after.acls[name].GetRules(), "%s replaced in place", name)
+	}
+	long := strings.Repeat("p", vppmodel.MaxInterfaceNameLen)
+	st := build([]pod{{view: view("a", "10.1.1.2", web, nil), iface: long}}, e)
+	for _, name := range append(st.attach[long].GetInput(), st.attach[long].GetOutput()...) {
+		assert.NoError(t, vppmodel.Validate(st.acls[name]), "a valid name for a long interface name")
+	}
 }

@@ -35,14 +35,29 @@
 // A pod without any isolation, and not restricted by another local pod's
 // egress, gets no ACL at all: its traffic pays nothing.
 //
-// # Sharing and incremental changes
+// # Stable lists and incremental changes
 //
-// A pod's ACLs are named by a hash of their rules: every pod with the same
-// rules shares one ACL (ReflectACL is shared by every pod that only needs
-// sessions), and a change to one pod's policy creates at most its new
-// ACLs, switches its interface's lists (one request) and deletes ACLs no
-// longer used. EgressACL keeps its name and is replaced in place. Peers
-// come aggregated from the processor (the fewest prefixes).
+// VPP's ACL plugin (26.06) deletes every session of an interface when the
+// interface's ACL list changes, and keeps them when an ACL of the list is
+// replaced in place (acl_add_replace on its index). A session deleted
+// under a connection that the policies still allow drops its replies
+// until the pod that made the session sends again: a client waiting for
+// its server hangs, a UDP answer in flight is lost. So the lists of an
+// interface never change while it has ACLs: every pod interface with ACLs
+// has two of its own, named after it (np-in-<interface>,
+// np-out-<interface>), and a change of its rules — its policies, its
+// peers, a neighbour becoming egress-isolated — replaces their rules in
+// place; only the ACLs whose rules change are written. The lists change
+// when a pod gets ACLs (it had no sessions) or loses them (it needs
+// none). Pods with equal rules therefore have equal ACLs, not one shared
+// ACL: VPP holds their rules once per pod. EgressACL and ReflectACL, the
+// exit interfaces' lists, are shared and keep their names too. Sessions
+// outlive a rule change: a connection established before a policy that
+// denies it goes on (new ones are refused), as with conntrack-based
+// implementations; one established while the pod had no ACL has no
+// session and is judged as new by its next packet. Peers come aggregated
+// from the processor (the fewest prefixes). All of this is verified with
+// real packets by TestPacketsRealVPP.
 //
 // # Limits
 //
