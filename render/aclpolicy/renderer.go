@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	"github.com/vswitchkit/vswitchkit/policy"
@@ -96,7 +94,7 @@ func New(pods PodInterfaces, cfg Config) (*Renderer, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Renderer{cfg: cfg, pods: pods, log: log.With(slog.String("component", "aclpolicy")),
-		views: map[kubemodel.PodID]*policy.PodPolicy{}, cur: state{acls: map[string]*vppmodel.ACL{}, attach: map[string]*vppmodel.ACLInterface{}}}, nil
+		views: map[kubemodel.PodID]*policy.PodPolicy{}, cur: state{acls: map[string]*vppmodel.ACL{}, keys: map[string]string{}, attach: map[string]*vppmodel.ACLInterface{}}}, nil
 }
 
 // RenderPolicy applies the policy processor's changes.
@@ -235,13 +233,12 @@ func (r *Renderer) apply(rtxn controller.ResyncOperations, txn controller.Update
 }
 
 // diff writes into txn what turns old into cur and returns the number of
-// keys written. Pod ACLs are named by their content: one present in both
-// is the same; only EgressACL, whose name stays, is compared.
+// keys written: the ACLs that are new or whose rules changed (compared by
+// their content keys), those that are gone, and the lists that changed.
 func diff(old, cur state, txn controller.UpdateOperations) int {
 	n := 0
 	for name, a := range cur.acls {
-		o := old.acls[name]
-		if o == nil || (name == EgressACL && !proto.Equal(o, a)) {
+		if old.acls[name] == nil || old.keys[name] != cur.keys[name] {
 			txn.Put(vppmodel.ACLKey(name), a)
 			n++
 		}

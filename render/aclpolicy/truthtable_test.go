@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -14,6 +15,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	"github.com/vswitchkit/vswitchkit/policy"
 	"github.com/vswitchkit/vswitchkit/policy/policytest"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 )
 
 // kubeState returns the Kubernetes state an agent's watcher would deliver
@@ -208,7 +210,9 @@ func TestTruthTables(t *testing.T) {
 }
 
 // requireSameState checks that the renderer's incrementally built state
-// equals a fresh build from its pods' policies.
+// means what a fresh build from its pods' policies means: the same rules
+// in and out of every interface (the names of shared ACLs depend on the
+// order in which pods came).
 func requireSameState(t *testing.T, r *Renderer) {
 	t.Helper()
 	r.mu.Lock()
@@ -219,9 +223,36 @@ func requireSameState(t *testing.T, r *Renderer) {
 		p.iface, _ = r.pods.PodInterface(id)
 		pods = append(pods, p)
 	}
-	fresh, cur := build(pods, r.env).values(), r.cur.values()
-	require.Equal(t, len(fresh), len(cur), "keys")
-	for k, v := range fresh {
-		require.True(t, proto.Equal(v, cur[k]), "key %s differs from a fresh build", k)
+	fresh := build(pods, r.env)
+	require.Equal(t, len(fresh.attach), len(r.cur.attach), "interfaces with ACLs")
+	// rules returns the rules a list applies: a pod's own ACL when it has
+	// rules (without the deny of everything that ends it), else the
+	// shared ACL's.
+	rules := func(st state, names []string) []*vppmodel.ACLRule {
+		require.Len(t, names, 2, "a pod's own ACL, then the shared one")
+		if own := st.acls[names[0]].GetRules(); len(own) > 0 {
+			d := denyAll()
+			require.True(t, proto.Equal(&vppmodel.ACL{Rules: d}, &vppmodel.ACL{Rules: own[len(own)-len(d):]}), "%s ends in a deny of everything", names[0])
+			return own[:len(own)-len(d)]
+		}
+		return st.acls[names[1]].GetRules()
+	}
+	for iface, a := range fresh.attach {
+		b := r.cur.attach[iface]
+		require.NotNil(t, b, "interface %s", iface)
+		if !strings.HasPrefix(iface, "pod-") {
+			require.Equal(t, a, b, "exit interface %s", iface)
+			continue
+		}
+		for _, dir := range []struct {
+			name string
+			x, y []string
+		}{{"input", a.Input, b.Input}, {"output", a.Output, b.Output}} {
+			x, y := rules(fresh, dir.x), rules(r.cur, dir.y)
+			require.True(t, proto.Equal(&vppmodel.ACL{Rules: x}, &vppmodel.ACL{Rules: y}), "%s %s differs from a fresh build", iface, dir.name)
+		}
+	}
+	for name, a := range r.cur.acls {
+		require.Equal(t, contentKey(a.GetRules()), r.cur.keys[name], "%s: its key is its rules'", name)
 	}
 }
