@@ -270,7 +270,8 @@ type PeerStatus struct {
 	// Received counts the routes received per negotiated family.
 	Received map[Family]int
 	// Accepted counts the received routes that the import prefix lists
-	// accept, per negotiated family (none by default).
+	// accept and that are in use (the best path of their prefix), per
+	// negotiated family (none by default: nothing is imported).
 	Accepted map[Family]int
 	// Advertised counts the routes sent per negotiated family (routes of a
 	// family the peer did not negotiate are not sent and not counted).

@@ -395,9 +395,6 @@ type LearnedRoute struct {
 	// from.
 	LocalASN uint32
 	Peer     netip.Addr
-	// Stale is set while graceful restart keeps the route of a peer whose
-	// session is down.
-	Stale bool
 }
 
 // LearnedRouteSource is what consumes learned routes needs of a manager

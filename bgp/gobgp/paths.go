@@ -9,9 +9,11 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/server"
 )
 
-// pathTable is what a virtual router advertises: prefix -> next hop. It
-// builds GoBGP paths only for the difference, and shares the attributes
-// that are equal for many paths (origin, next hop).
+// pathTable is what a virtual router originates: prefix -> next hop, the
+// union of the routes of all its peers (the export policy decides which
+// peer gets which, with which attributes). It builds GoBGP paths only for
+// the difference, and shares the attributes that are equal for many paths
+// (origin, next hop).
 //
 // Not safe for concurrent use; owned by the Manager under its mutex.
 type pathTable struct {
@@ -30,16 +32,22 @@ func newPathTable(srv *server.BgpServer) *pathTable {
 	}
 }
 
-// reconcile withdraws the prefixes not in want and advertises the new ones
-// and those whose next hop changed (a new path with the same prefix
-// replaces the old one). On error the table keeps what was applied, so
-// that the next call completes the change.
-func (t *pathTable) reconcile(want map[netip.Prefix]netip.Addr) error {
+// retained reports whether prefix p is originated now and stays as it is
+// in want (same next hop): its export decisions change only through the
+// policy, which needs a soft reset to reach the peers.
+func (t *pathTable) retained(p netip.Prefix, want map[netip.Prefix]netip.Addr) bool {
+	cur, ok := t.applied[p]
+	return ok && want[p] == cur
+}
+
+// withdraw withdraws the prefixes not in want. On error the table keeps
+// what was applied, so that the next call completes the change.
+func (t *pathTable) withdraw(want map[netip.Prefix]netip.Addr) error {
 	var del []*apiutil.Path
 	var delPrefixes []netip.Prefix
 	for p, nh := range t.applied {
 		if _, ok := want[p]; ok {
-			continue // kept, or replaced below when the next hop changed
+			continue // kept, or replaced by advertise when the next hop changed
 		}
 		path, err := t.path(p, nh, true)
 		if err != nil {
@@ -48,15 +56,21 @@ func (t *pathTable) reconcile(want map[netip.Prefix]netip.Addr) error {
 		del = append(del, path)
 		delPrefixes = append(delPrefixes, p)
 	}
-	if len(del) > 0 {
-		if err := t.srv.DeletePath(apiutil.DeletePathRequest{Paths: del}); err != nil {
-			return fmt.Errorf("withdraw %d paths: %w", len(del), err)
-		}
-		for _, p := range delPrefixes {
-			delete(t.applied, p)
-		}
+	if len(del) == 0 {
+		return nil
 	}
+	if err := t.srv.DeletePath(apiutil.DeletePathRequest{Paths: del}); err != nil {
+		return fmt.Errorf("withdraw %d paths: %w", len(del), err)
+	}
+	for _, p := range delPrefixes {
+		delete(t.applied, p)
+	}
+	return nil
+}
 
+// advertise originates the prefixes of want that are new or whose next hop
+// changed (a new path with the same prefix replaces the old one).
+func (t *pathTable) advertise(want map[netip.Prefix]netip.Addr) error {
 	var add []*apiutil.Path
 	var addPrefixes []netip.Prefix
 	for p, nh := range want {

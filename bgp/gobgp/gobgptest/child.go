@@ -2,10 +2,12 @@ package gobgptest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,7 +71,7 @@ func command(ctx context.Context, srv *server.BgpServer, local string, args []st
 		return "pong", nil
 	case args[0] == "neighbor" && len(args) >= 3:
 		return "", addNeighbor(ctx, srv, local, args[1], args[2], args[3:])
-	case args[0] == "path" && len(args) == 3:
+	case (args[0] == "path" || args[0] == "unpath") && len(args) >= 3:
 		pfx, err := netip.ParsePrefix(args[1])
 		if err != nil {
 			return "", err
@@ -90,25 +92,35 @@ func command(ctx context.Context, srv *server.BgpServer, local string, args []st
 		if pfx.Addr().Is6() {
 			fam = gobgppkt.RF_IPv6_UC
 		}
-		p := &apiutil.Path{Family: fam, Nlri: nlri, Attrs: []gobgppkt.PathAttributeInterface{
-			gobgppkt.NewPathAttributeOrigin(gobgppkt.BGP_ORIGIN_ATTR_TYPE_IGP), nhAttr}}
+		attrs := []gobgppkt.PathAttributeInterface{gobgppkt.NewPathAttributeOrigin(gobgppkt.BGP_ORIGIN_ATTR_TYPE_IGP), nhAttr}
+		for _, c := range args[3:] {
+			v, err := bgp.ParseCommunity(c)
+			if err != nil {
+				return "", err
+			}
+			attrs = append(attrs, gobgppkt.NewPathAttributeCommunities([]uint32{uint32(v)}))
+		}
+		p := &apiutil.Path{Family: fam, Nlri: nlri, Attrs: attrs, Withdrawal: args[0] == "unpath"}
+		if p.Withdrawal {
+			return "", srv.DeletePath(apiutil.DeletePathRequest{Paths: []*apiutil.Path{p}})
+		}
 		_, err = srv.AddPath(apiutil.AddPathRequest{Paths: []*apiutil.Path{p}})
 		return "", err
 	case args[0] == "rib" && len(args) == 2:
-		var b strings.Builder
+		out := map[string]Route{}
 		err := srv.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: family(args[1])},
 			func(nlri gobgppkt.NLRI, paths []*apiutil.Path) {
 				pfx, ok := nlri.(*gobgppkt.IPAddrPrefix)
 				if !ok || len(paths) == 0 {
 					return
 				}
-				stale := ""
-				if paths[0].Stale {
-					stale = "*"
-				}
-				fmt.Fprintf(&b, "%s=%s%s ", pfx.Prefix, nextHop(paths[0]), stale)
+				out[pfx.Prefix.String()] = routeOf(paths[0])
 			})
-		return b.String(), err
+		if err != nil {
+			return "", err
+		}
+		b, err := json.Marshal(out)
+		return string(b), err
 	case args[0] == "grcap" && len(args) == 2:
 		flags := "none"
 		err := srv.ListPeer(ctx, &api.ListPeerRequest{Address: args[1]}, func(p *api.Peer) {
@@ -210,6 +222,29 @@ func addNeighbor(ctx context.Context, srv *server.BgpServer, local, addr, asnStr
 		peer.AfiSafis = append(peer.AfiSafis, as)
 	}
 	return srv.AddPeer(ctx, &api.AddPeerRequest{Peer: peer})
+}
+
+// routeOf returns what a test needs of a path in the RIB.
+func routeOf(p *apiutil.Path) Route {
+	r := Route{NextHop: nextHop(p), Stale: p.Stale}
+	for _, a := range p.Attrs {
+		switch a := a.(type) {
+		case *gobgppkt.PathAttributeCommunities:
+			for _, c := range a.Value {
+				r.Communities = append(r.Communities, bgp.Community(c).String())
+			}
+		case *gobgppkt.PathAttributeLargeCommunities:
+			for _, c := range a.Values {
+				r.LargeCommunities = append(r.LargeCommunities, bgp.LargeCommunity{GlobalAdmin: c.ASN, LocalData1: c.LocalData1, LocalData2: c.LocalData2}.String())
+			}
+		case *gobgppkt.PathAttributeLocalPref:
+			lp := a.Value
+			r.LocalPref = &lp
+		}
+	}
+	slices.Sort(r.Communities)
+	slices.Sort(r.LargeCommunities)
+	return r
 }
 
 func nextHop(p *apiutil.Path) netip.Addr {

@@ -22,5 +22,7 @@
 // # Limitations
 //
 // Unicast IPv4 and IPv6 only; no policies, route reflection or add-path.
+// Originated routes may carry standard communities; the RIB reports the
+// communities, large communities and local preference of what it holds.
 // Polling waits give up after two minutes.
 package gobgptest
