@@ -21,6 +21,7 @@ import (
 	_ "github.com/vswitchkit/vswitchkit/bgp"
 	"github.com/vswitchkit/vswitchkit/bgp/bgpmodel"
 	_ "github.com/vswitchkit/vswitchkit/bgp/bgpreflector"
+	_ "github.com/vswitchkit/vswitchkit/bgp/bgpstatus"
 	_ "github.com/vswitchkit/vswitchkit/bgp/bgptest"
 	_ "github.com/vswitchkit/vswitchkit/bgp/gobgp"
 	_ "github.com/vswitchkit/vswitchkit/bgp/gobgp/gobgptest"
