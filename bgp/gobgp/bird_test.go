@@ -5,11 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,22 +13,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vswitchkit/vswitchkit/bgp"
+	"github.com/vswitchkit/vswitchkit/bgp/gobgp/gobgptest"
 )
 
-// bird is a BIRD 2 daemon run by a test.
+// bird is a BIRD 2 daemon run by a test (gobgptest.BIRD).
 type bird struct {
+	*gobgptest.BIRD
 	addr netip.Addr
-	port int
-	asn  uint32
-	sock string
-	cli  string
 }
 
-// birdConfig configures startBIRDWith: BIRD (AS ASN, default 65100) on
-// Addr with one passive BGP protocol "gobgp" towards Neighbor (AS
-// NeighborASN, default 65009) with the extra protocol Options, channel
-// Import and Export filters (default "all" and "none"), and Extra
-// top-level configuration (e.g. a static protocol).
+// birdConfig configures startBIRDWith (see gobgptest.BIRDConfig).
 type birdConfig struct {
 	Addr, Neighbor   string
 	ASN, NeighborASN uint32
@@ -53,86 +43,21 @@ func startBIRD(t *testing.T, addr, neighbor string, options string) *bird {
 // installed.
 func startBIRDWith(t *testing.T, c birdConfig) *bird {
 	t.Helper()
-	addr, neighbor := c.Addr, c.Neighbor
-	if c.ASN == 0 {
-		c.ASN = 65100
-	}
-	if c.NeighborASN == 0 {
-		c.NeighborASN = 65009
-	}
-	if c.Import == "" {
-		c.Import = "all"
-	}
-	if c.Export == "" {
-		c.Export = "none"
-	}
-	birdPath, err := exec.LookPath("bird")
-	if err != nil {
-		birdPath = "/usr/sbin/bird"
-	}
-	birdcPath, errc := exec.LookPath("birdc")
-	if errc != nil {
-		birdcPath = "/usr/sbin/birdc"
-	}
-	for _, p := range []string{birdPath, birdcPath} {
-		if _, err := os.Stat(p); err != nil {
-			t.Skipf("BIRD 2 is not installed (%s missing): install the Debian package bird2 to run this test", p)
-		}
-	}
-	b := &bird{addr: netip.MustParseAddr(addr), port: freePort(t, addr), asn: c.ASN, cli: birdcPath}
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "bird.conf")
-	b.sock = filepath.Join(dir, "bird.ctl")
-	cfg := fmt.Sprintf(`router id 10.255.0.100;
-log "%s" all;
-protocol device {}
-protocol direct { ipv4; ipv6; interface "lo"; }
-%s
-protocol bgp gobgp {
-	local %s port %d as %d;
-	neighbor %s as %d;
-	passive on;
-	multihop 2;
-	hold time 9;
-	%s
-	ipv4 { import %s; export %s; };
-	ipv6 { import %s; export %s; };
-}
-`, filepath.Join(dir, "bird.log"), c.Extra, addr, b.port, c.ASN, neighbor, c.NeighborASN, c.Options, c.Import, c.Export, c.Import, c.Export)
-	require.NoError(t, os.WriteFile(cfgPath, []byte(cfg), 0o600))
-
-	cmd := exec.Command(birdPath, "-f", "-c", cfgPath, "-s", b.sock, "-P", filepath.Join(dir, "bird.pid"))
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
-		_ = cmd.Wait()
-		if t.Failed() {
-			if out, err := os.ReadFile(filepath.Join(dir, "bird.log")); err == nil {
-				t.Logf("bird.log:\n%s", out)
-			}
-		}
-	})
-	require.Eventually(t, func() bool { return strings.Contains(b.c("show", "status"), "Daemon is up") },
-		waitFor, 50*time.Millisecond, "bird did not start")
-	return b
+	b := gobgptest.StartBIRD(t, gobgptest.BIRDConfig{Address: netip.MustParseAddr(c.Addr), Neighbor: netip.MustParseAddr(c.Neighbor),
+		ASN: c.ASN, NeighborASN: c.NeighborASN, Options: c.Options, Import: c.Import, Export: c.Export, Extra: c.Extra})
+	return &bird{BIRD: b, addr: b.Address()}
 }
 
 // c runs birdc.
-func (b *bird) c(args ...string) string {
-	out, _ := exec.Command(b.cli, append([]string{"-s", b.sock}, args...)...).CombinedOutput()
-	return string(out)
-}
+func (b *bird) c(args ...string) string { return b.C(args...) }
 
-func (b *bird) routes() string { return b.c("show", "route", "protocol", "gobgp") }
+func (b *bird) routes() string { return b.Routes() }
 
-func (b *bird) established() bool {
-	return strings.Contains(b.c("show", "protocols", "gobgp"), "Established")
-}
+func (b *bird) established() bool { return b.Established() }
 
 func (b *bird) neighbor(local string) bgp.Neighbor {
 	return bgp.Neighbor{
-		PeerAddress: b.addr, PeerPort: uint16(b.port), PeerASN: b.asn,
+		PeerAddress: b.addr, PeerPort: uint16(b.Port()), PeerASN: b.ASN(),
 		LocalAddress: netip.MustParseAddr(local), EBGPMultihopTTL: 2,
 		ConnectRetryTime: MinConnectRetryTime, HoldTime: 9 * time.Second, KeepaliveTime: 3 * time.Second,
 	}

@@ -51,6 +51,7 @@ import (
 	_ "github.com/vswitchkit/vswitchkit/policy/policytest"
 	_ "github.com/vswitchkit/vswitchkit/reflector"
 	_ "github.com/vswitchkit/vswitchkit/render/aclpolicy"
+	_ "github.com/vswitchkit/vswitchkit/render/bgproutes"
 	_ "github.com/vswitchkit/vswitchkit/render/bgpsource"
 	_ "github.com/vswitchkit/vswitchkit/render/nodeaddr"
 	_ "github.com/vswitchkit/vswitchkit/render/nodeconn"
