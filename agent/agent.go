@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/bgp"
 	"github.com/vswitchkit/vswitchkit/bgp/bgpmodel"
+	"github.com/vswitchkit/vswitchkit/bgp/bgpstatus"
 	"github.com/vswitchkit/vswitchkit/bgp/gobgp"
 	"github.com/vswitchkit/vswitchkit/cniserver"
 	"github.com/vswitchkit/vswitchkit/controller"
@@ -27,6 +29,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/ipam/etcdstore"
 	"github.com/vswitchkit/vswitchkit/nodesync"
 	"github.com/vswitchkit/vswitchkit/nodesync/etcddb"
+	"github.com/vswitchkit/vswitchkit/render/bgproutes"
 	"github.com/vswitchkit/vswitchkit/render/bgpsource"
 	"github.com/vswitchkit/vswitchkit/render/nodeaddr"
 	"github.com/vswitchkit/vswitchkit/render/nodeconn"
@@ -128,6 +131,12 @@ type BGP struct {
 	Source     *bgpsource.Source
 	Manager    *gobgp.Manager
 	Controller *bgp.Controller
+	// Routes installs the routes learned from peers (import prefix lists)
+	// into VPP.
+	Routes *bgproutes.Handler
+	// Status publishes the node's BGP status under
+	// bgpmodel.StatusKey("", node) in etcd.
+	Status *bgpstatus.Publisher
 }
 
 // Open builds an agent and opens its local state files (the IPAM and CNI
@@ -243,12 +252,14 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 	// NodeUpdate), and NodeIPs reads them in the same resync.
 	handlers := []controller.EventHandler{a.NodeSync, a.IPAM, a.NodeConn, a.NodeIPs, a.PodConn, a.Services.Handler()}
 	if !cfg.BGP.Disabled {
-		if a.BGP, err = a.newBGP(); err != nil {
+		if a.BGP, err = a.newBGP(deps.Etcd); err != nil {
 			return nil, err
 		}
-		handlers = append(handlers, a.BGP.Source)
+		handlers = append(handlers, a.BGP.Source, a.BGP.Routes)
 		a.add("bgp-gobgp", stopSpeakers, a.BGP.Manager.Run)
 		a.add("bgp-controller", stopProducers, a.BGP.Controller.Run)
+		a.add("bgp-routes", stopProducers, a.BGP.Routes.Run)
+		a.add("bgp-status", stopProducers, a.BGP.Status.Run)
 	}
 	if err := a.Loop.Register(handlers...); err != nil {
 		return nil, err
@@ -264,7 +275,7 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 		Keep:                 keep,
 		KubeStatePrefix:      cfg.KubeStatePrefix,
 		ExternalConfigPrefix: cfg.ExternalConfigPrefix,
-		Resources:            []kubemodel.Resource{bgpmodel.PolicyResource()},
+		Resources:            bgpmodel.Resources(),
 		MirrorPath:           cfg.statePath("mirror.db"),
 		MirrorFallbackDelay:  cfg.LocalFallbackDelay,
 		Logger:               log,
@@ -319,7 +330,7 @@ func (a *Agent) openIPAMStore(cli *clientv3.Client) (ipam.Store, error) {
 	return s, nil
 }
 
-func (a *Agent) newBGP() (*BGP, error) {
+func (a *Agent) newBGP(etcd *clientv3.Client) (*BGP, error) {
 	sig := bgp.NewSignaler()
 	src, err := bgpsource.New(a.cfg.NodeName, sig, bgpsource.Config{
 		PodSubnets: []bgpsource.PodSubnets{a.IPAM},
@@ -334,7 +345,8 @@ func (a *Agent) newBGP() (*BGP, error) {
 	if err := a.Services.RegisterRenderer(src); err != nil {
 		return nil, err
 	}
-	mgr, err := gobgp.New(gobgp.Config{Services: src, ListenAddresses: a.cfg.BGP.ListenAddresses, Logger: a.log})
+	learned := bgp.NewSignaler()
+	mgr, err := gobgp.New(gobgp.Config{Services: src, ListenAddresses: a.cfg.BGP.ListenAddresses, LearnedRoutes: learned, Logger: a.log})
 	if err != nil {
 		return nil, err
 	}
@@ -342,7 +354,22 @@ func (a *Agent) newBGP() (*BGP, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &BGP{Source: src, Manager: mgr, Controller: ctrl}, nil
+	// Learned routes never shadow the cluster's own ranges.
+	var reserved []netip.Prefix
+	for _, p := range []netip.Prefix{a.IPAM.PodSubnetAllNodesPrefix(), a.IPAM.HostInterconnectSubnetAllNodesPrefix(), a.IPAM.ServiceNetworkPrefix()} {
+		if p.IsValid() {
+			reserved = append(reserved, p)
+		}
+	}
+	routes, err := bgproutes.New(mgr, learned, a.Loop, bgproutes.Config{Uplink: a.uplinkName(), Reserved: reserved, Logger: a.log})
+	if err != nil {
+		return nil, err
+	}
+	status, err := bgpstatus.New(a.cfg.NodeName, ctrl, bgpstatus.EtcdWriter(etcd), bgpstatus.Config{Interval: a.cfg.BGP.StatusInterval, Logger: a.log})
+	if err != nil {
+		return nil, err
+	}
+	return &BGP{Source: src, Manager: mgr, Controller: ctrl, Routes: routes, Status: status}, nil
 }
 
 // uplinkName is the logical name of the uplink interface, if the agent

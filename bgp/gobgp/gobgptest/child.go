@@ -141,6 +141,19 @@ func command(ctx context.Context, srv *server.BgpServer, local string, args []st
 			}
 		})
 		return flags, err
+	case args[0] == "nstate" && len(args) == 2:
+		st := NeighborState{State: bgp.SessionUnknown}
+		err := srv.ListPeer(ctx, &api.ListPeerRequest{Address: args[1]}, func(p *api.Peer) {
+			st.State = sessionState(p.GetState().GetSessionState())
+			if a, err := netip.ParseAddr(p.GetState().GetRouterId()); err == nil && st.State == bgp.SessionEstablished {
+				st.RouterID = a
+			}
+		})
+		if err != nil {
+			return "", err
+		}
+		b, err := json.Marshal(st)
+		return string(b), err
 	case args[0] == "count" && len(args) == 2:
 		n, err := count(ctx, srv, family(args[1]))
 		return strconv.FormatUint(n, 10), err
@@ -222,6 +235,24 @@ func addNeighbor(ctx context.Context, srv *server.BgpServer, local, addr, asnStr
 		peer.AfiSafis = append(peer.AfiSafis, as)
 	}
 	return srv.AddPeer(ctx, &api.AddPeerRequest{Peer: peer})
+}
+
+func sessionState(s api.PeerState_SessionState) bgp.SessionState {
+	switch s {
+	case api.PeerState_SESSION_STATE_IDLE:
+		return bgp.SessionIdle
+	case api.PeerState_SESSION_STATE_CONNECT:
+		return bgp.SessionConnect
+	case api.PeerState_SESSION_STATE_ACTIVE:
+		return bgp.SessionActive
+	case api.PeerState_SESSION_STATE_OPENSENT:
+		return bgp.SessionOpenSent
+	case api.PeerState_SESSION_STATE_OPENCONFIRM:
+		return bgp.SessionOpenConfirm
+	case api.PeerState_SESSION_STATE_ESTABLISHED:
+		return bgp.SessionEstablished
+	}
+	return bgp.SessionUnknown
 }
 
 // routeOf returns what a test needs of a path in the RIB.

@@ -9,7 +9,8 @@
 // and [Peer.DeletePath], kill it with [Peer.Kill], and read what it learned
 // with [Peer.Routes] (next hops, attributes, graceful-restart stale
 // marks), [Peer.Count], [Peer.WaitCount], [Peer.WaitPrefix] and
-// [Peer.GracefulRestartFlags]. [Peer.NeighborFor] returns the bgp.Neighbor
+// [Peer.GracefulRestartFlags], and a neighbor's session and router ID with
+// [Peer.Neighbor]. [Peer.NeighborFor] returns the bgp.Neighbor
 // that reaches the peer.
 //
 // [StartBIRD] runs BIRD 2 (Debian bird2) as a peer, for interoperability

@@ -248,6 +248,23 @@ func (p *Peer) WaitPrefix(t testing.TB, prefix netip.Prefix, present bool) {
 	p.must(t, "waitprefix", string(fam), prefix.String(), strconv.FormatBool(present))
 }
 
+// NeighborState is a neighbor's session as the peer sees it.
+type NeighborState struct {
+	State bgp.SessionState
+	// RouterID is the neighbor's BGP identifier; valid once Established.
+	RouterID netip.Addr
+}
+
+// Neighbor returns the session of the neighbor at addr.
+func (p *Peer) Neighbor(t testing.TB, addr netip.Addr) NeighborState {
+	t.Helper()
+	var st NeighborState
+	if err := json.Unmarshal([]byte(p.must(t, "nstate", addr.String())), &st); err != nil {
+		t.Fatalf("gobgptest: peer %s: nstate: %v", p.addr, err)
+	}
+	return st
+}
+
 // GracefulRestartFlags returns the restart (R) and notification (N) flags
 // of the graceful-restart capability in the last OPEN of a neighbor; ok is
 // false when that OPEN had no such capability (or none was received).
