@@ -18,6 +18,8 @@
 //	                  (?state=, ?kind=, ?prefix= filter)
 //	/debug/bgp        the BGP controller's status, sessions (?routes=1 adds the
 //	                  routes advertised to each peer)
+//	/debug/bgp/status the node's BGP status as published (instances, peers,
+//	                  timers, routes per family, conditions), learned routes
 //
 // # Lifecycle and concurrency
 //

@@ -54,7 +54,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With(slog.String("component", "http")), registry: prometheus.NewRegistry()}
 	s.SetPhase("starting")
-	s.registry.MustRegister(collector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.registry.MustRegister(collector{s}, bgpStatusCollector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn), ErrorHandling: promhttp.ContinueOnError,
@@ -67,6 +67,7 @@ func New(cfg Config) *Server {
 	mux.HandleFunc("GET /debug/services", s.withAgent(debugServices))
 	mux.HandleFunc("GET /debug/vpp", s.withAgent(debugVPP))
 	mux.HandleFunc("GET /debug/bgp", s.withAgent(debugBGP))
+	mux.HandleFunc("GET /debug/bgp/status", s.withAgent(debugBGPStatus))
 	mux.HandleFunc("GET /{$}", s.index)
 	s.mux = mux
 	return s
@@ -130,7 +131,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 func (s *Server) index(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	fmt.Fprintln(w, "vswitchkit vswitch daemon: /metrics /healthz /readyz /debug/events /debug/ipam /debug/nodes /debug/services /debug/vpp /debug/bgp")
+	fmt.Fprintln(w, "vswitchkit vswitch daemon: /metrics /healthz /readyz /debug/events /debug/ipam /debug/nodes /debug/services /debug/vpp /debug/bgp /debug/bgp/status")
 }
 
 func stopping(a *agent.Agent) bool {
