@@ -245,17 +245,20 @@ func (r PeerRoutes) Equal(o PeerRoutes) bool {
 // AdvertCache computes what adverts yield, once per distinct advert: peers
 // that share a peer configuration (or the neighbors of one v1 virtual
 // router) share the work. It is for one computation (one reconcile); the
-// zero value is not usable, use [NewAdvertCache].
+// zero value is not usable, use [NewAdvertCache]. Everything it computes is
+// kept in sorted slices, without a map per route: with 10k services a
+// reconcile costs about what selecting them does.
 //
 // AdvertCache is not safe for concurrent use.
 type AdvertCache struct {
 	podCIDRs []netip.Prefix
 	services iter.Seq[*Service]
 	memo     map[string]advertResult
+	buf      []netip.Prefix
 }
 
 type advertResult struct {
-	routes map[netip.Prefix]struct{} // both families
+	routes []netip.Prefix // sorted (IPv4 first), unique
 	err    error
 }
 
@@ -283,28 +286,25 @@ func selectorKey(s *LabelSelector) string {
 	return out + fmt.Sprint(s.MatchExpressions)
 }
 
-// Routes returns the routes (both families) advert a yields, aggregated.
-// The returned map is shared: read-only.
-func (c *AdvertCache) Routes(a *Advert) (map[netip.Prefix]struct{}, error) {
+// Routes returns the routes (both families, IPv4 first, sorted, without
+// duplicates) advert a yields, aggregated. The slice is shared:
+// read-only.
+func (c *AdvertCache) Routes(a *Advert) ([]netip.Prefix, error) {
 	key := advertKey(a)
 	if r, ok := c.memo[key]; ok {
 		return r.routes, r.err
 	}
-	r := advertResult{routes: make(map[netip.Prefix]struct{})}
-	add := func(p netip.Prefix, aggregatable bool) {
-		if aggregatable {
-			if p.Addr().Is4() {
-				p = aggregate(p, int(a.AggregationLengthIPv4))
-			} else {
-				p = aggregate(p, int(a.AggregationLengthIPv6))
-			}
+	var r advertResult
+	agg := func(p netip.Prefix) netip.Prefix {
+		if p.Addr().Is4() {
+			return aggregate(p, int(a.AggregationLengthIPv4))
 		}
-		r.routes[p] = struct{}{}
+		return aggregate(p, int(a.AggregationLengthIPv6))
 	}
 	switch a.Type {
 	case PodCIDRAdvert:
 		for _, p := range c.podCIDRs {
-			add(p.Masked(), true)
+			r.routes = append(r.routes, agg(p.Masked()))
 		}
 	case ServiceAdvert:
 		vr := VirtualRouter{ServiceSelector: a.ServiceSelector, ServiceAdvertisements: a.ServiceAddresses, LoadBalancerClasses: a.LoadBalancerClasses}
@@ -319,47 +319,141 @@ func (c *AdvertCache) Routes(a *Advert) (map[netip.Prefix]struct{}, error) {
 			r.err = err
 			break
 		}
-		if c.services != nil && m.sel != nil {
-			var buf []netip.Prefix
-			for svc := range c.services {
-				buf = m.appendPrefixes(buf[:0], svc)
-				local := svc.ExternalTrafficPolicyLocal
-				for _, p := range buf {
-					add(p, !local)
-				}
+		if c.services == nil || m.sel == nil {
+			break
+		}
+		aggregating := a.AggregationLengthIPv4 != 0 || a.AggregationLengthIPv6 != 0
+		for svc := range c.services {
+			if !aggregating || svc.ExternalTrafficPolicyLocal {
+				r.routes = m.appendPrefixes(r.routes, svc)
+				continue
+			}
+			c.buf = m.appendPrefixes(c.buf[:0], svc)
+			for _, p := range c.buf {
+				r.routes = append(r.routes, agg(p))
 			}
 		}
 	default:
 		r.err = fmt.Errorf("unknown advertisement type %q", a.Type)
 	}
+	slices.SortFunc(r.routes, comparePrefix)
+	r.routes = slices.Compact(r.routes)
 	c.memo[key] = r
 	return r.routes, r.err
 }
 
-// PeerRoutes returns the routes peer p is sent: per family, the routes of
-// that family its adverts yield, with their merged attributes.
-func (c *AdvertCache) PeerRoutes(p *Peer) (PeerRoutes, error) {
-	out := make(PeerRoutes)
+// RouteGroup is a set of routes a peer is sent with the same attributes.
+type RouteGroup struct {
+	Attributes Attributes
+	// Prefixes are sorted (IPv4 first) and unique.
+	Prefixes []netip.Prefix
+}
+
+// familyRange returns the part of sorted routes of family f.
+func familyRange(routes []netip.Prefix, f Family) []netip.Prefix {
+	split, _ := slices.BinarySearchFunc(routes, true, func(p netip.Prefix, _ bool) int {
+		if p.Addr().Is4() {
+			return -1
+		}
+		return 1
+	})
+	if f == IPv6Unicast {
+		return routes[split:]
+	}
+	return routes[:split]
+}
+
+// PeerGroups returns the routes peer p is sent, grouped by their
+// attributes: per family, the routes of that family its adverts yield; a
+// route several adverts yield gets their merged attributes
+// ([Attributes.Merge]). Groups are sorted by [Attributes.Key]; no route is
+// in two groups.
+func (c *AdvertCache) PeerGroups(p *Peer) ([]RouteGroup, error) {
+	type source struct {
+		routes []netip.Prefix
+		attrs  *Attributes
+		key    string
+	}
+	var sources []source
 	for _, pf := range p.PeerFamilies {
-		v4 := pf.Family == IPv4Unicast
 		for i := range pf.Adverts {
 			a := &pf.Adverts[i]
 			routes, err := c.Routes(a)
 			if err != nil {
 				return nil, fmt.Errorf("peer %s: family %s: advertisement %d: %w", p.Name, pf.Family, i, err)
 			}
-			for pfx := range routes {
-				if pfx.Addr().Is4() != v4 {
-					continue
-				}
-				if cur, ok := out[pfx]; ok {
-					if !a.Attributes.IsZero() {
-						out[pfx] = cur.Merge(a.Attributes)
-					}
-				} else {
-					out[pfx] = a.Attributes
-				}
+			if r := familyRange(routes, pf.Family); len(r) > 0 {
+				sources = append(sources, source{r, &a.Attributes, a.Attributes.Key()})
 			}
+		}
+	}
+	switch len(sources) {
+	case 0:
+		return nil, nil
+	case 1:
+		return []RouteGroup{{Attributes: *sources[0].attrs, Prefixes: sources[0].routes}}, nil
+	}
+	// A k-way merge of the sorted sources (k is small), merging the
+	// attributes of a route that several yield.
+	groups := map[string]*RouteGroup{}
+	pos := make([]int, len(sources))
+	var last *RouteGroup // most routes in a row share a group
+	lastKey := ""
+	for {
+		var min netip.Prefix
+		found := false
+		for i, s := range sources {
+			if pos[i] < len(s.routes) && (!found || comparePrefix(s.routes[pos[i]], min) < 0) {
+				min, found = s.routes[pos[i]], true
+			}
+		}
+		if !found {
+			break
+		}
+		var attrs Attributes
+		var key string
+		n := 0
+		for i, s := range sources {
+			if pos[i] < len(s.routes) && s.routes[pos[i]] == min {
+				pos[i]++
+				if n == 0 {
+					attrs, key = *s.attrs, s.key
+				} else if !s.attrs.IsZero() {
+					attrs = attrs.Merge(*s.attrs)
+					key = attrs.Key()
+				}
+				n++
+			}
+		}
+		g := last
+		if g == nil || key != lastKey {
+			if g = groups[key]; g == nil {
+				g = &RouteGroup{Attributes: attrs}
+				groups[key] = g
+			}
+			last, lastKey = g, key
+		}
+		g.Prefixes = append(g.Prefixes, min)
+	}
+	out := make([]RouteGroup, 0, len(groups))
+	for _, k := range slices.Sorted(maps.Keys(groups)) {
+		out = append(out, *groups[k])
+	}
+	return out, nil
+}
+
+// PeerRoutes returns the routes peer p is sent as a map of prefix to
+// attributes (see [AdvertCache.PeerGroups]); for tests and views, as it
+// costs a map entry per route.
+func (c *AdvertCache) PeerRoutes(p *Peer) (PeerRoutes, error) {
+	groups, err := c.PeerGroups(p)
+	if err != nil {
+		return nil, err
+	}
+	out := make(PeerRoutes)
+	for _, g := range groups {
+		for _, pfx := range g.Prefixes {
+			out[pfx] = g.Attributes
 		}
 	}
 	return out, nil

@@ -329,6 +329,14 @@ func nextHopsOf(state *bgp.ControlPlaneState) nextHops {
 	return nh
 }
 
+// hopOf returns the next hop of prefix p's family.
+func (nh nextHops) hopOf(p netip.Prefix) netip.Addr {
+	if p.Addr().Is4() {
+		return nh.v4
+	}
+	return nh.v6
+}
+
 func (nh nextHops) of(fam bgp.Family) (netip.Addr, string) {
 	if fam == bgp.IPv6Unicast {
 		return nh.v6, nh.v6Reason
@@ -345,11 +353,12 @@ type routerSpec struct {
 	// be offered; unusable are those with none (not configured).
 	neighbors map[netip.Addr]neighborSpec
 	unusable  map[netip.Addr]error
-	paths     map[netip.Prefix]netip.Addr // prefix -> next hop, every peer's
-	// export: per configured neighbor, the routes it is sent (of the
-	// families offered to it, with a next hop); imports: per configured
-	// neighbor, the prefix lists of the families offered.
-	export  map[netip.Addr]bgp.PeerRoutes
+	paths     []pathEntry // every peer's routes with their next hops, sorted
+	// export: per configured neighbor, the routes it is sent by
+	// attributes (of the families offered to it, with a next hop);
+	// imports: per configured neighbor, the prefix lists of the families
+	// offered.
+	export  map[netip.Addr][]bgp.RouteGroup
 	imports map[netip.Addr][]bgp.PrefixMatch
 }
 
@@ -373,8 +382,7 @@ func desiredRouter(in *bgp.Instance, state *bgp.ControlPlaneState, nh nextHops, 
 		routerID:   rid,
 		listenPort: -1,
 		neighbors:  make(map[netip.Addr]neighborSpec, len(in.Peers)),
-		paths:      make(map[netip.Prefix]netip.Addr),
-		export:     make(map[netip.Addr]bgp.PeerRoutes, len(in.Peers)),
+		export:     make(map[netip.Addr][]bgp.RouteGroup, len(in.Peers)),
 		imports:    make(map[netip.Addr][]bgp.PrefixMatch),
 	}
 	if in.LocalPort != 0 {
@@ -406,31 +414,77 @@ func desiredRouter(in *bgp.Instance, state *bgp.ControlPlaneState, nh nextHops, 
 			spec.unusable[n.PeerAddress] = fmt.Errorf("no address family can be offered: %s", joinReasons(ns.disabled))
 			continue
 		}
-		routes, err := cache.PeerRoutes(p)
+		groups, err := cache.PeerGroups(p)
 		if err != nil {
 			return routerSpec{}, err
 		}
-		out := make(bgp.PeerRoutes, len(routes))
-		for pfx, attrs := range routes {
-			fam := bgp.IPv4Unicast
-			if pfx.Addr().Is6() {
-				fam = bgp.IPv6Unicast
+		// Only the families offered (each has a next hop).
+		for gi := range groups {
+			g := &groups[gi]
+			if !offered[bgp.IPv4Unicast] || !offered[bgp.IPv6Unicast] {
+				g.Prefixes = slices.DeleteFunc(slices.Clone(g.Prefixes), func(p netip.Prefix) bool {
+					return !offered[bgp.IPv4Unicast] && p.Addr().Is4() || !offered[bgp.IPv6Unicast] && p.Addr().Is6()
+				})
 			}
-			hop, _ := nh.of(fam)
-			if !offered[fam] || !hop.IsValid() {
-				continue
-			}
-			out[pfx] = attrs
-			spec.paths[pfx] = hop
 		}
-		spec.export[n.PeerAddress] = out
+		groups = slices.DeleteFunc(groups, func(g bgp.RouteGroup) bool { return len(g.Prefixes) == 0 })
+		spec.export[n.PeerAddress] = groups
 		for _, pf := range p.PeerFamilies {
 			if offered[pf.Family] {
 				spec.imports[n.PeerAddress] = append(spec.imports[n.PeerAddress], pf.Import...)
 			}
 		}
 	}
+	var all [][]netip.Prefix
+	for _, groups := range spec.export {
+		for _, g := range groups {
+			all = append(all, g.Prefixes)
+		}
+	}
+	spec.paths = unionPaths(all, nh)
 	return spec, nil
+}
+
+// unionPaths merges sorted prefix lists into one sorted list of paths
+// without duplicates, each with the node's next hop of its family.
+func unionPaths(lists [][]netip.Prefix, nh nextHops) []pathEntry {
+	total := 0
+	for _, l := range lists {
+		total += len(l)
+	}
+	out := make([]pathEntry, 0, total)
+	if len(lists) == 1 {
+		for _, p := range lists[0] {
+			out = append(out, pathEntry{p, nh.hopOf(p)})
+		}
+		return out
+	}
+	pos := make([]int, len(lists))
+	for {
+		var min netip.Prefix
+		found := false
+		for i, l := range lists {
+			if pos[i] < len(l) && (!found || comparePrefixes(l[pos[i]], min) < 0) {
+				min, found = l[pos[i]], true
+			}
+		}
+		if !found {
+			return out
+		}
+		for i, l := range lists {
+			if pos[i] < len(l) && l[pos[i]] == min {
+				pos[i]++
+			}
+		}
+		out = append(out, pathEntry{min, nh.hopOf(min)})
+	}
+}
+
+func comparePrefixes(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return a.Bits() - b.Bits()
 }
 
 func joinReasons(m map[bgp.Family]string) string {

@@ -51,17 +51,16 @@ type policyTable struct {
 	nextID    int
 }
 
-// peerExport is what one peer is sent: each route's group.
+// peerExport is what one peer is sent, by attributes.
 type peerExport struct {
-	routes map[netip.Prefix]*exportGroup
 	groups map[string]*exportGroup // by attribute key
 }
 
-// exportGroup is a set of routes of one peer with equal attributes.
+// exportGroup is the set of routes of one peer with equal attributes.
 type exportGroup struct {
 	id     int
 	attrs  bgp.Attributes
-	n4, n6 int // routes per family
+	v4, v6 []netip.Prefix // sorted
 }
 
 func newPolicyTable(srv *server.BgpServer) *policyTable {
@@ -136,23 +135,16 @@ func (t *policyTable) policies(peers map[netip.Addr]*peerExport, imports map[net
 	}
 	for _, addr := range slices.SortedFunc(maps.Keys(peers), netip.Addr.Compare) {
 		pe := peers[addr]
-		sets := map[string]*api.DefinedSet{}
-		for pfx, g := range pe.routes {
-			name := groupSetName(addr, g.id, pfx.Addr().Is4())
-			ds := sets[name]
-			if ds == nil {
-				ds = &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: name}
-				sets[name] = ds
-			}
-			ds.Prefixes = append(ds.Prefixes, exactPrefix(pfx))
-		}
 		groups := slices.SortedFunc(maps.Values(pe.groups), func(a, b *exportGroup) int { return cmp.Compare(a.id, b.id) })
 		for _, g := range groups {
 			for _, v4 := range []bool{true, false} {
-				ds := sets[groupSetName(addr, g.id, v4)]
-				if ds == nil {
-					continue
+				prefixes := g.v6
+				if v4 {
+					prefixes = g.v4
 				}
+				// Empty sets too: prefixes are added to them in place later.
+				ds := &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: groupSetName(addr, g.id, v4),
+					Prefixes: exactPrefixes(prefixes)}
 				req.DefinedSets = append(req.DefinedSets, ds)
 				export.Statements = append(export.Statements, &api.Statement{
 					Name: ds.Name,
@@ -197,6 +189,14 @@ func exactPrefix(p netip.Prefix) *api.Prefix {
 	return &api.Prefix{IpPrefix: p.String(), MaskLengthMin: uint32(p.Bits()), MaskLengthMax: uint32(p.Bits())}
 }
 
+func exactPrefixes(ps []netip.Prefix) []*api.Prefix {
+	out := make([]*api.Prefix, len(ps))
+	for i, p := range ps {
+		out[i] = exactPrefix(p)
+	}
+	return out
+}
+
 // attributeActions accepts and sets the attributes.
 func attributeActions(a bgp.Attributes) *api.Actions {
 	acts := &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT}
@@ -221,14 +221,15 @@ func attributeActions(a bgp.Attributes) *api.Actions {
 }
 
 // structureOf describes the statements the policies need: the peers, their
-// non-empty groups per family with attributes, and the import lists.
+// groups (with their attributes; a statement per family, with a prefix set
+// that may be empty), and the import lists.
 func structureOf(peers map[netip.Addr]*peerExport, imports map[netip.Addr][]bgp.PrefixMatch) string {
 	var b strings.Builder
 	for _, addr := range slices.SortedFunc(maps.Keys(peers), netip.Addr.Compare) {
 		pe := peers[addr]
 		groups := slices.SortedFunc(maps.Values(pe.groups), func(a, b *exportGroup) int { return cmp.Compare(a.id, b.id) })
 		for _, g := range groups {
-			fmt.Fprintf(&b, "%s %d %t %t %s;", addr, g.id, g.n4 > 0, g.n6 > 0, g.attrs.Key())
+			fmt.Fprintf(&b, "%s %d %s;", addr, g.id, g.attrs.Key())
 		}
 	}
 	b.WriteByte('|')
@@ -241,33 +242,36 @@ func structureOf(peers map[netip.Addr]*peerExport, imports map[netip.Addr][]bgp.
 // reconcile makes the originated paths equal to wantPaths and the policies
 // send each peer its routes of export and accept from it what imports
 // allows. established lists the peers a soft reset can reach.
-func (t *policyTable) reconcile(ctx context.Context, paths *pathTable, wantPaths map[netip.Prefix]netip.Addr,
-	export map[netip.Addr]bgp.PeerRoutes, imports map[netip.Addr][]bgp.PrefixMatch, established func() map[netip.Addr]bool) error {
-	// The new assignment of routes to groups; groups keep their IDs (and
-	// so their set names) while their attributes stay.
+func (t *policyTable) reconcile(ctx context.Context, paths *pathTable, wantPaths []pathEntry,
+	export map[netip.Addr][]bgp.RouteGroup, imports map[netip.Addr][]bgp.PrefixMatch, established func() map[netip.Addr]bool) error {
+	// The new groups; they keep their IDs (and so their set names) while
+	// their attributes stay. A peer's groups that lose their routes stay,
+	// empty, until the next rebuild, so that routes coming back (a
+	// service re-created) need no rebuild either.
 	newPeers := make(map[netip.Addr]*peerExport, len(export))
-	for addr, routes := range export {
+	for addr, groups := range export {
 		cur := t.peers[addr]
-		np := &peerExport{routes: make(map[netip.Prefix]*exportGroup, len(routes)), groups: map[string]*exportGroup{}}
-		for pfx, attrs := range routes {
-			key := attrs.Key()
+		np := &peerExport{groups: make(map[string]*exportGroup, len(groups))}
+		if cur != nil {
+			for key, og := range cur.groups {
+				np.groups[key] = &exportGroup{id: og.id, attrs: og.attrs}
+			}
+		}
+		for _, rg := range groups {
+			key := rg.Attributes.Key()
 			g := np.groups[key]
 			if g == nil {
-				g = &exportGroup{attrs: attrs}
-				if cur != nil && cur.groups[key] != nil {
-					g.id = cur.groups[key].id
-				} else {
-					t.nextID++
-					g.id = t.nextID
+				t.nextID++
+				g = &exportGroup{id: t.nextID, attrs: rg.Attributes}
+			}
+			split, _ := slices.BinarySearchFunc(rg.Prefixes, true, func(p netip.Prefix, _ bool) int {
+				if p.Addr().Is4() {
+					return -1
 				}
-				np.groups[key] = g
-			}
-			if pfx.Addr().Is4() {
-				g.n4++
-			} else {
-				g.n6++
-			}
-			np.routes[pfx] = g
+				return 1
+			})
+			g.v4, g.v6 = rg.Prefixes[:split], rg.Prefixes[split:]
+			np.groups[key] = g
 		}
 		newPeers[addr] = np
 	}
@@ -277,32 +281,38 @@ func (t *policyTable) reconcile(ctx context.Context, paths *pathTable, wantPaths
 			newImports[addr] = l
 		}
 	}
-	structure := structureOf(newPeers, newImports)
-	if structure != t.structure {
-		return t.rebuild(ctx, paths, wantPaths, newPeers, newImports, structure, established)
+	if structureOf(newPeers, newImports) != t.structure {
+		// Rebuild without the empty groups.
+		for _, np := range newPeers {
+			maps.DeleteFunc(np.groups, func(_ string, g *exportGroup) bool { return len(g.v4) == 0 && len(g.v6) == 0 })
+		}
+		return t.rebuild(ctx, paths, wantPaths, newPeers, newImports, structureOf(newPeers, newImports), established)
 	}
 
-	// Same statements: only prefixes move in and out of group sets.
+	// Same statements (peers, groups, families): only prefixes move in and
+	// out of the groups' sets.
 	adds, dels := map[string][]*api.Prefix{}, map[string][]*api.Prefix{}
 	var reset []netip.Addr
 	for addr, np := range newPeers {
 		cur := t.peers[addr]
-		if cur == nil {
-			cur = &peerExport{}
-		}
 		changed := false
-		for pfx, g := range np.routes {
-			if og := cur.routes[pfx]; og == nil || og.id != g.id {
-				name := groupSetName(addr, g.id, pfx.Addr().Is4())
-				adds[name] = append(adds[name], exactPrefix(pfx))
-				changed = changed || paths.retained(pfx, wantPaths)
-			}
-		}
-		for pfx, og := range cur.routes {
-			if g := np.routes[pfx]; g == nil || g.id != og.id {
-				name := groupSetName(addr, og.id, pfx.Addr().Is4())
-				dels[name] = append(dels[name], exactPrefix(pfx))
-				changed = changed || paths.retained(pfx, wantPaths)
+		for key, g := range np.groups {
+			og := cur.groups[key] // present: the structure is the same
+			for _, v4 := range []bool{true, false} {
+				name := groupSetName(addr, g.id, v4)
+				now, was := g.v6, og.v6
+				if v4 {
+					now, was = g.v4, og.v4
+				}
+				added, removed := diffPrefixes(was, now)
+				for _, p := range added {
+					adds[name] = append(adds[name], exactPrefix(p))
+					changed = changed || paths.retained(p, wantPaths)
+				}
+				for _, p := range removed {
+					dels[name] = append(dels[name], exactPrefix(p))
+					changed = changed || paths.retained(p, wantPaths)
+				}
 			}
 		}
 		if changed {
@@ -335,12 +345,33 @@ func (t *policyTable) reconcile(ctx context.Context, paths *pathTable, wantPaths
 	if len(reset) == 0 {
 		return nil
 	}
+	slices.SortFunc(reset, netip.Addr.Compare)
 	return t.softReset(ctx, reset, api.ResetPeerRequest_DIRECTION_OUT, established())
+}
+
+// diffPrefixes returns what now has and was lacks, and the other way
+// round; both are sorted.
+func diffPrefixes(was, now []netip.Prefix) (added, removed []netip.Prefix) {
+	i, j := 0, 0
+	for i < len(was) || j < len(now) {
+		switch {
+		case j == len(now) || (i < len(was) && comparePrefixes(was[i], now[j]) < 0):
+			removed = append(removed, was[i])
+			i++
+		case i == len(was) || comparePrefixes(now[j], was[i]) < 0:
+			added = append(added, now[j])
+			j++
+		default:
+			i++
+			j++
+		}
+	}
+	return added, removed
 }
 
 // rebuild replaces the policies: withdrawals first (the old policy lets
 // them out), then the new policies, the new paths, and soft resets.
-func (t *policyTable) rebuild(ctx context.Context, paths *pathTable, wantPaths map[netip.Prefix]netip.Addr,
+func (t *policyTable) rebuild(ctx context.Context, paths *pathTable, wantPaths []pathEntry,
 	peers map[netip.Addr]*peerExport, imports map[netip.Addr][]bgp.PrefixMatch, structure string, established func() map[netip.Addr]bool) error {
 	if err := paths.withdraw(wantPaths); err != nil {
 		return err
@@ -349,16 +380,21 @@ func (t *policyTable) rebuild(ctx context.Context, paths *pathTable, wantPaths m
 	if err := t.srv.SetPolicies(ctx, t.policies(peers, imports)); err != nil {
 		return fmt.Errorf("set policies: %w", err)
 	}
-	oldImports := t.imports
+	oldImports, oldPeers := t.imports, t.peers
+	// Whose choice changes for routes that stay originated (new routes meet
+	// the new policy when they are added): only they need a soft reset.
+	var out []netip.Addr
+	for addr, np := range peers {
+		if membershipChanged(oldPeers[addr], np, paths, wantPaths) {
+			out = append(out, addr)
+		}
+	}
 	t.peers, t.imports, t.structure = peers, imports, structure
 	if err := paths.advertise(wantPaths); err != nil {
 		return err
 	}
 	est := established()
-	var out, in []netip.Addr
-	for addr := range peers {
-		out = append(out, addr)
-	}
+	var in []netip.Addr
 	for addr := range est {
 		if !slices.Equal(oldImports[addr], imports[addr]) {
 			in = append(in, addr)
@@ -370,6 +406,39 @@ func (t *policyTable) rebuild(ctx context.Context, paths *pathTable, wantPaths m
 		return err
 	}
 	return t.softReset(ctx, out, api.ResetPeerRequest_DIRECTION_OUT, est)
+}
+
+// membershipChanged reports whether a route that stays originated (the
+// path table before the change, want after) moves into, out of or between
+// the groups of a peer from old to now (nil: no groups).
+func membershipChanged(old, now *peerExport, paths *pathTable, want []pathEntry) bool {
+	keys := map[string]bool{}
+	if old != nil {
+		for k := range old.groups {
+			keys[k] = true
+		}
+	}
+	for k := range now.groups {
+		keys[k] = true
+	}
+	for k := range keys {
+		var o, n exportGroup
+		if old != nil && old.groups[k] != nil {
+			o = *old.groups[k]
+		}
+		if now.groups[k] != nil {
+			n = *now.groups[k]
+		}
+		for _, pair := range [][2][]netip.Prefix{{o.v4, n.v4}, {o.v6, n.v6}} {
+			added, removed := diffPrefixes(pair[0], pair[1])
+			for _, p := range append(added, removed...) {
+				if paths.retained(p, want) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // softReset re-evaluates the policy for the routes sent to (out) or
