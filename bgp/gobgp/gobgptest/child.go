@@ -106,6 +106,34 @@ func command(ctx context.Context, srv *server.BgpServer, local string, args []st
 		}
 		_, err = srv.AddPath(apiutil.AddPathRequest{Paths: []*apiutil.Path{p}})
 		return "", err
+	case args[0] == "paths" && len(args) >= 2:
+		nh, err := netip.ParseAddr(args[1])
+		if err != nil {
+			return "", err
+		}
+		nhAttr, err := gobgppkt.NewPathAttributeNextHop(nh)
+		if err != nil {
+			return "", err
+		}
+		origin := gobgppkt.NewPathAttributeOrigin(gobgppkt.BGP_ORIGIN_ATTR_TYPE_IGP)
+		var paths []*apiutil.Path
+		for _, a := range args[2:] {
+			pfx, err := netip.ParsePrefix(a)
+			if err != nil {
+				return "", err
+			}
+			nlri, err := gobgppkt.NewIPAddrPrefix(pfx)
+			if err != nil {
+				return "", err
+			}
+			fam := gobgppkt.RF_IPv4_UC
+			if pfx.Addr().Is6() {
+				fam = gobgppkt.RF_IPv6_UC
+			}
+			paths = append(paths, &apiutil.Path{Family: fam, Nlri: nlri, Attrs: []gobgppkt.PathAttributeInterface{origin, nhAttr}})
+		}
+		_, err = srv.AddPath(apiutil.AddPathRequest{Paths: paths})
+		return "", err
 	case args[0] == "rib" && len(args) == 2:
 		out := map[string]Route{}
 		err := srv.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: family(args[1])},

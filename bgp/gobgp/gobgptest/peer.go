@@ -176,6 +176,18 @@ func (p *Peer) AddPath(t testing.TB, prefix netip.Prefix, nextHop netip.Addr, co
 	p.must(t, append([]string{"path", prefix.String(), nextHop.String()}, communities...)...)
 }
 
+// AddPaths originates many routes at the peer at once, all with next hop
+// nextHop (for benchmarks: one command, one GoBGP call).
+func (p *Peer) AddPaths(t testing.TB, prefixes []netip.Prefix, nextHop netip.Addr) {
+	t.Helper()
+	args := make([]string, 0, len(prefixes)+2)
+	args = append(args, "paths", nextHop.String())
+	for _, pfx := range prefixes {
+		args = append(args, pfx.String())
+	}
+	p.must(t, args...)
+}
+
 // DeletePath withdraws a route the peer originated with [Peer.AddPath].
 func (p *Peer) DeletePath(t testing.TB, prefix netip.Prefix, nextHop netip.Addr) {
 	t.Helper()
