@@ -39,7 +39,9 @@ import (
 
 func TestMain(m *testing.M) {
 	gobgptest.Main() // the BGP tests run GoBGP peers in child processes
-	goleak.VerifyTestMain(m)
+	// GoBGP's best-path watch drains on a goroutine of its own for a
+	// moment after it is cancelled (see bgp/gobgp: Concurrency).
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/eapache/channels.(*InfiniteChannel).infiniteBuffer"))
 }
 
 // simNode is one simulated node: an agent on its own VPP stand-in and

@@ -10,5 +10,7 @@ import (
 
 func TestMain(m *testing.M) {
 	gobgptest.Main()
-	goleak.VerifyTestMain(m)
+	// GoBGP's best-path watch drains on a goroutine of its own for a
+	// moment after it is cancelled (see bgp/gobgp: Concurrency).
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/eapache/channels.(*InfiniteChannel).infiniteBuffer"))
 }
