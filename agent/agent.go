@@ -356,13 +356,8 @@ func (a *Agent) newPolicy() error {
 	var err error
 	a.Policy, err = policy.New(policy.Config{
 		NodeName: a.cfg.NodeName,
-		PodAddrs: func(id kubemodel.PodID) []netip.Addr {
-			if ip, ok := a.IPAM.PodAddr(id); ok {
-				return []netip.Addr{ip}
-			}
-			return nil
-		},
-		Logger: a.log,
+		PodAddrs: policy.PodAddrsFrom(a.IPAM.PodAddr),
+		Logger:   a.log,
 	})
 	if err != nil {
 		return err
@@ -372,15 +367,9 @@ func (a *Agent) newPolicy() error {
 		services = append(services, p)
 	}
 	a.ACLs, err = aclpolicy.New(a.PodConn, aclpolicy.Config{
-		HostPrefixes: func() []netip.Prefix {
-			var out []netip.Prefix
-			for _, ip := range append(a.NodeIPs.NodeIPs(), a.IPAM.HostInterconnectAddrInLinux(), a.IPAM.NatLoopbackAddr()) {
-				if ip.IsValid() {
-					out = append(out, netip.PrefixFrom(ip, ip.BitLen()))
-				}
-			}
-			return out
-		},
+		HostPrefixes: aclpolicy.HostPrefixesOf(func() []netip.Addr {
+			return append(a.NodeIPs.NodeIPs(), a.IPAM.HostInterconnectAddrInLinux(), a.IPAM.NatLoopbackAddr())
+		}),
 		ServicePrefixes: services,
 		ExitInterfaces:  a.NodeConn.ExitInterfaces,
 		Logger:          a.log,

@@ -252,12 +252,7 @@ func (a *Agent) addPolicy(t testing.TB, o Options) []controller.EventHandler {
 	var err error
 	a.Policy, err = policy.New(policy.Config{
 		NodeName: o.Name,
-		PodAddrs: func(id kubemodel.PodID) []netip.Addr {
-			if ip, ok := a.IPAM.PodAddr(id); ok {
-				return []netip.Addr{ip}
-			}
-			return nil
-		},
+		PodAddrs: policy.PodAddrsFrom(a.IPAM.PodAddr),
 	})
 	require.NoError(t, err)
 	var services []netip.Prefix
@@ -265,15 +260,9 @@ func (a *Agent) addPolicy(t testing.TB, o Options) []controller.EventHandler {
 		services = append(services, p)
 	}
 	a.ACLs, err = aclpolicy.New(a.Pods, aclpolicy.Config{
-		HostPrefixes: func() []netip.Prefix {
-			var out []netip.Prefix
-			for _, ip := range append(a.NodeIPs.NodeIPs(), a.IPAM.HostInterconnectAddrInLinux(), a.IPAM.NatLoopbackAddr()) {
-				if ip.IsValid() {
-					out = append(out, netip.PrefixFrom(ip, ip.BitLen()))
-				}
-			}
-			return out
-		},
+		HostPrefixes: aclpolicy.HostPrefixesOf(func() []netip.Addr {
+			return append(a.NodeIPs.NodeIPs(), a.IPAM.HostInterconnectAddrInLinux(), a.IPAM.NatLoopbackAddr())
+		}),
 		ServicePrefixes: services,
 		ExitInterfaces:  a.Conn.ExitInterfaces,
 	})
