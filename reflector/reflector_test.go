@@ -283,6 +283,11 @@ func TestEachResourceReachesTheWatcher(t *testing.T) {
 			require.NoError(t, tc.update(ctx))
 			check("update", tc.createWant, tc.updateWant)
 
+			if tc.resource == kubemodel.PodResource {
+				// The update gave the pod an address: its peer record is
+				// written too, maybe in a later batch than the pod.
+				eventually(t, "the pod's peer record", func() bool { return r.Stats().Resources[kubemodel.PodPeerResource].Puts == 1 })
+			}
 			rev := revision(t, cli)
 			require.NoError(t, tc.churn(ctx))
 			require.NoError(t, tc.barrier(ctx))

@@ -12,7 +12,11 @@
 // hop); NAT44-ED (plugin with forwarding, inside/outside and output
 // (post-routing) interface features, address pools incl. twice-NAT and
 // pools that follow an interface's address, static, identity and
-// load-balanced mappings with backends and affinity). [Driver] implements
+// load-balanced mappings with backends and affinity); ACLs of VPP's ACL
+// plugin and the ordered input and output ACL lists of interfaces; the
+// cnat plugin's translations (both families), its source NAT (addresses,
+// excluded prefixes, policy) and cnat on interfaces (the feature, the
+// SNAT policy's interface tables). [Driver] implements
 // [controller.Southbound]: an update commit changes keys (nil deletes), a
 // resync commit replaces the desired state and is reconciled against what
 // VPP reports.
@@ -46,13 +50,20 @@
 // A pass deletes, in reverse dependency order, what the driver owns but
 // is no longer desired (or must be re-created because a creation-time
 // field changed, or was left half-configured), together with everything
-// applied on top of it; then it creates and updates, in dependency order
+// applied on top of it, except what stops referring to it by an in-place
+// change: a deletion waits for the changes that stop referring to the
+// object, which are made first (a route moved to another interface
+// before the old interface goes, with no moment without the route); it
+// holds when the pass makes all of them (else what refers to the object
+// is deleted first, as before), and if one fails the deletion is not sent
+// and is retried; then it creates and updates, in dependency order
 // (VRF tables, NAT44 plugin, interfaces (an unnumbered interface after
 // the interface it borrows from, in the same pass), IP neighbors, routes,
-// NAT44 features, pools and mappings), what is desired and not yet as
-// desired. An item whose
-// dependencies (its VRF table, a route's outgoing interfaces and table, a
-// NAT44 object's plugin and interface) are not configured is parked
+// NAT44 features, pools and mappings, ACL lists), what is desired and not
+// yet as desired. An item whose dependencies (its VRF table, a route's
+// outgoing interfaces and table, a NAT44 object's plugin and interface,
+// an ACL list's interface and every ACL it names) are not configured is
+// parked
 // (StatePending, with the missing keys) and applied in the same pass as
 // they are. An object already applied keeps being reported configured
 // while VPP holds what it depends on, even if their new values wait.
@@ -66,7 +77,8 @@
 // IF_ALREADY_EXISTS on af_packet create (the existing sw_if_index is
 // adopted), NAT44 "already enabled"/"already disabled", and on deletes
 // INVALID_SW_IF_INDEX, NO_SUCH_ENTRY, NO_SUCH_FIB,
-// ADDRESS_NOT_FOUND_FOR_INTERFACE and SYSCALL_ERROR_1 (af_packet gone).
+// ADDRESS_NOT_FOUND_FOR_INTERFACE, SYSCALL_ERROR_1 (af_packet gone) and,
+// for cnat's SNAT entry and tables, FEATURE_DISABLED (no entry).
 // VPP itself treats repeated route adds, table adds and route deletes as
 // success. The backends of a load-balanced NAT44 mapping change in place:
 // one request per backend added or removed (two for a changed
@@ -76,6 +88,41 @@
 // count re-enables the plugin, which wipes and re-applies all NAT44
 // configuration. VPP keeps the name a table was created with, so a new VRF
 // table label re-creates the table and what is in it.
+//
+// An ACL is created with acl_add_replace (index ~0: VPP assigns the index)
+// and changed in place with acl_add_replace on its index (it keeps the
+// index and stays applied); an interface's ACL lists are set with one
+// acl_interface_set_acl_list (input ACLs first), for a creation and a
+// change alike, and cleared (an empty list) when the key goes, unless
+// the interface is deleted in the same pass: VPP drops an interface's
+// lists with it, so nothing is sent for them. VPP refuses to delete an
+// ACL that a list names (-142, -143): a list switched from an old ACL to
+// a new one is set after the new ACL is created and before the old one is
+// deleted (three requests, see above), and the interface is never without
+// its ACLs in between.
+//
+// A cnat translation is created and changed with one
+// cnat_translation_update (VPP finds it by VIP, protocol and port, keeps
+// its id and replaces its paths and flags), with every endpoint given by
+// address (sw_if_index ~0), and deleted by id; VPP keeps the lb type a
+// translation was made with, so a new lb type (or real_ip, no_client)
+// re-creates it. A translation is never sent without paths (VPP 26.06
+// dies; the model refuses them) and cnat_session_purge is never sent (it
+// deletes every translation). The SNAT entry's addresses
+// (cnat_set_snat_addresses, FIB index 0) are set before every change of
+// its excluded prefixes and policy, in the same op (again when they do not
+// change), and the entry before the interface tables, which depend on it:
+// VPP 26.06 dies on an excluded prefix or a policy without an entry. VPP keeps an address until
+// the entry is deleted, so a value that drops one re-creates the entry.
+// A translation of a SNAT address shares the entry's cnat client, which
+// VPP frees with the address's last translation (VPP 26.06 then dies when
+// the entry is deleted): deleting such a translation sets the SNAT
+// addresses again, and deleting the entry sets them again first. The
+// cnat feature is not idempotent (every enable stacks cnat's nodes once
+// more): the driver enables it once and remembers it; VPP drops it with
+// its interface (nothing is sent then), but keeps a deleted interface in
+// the SNAT tables (for the next interface of its index), so the tables
+// are left before the interface is deleted.
 //
 // The cost of an update commit is proportional to the keys it changes and
 // their dependents, not to the node's total state: the driver keeps
@@ -109,6 +156,20 @@
 //   - static IP neighbors on owned interfaces are owned (learnt ones are
 //     not looked at);
 //   - VRF tables: the table name is TagPrefix + label;
+//   - ACLs: their tag is TagPrefix + name (VPP assigns the index; the
+//     driver finds it again by the tag); ACLs without it are foreign and
+//     never changed or deleted (a foreign ACL in a list the driver owns
+//     is replaced by the desired list). The ACL lists of owned interfaces
+//     are owned;
+//   - cnat translations and the SNAT entry have no tag: like NAT44 pools
+//     they are owned only if the driver applied or wants their key; cnat
+//     on owned interfaces is owned. VPP reports neither a translation's
+//     is_real_ip and flags, nor the SNAT policy's excluded prefixes and
+//     policy, nor cnat on interfaces at all: a readback takes them from
+//     the driver's record, and for a key no pass of this driver has
+//     looked at yet (a new driver on a populated VPP), from the desired
+//     value, so a feature the old process had not enabled stays disabled,
+//     and a lost reply to an enable makes the retry enable it again;
 //   - NAT44 static, identity and load-balanced mappings: their tag is
 //     TagPrefix; NAT44 features of owned interfaces are owned;
 //   - the NAT44 plugin state and address pools have no tag: like routes in
@@ -129,7 +190,8 @@
 //
 // Run connects with core.Connect on a fresh adapter, checks that VPP knows
 // exactly the messages the driver uses, reads the owned configuration back
-// from VPP (interface, table, route, address, af_packet and tap dumps) and
+// from VPP (interface, table, route, address, af_packet, tap, NAT44, ACL
+// and cnat dumps) and
 // reconciles (a routed VXLAN tunnel's payload family is read from its
 // decap-next with get_next_index, which writes nothing). Until the first
 // resync commit (the complete desired state) it removes nothing: a driver
@@ -141,8 +203,8 @@
 // Commit returns that error marked with [controller.NewPermanentError]: the
 // controller reports it instead of healing in a loop, and the driver
 // recovers by itself when it reconnects to a compatible VPP (after VPP
-// restarts, e.g. upgraded). The VXLAN, memif and NAT44-ED messages are
-// checked separately: without them only those keys fail (and Commit
+// restarts, e.g. upgraded). The VXLAN, memif, NAT44-ED, ACL and cnat plugin
+// messages are checked separately: without them only those keys fail (and Commit
 // reports the missing feature the same way). Every (re)connect retries
 // what failed before. memif control sockets are registered once per
 // filename and left registered when their last memif goes; the memifs of
@@ -194,7 +256,7 @@
 //     one by one (the incompatibility is, once per connection);
 //   - reported with [KeyStatus].FailingSince set, counted in
 //     [Stats].Failing and [Stats].FailingByKind ("interface", "route",
-//     "vrf", "neighbor", "nat44"), and listed by [Driver.Failing] with its
+//     "vrf", "neighbor", "nat44", "acl", "cnat"), and listed by [Driver.Failing] with its
 //     last error;
 //   - named by [Driver.Degraded], which returns nil while no key keeps
 //     failing and otherwise an error wrapping [ErrDegraded] that names the

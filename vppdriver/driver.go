@@ -43,6 +43,8 @@ type Driver struct {
 	vxlanErr  error            // the same for the VXLAN messages
 	natErr    error            // the same for the NAT44-ED messages
 	memifErr  error            // the same for the memif messages
+	aclErr    error            // the same for the ACL plugin's messages
+	cnatErr   error            // the same for the cnat plugin's messages
 	// memifSockets maps memif socket filenames to VPP socket IDs (learnt
 	// from dumps and replies); memifPending marks registrations in flight.
 	memifSockets map[string]uint32
@@ -60,8 +62,11 @@ type Driver struct {
 	users   map[string]map[*item]struct{} // dependency key -> items whose applied value depends on it
 	waiters map[string]map[*item]struct{} // dependency key -> items parked until it is configured
 	dirty   []*item                       // items to look at in the next pass
-	retries retryHeap                     // items with a scheduled retry, earliest first
-	pubq    []*item                       // items whose status may have changed
+	// cnatBatch numbers the removal batches; cnatReset is the one in which
+	// the SNAT addresses were set again (see cnatTrDelete).
+	cnatBatch, cnatReset uint64
+	retries              retryHeap // items with a scheduled retry, earliest first
+	pubq                 []*item   // items whose status may have changed
 	// Generations of the item marks (see item): dirtyGen of Driver.dirty,
 	// pubGen of Driver.pubq, gen of the sets of the current pass.
 	dirtyGen, pubGen, gen uint64
@@ -266,6 +271,16 @@ func (d *Driver) checkCompatibilityLocked(conn *core.Connection) {
 	if d.memifErr != nil {
 		d.memifErr = fmt.Errorf("memif unavailable: %w", d.memifErr)
 		d.log.Warn("VPP without memif: its keys fail", slog.Any("error", d.memifErr))
+	}
+	d.aclErr = checkCompatibility(conn, aclMessages())
+	if d.aclErr != nil {
+		d.aclErr = fmt.Errorf("ACL plugin unavailable: %w", d.aclErr)
+		d.log.Warn("VPP without the ACL plugin: its keys fail", slog.Any("error", d.aclErr))
+	}
+	d.cnatErr = checkCompatibility(conn, cnatMessages())
+	if d.cnatErr != nil {
+		d.cnatErr = fmt.Errorf("cnat plugin unavailable: %w", d.cnatErr)
+		d.log.Warn("VPP without the cnat plugin: its keys fail", slog.Any("error", d.cnatErr))
 	}
 	d.vxlanErr = checkCompatibility(conn, vxlanMessages())
 	if d.vxlanErr != nil {
@@ -501,12 +516,12 @@ func (d *Driver) Stats() Stats {
 
 // Compatibility returns the result of the last compatibility check (nil
 // before the first connect or if VPP has every message the driver uses).
-// Missing VXLAN, memif or NAT44-ED messages only disable those keys and
-// are included.
+// Missing VXLAN, memif, NAT44-ED, ACL or cnat plugin messages only
+// disable those keys and are included.
 func (d *Driver) Compatibility() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return errors.Join(d.compatErr, d.vxlanErr, d.natErr, d.memifErr)
+	return errors.Join(d.compatErr, d.vxlanErr, d.natErr, d.memifErr, d.aclErr, d.cnatErr)
 }
 
 // Applied returns a copy of what the driver believes VPP holds for the keys

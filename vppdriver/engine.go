@@ -5,6 +5,7 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.fd.io/govpp/api"
@@ -129,7 +130,9 @@ func (d *Driver) dueLocked(now time.Time) {
 
 // executeLocked sends a plan to VPP and records the outcome of every step:
 // removals kind by kind from the highest, then the parks, then the waves
-// of creates and updates, each batch pipelined. The plan holds while every
+// of creates and updates, then the late removals kind by kind from the
+// highest (those whose users still hold them fail and are retried), each
+// batch pipelined. The plan holds while every
 // request succeeds; after a failure, each later step of a wave is decided
 // again (see decide) from what VPP then holds: a step whose dependency
 // failed is parked on it, one whose removal failed is left for its retry.
@@ -137,8 +140,9 @@ func (d *Driver) dueLocked(now time.Time) {
 func (d *Driver) executeLocked(ctx context.Context, p *plan, now time.Time) error {
 	for _, it := range p.looked {
 		d.markPubLocked(it)
+		it.tried = true
 	}
-	x := executor{ops: d.execOps}
+	x := executor{ops: d.execOps, gen: p.gen}
 	defer func() { d.execOps = zero(x.ops) }()
 	for kd := numKinds - 1; kd >= 0; kd-- {
 		if err := d.removeLocked(ctx, &x, p.removes[kd], now); err != nil {
@@ -150,6 +154,11 @@ func (d *Driver) executeLocked(ctx context.Context, p *plan, now time.Time) erro
 	}
 	for _, w := range p.waves {
 		if err := d.putLocked(ctx, &x, w.steps, now); err != nil {
+			return err
+		}
+	}
+	for kd := numKinds - 1; kd >= 0; kd-- {
+		if err := d.removeLocked(ctx, &x, d.stillUsedLocked(p.late[kd], p.gen, now), now); err != nil {
 			return err
 		}
 	}
@@ -165,10 +174,46 @@ func (d *Driver) executeLocked(ctx context.Context, p *plan, now time.Time) erro
 	return nil
 }
 
+// stillUsedLocked returns the late removals of items that VPP no longer
+// holds anything on top of (but what goes with them in the plan gen);
+// the others (an update that was to stop referring to them failed) fail,
+// retriably: VPP would refuse to delete them, and the retry plans them
+// again.
+func (d *Driver) stillUsedLocked(items []*item, gen uint64, now time.Time) []*item {
+	out := items[:0]
+	for _, it := range items {
+		if u := d.userLocked(it.key, gen); u != nil {
+			d.failLocked(it, fmt.Errorf("still used by %s", u.key), now)
+			continue
+		}
+		out = append(out, it)
+	}
+	clear(items[len(out):])
+	return out
+}
+
+// userLocked returns an item whose applied value depends on key and does
+// not go with it in the plan gen (the first in key order, so that errors
+// are stable), or nil.
+func (d *Driver) userLocked(key string, gen uint64) *item {
+	var first *item
+	for u := range d.users[key] {
+		if u.mark.with == gen {
+			continue // settled with key's removal
+		}
+		if first == nil || u.key < first.key {
+			first = u
+		}
+	}
+	return first
+}
+
 // executor is the state of the execution of a plan.
 type executor struct {
-	ops    []*op // the batch in flight (an array kept from pass to pass)
-	failed bool  // a request failed: the plan's predictions no longer hold
+	ops    []*op   // the batch in flight (an array kept from pass to pass)
+	gen    uint64  // the plan's generation
+	failed bool    // a request failed: the plan's predictions no longer hold
+	with   []*item // removals that go with their interface, until it is removed
 }
 
 // removeLocked removes items (of one kind) from VPP, pipelined, and
@@ -176,7 +221,12 @@ type executor struct {
 // returns transport errors.
 func (d *Driver) removeLocked(ctx context.Context, x *executor, items []*item, now time.Time) error {
 	x.ops = zero(x.ops)
+	d.cnatBatch++
 	for _, it := range items {
+		if it.mark.with == x.gen {
+			x.with = append(x.with, it)
+			continue
+		}
 		x.ops = append(x.ops, d.deleteOp(it))
 	}
 	if len(x.ops) == 0 {
@@ -187,19 +237,46 @@ func (d *Driver) removeLocked(ctx context.Context, x *executor, items []*item, n
 	}
 	for _, o := range x.ops {
 		it := o.it
+		it.mark.gone = x.gen
 		if o.err != nil {
 			x.failed = true
 			d.failLocked(it, o.err, now)
 			continue
 		}
-		it.swIfIndex = noIndex
-		d.setHaveLocked(it, nil)
-		if it.want == nil {
-			d.resetFailureLocked(it)
-			d.forgetLocked(it)
+		d.removedLocked(it)
+	}
+	d.settleWithLocked(x, now)
+	return nil
+}
+
+// removedLocked records that VPP no longer holds the item.
+func (d *Driver) removedLocked(it *item) {
+	it.index = noIndex
+	d.setHaveLocked(it, nil)
+	if it.want == nil {
+		d.resetFailureLocked(it)
+		d.forgetLocked(it)
+	}
+}
+
+// settleWithLocked records the outcome of the removals that go with their
+// interface (x.with) whose interface's removal ran: removed with it, or
+// failed with it (VPP still holds the interface, and them).
+func (d *Driver) settleWithLocked(x *executor, now time.Time) {
+	kept := x.with[:0]
+	for _, it := range x.with {
+		dep := d.items[applied(it.have).(goesWither).goesWith()]
+		switch {
+		case dep == nil || dep.have == nil:
+			d.removedLocked(it)
+		case dep.mark.gone == x.gen:
+			d.failLocked(it, fmt.Errorf("goes with %s, whose removal failed: %w", dep.key, cmp.Or(dep.failed, errors.New("unknown error"))), now)
+		default:
+			kept = append(kept, it)
 		}
 	}
-	return nil
+	clear(x.with[len(kept):])
+	x.with = kept
 }
 
 // putLocked sends the creates and updates of a wave, pipelined (after a
@@ -261,6 +338,16 @@ func (d *Driver) deleteOp(it *item) *op {
 		return d.routeDelete(it, v)
 	case *neighborVal:
 		return d.neighborDelete(it, v)
+	case *aclVal:
+		return d.aclDelete(it)
+	case *aclIfaceVal:
+		return d.aclIfaceDelete(it, v)
+	case *cnatTrVal:
+		return d.cnatTrDelete(it, v)
+	case *cnatSnatVal:
+		return d.cnatSnatDelete(it, v)
+	case *cnatIfaceVal:
+		return d.cnatIfaceDelete(it, v)
 	}
 	return d.natDelete(it)
 }
@@ -278,6 +365,16 @@ func (d *Driver) putOp(it *item) *op {
 		return d.routePut(it, v)
 	case *neighborVal:
 		return d.neighborPut(it, v)
+	case *aclVal:
+		return d.aclPut(it, v)
+	case *aclIfaceVal:
+		return d.aclIfacePut(it, v)
+	case *cnatTrVal:
+		return d.cnatTrPut(it, v)
+	case *cnatSnatVal:
+		return d.cnatSnatPut(it, v)
+	case *cnatIfaceVal:
+		return d.cnatIfacePut(it, v)
 	}
 	return d.natPut(it)
 }

@@ -64,7 +64,7 @@ func (d *Driver) CheckInvariants() error {
 			bad("%s: %v, failing since %v", k, it.state, it.failingSince)
 		}
 		if isHalf(it.have) && (it.kind != kindInterface || !it.created()) {
-			bad("%s: half-made, sw_if_index %d", k, it.swIfIndex)
+			bad("%s: half-made, sw_if_index %d", k, it.index)
 		}
 		if it.have != nil {
 			for _, dep := range it.have.deps() {

@@ -9,7 +9,8 @@ import (
 )
 
 // kindNames name the kinds of keys for Stats.FailingByKind: the segment of
-// the key after "vpp/".
+// the key after "vpp/" (one name for the NAT44 kinds, one for the ACL
+// kinds, one for the cnat kinds).
 var kindNames = [numKinds]string{
 	kindVrf:       "vrf",
 	kindNatGlobal: "nat44",
@@ -17,6 +18,11 @@ var kindNames = [numKinds]string{
 	kindNeighbor:  "neighbor",
 	kindRoute:     "route",
 	kindNat:       "nat44",
+	kindACL:       "acl",
+	kindACLIface:  "acl",
+	kindCnatSnat:  "cnat",
+	kindCnat:      "cnat",
+	kindCnatIface: "cnat",
 }
 
 // failingEvent is a key that began, or ceased, to keep failing: logged at

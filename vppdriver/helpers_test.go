@@ -18,6 +18,7 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/vppdriver"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppdrivertest"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
@@ -144,6 +145,16 @@ func pfxs(ss ...string) []netip.Prefix {
 }
 
 type atomicBool = atomic.Bool
+
+// newRecordedDriver runs a driver against vpp until the test ends; rec
+// records the requests it sends.
+func newRecordedDriver(t testing.TB, vpp *vppsim.VPP, rec *vppdrivertest.RequestRecorder) *vppdriver.Driver {
+	t.Helper()
+	d, err := vppdriver.New(func() adapter.VppAPI { return rec.Wrap(vpp.NewAdapter()) }, testCfg())
+	require.NoError(t, err)
+	runDriver(t, d)
+	return d
+}
 
 // runDriver runs d until the test ends.
 func runDriver(t testing.TB, d *vppdriver.Driver) {

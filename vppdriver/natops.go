@@ -61,7 +61,7 @@ func natFlags(f natFlagsVal) nat_types.NatConfigFlags {
 // (~0 if the driver does not know it).
 func (d *Driver) swIfIndexOf(ifKey string) interface_types.InterfaceIndex {
 	if dep := d.items[ifKey]; dep != nil {
-		return interface_types.InterfaceIndex(dep.swIfIndex)
+		return interface_types.InterfaceIndex(dep.index)
 	}
 	return interface_types.InterfaceIndex(noIndex)
 }

@@ -87,7 +87,7 @@ type op struct {
 	err       error
 	decapNext uint32 // VXLAN: next index of ip4-input/ip6-input
 	// lookup names the VPP interface an EXISTING interface adopts: runOps
-	// resolves it (found, swIfIndex) before the first stage.
+	// resolves it (found, lookupSw) before the first stage.
 	lookup   string
 	found    bool
 	lookupSw uint32
@@ -189,7 +189,7 @@ func (d *Driver) ifaceCreate(it *item, m *ifaceVal) *op {
 				o.fail(fmt.Errorf("%w: VPP has no interface named %q", ErrNoSuchInterface, l.existing))
 				return nil
 			}
-			it.swIfIndex = o.lookupSw
+			it.index = o.lookupSw
 			return nil
 		}
 		t := ifaceTypes[m.typ]
@@ -210,20 +210,20 @@ func (d *Driver) ifaceCreate(it *item, m *ifaceVal) *op {
 			}
 			switch r := rep.(type) {
 			case *interfaces.CreateLoopbackReply:
-				it.swIfIndex = uint32(r.SwIfIndex)
+				it.index = uint32(r.SwIfIndex)
 			case *af_packet.AfPacketCreateV3Reply:
-				it.swIfIndex = uint32(r.SwIfIndex)
+				it.index = uint32(r.SwIfIndex)
 			case *tapv2.TapCreateV3Reply:
-				it.swIfIndex = uint32(r.SwIfIndex)
+				it.index = uint32(r.SwIfIndex)
 			case *vxlan.VxlanAddDelTunnelV3Reply:
-				it.swIfIndex = uint32(r.SwIfIndex)
+				it.index = uint32(r.SwIfIndex)
 			case *memif.MemifCreateV2Reply:
-				it.swIfIndex = uint32(r.SwIfIndex)
+				it.index = uint32(r.SwIfIndex)
 			}
 		}}}
 	})
 	o.stages = append(o.stages, func() []call {
-		sw := interface_types.InterfaceIndex(it.swIfIndex)
+		sw := interface_types.InterfaceIndex(it.index)
 		cs := []call{{req: &interfaces.SwInterfaceTagAddDel{IsAdd: true, SwIfIndex: sw, Tag: d.tag(m)}, done: o.expect()}}
 		if m.vrf != 0 {
 			cs = append(cs, call{req: &interfaces.SwInterfaceSetTable{SwIfIndex: sw, VrfID: m.vrf}, done: o.expect()})
@@ -236,7 +236,7 @@ func (d *Driver) ifaceCreate(it *item, m *ifaceVal) *op {
 	o.stages = append(o.stages, func() []call {
 		var cs []call
 		for _, a := range m.addrs {
-			c := addrMsg(it.swIfIndex, a, true)
+			c := addrMsg(it.index, a, true)
 			c.done = o.expect()
 			cs = append(cs, c)
 		}
@@ -244,7 +244,7 @@ func (d *Driver) ifaceCreate(it *item, m *ifaceVal) *op {
 			cs = append(cs, c)
 		}
 		if m.enabled {
-			cs = append(cs, call{req: flagsMsg(it.swIfIndex, true), done: o.expect()})
+			cs = append(cs, call{req: flagsMsg(it.index, true), done: o.expect()})
 		}
 		return cs
 	})
@@ -276,8 +276,8 @@ func (d *Driver) unnumberedCall(o *op, it *item, m *ifaceVal) (call, bool) {
 		o.fail(fmt.Errorf("interface %q is not configured", m.unnumbered))
 		return call{}, false
 	}
-	return call{req: &interfaces.SwInterfaceSetUnnumbered{SwIfIndex: interface_types.InterfaceIndex(src.swIfIndex),
-		UnnumberedSwIfIndex: interface_types.InterfaceIndex(it.swIfIndex), IsAdd: true}, done: o.expect()}, true
+	return call{req: &interfaces.SwInterfaceSetUnnumbered{SwIfIndex: interface_types.InterfaceIndex(src.index),
+		UnnumberedSwIfIndex: interface_types.InterfaceIndex(it.index), IsAdd: true}, done: o.expect()}, true
 }
 
 // ifaceUpdate changes admin state, VRF binding and addresses in place.
@@ -293,7 +293,7 @@ func (d *Driver) ifaceUpdate(it *item, old, m *ifaceVal) *op {
 		var cs []call
 		for _, a := range old.addrs {
 			if vrfChanged(a) || !slices.Contains(m.addrs, a) {
-				c := addrMsg(it.swIfIndex, a, false)
+				c := addrMsg(it.index, a, false)
 				c.done = o.expect(rvAddrNotFound)
 				cs = append(cs, c)
 			}
@@ -302,7 +302,7 @@ func (d *Driver) ifaceUpdate(it *item, old, m *ifaceVal) *op {
 	})
 	o.stages = append(o.stages, func() []call {
 		var cs []call
-		sw := interface_types.InterfaceIndex(it.swIfIndex)
+		sw := interface_types.InterfaceIndex(it.index)
 		if old.vrf != m.vrf {
 			cs = append(cs, call{req: &interfaces.SwInterfaceSetTable{SwIfIndex: sw, VrfID: m.vrf}, done: o.expect()})
 		}
@@ -315,7 +315,7 @@ func (d *Driver) ifaceUpdate(it *item, old, m *ifaceVal) *op {
 		var cs []call
 		for _, a := range m.addrs {
 			if vrfChanged(a) || !slices.Contains(old.addrs, a) {
-				c := addrMsg(it.swIfIndex, a, true)
+				c := addrMsg(it.index, a, true)
 				c.done = o.expect()
 				cs = append(cs, c)
 			}
@@ -323,13 +323,13 @@ func (d *Driver) ifaceUpdate(it *item, old, m *ifaceVal) *op {
 		if old.unnumbered != m.unnumbered {
 			if m.unnumbered == "" {
 				cs = append(cs, call{req: &interfaces.SwInterfaceSetUnnumbered{
-					UnnumberedSwIfIndex: interface_types.InterfaceIndex(it.swIfIndex)}, done: o.expect()})
+					UnnumberedSwIfIndex: interface_types.InterfaceIndex(it.index)}, done: o.expect()})
 			} else if c, ok := d.unnumberedCall(o, it, m); ok {
 				cs = append(cs, c) // an add replaces the source
 			}
 		}
 		if old.enabled != m.enabled {
-			cs = append(cs, call{req: flagsMsg(it.swIfIndex, m.enabled), done: o.expect()})
+			cs = append(cs, call{req: flagsMsg(it.index, m.enabled), done: o.expect()})
 		}
 		return cs
 	})
@@ -346,7 +346,7 @@ func (d *Driver) ifaceDelete(it *item, old *ifaceVal) *op {
 		if t == nil || t.delete == nil {
 			t = ifaceTypes[vppmodel.Interface_LOOPBACK] // an owned interface of a type the driver does not create
 		}
-		req, gone := t.delete(it.swIfIndex, &old.link)
+		req, gone := t.delete(it.index, &old.link)
 		return []call{{req: req, done: o.expect(gone...)}}
 	})
 	return o
@@ -356,12 +356,12 @@ func (d *Driver) ifaceDelete(it *item, old *ifaceVal) *op {
 // interface, which it never deletes: addresses, unnumbered and VRF
 // bindings go, it is set admin down and its tag removed.
 func (d *Driver) ifaceRelease(o *op, it *item, old *ifaceVal) *op {
-	sw := func() interface_types.InterfaceIndex { return interface_types.InterfaceIndex(it.swIfIndex) }
+	sw := func() interface_types.InterfaceIndex { return interface_types.InterfaceIndex(it.index) }
 	gone := []int32{rvInvalidSwIfIndex} // the interface went away: nothing to release
 	o.stages = append(o.stages, func() []call {
 		var cs []call
 		for _, a := range old.addrs {
-			c := addrMsg(it.swIfIndex, a, false)
+			c := addrMsg(it.index, a, false)
 			c.done = o.expect(rvAddrNotFound, rvInvalidSwIfIndex)
 			cs = append(cs, c)
 		}
@@ -382,7 +382,7 @@ func (d *Driver) ifaceRelease(o *op, it *item, old *ifaceVal) *op {
 	})
 	o.stages = append(o.stages, func() []call {
 		return []call{
-			{req: flagsMsg(it.swIfIndex, false), done: o.expect(gone...)},
+			{req: flagsMsg(it.index, false), done: o.expect(gone...)},
 			{req: &interfaces.SwInterfaceTagAddDel{SwIfIndex: sw()}, done: o.expect(gone...)},
 		}
 	})
@@ -404,7 +404,7 @@ func (d *Driver) neighborPut(it *item, m *neighborVal) *op {
 			o.fail(fmt.Errorf("interface %q is not configured", m.iface))
 			return nil
 		}
-		return []call{{req: neighborMsg(dep.swIfIndex, m, true), done: o.expect()}}
+		return []call{{req: neighborMsg(dep.index, m, true), done: o.expect()}}
 	})
 	return o
 }
@@ -416,7 +416,7 @@ func (d *Driver) neighborDelete(it *item, m *neighborVal) *op {
 		if dep == nil || !dep.created() {
 			return nil // the interface is gone, and its neighbors with it
 		}
-		return []call{{req: neighborMsg(dep.swIfIndex, m, false), done: o.expect(rvNoSuchEntry, rvInvalidSwIfIndex)}}
+		return []call{{req: neighborMsg(dep.index, m, false), done: o.expect(rvNoSuchEntry, rvInvalidSwIfIndex)}}
 	})
 	return o
 }
@@ -458,7 +458,7 @@ func (d *Driver) routeMsg(m *routeVal, add bool) (*ip.IPRouteAddDel, error) {
 			if dep == nil || !dep.created() {
 				return nil, fmt.Errorf("interface %q is not configured", p.iface)
 			}
-			fp.SwIfIndex = dep.swIfIndex
+			fp.SwIfIndex = dep.index
 		} else {
 			fp.TableID = m.vrf
 		}

@@ -45,7 +45,9 @@ func testSeed(t testing.TB) uint64 {
 
 // modelKeys is a small key universe with dependencies between the keys:
 // tables, interfaces in tables, routes through interfaces in tables, the
-// NAT44 plugin, NAT44 features of interfaces and load-balanced mappings.
+// NAT44 plugin, NAT44 features of interfaces and load-balanced mappings,
+// ACLs and the ACL lists of interfaces, cnat translations (some of them on
+// a SNAT address), the cnat SNAT entry and cnat on interfaces.
 type modelKeys struct {
 	r *rand.Rand
 }
@@ -54,6 +56,8 @@ var (
 	modelIfaces = []string{"a", "b", "c"}
 	modelDsts   = []string{"10.10.0.0/16", "10.11.0.0/16", "10.12.0.0/16"}
 	modelExts   = []string{"192.0.2.1", "192.0.2.2"}
+	modelACLs   = []string{"x", "y", "z"}
+	modelVIPs   = []string{"192.0.2.1", "10.96.0.1", "fd00:96::1"} // the first two are SNAT addresses too
 )
 
 // random returns a random value for a random key: valid (most of the
@@ -61,7 +65,7 @@ var (
 func (m modelKeys) random() (string, proto.Message) {
 	r := m.r
 	var v proto.Message
-	switch r.IntN(6) {
+	switch r.IntN(11) {
 	case 0:
 		v = &vppmodel.VrfTable{Id: uint32(1 + r.IntN(2)), Label: fmt.Sprint("t", r.IntN(2))}
 	case 1:
@@ -86,6 +90,50 @@ func (m modelKeys) random() (string, proto.Message) {
 		b := []*vppmodel.Nat44Backend{{Ip: "10.1.0.10", Port: 80, Probability: 50}, {Ip: fmt.Sprint("10.1.0.", 11+r.IntN(3)), Port: 80, Probability: uint32(10 + r.IntN(40))}}
 		v = &vppmodel.Nat44LbStaticMapping{Protocol: vppmodel.Nat44Protocol_TCP, ExternalIp: modelExts[r.IntN(len(modelExts))],
 			ExternalPort: 80, Out2InOnly: true, Backends: b}
+	case 6:
+		a := &vppmodel.ACL{Name: modelACLs[r.IntN(len(modelACLs))]}
+		for range r.IntN(3) {
+			src := fmt.Sprintf("10.%d.0.0/16", r.IntN(3))
+			if r.IntN(10) == 0 {
+				src = "10.0.0.1/16" // invalid
+			}
+			a.Rules = append(a.Rules, &vppmodel.ACLRule{Action: vppmodel.ACLRule_Action(r.IntN(3)), SrcPrefix: src, DstPrefix: "0.0.0.0/0",
+				Protocol: vppmodel.ProtoTCP, DstPortFirst: 80, DstPortLast: uint32(80 + r.IntN(2))})
+		}
+		v = a
+	case 7:
+		l := &vppmodel.ACLInterface{Interface: modelIfaces[r.IntN(len(modelIfaces))]}
+		for _, n := range r.Perm(len(modelACLs))[:r.IntN(len(modelACLs)+1)] {
+			if r.IntN(2) == 0 {
+				l.Input = append(l.Input, modelACLs[n])
+			} else {
+				l.Output = append(l.Output, modelACLs[n])
+			}
+		}
+		v = l
+	case 8:
+		vip := modelVIPs[r.IntN(len(modelVIPs))]
+		t := &vppmodel.CnatTranslation{Vip: vip, Port: 80, Protocol: vppmodel.ProtoTCP, LbType: vppmodel.CnatTranslation_LbType(r.IntN(2)),
+			RealIp: r.IntN(2) == 0, AllocPort: r.IntN(2) == 0}
+		for _, b := range r.Perm(3)[:r.IntN(3)] {
+			t.Paths = append(t.Paths, &vppmodel.CnatPath{DstIp: fmt.Sprint("10.1.0.", 11+b), DstPort: 8080})
+		}
+		v = t // without paths: invalid
+	case 9:
+		sn := &vppmodel.CnatSnat{Policy: vppmodel.CnatSnat_Policy(2 * r.IntN(2))}
+		if r.IntN(3) != 0 {
+			sn.Ip4 = modelVIPs[r.IntN(2)]
+		}
+		if r.IntN(2) == 0 {
+			sn.Ip6 = "2001:db8::1"
+		}
+		for _, p := range r.Perm(3)[:r.IntN(3)] {
+			sn.ExcludedPrefixes = append(sn.ExcludedPrefixes, fmt.Sprintf("10.%d.0.0/16", p))
+		}
+		v = sn // without addresses: invalid
+	case 10:
+		v = &vppmodel.CnatInterface{Interface: modelIfaces[r.IntN(len(modelIfaces))], Feature: r.IntN(2) == 0,
+			SnatPod: r.IntN(2) == 0, SnatHost: r.IntN(3) == 0} // with nothing: invalid
 	}
 	key, err := vppmodel.KeyOf(v)
 	if err != nil { // an invalid value: store it under the key it would have
@@ -103,6 +151,14 @@ func invalidKey(v proto.Message) string {
 		return vppmodel.InterfaceKey(m.Name)
 	case *vppmodel.Route:
 		return vppmodel.RouteKey(m.Vrf, netip.MustParsePrefix(m.DstNetwork))
+	case *vppmodel.ACL:
+		return vppmodel.ACLKey(m.Name)
+	case *vppmodel.CnatTranslation:
+		return vppmodel.CnatTranslationKey(m.Protocol, netip.MustParseAddr(m.Vip), m.Port)
+	case *vppmodel.CnatSnat:
+		return vppmodel.CnatSnatKey
+	case *vppmodel.CnatInterface:
+		return vppmodel.CnatInterfaceKey(m.Interface)
 	}
 	panic(fmt.Sprintf("no invalid %T", v))
 }
@@ -127,6 +183,16 @@ func modelDeps(v proto.Message) []string {
 		deps = append(deps, vppmodel.Nat44GlobalKey, vppmodel.InterfaceKey(m.Interface))
 	case *vppmodel.Nat44LbStaticMapping:
 		deps = append(deps, vppmodel.Nat44GlobalKey)
+	case *vppmodel.CnatInterface:
+		deps = append(deps, vppmodel.InterfaceKey(m.Interface))
+		if m.SnatPod || m.SnatHost {
+			deps = append(deps, vppmodel.CnatSnatKey)
+		}
+	case *vppmodel.ACLInterface:
+		deps = append(deps, vppmodel.InterfaceKey(m.Interface))
+		for _, n := range m.ACLNames() {
+			deps = append(deps, vppmodel.ACLKey(n))
+		}
 	}
 	return deps
 }
@@ -240,9 +306,7 @@ func TestModel(t *testing.T) {
 
 // writes filters the recorded requests down to the ones that change VPP.
 func writes(reqs []string) []string {
-	return slices.DeleteFunc(reqs, func(r string) bool {
-		return r == "control_ping" || r == "sw_interface_get_table" || r == "nat44_show_running_config"
-	})
+	return slices.DeleteFunc(reqs, vppdrivertest.ReadOnlyMessage)
 }
 
 // TestModelFaults is TestModel with VPP failing requests at random

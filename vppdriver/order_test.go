@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -172,5 +173,70 @@ func TestDeleteOrder(t *testing.T) {
 		reqs := rec.take()
 		assertBefore(t, reqs, []string{"del route 7 10.5.0.0/16"}, []string{fmt.Sprintf("del loopback %d", sw)})
 		assertBefore(t, reqs, []string{fmt.Sprintf("del loopback %d", sw)}, []string{"del table 7"})
+	})
+}
+
+// TestRemovalWaitsForUpdates: an object that goes while another one VPP
+// holds on top of it is changed in place to stop referring to it waits
+// for that change (the route moves to the other interface first, then the
+// old interface goes: no moment without the route, no route deleted); if
+// the change fails, the removal is not sent (VPP could refuse it, as it
+// refuses to delete an ACL still applied) and both are retried.
+func TestRemovalWaitsForUpdates(t *testing.T) {
+	state := func() controller.KeyValuePairs {
+		return kv(t, loop("a", true, 0, "10.0.0.1/24"), loop("b", true, 0, "10.9.0.1/24"),
+			route(0, "10.6.0.0/16", via("a", "10.0.0.2")))
+	}
+	move := controller.KeyValuePairs{vppmodel.InterfaceKey("a"): nil}
+	for k, v := range kv(t, route(0, "10.6.0.0/16", via("b", "10.9.0.2"))) {
+		move[k] = v
+	}
+
+	t.Run("update first", func(t *testing.T) {
+		vpp := vppsim.New(vppsim.Config{})
+		rec := record(vpp)
+		d := startDriver(t, vpp, testCfg())
+		commit(t, d, controller.CommitResync, state())
+		waitConfigured(t, d, 3)
+		sw, _ := ifaceByTag(vpp.Snapshot(), "vsk:a")
+		rec.take()
+		commit(t, d, controller.CommitUpdate, move)
+		waitConfigured(t, d, 2)
+		assert.Equal(t, []string{"add route 0 10.6.0.0/16", fmt.Sprintf("del loopback %d", sw.SwIfIndex)}, writes(rec.take()))
+		require.NoError(t, d.CheckInvariants())
+	})
+
+	t.Run("the update fails", func(t *testing.T) {
+		vpp := vppsim.New(vppsim.Config{})
+		d := startDriver(t, vpp, testCfg())
+		commit(t, d, controller.CommitResync, state())
+		waitConfigured(t, d, 3)
+		sw, _ := ifaceByTag(vpp.Snapshot(), "vsk:a")
+		var mu sync.Mutex
+		var reqs []string
+		failed := false
+		vpp.SetInterceptor(func(req api.Message) (int32, bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			reqs = append(reqs, describe(req))
+			if _, ok := req.(*ip.IPRouteAddDel); ok && !failed {
+				failed = true
+				return -1, true
+			}
+			return 0, false
+		})
+		commit(t, d, controller.CommitUpdate, move)
+		mu.Lock()
+		assert.Equal(t, []string{"add route 0 10.6.0.0/16"}, writes(slices.Clone(reqs)), "the loopback stays while the route uses it")
+		mu.Unlock()
+		waitConfigured(t, d, 2)
+		require.Eventually(t, func() bool {
+			_, ok := ifaceByTag(vpp.Snapshot(), "vsk:a")
+			return !ok
+		}, 10*time.Second, 5*time.Millisecond)
+		mu.Lock()
+		assert.Equal(t, []string{"add route 0 10.6.0.0/16", "add route 0 10.6.0.0/16", fmt.Sprintf("del loopback %d", sw.SwIfIndex)}, writes(slices.Clone(reqs)))
+		mu.Unlock()
+		require.NoError(t, d.CheckInvariants())
 	})
 }

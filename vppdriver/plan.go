@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 )
 
 // action is what a pass does to one key.
@@ -40,24 +42,38 @@ type wave struct {
 // from the highest kind down (what is applied on top of an object goes
 // before it), then the waves of creates and updates in dependency order
 // (by kind; within a kind, an interface after the interface it borrows
-// its addresses from). The planner predicts that every request succeeds;
-// the executor decides each step again when its wave comes (see decide),
-// from what VPP then holds, and parks what a failure left without its
-// dependencies.
+// its addresses from), then the late removals, one batch per kind from
+// the highest down: objects that go once the updates of the objects that
+// referred to them have stopped referring to them (see planRemovals). The
+// planner predicts that every request succeeds; the executor decides each
+// step again when its wave comes (see decide), from what VPP then holds,
+// and parks what a failure left without its dependencies.
 type plan struct {
 	gen     uint64
 	removes [numKinds][]*item
 	waves   []wave
-	parks   []step  // parked for the whole pass: their missing dependencies are not planned
-	later   []*item // woken items of a lower kind: the next pass (not expected)
-	looked  []*item // every item the plan looked at: their statuses may change
+	late    [numKinds][]*item // removed after the waves
+	parks   []step            // parked for the whole pass: their missing dependencies are not planned
+	later   []*item           // woken items of a lower kind: the next pass (not expected)
+	looked  []*item           // every item the plan looked at: their statuses may change
+	// waits are the removals that wait for updates of their users: the
+	// user stops referring to the removed object by an in-place update
+	// (say a pod's ACL list switched from an old ACL to a new one: the old
+	// ACL goes after the switch, not the list before it).
+	waits []waitEdge
 
 	// Scratch, kept with the plan's slices from pass to pass (passes are
 	// serialized): a one-key pass allocates nothing for its plan.
 	cand        [numKinds][]*item // create/update candidates by kind
 	queue       []*item           // the removal set, breadth first
 	round, next []*item           // the candidates of a round of one kind, and of the next
+	stack       []*item           // planLate's walk
 }
+
+// waitEdge says that the removal of gone waits for the in-place update of
+// user, which VPP holds applied on top of it and whose desired value no
+// longer refers to it.
+type waitEdge struct{ gone, user *item }
 
 // reset empties p for the pass gen, keeping its slices' arrays. A slice is
 // always cleared before it is cut (zero), so that the arrays keep no item
@@ -66,6 +82,7 @@ func (p *plan) reset(gen uint64) {
 	p.gen = gen
 	for kd := range p.removes {
 		p.removes[kd] = zero(p.removes[kd])
+		p.late[kd] = zero(p.late[kd])
 		p.cand[kd] = zero(p.cand[kd])
 	}
 	for i := range p.waves {
@@ -78,6 +95,8 @@ func (p *plan) reset(gen uint64) {
 	p.queue = zero(p.queue)
 	p.round = zero(p.round)
 	p.next = zero(p.next)
+	p.waits = zero(p.waits)
+	p.stack = zero(p.stack)
 }
 
 // zero clears s and returns it empty, with its array.
@@ -146,7 +165,7 @@ func (p *plan) String() string {
 	for kd := numKinds - 1; kd >= 0; kd-- {
 		var lines []string
 		for _, it := range p.removes[kd] {
-			lines = append(lines, "remove "+it.key)
+			lines = append(lines, "remove "+it.key+withNote(it, p.gen))
 		}
 		batch(lines)
 	}
@@ -157,12 +176,27 @@ func (p *plan) String() string {
 		}
 		batch(lines)
 	}
+	for kd := numKinds - 1; kd >= 0; kd-- {
+		var lines []string
+		for _, it := range p.late[kd] {
+			lines = append(lines, "remove "+it.key+" (late)"+withNote(it, p.gen))
+		}
+		batch(lines)
+	}
 	var lines []string
 	for _, s := range p.parks {
 		lines = append(lines, fmt.Sprintf("park %s on %s", s.it.key, strings.Join(s.missing, " ")))
 	}
 	batch(lines)
 	return b.String()
+}
+
+// withNote notes a removal that goes with its interface.
+func withNote(it *item, gen uint64) string {
+	if it.mark.with != gen {
+		return ""
+	}
+	return " (with " + applied(it.have).(goesWither).goesWith() + ")"
 }
 
 // planLocked decides what a pass does about the work items (the keys
@@ -175,25 +209,50 @@ func (p *plan) String() string {
 // to configure (Driver.waiters) with them; it parks what waits for a
 // dependency that the pass does not configure.
 //
+// A removal waits for the updates that stop referring to it: an object
+// that goes (not desired) while VPP holds objects applied on top of it
+// whose desired values no longer refer to it and are changed in place
+// does not take them along (removed first, created again without it):
+// they are updated first and it is removed after them, late in the pass.
+// VPP refuses to delete an ACL that an interface's list still names, so a
+// list switched from an old ACL to a new one is one request after the new
+// ACL's creation and before the old one's deletion, and the interface is
+// never without ACLs. It holds only when the plan makes every such
+// update in the pass (a user that waits for a dependency, or for its
+// retry, is not updated) and when nothing the removed object depends on
+// must go before the updates (a dependency that is re-created): then the
+// users are removed first, as for any other removal, and the plan is
+// made again without that wait. The objects the late removal depends on
+// that go too are removed late with it.
+//
 // It is pure: it sends nothing and changes no item, index or queue; its
-// only writes are its scratch marks (item.mark.rm, .cand, .put of the
-// pass generation it takes). Its cost is proportional to the work items
-// and their dependents, not to the total state.
+// only writes are its scratch marks (item.mark.rm, .cand, .put, .late,
+// .early of the pass generation it takes). Its cost is proportional to
+// the work items and their dependents, not to the total state (and at
+// most once more per removal whose wait fails, which is rare).
 func (d *Driver) planLocked(work []*item, now time.Time) *plan {
-	d.gen++
+	first := d.gen + 1
 	p := &d.plan
-	p.reset(d.gen)
-	d.planRemovals(p, work, now)
-	for kd := kind(0); kd < numKinds; kd++ {
-		d.planPuts(p, kd, now)
+	for {
+		d.gen++
+		p.reset(d.gen)
+		d.planRemovals(p, work, now, first)
+		for kd := kind(0); kd < numKinds; kd++ {
+			d.planPuts(p, kd, now)
+		}
+		if d.planLate(p, first) {
+			d.planWith(p)
+			return p
+		}
 	}
-	return p
 }
 
 // planRemovals plans the removal of what VPP holds of the work items but
-// must not, and transitively of what is applied on top of it; the desired
-// ones, and the other work items, become create/update candidates.
-func (d *Driver) planRemovals(p *plan, work []*item, now time.Time) {
+// must not, and transitively of what is applied on top of it, except for
+// what stops referring to it by an in-place update (a waitEdge; see
+// planLocked); the desired ones, and the other work items, become
+// create/update candidates.
+func (d *Driver) planRemovals(p *plan, work []*item, now time.Time, first uint64) {
 	for _, it := range work {
 		if !p.addCand(it) {
 			p.looked = append(p.looked, it)
@@ -211,15 +270,116 @@ func (d *Driver) planRemovals(p *plan, work []*item, now time.Time) {
 		// removal.
 		if it.want != nil || it.nextRetry.IsZero() || !it.nextRetry.After(now) {
 			p.removes[it.kind] = append(p.removes[it.kind], it)
+			it.mark.del = p.gen
 			p.addCand(it)
 		}
 		for u := range d.users[it.key] {
-			if u.mark.rm != p.gen && u.have != nil {
-				u.mark.rm = p.gen
-				p.queue = append(p.queue, u)
+			if u.mark.rm == p.gen || u.have == nil {
+				continue
+			}
+			if it.want == nil && it.mark.early < first && updatesAway(u, it.key) {
+				p.waits = append(p.waits, waitEdge{gone: it, user: u})
+				p.addCand(u)
+				continue
+			}
+			u.mark.rm = p.gen
+			p.queue = append(p.queue, u)
+		}
+	}
+}
+
+// updatesAway tells whether the user u of the object key (VPP holds u
+// applied on top of it) stops referring to it by an in-place update: u
+// is desired, its desired value does not depend on key, and what VPP
+// holds of u can be changed into it in place.
+func updatesAway(u *item, key string) bool {
+	return u.want != nil && u.state != stateConfigured && !isHalf(u.have) &&
+		!slices.Contains(u.want.deps(), key) && !needsRecreate(u.have, u.want)
+}
+
+// planWith marks the removals of values that VPP drops with their
+// interface (goesWither) whose interface the plan deletes (an adopted
+// interface is released, not deleted): they send nothing, and the
+// executor records them removed once the interface is (see
+// Driver.settleWithLocked). VPP drops an interface's ACL lists when it
+// deletes the interface; clearing them first would be a request for
+// nothing.
+func (d *Driver) planWith(p *plan) {
+	for _, batch := range [][]*item{p.removes[kindACLIface], p.late[kindACLIface], p.removes[kindCnatIface], p.late[kindCnatIface]} {
+		for _, it := range batch {
+			if gw, ok := applied(it.have).(goesWither); ok && gw.goesWith() != "" {
+				if dep := d.items[gw.goesWith()]; dep != nil && dep.mark.del == p.gen && deletesIface(dep) {
+					it.mark.with = p.gen
+				}
 			}
 		}
 	}
+}
+
+// deletesIface tells whether the removal of the interface item it deletes
+// the interface (an adopted one is released).
+func deletesIface(it *item) bool {
+	v, ok := applied(it.have).(*ifaceVal)
+	return ok && v.typ != vppmodel.Interface_EXISTING
+}
+
+// planLate moves the removals that wait for updates (p.waits) to the late
+// batches, with the objects they depend on that go too. It reports false
+// if a wait cannot hold (a user the plan does not update, or a dependency
+// that goes and is created again): that removal is marked early and the
+// pass must be planned again.
+func (d *Driver) planLate(p *plan, first uint64) bool {
+	gen := p.gen
+	for _, w := range p.waits {
+		if w.user.mark.put != gen && w.user.mark.rm != gen {
+			w.gone.mark.early = gen
+			return false
+		}
+	}
+	moved := false
+	for _, w := range p.waits {
+		if w.gone.mark.late == gen || w.gone.mark.rm != gen {
+			continue
+		}
+		// The object and what it depends on that goes in this pass go
+		// late; every one of them must be a removal only.
+		p.stack = append(zero(p.stack), w.gone)
+		for len(p.stack) > 0 {
+			it := p.stack[len(p.stack)-1]
+			p.stack = p.stack[:len(p.stack)-1]
+			if it.mark.late == gen {
+				continue
+			}
+			if it.want != nil { // re-created in the pass: it goes early
+				w.gone.mark.early = gen
+				return false
+			}
+			it.mark.late = gen
+			moved = true
+			for _, dep := range it.have.deps() {
+				if di := d.items[dep]; di != nil && di.mark.rm == gen && di.have != nil {
+					p.stack = append(p.stack, di)
+				}
+			}
+		}
+	}
+	if !moved {
+		return true
+	}
+	for kd := range p.removes {
+		rs := p.removes[kd]
+		kept := rs[:0]
+		for _, it := range rs {
+			if it.mark.late == gen {
+				p.late[kd] = append(p.late[kd], it)
+			} else {
+				kept = append(kept, it)
+			}
+		}
+		clear(rs[len(kept):])
+		p.removes[kd] = kept
+	}
+	return true
 }
 
 // planPuts plans the creates and updates of the candidates of kind kd

@@ -84,7 +84,7 @@ func (w *world) holdLocked(k string, v value) {
 	if v.kind() == kindInterface {
 		sw, w.sw = w.sw, w.sw+1
 	}
-	w.d.holdLocked(k, found{value: v, swIfIndex: sw})
+	w.d.holdLocked(k, found{value: v, index: sw})
 	w.d.markDirtyLocked(w.d.items[k])
 }
 
@@ -187,9 +187,35 @@ func TestPlan(t *testing.T) {
 			AfPacket: &vppmodel.AfPacketLink{HostIfName: host}}
 	}
 	podRt := &vppmodel.Route{DstNetwork: "10.1.1.2/32", Paths: []*vppmodel.Path{{OutgoingInterface: "pod"}}}
+	acl := func(name string) *vppmodel.ACL {
+		return &vppmodel.ACL{Name: name, Rules: []*vppmodel.ACLRule{{Action: vppmodel.ACLRule_PERMIT, SrcPrefix: "0.0.0.0/0", DstPrefix: "10.0.0.0/8"}}}
+	}
+	aclList := func(iface string, output ...string) *vppmodel.ACLInterface {
+		return &vppmodel.ACLInterface{Interface: iface, Output: output}
+	}
+	kACL := vppmodel.ACLKey
+	snat := &vppmodel.CnatSnat{Ip4: "192.0.2.1", ExcludedPrefixes: []string{"10.0.0.0/8"}, Policy: vppmodel.CnatSnat_K8S}
+	cnatIf := func(iface string, feature, pod bool) *vppmodel.CnatInterface {
+		return &vppmodel.CnatInterface{Interface: iface, Feature: feature, SnatPod: pod}
+	}
+	tr := func(lb vppmodel.CnatTranslation_LbType) *vppmodel.CnatTranslation {
+		return &vppmodel.CnatTranslation{Vip: "10.96.0.1", Port: 80, Protocol: vppmodel.ProtoTCP, LbType: lb,
+			Paths: []*vppmodel.CnatPath{{DstIp: "10.1.1.2", DstPort: 8080}}}
+	}
+	const (
+		kSnat  = vppmodel.CnatSnatKey
+		kCnatA = "vpp/cnat/interface/a"
+		kTr    = "vpp/cnat/translation/tcp/10.96.0.1:80"
+	)
+	kList := vppmodel.ACLInterfaceKey("a")
+	loopB := &vppmodel.Interface{Name: "b", Type: vppmodel.Interface_LOOPBACK, Enabled: true, IpAddresses: []string{"10.9.0.1/24"}}
+	route := func(vrf uint32, dst, iface, nh string) *vppmodel.Route {
+		return &vppmodel.Route{Vrf: vrf, DstNetwork: dst, Paths: []*vppmodel.Path{{OutgoingInterface: iface, NextHop: nh}}}
+	}
 	const (
 		kVrf7  = "vpp/vrf/ipv4/7"
 		kA     = "vpp/interface/a"
+		kB     = "vpp/interface/b"
 		kRt7   = "vpp/route/7/10.5.0.0/16"
 		kRt0   = "vpp/route/0/10.6.0.0/16"
 		kGw    = "vpp/interface/gw"
@@ -331,6 +357,167 @@ func TestPlan(t *testing.T) {
 			},
 			pass: func(w *world) { w.want(gw) },
 			want: lines("create " + kGw),
+		},
+		{
+			name:  "a removal waits for the update that stops referring to it",
+			setup: func(w *world) { w.configured(loopA0, loopB, rt0) },
+			pass: func(w *world) {
+				w.drop(kA)
+				w.want(route(0, "10.6.0.0/16", "b", "10.9.0.2"))
+			},
+			want: lines("update "+kRt0, "--", "remove "+kA+" (late)"),
+		},
+		{
+			name:  "after the creation of what the user refers to instead",
+			setup: func(w *world) { w.configured(loopA0, rt0) },
+			pass: func(w *world) {
+				w.drop(kA)
+				w.want(loopB, route(0, "10.6.0.0/16", "b", "10.9.0.2"))
+			},
+			want: lines("create "+kB, "--", "update "+kRt0, "--", "remove "+kA+" (late)"),
+		},
+		{
+			name:  "an unnumbered interface switched to another source before the old source goes",
+			setup: func(w *world) { w.configured(gw, pod("veth0")) },
+			pass: func(w *world) {
+				w.drop(kGw)
+				p := pod("veth0")
+				p.Unnumbered = "gw2"
+				w.want(&vppmodel.Interface{Name: "gw2", Type: vppmodel.Interface_LOOPBACK, Enabled: true, IpAddresses: []string{"10.1.1.1/32"}}, p)
+			},
+			// The interfaces of one wave are sent together: gw2 first (the
+			// pod's update waits for it in a later round of the kind).
+			want: lines("create vpp/interface/gw2", "--", "update "+kPod, "--", "remove "+kGw+" (late)"),
+		},
+		{
+			name:  "what the late removal depends on and goes goes late with it",
+			setup: func(w *world) { w.configured(vrf7, loopA, loopB, rt0) },
+			pass: func(w *world) {
+				w.drop(kA, kVrf7)
+				w.want(route(0, "10.6.0.0/16", "b", "10.9.0.2"))
+			},
+			want: lines("update "+kRt0, "--", "remove "+kA+" (late)", "--", "remove "+kVrf7+" (late)"),
+		},
+		{
+			name:  "a user the plan cannot update is removed first, as before",
+			setup: func(w *world) { w.configured(loopA0, rt0) },
+			pass: func(w *world) {
+				w.drop(kA)
+				w.want(route(0, "10.6.0.0/16", "c", "10.9.0.2"))
+			},
+			want: lines("remove "+kRt0, "--", "remove "+kA, "--", "park "+kRt0+" on vpp/interface/c"),
+		},
+		{
+			name: "so is a user whose update waits for its retry",
+			setup: func(w *world) {
+				w.configured(loopA0, loopB, rt0)
+				w.want(route(0, "10.6.0.0/16", "b", "10.9.0.2"))
+				w.fail(kRt0, -1)
+			},
+			pass: func(w *world) { w.drop(kA) },
+			want: lines("remove "+kRt0, "--", "remove "+kA),
+		},
+		{
+			name:  "and one whose removal needs a dependency re-created before the updates",
+			setup: func(w *world) { w.configured(vrf7, loopA, loopB, rt0) },
+			pass: func(w *world) {
+				w.drop(kA)
+				w.want(&vppmodel.VrfTable{Id: 7, Label: "y"}, route(0, "10.6.0.0/16", "b", "10.9.0.2"))
+			},
+			want: lines("remove "+kRt0, "--", "remove "+kA, "--", "remove "+kVrf7, "--", "create "+kVrf7, "--", "create "+kRt0),
+		},
+		{
+			name:  "an ACL renamed in a pod's list: created, switched, deleted",
+			setup: func(w *world) { w.configured(loopA0, acl("old"), aclList("a", "old")) },
+			pass: func(w *world) {
+				w.want(acl("new"), aclList("a", "new"))
+				w.drop(kACL("old"))
+			},
+			want: lines("create "+kACL("new"), "--", "update "+kList, "--", "remove "+kACL("old")+" (late)"),
+		},
+		{
+			name:  "an ACL changed in place",
+			setup: func(w *world) { w.configured(loopA0, acl("x"), aclList("a", "x")) },
+			pass:  func(w *world) { w.want(&vppmodel.ACL{Name: "x"}) },
+			want:  lines("update " + kACL("x")),
+		},
+		{
+			name:  "an interface deleted with its ACL lists: VPP drops them with it",
+			setup: func(w *world) { w.configured(loopA0, acl("x"), aclList("a", "x")) },
+			pass:  func(w *world) { w.drop(kA, kList) },
+			want:  lines("remove "+kList+" (with "+kA+")", "--", "remove "+kA),
+		},
+		{
+			name:  "so while they stay desired, they wait for it",
+			setup: func(w *world) { w.configured(loopA0, acl("x"), aclList("a", "x")) },
+			pass:  func(w *world) { w.drop(kA) },
+			want:  lines("remove "+kList+" (with "+kA+")", "--", "remove "+kA, "--", "park "+kList+" on "+kA),
+		},
+		{
+			name:  "and with an interface that goes late",
+			setup: func(w *world) { w.configured(loopA0, loopB, rt0, acl("x"), aclList("a", "x")) },
+			pass: func(w *world) {
+				w.drop(kA, kList)
+				w.want(route(0, "10.6.0.0/16", "b", "10.9.0.2"))
+			},
+			want: lines("remove "+kList+" (with "+kA+")", "--", "update "+kRt0, "--", "remove "+kA+" (late)"),
+		},
+		{
+			name: "an adopted interface is released, not deleted: its lists are cleared",
+			setup: func(w *world) {
+				w.configured(&vppmodel.Interface{Name: "a", Type: vppmodel.Interface_EXISTING, Existing: &vppmodel.ExistingLink{VppName: "eth0"}},
+					acl("x"), aclList("a", "x"))
+			},
+			pass: func(w *world) { w.drop(kA, kList) },
+			want: lines("remove "+kList, "--", "remove "+kA),
+		},
+		{
+			name:  "an ACL deleted that a desired list still names: the list goes first and waits",
+			setup: func(w *world) { w.configured(loopA0, acl("x"), aclList("a", "x")) },
+			pass:  func(w *world) { w.drop(kACL("x")) },
+			want:  lines("remove "+kList, "--", "remove "+kACL("x"), "--", "park "+kList+" on "+kACL("x")),
+		},
+		{
+			name: "cnat: the SNAT entry before the tables of interfaces",
+			pass: func(w *world) { w.want(cnatIf("a", true, true), loopA0, snat) },
+			want: lines("create "+kSnat, "--", "create "+kA, "--", "create "+kCnatA),
+		},
+		{
+			name:  "a translation's new lb type re-creates it (VPP keeps the old one)",
+			setup: func(w *world) { w.configured(tr(vppmodel.CnatTranslation_DEFAULT)) },
+			pass:  func(w *world) { w.want(tr(vppmodel.CnatTranslation_MAGLEV)) },
+			want:  lines("remove "+kTr, "--", "create "+kTr),
+		},
+		{
+			name:  "its paths change in place",
+			setup: func(w *world) { w.configured(tr(vppmodel.CnatTranslation_DEFAULT)) },
+			pass: func(w *world) {
+				t := tr(vppmodel.CnatTranslation_DEFAULT)
+				t.Paths[0].DstPort = 8081
+				w.want(t)
+			},
+			want: lines("update " + kTr),
+		},
+		{
+			name:  "the cnat feature goes with its interface",
+			setup: func(w *world) { w.configured(loopA0, cnatIf("a", true, false)) },
+			pass:  func(w *world) { w.drop(kA, kCnatA) },
+			want:  lines("remove "+kCnatA+" (with "+kA+")", "--", "remove "+kA),
+		},
+		{
+			name:  "the SNAT tables do not: the interface leaves them first",
+			setup: func(w *world) { w.configured(snat, loopA0, cnatIf("a", true, true)) },
+			pass:  func(w *world) { w.drop(kA, kCnatA) },
+			want:  lines("remove "+kCnatA, "--", "remove "+kA),
+		},
+		{
+			name:  "an interface leaves the SNAT tables before the entry goes",
+			setup: func(w *world) { w.configured(snat, loopA0, cnatIf("a", true, true)) },
+			pass: func(w *world) {
+				w.drop(kSnat)
+				w.want(cnatIf("a", true, false))
+			},
+			want: lines("update "+kCnatA, "--", "remove "+kSnat+" (late)"),
 		},
 		{
 			name: "NAT44 after the plugin and the interface",

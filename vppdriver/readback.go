@@ -52,7 +52,7 @@ func (d *Driver) resyncLocked(ctx context.Context) error {
 	d.needResync = false
 	for k, it := range d.items {
 		if _, ok := found[k]; !ok {
-			it.swIfIndex = noIndex
+			it.index = noIndex
 			d.setHaveLocked(it, nil)
 			d.forgetLocked(it)
 		}
@@ -79,15 +79,15 @@ func (d *Driver) holdLocked(key string, f found) {
 		it = d.itemLocked(key)
 		it.state = d.unclaimedLocked()
 	}
-	it.swIfIndex = f.swIfIndex
+	it.index = f.index
 	d.setHaveLocked(it, f.value)
 }
 
 // found is an object a readback found in VPP that the driver owns: its
-// value and, for an interface, its sw_if_index (noIndex for the others).
+// value and VPP's index of it (see item.index).
 type found struct {
-	value     value
-	swIfIndex uint32
+	value value
+	index uint32
 }
 
 // readbackLocked reads back what the driver owns in VPP, kind by kind:
@@ -109,11 +109,11 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 	out := make(map[string]found, len(d.items))
 	add := func(vs []value) {
 		for _, v := range vs {
-			out[v.key()] = found{value: v, swIfIndex: noIndex}
+			out[v.key()] = found{value: v, index: noIndex}
 		}
 	}
 	for _, i := range ifs.list {
-		out[i.v.key()] = found{value: i.v, swIfIndex: i.sw}
+		out[i.v.key()] = found{value: i.v, index: i.sw}
 	}
 	add(asValues(readNeighbors(x, ifs)))
 	tables := d.readTables(x)
@@ -131,6 +131,24 @@ func (d *Driver) readbackLocked(ctx context.Context) (map[string]found, error) {
 			return nil, err
 		}
 		add(nat)
+	}
+	if d.cnatErr == nil {
+		cn, err := d.readCnat(ctx, ifs)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range cn {
+			out[f.value.key()] = f
+		}
+	}
+	if d.aclErr == nil {
+		acls, err := d.readACLs(ctx, ifs)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range acls {
+			out[f.value.key()] = f
+		}
 	}
 	return out, nil
 }

@@ -85,7 +85,14 @@ type item struct {
 	bad  error         // the committed value is invalid (want is nil)
 	have value         // what VPP holds as far as the driver knows; nil = absent (see halfVal)
 
-	swIfIndex uint32 // interfaces: VPP's sw_if_index; noIndex while VPP has none
+	// index is VPP's index of the object (an interface's sw_if_index);
+	// noIndex while VPP has none, and for the kinds VPP does not index.
+	index uint32
+	// tried: a pass of this driver (connected, after a readback) has
+	// looked at the key: its record of what VPP holds (have) is the
+	// driver's own from then on. A readback of what VPP does not report
+	// takes that record, and before, the desired value (see recordOf).
+	tried bool
 
 	failed    error     // the last failed attempt (until one succeeds or the value changes)
 	attempts  int       // failed attempts since (or since the last reconnect)
@@ -112,12 +119,20 @@ type itemMarks struct {
 	rm    uint64 // == Driver.gen: in the removal set of the pass's plan
 	cand  uint64 // == Driver.gen: a create/update candidate of the plan
 	put   uint64 // == Driver.gen: the plan creates or updates it
+	late  uint64 // == Driver.gen: the plan removes it after the creates and updates
+	del   uint64 // == Driver.gen: the plan sends its removal (early or late)
+	with  uint64 // == Driver.gen: it goes with its interface, which the plan deletes (see planWith)
+	gone  uint64 // == Driver.gen: the executor ran its removal
+	// early >= the first generation of the current planLocked: its removal
+	// must not wait for the updates of its users (an earlier plan of the
+	// pass could not make them).
+	early uint64
 }
 
 func (it *item) desired() bool { return it.want != nil || it.bad != nil }
 
-// created tells whether VPP has the item's interface (swIfIndex is valid).
-func (it *item) created() bool { return it.swIfIndex != noIndex }
+// created tells whether VPP has the item's interface (index is valid).
+func (it *item) created() bool { return it.index != noIndex }
 
 // halfVal is what VPP holds of an interface whose creation (or in-place
 // change) failed after VPP made it: the interface exists, its
@@ -141,7 +156,7 @@ func applied(v value) value {
 func (d *Driver) itemLocked(key string) *item {
 	it := d.items[key]
 	if it == nil {
-		it = &item{key: key, kind: kindOf(key), swIfIndex: noIndex, retryIdx: -1}
+		it = &item{key: key, kind: kindOf(key), index: noIndex, retryIdx: -1}
 		d.items[key] = it
 	}
 	return it

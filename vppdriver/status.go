@@ -100,7 +100,9 @@ type Stats struct {
 	// KeyStatus.FailingSince; most are Failed, one whose retry after a
 	// reconnect waits for a dependency is Pending), and FailingByKind the
 	// same by kind: "interface", "vrf", "route", "neighbor", "nat44" (the
-	// key's segment after "vpp/"). FailingByKind is nil when none is.
+	// key's segment after "vpp/"; every NAT44 key is "nat44"), "acl" (ACLs
+	// and the ACL lists of interfaces), "cnat". FailingByKind is nil when
+	// none is.
 	Failing       int
 	FailingByKind map[string]int
 }

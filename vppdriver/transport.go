@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,8 @@ import (
 	"go.fd.io/govpp/api"
 	"go.fd.io/govpp/binapi/memclnt"
 	"go.fd.io/govpp/core"
+
+	vppmemclnt "github.com/vswitchkit/vswitchkit/vppdriver/internal/binapi/memclnt"
 )
 
 // call is one request with its reply handler. done gets the reply (nil and
@@ -91,18 +94,78 @@ func (c *client) stream() (api.Stream, error) {
 	return c.st, nil
 }
 
+// binapiDirs caches, per message type, the binapi directory of its
+// package (see msgDir).
+var binapiDirs sync.Map // reflect.Type -> string
+
+// msgDir returns the binapi directory of m's package: GoVPP decodes the
+// replies on a stream with the message registry of the directory of the
+// last message sent on it, so messages of two directories (GoVPP's stock
+// binapi and vppdriver/internal/binapi) must not have replies in flight
+// on one stream at once.
+func msgDir(m api.Message) string {
+	t := reflect.TypeOf(m)
+	if d, ok := binapiDirs.Load(t); ok {
+		return d.(string)
+	}
+	d := path.Dir(t.Elem().PkgPath())
+	binapiDirs.Store(t, d)
+	return d
+}
+
+// internalDir is the binapi directory of vppdriver/internal/binapi.
+var internalDir = msgDir(&vppmemclnt.ControlPing{})
+
+// pingOf returns the control_ping of the binapi directory dir: a dump must
+// end with the ping of its own directory (see msgDir).
+func pingOf(dir string) api.Message {
+	if dir == internalDir {
+		return &vppmemclnt.ControlPing{}
+	}
+	return &memclnt.ControlPing{}
+}
+
+// sameDir returns the length of the run of messages at the start of msgs
+// (n of them, the i-th given by msg) that are of one binapi directory
+// (see msgDir).
+func sameDir(n int, msg func(i int) api.Message) int {
+	first := msg(0)
+	t, dir := reflect.TypeOf(first), msgDir(first)
+	i := 1
+	for ; i < n; i++ {
+		if m := msg(i); reflect.TypeOf(m) != t && msgDir(m) != dir {
+			break
+		}
+	}
+	return i
+}
+
 // pipeline sends the calls with up to cfg.Window requests in flight: a
 // window of requests is sent, then each reply read is followed by the next
 // request, so VPP never waits for the driver. Replies are matched to
 // requests in order; every window of cfg.Window replies (and a shorter
-// last one) must arrive within cfg.RequestTimeout. It
-// returns a transport error (wrapping ErrTransport) if a send or receive
-// fails; VPP retvals are handed to the calls as *VPPError.
+// last one) must arrive within cfg.RequestTimeout. Calls of different
+// binapi directories are sent one run of a directory after the other
+// (see msgDir). It returns a transport error (wrapping ErrTransport) if a
+// send or receive fails; VPP retvals are handed to the calls as
+// *VPPError.
 //
 // When ctx ends, no further request is sent, but the replies to the ones
 // already sent are still read (under their own deadline), so that the
 // driver knows what VPP did; the calls not sent get ctx's error.
 func (c *client) pipeline(ctx context.Context, calls []call) error {
+	for len(calls) > 0 {
+		n := sameDir(len(calls), func(i int) api.Message { return calls[i].req })
+		if err := c.pipelineDir(ctx, calls[:n]); err != nil {
+			return err
+		}
+		calls = calls[n:]
+	}
+	return nil
+}
+
+// pipelineDir is pipeline for calls of one binapi directory.
+func (c *client) pipelineDir(ctx context.Context, calls []call) error {
 	if len(calls) == 0 {
 		return nil
 	}
@@ -171,19 +234,21 @@ func notSent(ctx context.Context, calls []call) {
 	}
 }
 
-// dumps sends each dump request followed by a control_ping, pipelined on
-// one stream per window, and returns the details of each. Replies are read
-// as they arrive so that the stream buffer never fills.
+// dumps sends each dump request followed by the control_ping of its
+// binapi directory, pipelined on one stream per window (and per run of
+// one directory, see msgDir), and returns the details of each. Replies
+// are read as they arrive so that the stream buffer never fills.
 func (c *client) dumps(ctx context.Context, reqs []api.Message) ([][]api.Message, error) {
 	out := make([][]api.Message, 0, len(reqs))
 	window := max(1, c.cfg.Window/2)
-	for start := 0; start < len(reqs); start += window {
-		end := min(start+window, len(reqs))
-		res, err := c.dumpWindow(ctx, reqs[start:end])
+	for len(reqs) > 0 {
+		n := min(window, sameDir(len(reqs), func(i int) api.Message { return reqs[i] }))
+		res, err := c.dumpWindow(ctx, reqs[:n])
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, res...)
+		reqs = reqs[n:]
 	}
 	return out, nil
 }
@@ -247,12 +312,13 @@ func (c *client) dumpWindow(ctx context.Context, reqs []api.Message) ([][]api.Me
 		return nil, fmt.Errorf("%w: new stream: %v", ErrTransport, err)
 	}
 	defer func() { _ = st.Close() }()
+	ping := pingOf(msgDir(reqs[0])) // reqs are of one directory (see dumps)
 	for _, r := range reqs {
 		c.requests.Add(2)
 		if err := st.SendMsg(r); err != nil {
 			return nil, fmt.Errorf("%w: send %s: %v", ErrTransport, r.GetMessageName(), err)
 		}
-		if err := st.SendMsg(&memclnt.ControlPing{}); err != nil {
+		if err := st.SendMsg(ping); err != nil {
 			return nil, fmt.Errorf("%w: send control_ping: %v", ErrTransport, err)
 		}
 	}
@@ -263,7 +329,7 @@ func (c *client) dumpWindow(ctx context.Context, reqs []api.Message) ([][]api.Me
 			if err != nil {
 				return nil, fmt.Errorf("%w: dump %s: %v", ErrTransport, r.GetMessageName(), err)
 			}
-			if _, ok := m.(*memclnt.ControlPingReply); ok {
+			if m.GetMessageName() == "control_ping_reply" {
 				break
 			}
 			out[i] = append(out[i], m)

@@ -38,10 +38,15 @@ type kind int
 const (
 	kindVrf kind = iota
 	kindNatGlobal
+	kindACL      // ACLs (before interfaces: removed after them, see goesWith)
+	kindCnatSnat // the cnat SNAT entry (removed after the translations)
+	kindCnat     // cnat translations
 	kindInterface
 	kindNeighbor
 	kindRoute
-	kindNat // NAT44 interfaces, pools and mappings
+	kindNat       // NAT44 interfaces, pools and mappings
+	kindACLIface  // the ACL lists of interfaces
+	kindCnatIface // cnat on interfaces
 	numKinds
 )
 
@@ -58,6 +63,16 @@ func kindOf(key string) kind {
 		return kindNeighbor
 	case strings.HasPrefix(key, vppmodel.Nat44KeyPrefix):
 		return kindNat
+	case strings.HasPrefix(key, vppmodel.ACLKeyPrefix):
+		return kindACL
+	case strings.HasPrefix(key, vppmodel.ACLInterfaceKeyPrefix):
+		return kindACLIface
+	case strings.HasPrefix(key, vppmodel.CnatTranslationKeyPrefix):
+		return kindCnat
+	case key == vppmodel.CnatSnatKey:
+		return kindCnatSnat
+	case strings.HasPrefix(key, vppmodel.CnatInterfaceKeyPrefix):
+		return kindCnatIface
 	}
 	return kindRoute
 }
@@ -86,6 +101,16 @@ func parseValue(msg proto.Message) (value, error) {
 		return parseIdentity(m)
 	case *vppmodel.Nat44LbStaticMapping:
 		return parseLB(m)
+	case *vppmodel.ACL:
+		return parseACL(m)
+	case *vppmodel.ACLInterface:
+		return parseACLIface(m), nil
+	case *vppmodel.CnatTranslation:
+		return parseCnatTr(m)
+	case *vppmodel.CnatSnat:
+		return parseCnatSnat(m)
+	case *vppmodel.CnatInterface:
+		return newCnatIface(m.GetInterface(), m.GetFeature(), m.GetSnatPod(), m.GetSnatHost()), nil
 	}
 	return nil, fmt.Errorf("unsupported message type %T", msg)
 }
@@ -105,8 +130,17 @@ func needsRecreate(old, new value) bool {
 		// new table.
 		n, ok := new.(*vrfVal)
 		return !ok || *o != *n
-	case *routeVal, *neighborVal:
-		return false // changed in place
+	case *routeVal, *neighborVal, *aclVal, *aclIfaceVal, *cnatIfaceVal:
+		return false // changed in place (an ACL keeps its index, a list is set again)
+	case *cnatTrVal:
+		// VPP keeps the lb type of a translation from its creation; the
+		// VIP's exclusivity and client are made with it too.
+		n, ok := new.(*cnatTrVal)
+		return !ok || o.lbType != n.lbType || o.realIP != n.realIP || o.noClient != n.noClient
+	case *cnatSnatVal:
+		// VPP keeps an address of a family until the entry is deleted.
+		n, ok := new.(*cnatSnatVal)
+		return !ok || (o.ip4.IsValid() && !n.ip4.IsValid()) || (o.ip6.IsValid() && !n.ip6.IsValid())
 	case *natIfaceVal:
 		// inside and outside change in place; VPP refuses them on an
 		// interface with the output feature and the reverse.
@@ -125,6 +159,15 @@ func needsRecreate(old, new value) bool {
 	}
 	// Pools, static and identity mappings.
 	return !old.equal(new)
+}
+
+// goesWither is a value that VPP drops when it deletes an interface (an
+// interface's ACL lists, its cnat feature): removed with that interface in
+// one pass, it sends nothing of its own (see planWith).
+type goesWither interface {
+	// goesWith returns the key of the interface ("" if the value does not
+	// go with it).
+	goesWith() string
 }
 
 // depsOf lists dependency keys without duplicates.

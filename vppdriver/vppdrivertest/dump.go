@@ -3,6 +3,8 @@ package vppdrivertest
 import (
 	"context"
 	"fmt"
+	"path"
+	"reflect"
 
 	"go.fd.io/govpp/adapter"
 	"go.fd.io/govpp/api"
@@ -56,12 +58,16 @@ func (d *Dumper) Close() {
 
 // DumpStream runs one dump on an open stream: the request, then a
 // control_ping whose reply ends the details. Several dumps may run one
-// after the other on one stream.
+// after the other on one stream. The control_ping is the one of the
+// request's binapi directory (GoVPP decodes a stream's replies with the
+// registry of the last message sent): GoVPP's stock one, or that of a
+// binapi generated elsewhere, such as the VPP 26.06 cnat messages of
+// vppdriver/internal/binapi.
 func DumpStream(st api.Stream, req api.Message) ([]api.Message, error) {
 	if err := st.SendMsg(req); err != nil {
 		return nil, err
 	}
-	if err := st.SendMsg(&memclnt.ControlPing{}); err != nil {
+	if err := st.SendMsg(pingOf(req)); err != nil {
 		return nil, err
 	}
 	var res []api.Message
@@ -70,9 +76,21 @@ func DumpStream(st api.Stream, req api.Message) ([]api.Message, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", req.GetMessageName(), err)
 		}
-		if _, ok := m.(*memclnt.ControlPingReply); ok {
+		if m.GetMessageName() == "control_ping_reply" {
 			return res, nil
 		}
 		res = append(res, m)
 	}
+}
+
+// pingOf returns a control_ping of the binapi directory of req (GoVPP's
+// stock one if that directory has none).
+func pingOf(req api.Message) api.Message {
+	dir := path.Dir(reflect.TypeOf(req).Elem().PkgPath())
+	for _, m := range api.GetRegisteredMessages()[dir] {
+		if m.GetMessageName() == "control_ping" {
+			return reflect.New(reflect.TypeOf(m).Elem()).Interface().(api.Message)
+		}
+	}
+	return &memclnt.ControlPing{}
 }

@@ -81,11 +81,12 @@ func (r *RequestRecorder) add(name string) {
 }
 
 // ReadOnlyMessage tells whether a binary-API request of that name only
-// reads VPP's state: dumps, gets, shows, control_ping, get_next_index.
+// reads VPP's state: dumps, gets (cnat_get_snat_addresses,
+// sw_interface_get_table, get_next_index, …), shows, control_ping.
 func ReadOnlyMessage(name string) bool {
 	return strings.HasSuffix(name, "_dump") || strings.HasSuffix(name, "_get") || strings.HasPrefix(name, "show_") ||
-		strings.Contains(name, "_show_") || name == "control_ping" || name == "sw_interface_get_table" ||
-		name == "get_next_index"
+		strings.Contains(name, "_show_") || name == "control_ping" || strings.HasPrefix(name, "get_") ||
+		strings.Contains(name, "_get_")
 }
 
 // Writes returns the names that may change VPP's state (see

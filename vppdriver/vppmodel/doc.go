@@ -14,6 +14,11 @@
 //	vpp/nat44/static/<proto>/<ip>:<port>             Nat44StaticMapping
 //	vpp/nat44/identity/<proto>/<ip|if:name>:<port>   Nat44IdentityMapping
 //	vpp/nat44/lb/<proto>/<ip>:<port>                 Nat44LbStaticMapping
+//	vpp/acl/<name>                     ACL
+//	vpp/acl-interface/<interface>      ACLInterface
+//	vpp/cnat/translation/<tcp|udp>/<vip>:<port>      CnatTranslation (e.g. vpp/cnat/translation/udp/[fd00::10]:53)
+//	vpp/cnat/snat                      CnatSnat
+//	vpp/cnat/interface/<interface>     CnatInterface
 //
 // # Concurrency
 //

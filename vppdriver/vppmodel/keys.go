@@ -56,7 +56,7 @@ func protoName(p VrfTable_Protocol) string {
 
 // KeyOf returns the key under which msg must be stored, after validating it.
 func KeyOf(msg proto.Message) (string, error) {
-	switch msg.(type) {
+	switch m := msg.(type) {
 	case *Nat44Global, *Nat44Interface, *Nat44AddressPool, *Nat44StaticMapping, *Nat44IdentityMapping, *Nat44LbStaticMapping:
 		// natKey validates as it computes the key: once is enough (a
 		// load-balanced mapping may have hundreds of backends).
@@ -65,6 +65,10 @@ func KeyOf(msg proto.Message) (string, error) {
 			return "", invalid("%v", err)
 		}
 		return k, nil
+	case *CnatTranslation:
+		// Validation computes the key (a translation may have thousands
+		// of paths: once is enough).
+		return validateCnatTranslation(m)
 	}
 	if err := Validate(msg); err != nil {
 		return "", err
@@ -84,6 +88,10 @@ func KeyOf(msg proto.Message) (string, error) {
 		return ACLKey(m.GetName()), nil
 	case *ACLInterface:
 		return ACLInterfaceKey(m.GetInterface()), nil
+	case *CnatSnat:
+		return CnatSnatKey, nil
+	case *CnatInterface:
+		return CnatInterfaceKey(m.GetInterface()), nil
 	}
 	return "", invalid("unsupported message type %T", msg)
 }
@@ -116,6 +124,12 @@ func NewValueForKey(key string) (proto.Message, error) {
 		return &ACL{}, nil
 	case strings.HasPrefix(key, ACLInterfaceKeyPrefix):
 		return &ACLInterface{}, nil
+	case strings.HasPrefix(key, CnatTranslationKeyPrefix):
+		return &CnatTranslation{}, nil
+	case key == CnatSnatKey:
+		return &CnatSnat{}, nil
+	case strings.HasPrefix(key, CnatInterfaceKeyPrefix):
+		return &CnatInterface{}, nil
 	case key == Nat44GlobalKey:
 		return &Nat44Global{}, nil
 	case strings.HasPrefix(key, Nat44InterfaceKeyPrefix):
@@ -159,6 +173,13 @@ func Validate(msg proto.Message) error {
 		return validateACL(m)
 	case *ACLInterface:
 		return validateACLInterface(m)
+	case *CnatTranslation:
+		_, err := validateCnatTranslation(m)
+		return err
+	case *CnatSnat:
+		return validateCnatSnat(m)
+	case *CnatInterface:
+		return validateCnatInterface(m)
 	case *Nat44Global, *Nat44Interface, *Nat44AddressPool, *Nat44StaticMapping, *Nat44IdentityMapping, *Nat44LbStaticMapping:
 		if _, err := natKey(m); err != nil {
 			return invalid("%v", err)

@@ -296,6 +296,108 @@ func (ACLRule_Action) EnumDescriptor() ([]byte, []int) {
 	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{18, 0}
 }
 
+// LbType is how a connection picks its backend.
+type CnatTranslation_LbType int32
+
+const (
+	// DEFAULT: a hash of the connection's flow picks the path; a change of
+	// the paths can move any flow's new connections.
+	CnatTranslation_DEFAULT CnatTranslation_LbType = 0
+	// MAGLEV: Maglev consistent hashing; a change of the paths moves few
+	// flows (mostly those of the paths that changed).
+	CnatTranslation_MAGLEV CnatTranslation_LbType = 1
+)
+
+// Enum value maps for CnatTranslation_LbType.
+var (
+	CnatTranslation_LbType_name = map[int32]string{
+		0: "DEFAULT",
+		1: "MAGLEV",
+	}
+	CnatTranslation_LbType_value = map[string]int32{
+		"DEFAULT": 0,
+		"MAGLEV":  1,
+	}
+)
+
+func (x CnatTranslation_LbType) Enum() *CnatTranslation_LbType {
+	p := new(CnatTranslation_LbType)
+	*p = x
+	return p
+}
+
+func (x CnatTranslation_LbType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CnatTranslation_LbType) Descriptor() protoreflect.EnumDescriptor {
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_enumTypes[5].Descriptor()
+}
+
+func (CnatTranslation_LbType) Type() protoreflect.EnumType {
+	return &file_vswitchkit_vppdriver_v1_vppdriver_proto_enumTypes[5]
+}
+
+func (x CnatTranslation_LbType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CnatTranslation_LbType.Descriptor instead.
+func (CnatTranslation_LbType) EnumDescriptor() ([]byte, []int) {
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{20, 0}
+}
+
+// Policy is the SNAT policy VPP applies.
+type CnatSnat_Policy int32
+
+const (
+	// NONE is VPP's default.
+	CnatSnat_NONE CnatSnat_Policy = 0
+	// K8S is VPP's Kubernetes policy: it uses the POD and HOST interface
+	// tables (CnatInterface.snat_pod, snat_host) and the excluded
+	// prefixes.
+	CnatSnat_K8S CnatSnat_Policy = 2
+)
+
+// Enum value maps for CnatSnat_Policy.
+var (
+	CnatSnat_Policy_name = map[int32]string{
+		0: "NONE",
+		2: "K8S",
+	}
+	CnatSnat_Policy_value = map[string]int32{
+		"NONE": 0,
+		"K8S":  2,
+	}
+)
+
+func (x CnatSnat_Policy) Enum() *CnatSnat_Policy {
+	p := new(CnatSnat_Policy)
+	*p = x
+	return p
+}
+
+func (x CnatSnat_Policy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CnatSnat_Policy) Descriptor() protoreflect.EnumDescriptor {
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_enumTypes[6].Descriptor()
+}
+
+func (CnatSnat_Policy) Type() protoreflect.EnumType {
+	return &file_vswitchkit_vppdriver_v1_vppdriver_proto_enumTypes[6]
+}
+
+func (x CnatSnat_Policy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CnatSnat_Policy.Descriptor instead.
+func (CnatSnat_Policy) EnumDescriptor() ([]byte, []int) {
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{22, 0}
+}
+
 // Interface is a VPP interface that the driver creates and owns (or, type
 // EXISTING, adopts), with its admin state, IP addresses (own or borrowed:
 // unnumbered) and VRF binding. Key: InterfaceKey(name).
@@ -1897,6 +1999,382 @@ func (x *ACLInterface) GetOutput() []string {
 	return nil
 }
 
+// CnatTranslation is a translation of VPP's cnat plugin
+// (cnat_translation_update): connections to a virtual endpoint (a service's
+// cluster IP and port, an external or load-balancer IP, a node port or a
+// hostPort on an address of this node) go to one of its backends. Both
+// address families. Key: CnatTranslationKey(protocol, vip, port).
+//
+// VPP keeps a translation's lb_type from its creation (an update to
+// another one keeps the old): the driver re-creates a translation whose
+// lb_type, real_ip or no_client changes (delete, then add); paths and the
+// other flags change in place, in one request. A translation has at least
+// one path: VPP 26.06 dies on a translation update with none, so a
+// service without backends must have no translation (delete the key).
+// Paths carry no weights: cnat spreads connections over them evenly.
+type CnatTranslation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// vip is the virtual address, IPv4 or IPv6.
+	Vip string `protobuf:"bytes,1,opt,name=vip,proto3" json:"vip,omitempty"`
+	// port is the virtual port, 1-65535.
+	Port uint32 `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	// protocol is the IP protocol: 6 (TCP) or 17 (UDP).
+	Protocol uint32 `protobuf:"varint,3,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// paths are the backends (1 to MaxCnatPaths, each once), of the VIP's
+	// family. Their order does not matter: the driver sends them sorted.
+	Paths  []*CnatPath            `protobuf:"bytes,4,rep,name=paths,proto3" json:"paths,omitempty"`
+	LbType CnatTranslation_LbType `protobuf:"varint,5,opt,name=lb_type,json=lbType,proto3,enum=vswitchkit.vppdriver.v1.CnatTranslation_LbType" json:"lb_type,omitempty"`
+	// real_ip says that vip is an address of this node (a node port, a
+	// hostPort), not a virtual one (VPP's is_real_ip).
+	RealIp bool `protobuf:"varint,6,opt,name=real_ip,json=realIp,proto3" json:"real_ip,omitempty"`
+	// alloc_port: VPP allocates a source port for the translated connection
+	// (CNAT_TRANSLATION_ALLOC_PORT).
+	AllocPort bool `protobuf:"varint,7,opt,name=alloc_port,json=allocPort,proto3" json:"alloc_port,omitempty"`
+	// no_return_session: VPP makes no session for the return direction
+	// (CNAT_TRANSLATION_NO_RETURN_SESSION).
+	NoReturnSession bool `protobuf:"varint,8,opt,name=no_return_session,json=noReturnSession,proto3" json:"no_return_session,omitempty"`
+	// no_client: VPP makes no cnat client for the VIP
+	// (CNAT_TRANSLATION_NO_CLIENT).
+	NoClient      bool `protobuf:"varint,9,opt,name=no_client,json=noClient,proto3" json:"no_client,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CnatTranslation) Reset() {
+	*x = CnatTranslation{}
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CnatTranslation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CnatTranslation) ProtoMessage() {}
+
+func (x *CnatTranslation) ProtoReflect() protoreflect.Message {
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CnatTranslation.ProtoReflect.Descriptor instead.
+func (*CnatTranslation) Descriptor() ([]byte, []int) {
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *CnatTranslation) GetVip() string {
+	if x != nil {
+		return x.Vip
+	}
+	return ""
+}
+
+func (x *CnatTranslation) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *CnatTranslation) GetProtocol() uint32 {
+	if x != nil {
+		return x.Protocol
+	}
+	return 0
+}
+
+func (x *CnatTranslation) GetPaths() []*CnatPath {
+	if x != nil {
+		return x.Paths
+	}
+	return nil
+}
+
+func (x *CnatTranslation) GetLbType() CnatTranslation_LbType {
+	if x != nil {
+		return x.LbType
+	}
+	return CnatTranslation_DEFAULT
+}
+
+func (x *CnatTranslation) GetRealIp() bool {
+	if x != nil {
+		return x.RealIp
+	}
+	return false
+}
+
+func (x *CnatTranslation) GetAllocPort() bool {
+	if x != nil {
+		return x.AllocPort
+	}
+	return false
+}
+
+func (x *CnatTranslation) GetNoReturnSession() bool {
+	if x != nil {
+		return x.NoReturnSession
+	}
+	return false
+}
+
+func (x *CnatTranslation) GetNoClient() bool {
+	if x != nil {
+		return x.NoClient
+	}
+	return false
+}
+
+// CnatPath is one backend of a CnatTranslation.
+type CnatPath struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dst_ip and dst_port are the backend's address and port (1-65535).
+	DstIp   string `protobuf:"bytes,1,opt,name=dst_ip,json=dstIp,proto3" json:"dst_ip,omitempty"`
+	DstPort uint32 `protobuf:"varint,2,opt,name=dst_port,json=dstPort,proto3" json:"dst_port,omitempty"`
+	// src_ip and src_port rewrite the source of translated connections;
+	// empty (and 0): the source is kept (the usual case). src_port needs
+	// src_ip.
+	SrcIp   string `protobuf:"bytes,3,opt,name=src_ip,json=srcIp,proto3" json:"src_ip,omitempty"`
+	SrcPort uint32 `protobuf:"varint,4,opt,name=src_port,json=srcPort,proto3" json:"src_port,omitempty"`
+	// no_nat: the path's connections are not translated (CNAT_EPT_NO_NAT).
+	NoNat         bool `protobuf:"varint,5,opt,name=no_nat,json=noNat,proto3" json:"no_nat,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CnatPath) Reset() {
+	*x = CnatPath{}
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CnatPath) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CnatPath) ProtoMessage() {}
+
+func (x *CnatPath) ProtoReflect() protoreflect.Message {
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CnatPath.ProtoReflect.Descriptor instead.
+func (*CnatPath) Descriptor() ([]byte, []int) {
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *CnatPath) GetDstIp() string {
+	if x != nil {
+		return x.DstIp
+	}
+	return ""
+}
+
+func (x *CnatPath) GetDstPort() uint32 {
+	if x != nil {
+		return x.DstPort
+	}
+	return 0
+}
+
+func (x *CnatPath) GetSrcIp() string {
+	if x != nil {
+		return x.SrcIp
+	}
+	return ""
+}
+
+func (x *CnatPath) GetSrcPort() uint32 {
+	if x != nil {
+		return x.SrcPort
+	}
+	return 0
+}
+
+func (x *CnatPath) GetNoNat() bool {
+	if x != nil {
+		return x.NoNat
+	}
+	return false
+}
+
+// CnatSnat is the source NAT of VPP's cnat plugin in the default VRF: the
+// addresses that translated traffic leaving the node takes
+// (cnat_set_snat_addresses; one entry, of FIB index 0 in both families),
+// the destination prefixes never source-NATed
+// (cnat_snat_policy_add_del_exclude_pfx) and the policy
+// (cnat_set_snat_policy). Interfaces join the policy's tables with
+// CnatInterface. Key: CnatSnatKey.
+//
+// VPP cannot take one family's address back without deleting the entry:
+// a change that drops one re-creates the entry (and the interface tables
+// that go with it).
+type CnatSnat struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ip4 and ip6 are the source addresses of translated IPv4 and IPv6
+	// traffic; at least one. Empty: none of that family.
+	Ip4 string `protobuf:"bytes,1,opt,name=ip4,proto3" json:"ip4,omitempty"`
+	Ip6 string `protobuf:"bytes,2,opt,name=ip6,proto3" json:"ip6,omitempty"`
+	// excluded_prefixes are destinations that are not source-NATed (the
+	// cluster's pod, service and node ranges), masked, each once.
+	ExcludedPrefixes []string        `protobuf:"bytes,3,rep,name=excluded_prefixes,json=excludedPrefixes,proto3" json:"excluded_prefixes,omitempty"`
+	Policy           CnatSnat_Policy `protobuf:"varint,4,opt,name=policy,proto3,enum=vswitchkit.vppdriver.v1.CnatSnat_Policy" json:"policy,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *CnatSnat) Reset() {
+	*x = CnatSnat{}
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CnatSnat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CnatSnat) ProtoMessage() {}
+
+func (x *CnatSnat) ProtoReflect() protoreflect.Message {
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CnatSnat.ProtoReflect.Descriptor instead.
+func (*CnatSnat) Descriptor() ([]byte, []int) {
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *CnatSnat) GetIp4() string {
+	if x != nil {
+		return x.Ip4
+	}
+	return ""
+}
+
+func (x *CnatSnat) GetIp6() string {
+	if x != nil {
+		return x.Ip6
+	}
+	return ""
+}
+
+func (x *CnatSnat) GetExcludedPrefixes() []string {
+	if x != nil {
+		return x.ExcludedPrefixes
+	}
+	return nil
+}
+
+func (x *CnatSnat) GetPolicy() CnatSnat_Policy {
+	if x != nil {
+		return x.Policy
+	}
+	return CnatSnat_NONE
+}
+
+// CnatInterface is what cnat does on one interface: the cnat feature
+// (feature_cnat_enable_disable: cnat's nodes on the interface's IP
+// input and output arcs) and its membership in the SNAT policy's
+// interface tables (cnat_snat_policy_add_del_if; they need CnatSnat).
+// Key: CnatInterfaceKey(interface).
+type CnatInterface struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// interface is the logical name of the Interface.
+	Interface string `protobuf:"bytes,1,opt,name=interface,proto3" json:"interface,omitempty"`
+	// feature enables the cnat feature on the interface.
+	Feature bool `protobuf:"varint,2,opt,name=feature,proto3" json:"feature,omitempty"`
+	// snat_pod puts the interface in the SNAT policy's POD table (a pod's
+	// interface), snat_host in its HOST table.
+	SnatPod       bool `protobuf:"varint,3,opt,name=snat_pod,json=snatPod,proto3" json:"snat_pod,omitempty"`
+	SnatHost      bool `protobuf:"varint,4,opt,name=snat_host,json=snatHost,proto3" json:"snat_host,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CnatInterface) Reset() {
+	*x = CnatInterface{}
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CnatInterface) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CnatInterface) ProtoMessage() {}
+
+func (x *CnatInterface) ProtoReflect() protoreflect.Message {
+	mi := &file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CnatInterface.ProtoReflect.Descriptor instead.
+func (*CnatInterface) Descriptor() ([]byte, []int) {
+	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *CnatInterface) GetInterface() string {
+	if x != nil {
+		return x.Interface
+	}
+	return ""
+}
+
+func (x *CnatInterface) GetFeature() bool {
+	if x != nil {
+		return x.Feature
+	}
+	return false
+}
+
+func (x *CnatInterface) GetSnatPod() bool {
+	if x != nil {
+		return x.SnatPod
+	}
+	return false
+}
+
+func (x *CnatInterface) GetSnatHost() bool {
+	if x != nil {
+		return x.SnatHost
+	}
+	return false
+}
+
 var File_vswitchkit_vppdriver_v1_vppdriver_proto protoreflect.FileDescriptor
 
 const file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDesc = "" +
@@ -2060,7 +2538,41 @@ const file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDesc = "" +
 	"\fACLInterface\x12\x1c\n" +
 	"\tinterface\x18\x01 \x01(\tR\tinterface\x12\x14\n" +
 	"\x05input\x18\x02 \x03(\tR\x05input\x12\x16\n" +
-	"\x06output\x18\x03 \x03(\tR\x06output*K\n" +
+	"\x06output\x18\x03 \x03(\tR\x06output\"\xfa\x02\n" +
+	"\x0fCnatTranslation\x12\x10\n" +
+	"\x03vip\x18\x01 \x01(\tR\x03vip\x12\x12\n" +
+	"\x04port\x18\x02 \x01(\rR\x04port\x12\x1a\n" +
+	"\bprotocol\x18\x03 \x01(\rR\bprotocol\x127\n" +
+	"\x05paths\x18\x04 \x03(\v2!.vswitchkit.vppdriver.v1.CnatPathR\x05paths\x12H\n" +
+	"\alb_type\x18\x05 \x01(\x0e2/.vswitchkit.vppdriver.v1.CnatTranslation.LbTypeR\x06lbType\x12\x17\n" +
+	"\areal_ip\x18\x06 \x01(\bR\x06realIp\x12\x1d\n" +
+	"\n" +
+	"alloc_port\x18\a \x01(\bR\tallocPort\x12*\n" +
+	"\x11no_return_session\x18\b \x01(\bR\x0fnoReturnSession\x12\x1b\n" +
+	"\tno_client\x18\t \x01(\bR\bnoClient\"!\n" +
+	"\x06LbType\x12\v\n" +
+	"\aDEFAULT\x10\x00\x12\n" +
+	"\n" +
+	"\x06MAGLEV\x10\x01\"\x85\x01\n" +
+	"\bCnatPath\x12\x15\n" +
+	"\x06dst_ip\x18\x01 \x01(\tR\x05dstIp\x12\x19\n" +
+	"\bdst_port\x18\x02 \x01(\rR\adstPort\x12\x15\n" +
+	"\x06src_ip\x18\x03 \x01(\tR\x05srcIp\x12\x19\n" +
+	"\bsrc_port\x18\x04 \x01(\rR\asrcPort\x12\x15\n" +
+	"\x06no_nat\x18\x05 \x01(\bR\x05noNat\"\xba\x01\n" +
+	"\bCnatSnat\x12\x10\n" +
+	"\x03ip4\x18\x01 \x01(\tR\x03ip4\x12\x10\n" +
+	"\x03ip6\x18\x02 \x01(\tR\x03ip6\x12+\n" +
+	"\x11excluded_prefixes\x18\x03 \x03(\tR\x10excludedPrefixes\x12@\n" +
+	"\x06policy\x18\x04 \x01(\x0e2(.vswitchkit.vppdriver.v1.CnatSnat.PolicyR\x06policy\"\x1b\n" +
+	"\x06Policy\x12\b\n" +
+	"\x04NONE\x10\x00\x12\a\n" +
+	"\x03K8S\x10\x02\"\x7f\n" +
+	"\rCnatInterface\x12\x1c\n" +
+	"\tinterface\x18\x01 \x01(\tR\tinterface\x12\x18\n" +
+	"\afeature\x18\x02 \x01(\bR\afeature\x12\x19\n" +
+	"\bsnat_pod\x18\x03 \x01(\bR\asnatPod\x12\x1b\n" +
+	"\tsnat_host\x18\x04 \x01(\bR\bsnatHost*K\n" +
 	"\rNat44Protocol\x12\x1e\n" +
 	"\x1aNAT44_PROTOCOL_UNSPECIFIED\x10\x00\x12\b\n" +
 	"\x04ICMP\x10\x01\x12\a\n" +
@@ -2079,56 +2591,65 @@ func file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescGZIP() []byte {
 	return file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDescData
 }
 
-var file_vswitchkit_vppdriver_v1_vppdriver_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_vswitchkit_vppdriver_v1_vppdriver_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_vswitchkit_vppdriver_v1_vppdriver_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_vswitchkit_vppdriver_v1_vppdriver_proto_goTypes = []any{
 	(Nat44Protocol)(0),           // 0: vswitchkit.vppdriver.v1.Nat44Protocol
 	(Interface_Type)(0),          // 1: vswitchkit.vppdriver.v1.Interface.Type
 	(VxlanLink_Payload)(0),       // 2: vswitchkit.vppdriver.v1.VxlanLink.Payload
 	(VrfTable_Protocol)(0),       // 3: vswitchkit.vppdriver.v1.VrfTable.Protocol
 	(ACLRule_Action)(0),          // 4: vswitchkit.vppdriver.v1.ACLRule.Action
-	(*Interface)(nil),            // 5: vswitchkit.vppdriver.v1.Interface
-	(*ExistingLink)(nil),         // 6: vswitchkit.vppdriver.v1.ExistingLink
-	(*MemifLink)(nil),            // 7: vswitchkit.vppdriver.v1.MemifLink
-	(*VxlanLink)(nil),            // 8: vswitchkit.vppdriver.v1.VxlanLink
-	(*AfPacketLink)(nil),         // 9: vswitchkit.vppdriver.v1.AfPacketLink
-	(*TapLink)(nil),              // 10: vswitchkit.vppdriver.v1.TapLink
-	(*IPNeighbor)(nil),           // 11: vswitchkit.vppdriver.v1.IPNeighbor
-	(*VrfTable)(nil),             // 12: vswitchkit.vppdriver.v1.VrfTable
-	(*Route)(nil),                // 13: vswitchkit.vppdriver.v1.Route
-	(*Path)(nil),                 // 14: vswitchkit.vppdriver.v1.Path
-	(*Nat44Global)(nil),          // 15: vswitchkit.vppdriver.v1.Nat44Global
-	(*Nat44Interface)(nil),       // 16: vswitchkit.vppdriver.v1.Nat44Interface
-	(*Nat44AddressPool)(nil),     // 17: vswitchkit.vppdriver.v1.Nat44AddressPool
-	(*Nat44StaticMapping)(nil),   // 18: vswitchkit.vppdriver.v1.Nat44StaticMapping
-	(*Nat44IdentityMapping)(nil), // 19: vswitchkit.vppdriver.v1.Nat44IdentityMapping
-	(*Nat44LbStaticMapping)(nil), // 20: vswitchkit.vppdriver.v1.Nat44LbStaticMapping
-	(*Nat44Backend)(nil),         // 21: vswitchkit.vppdriver.v1.Nat44Backend
-	(*ACL)(nil),                  // 22: vswitchkit.vppdriver.v1.ACL
-	(*ACLRule)(nil),              // 23: vswitchkit.vppdriver.v1.ACLRule
-	(*ACLInterface)(nil),         // 24: vswitchkit.vppdriver.v1.ACLInterface
+	(CnatTranslation_LbType)(0),  // 5: vswitchkit.vppdriver.v1.CnatTranslation.LbType
+	(CnatSnat_Policy)(0),         // 6: vswitchkit.vppdriver.v1.CnatSnat.Policy
+	(*Interface)(nil),            // 7: vswitchkit.vppdriver.v1.Interface
+	(*ExistingLink)(nil),         // 8: vswitchkit.vppdriver.v1.ExistingLink
+	(*MemifLink)(nil),            // 9: vswitchkit.vppdriver.v1.MemifLink
+	(*VxlanLink)(nil),            // 10: vswitchkit.vppdriver.v1.VxlanLink
+	(*AfPacketLink)(nil),         // 11: vswitchkit.vppdriver.v1.AfPacketLink
+	(*TapLink)(nil),              // 12: vswitchkit.vppdriver.v1.TapLink
+	(*IPNeighbor)(nil),           // 13: vswitchkit.vppdriver.v1.IPNeighbor
+	(*VrfTable)(nil),             // 14: vswitchkit.vppdriver.v1.VrfTable
+	(*Route)(nil),                // 15: vswitchkit.vppdriver.v1.Route
+	(*Path)(nil),                 // 16: vswitchkit.vppdriver.v1.Path
+	(*Nat44Global)(nil),          // 17: vswitchkit.vppdriver.v1.Nat44Global
+	(*Nat44Interface)(nil),       // 18: vswitchkit.vppdriver.v1.Nat44Interface
+	(*Nat44AddressPool)(nil),     // 19: vswitchkit.vppdriver.v1.Nat44AddressPool
+	(*Nat44StaticMapping)(nil),   // 20: vswitchkit.vppdriver.v1.Nat44StaticMapping
+	(*Nat44IdentityMapping)(nil), // 21: vswitchkit.vppdriver.v1.Nat44IdentityMapping
+	(*Nat44LbStaticMapping)(nil), // 22: vswitchkit.vppdriver.v1.Nat44LbStaticMapping
+	(*Nat44Backend)(nil),         // 23: vswitchkit.vppdriver.v1.Nat44Backend
+	(*ACL)(nil),                  // 24: vswitchkit.vppdriver.v1.ACL
+	(*ACLRule)(nil),              // 25: vswitchkit.vppdriver.v1.ACLRule
+	(*ACLInterface)(nil),         // 26: vswitchkit.vppdriver.v1.ACLInterface
+	(*CnatTranslation)(nil),      // 27: vswitchkit.vppdriver.v1.CnatTranslation
+	(*CnatPath)(nil),             // 28: vswitchkit.vppdriver.v1.CnatPath
+	(*CnatSnat)(nil),             // 29: vswitchkit.vppdriver.v1.CnatSnat
+	(*CnatInterface)(nil),        // 30: vswitchkit.vppdriver.v1.CnatInterface
 }
 var file_vswitchkit_vppdriver_v1_vppdriver_proto_depIdxs = []int32{
 	1,  // 0: vswitchkit.vppdriver.v1.Interface.type:type_name -> vswitchkit.vppdriver.v1.Interface.Type
-	9,  // 1: vswitchkit.vppdriver.v1.Interface.af_packet:type_name -> vswitchkit.vppdriver.v1.AfPacketLink
-	10, // 2: vswitchkit.vppdriver.v1.Interface.tap:type_name -> vswitchkit.vppdriver.v1.TapLink
-	8,  // 3: vswitchkit.vppdriver.v1.Interface.vxlan:type_name -> vswitchkit.vppdriver.v1.VxlanLink
-	7,  // 4: vswitchkit.vppdriver.v1.Interface.memif:type_name -> vswitchkit.vppdriver.v1.MemifLink
-	6,  // 5: vswitchkit.vppdriver.v1.Interface.existing:type_name -> vswitchkit.vppdriver.v1.ExistingLink
+	11, // 1: vswitchkit.vppdriver.v1.Interface.af_packet:type_name -> vswitchkit.vppdriver.v1.AfPacketLink
+	12, // 2: vswitchkit.vppdriver.v1.Interface.tap:type_name -> vswitchkit.vppdriver.v1.TapLink
+	10, // 3: vswitchkit.vppdriver.v1.Interface.vxlan:type_name -> vswitchkit.vppdriver.v1.VxlanLink
+	9,  // 4: vswitchkit.vppdriver.v1.Interface.memif:type_name -> vswitchkit.vppdriver.v1.MemifLink
+	8,  // 5: vswitchkit.vppdriver.v1.Interface.existing:type_name -> vswitchkit.vppdriver.v1.ExistingLink
 	2,  // 6: vswitchkit.vppdriver.v1.VxlanLink.payload:type_name -> vswitchkit.vppdriver.v1.VxlanLink.Payload
 	3,  // 7: vswitchkit.vppdriver.v1.VrfTable.protocol:type_name -> vswitchkit.vppdriver.v1.VrfTable.Protocol
-	14, // 8: vswitchkit.vppdriver.v1.Route.paths:type_name -> vswitchkit.vppdriver.v1.Path
+	16, // 8: vswitchkit.vppdriver.v1.Route.paths:type_name -> vswitchkit.vppdriver.v1.Path
 	0,  // 9: vswitchkit.vppdriver.v1.Nat44StaticMapping.protocol:type_name -> vswitchkit.vppdriver.v1.Nat44Protocol
 	0,  // 10: vswitchkit.vppdriver.v1.Nat44IdentityMapping.protocol:type_name -> vswitchkit.vppdriver.v1.Nat44Protocol
 	0,  // 11: vswitchkit.vppdriver.v1.Nat44LbStaticMapping.protocol:type_name -> vswitchkit.vppdriver.v1.Nat44Protocol
-	21, // 12: vswitchkit.vppdriver.v1.Nat44LbStaticMapping.backends:type_name -> vswitchkit.vppdriver.v1.Nat44Backend
-	23, // 13: vswitchkit.vppdriver.v1.ACL.rules:type_name -> vswitchkit.vppdriver.v1.ACLRule
+	23, // 12: vswitchkit.vppdriver.v1.Nat44LbStaticMapping.backends:type_name -> vswitchkit.vppdriver.v1.Nat44Backend
+	25, // 13: vswitchkit.vppdriver.v1.ACL.rules:type_name -> vswitchkit.vppdriver.v1.ACLRule
 	4,  // 14: vswitchkit.vppdriver.v1.ACLRule.action:type_name -> vswitchkit.vppdriver.v1.ACLRule.Action
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	28, // 15: vswitchkit.vppdriver.v1.CnatTranslation.paths:type_name -> vswitchkit.vppdriver.v1.CnatPath
+	5,  // 16: vswitchkit.vppdriver.v1.CnatTranslation.lb_type:type_name -> vswitchkit.vppdriver.v1.CnatTranslation.LbType
+	6,  // 17: vswitchkit.vppdriver.v1.CnatSnat.policy:type_name -> vswitchkit.vppdriver.v1.CnatSnat.Policy
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_vswitchkit_vppdriver_v1_vppdriver_proto_init() }
@@ -2141,8 +2662,8 @@ func file_vswitchkit_vppdriver_v1_vppdriver_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDesc), len(file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   20,
+			NumEnums:      7,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
