@@ -2,7 +2,6 @@ package vppdriver_test
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -21,27 +20,12 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/internal/testseed"
 	"github.com/vswitchkit/vswitchkit/vppdriver"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppdrivertest"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
-
-// seed makes a randomized test of this package reproducible: go test
-// -run TestModel -args -seed=N replays the run that logged "seed N"
-// (0, the default, picks a new seed from the clock).
-var seed = flag.Uint64("seed", 0, "seed of the randomized tests (0: from the clock)")
-
-// testSeed returns the seed of a randomized test and logs it.
-func testSeed(t testing.TB) uint64 {
-	t.Helper()
-	s := *seed
-	if s == 0 {
-		s = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (reproduce with -args -seed=%d)", s, s)
-	return s
-}
 
 // modelKeys is a small key universe with dependencies between the keys:
 // tables, interfaces in tables, routes through interfaces in tables, the
@@ -235,7 +219,7 @@ func oracle(desired map[string]proto.Message) map[string]vppdriver.State {
 // driver's indexes and published statuses are consistent. It logs its
 // seed; -args -seed=N replays a run.
 func TestModel(t *testing.T) {
-	r := rand.New(rand.NewPCG(testSeed(t), 1))
+	r := rand.New(rand.NewPCG(testseed.Clock(t), 1))
 	keys := modelKeys{r}
 	vpp := vppsim.New(vppsim.Config{})
 	d := startDriver(t, vpp, testCfg())
@@ -328,7 +312,7 @@ func writes(reqs []string) []string {
 // to a readback, so a resync before the retry that
 // deletes it leaves it behind (a known limit, see the package doc).
 func TestModelFaults(t *testing.T) {
-	seed := testSeed(t)
+	seed := testseed.Clock(t)
 	synctest.Test(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 2))
 		keys := modelKeys{r}
