@@ -268,9 +268,13 @@ func collectVPP(ch chan<- prometheus.Metric, a *agent.Agent) {
 			gauge(ch, descVPPKeys, float64(counts[ks{kind, state.String()}]), kind, state.String())
 		}
 	}
-	// The driver's kinds (a key's segment after "vpp/"), every one that
-	// exists so far with its count, zero included.
+	// The driver's kinds (a key's segment after "vpp/"): the basic ones and
+	// every one that has keys (ACLs, cnat…), zero included, so that a
+	// series does not appear only when something fails.
 	failing := map[string]int{"interface": 0, "vrf": 0, "route": 0, "neighbor": 0, "nat44": 0}
+	for kind := range kinds {
+		failing[kind] = 0
+	}
 	for kind, n := range ds.FailingByKind {
 		failing[kind] = n
 	}
