@@ -8,6 +8,7 @@ import (
 
 	"go.fd.io/govpp/api"
 	"go.fd.io/govpp/binapi/interface_types"
+	"go.fd.io/govpp/binapi/ip"
 	"go.fd.io/govpp/binapi/ip_types"
 	"google.golang.org/protobuf/proto"
 
@@ -77,10 +78,11 @@ type cnatTrHead struct {
 	vip       netip.Addr
 	port      uint16
 	lbType    uint8
-	realIP    bool // not reported by VPP: from the driver's record
-	allocPort bool // the same
-	noReturn  bool // the same
-	noClient  bool // the same
+	realIP    bool   // not reported by VPP: from the driver's record
+	allocPort bool   // the same
+	noReturn  bool   // the same
+	noClient  bool   // the same
+	fhc       uint32 // the same
 }
 
 // flags returns the translation flags VPP takes.
@@ -117,7 +119,7 @@ func (v *cnatTrVal) equal(o value) bool {
 func (v *cnatTrVal) message() proto.Message {
 	m := &vppmodel.CnatTranslation{Vip: v.vip.String(), Port: uint32(v.port), Protocol: uint32(v.proto),
 		LbType: vppmodel.CnatTranslation_LbType(v.lbType), RealIp: v.realIP, AllocPort: v.allocPort,
-		NoReturnSession: v.noReturn, NoClient: v.noClient}
+		NoReturnSession: v.noReturn, NoClient: v.noClient, FlowHashConfig: v.fhc}
 	for _, p := range v.paths {
 		mp := &vppmodel.CnatPath{DstIp: p.dst.addr.String(), DstPort: uint32(p.dst.port), SrcPort: uint32(p.src.port), NoNat: p.noNAT}
 		if p.src.addr.IsValid() {
@@ -135,7 +137,7 @@ func parseCnatTr(m *vppmodel.CnatTranslation) (*cnatTrVal, error) {
 	}
 	v := &cnatTrVal{cnatTrHead: cnatTrHead{proto: uint8(m.GetProtocol()), vip: vip, port: uint16(m.GetPort()),
 		lbType: uint8(m.GetLbType()), realIP: m.GetRealIp(), allocPort: m.GetAllocPort(),
-		noReturn: m.GetNoReturnSession(), noClient: m.GetNoClient()},
+		noReturn: m.GetNoReturnSession(), noClient: m.GetNoClient(), fhc: m.GetFlowHashConfig()},
 		paths: make([]cnatPathVal, 0, len(m.GetPaths()))}
 	for _, p := range m.GetPaths() {
 		dst, err := netip.ParseAddr(p.GetDstIp())
@@ -210,17 +212,25 @@ func parseCnatSnat(m *vppmodel.CnatSnat) (*cnatSnatVal, error) {
 
 var cnatSnatDeps = []string{vppmodel.CnatSnatKey}
 
-// cnatIfaceVal is what cnat does on an interface.
-type cnatIfaceVal struct {
-	iface     string
-	feature   bool
-	pod, host bool
-	depKeys   []string // the interface; the SNAT entry if in a table
+// cnatTables is an interface's membership in the SNAT policy's tables
+// (comparable).
+type cnatTables struct {
+	v4, v6, pod, host bool
 }
 
-func newCnatIface(iface string, feature, pod, host bool) *cnatIfaceVal {
-	v := &cnatIfaceVal{iface: iface, feature: feature, pod: pod, host: host, depKeys: []string{vppmodel.InterfaceKey(iface)}}
-	if pod || host {
+func (t cnatTables) any() bool { return t.v4 || t.v6 || t.pod || t.host }
+
+// cnatIfaceVal is what cnat does on an interface.
+type cnatIfaceVal struct {
+	iface   string
+	feature bool
+	tables  cnatTables
+	depKeys []string // the interface; the SNAT entry if in a table
+}
+
+func newCnatIface(iface string, feature bool, tables cnatTables) *cnatIfaceVal {
+	v := &cnatIfaceVal{iface: iface, feature: feature, tables: tables, depKeys: []string{vppmodel.InterfaceKey(iface)}}
+	if tables.any() {
 		v.depKeys = append(v.depKeys, cnatSnatDeps...)
 	}
 	return v
@@ -235,7 +245,7 @@ func (v *cnatIfaceVal) ifKey() string  { return v.depKeys[0] }
 // leaves the interface in the SNAT tables (the next interface with its
 // index would be in them), so those are removed before, by request.
 func (v *cnatIfaceVal) goesWith() string {
-	if v.pod || v.host {
+	if v.tables.any() {
 		return ""
 	}
 	return v.depKeys[0]
@@ -243,11 +253,12 @@ func (v *cnatIfaceVal) goesWith() string {
 
 func (v *cnatIfaceVal) equal(o value) bool {
 	w := o.(*cnatIfaceVal)
-	return v.iface == w.iface && v.feature == w.feature && v.pod == w.pod && v.host == w.host
+	return v.iface == w.iface && v.feature == w.feature && v.tables == w.tables
 }
 
 func (v *cnatIfaceVal) message() proto.Message {
-	return &vppmodel.CnatInterface{Interface: v.iface, Feature: v.feature, SnatPod: v.pod, SnatHost: v.host}
+	return &vppmodel.CnatInterface{Interface: v.iface, Feature: v.feature, SnatPod: v.tables.pod, SnatHost: v.tables.host,
+		SnatV4: v.tables.v4, SnatV6: v.tables.v6}
 }
 
 // ---- operations
@@ -272,7 +283,7 @@ func cnatEndpoint(a netip.Addr, port uint16, v6 bool) cnat.CnatEndpoint {
 func cnatTrMsg(m *cnatTrVal) *cnat.CnatTranslationUpdate {
 	v6 := m.vip.Is6()
 	t := cnat.CnatTranslation{Vip: cnatEndpoint(m.vip, m.port, v6), ID: noIndex, IPProto: ip_types.IPProto(m.proto),
-		Flags: m.flags(), LbType: cnat.CnatLbType(m.lbType), NPaths: uint32(len(m.paths)),
+		Flags: m.flags(), LbType: cnat.CnatLbType(m.lbType), FlowHashConfig: ip.IPFlowHashConfigV2(m.fhc), NPaths: uint32(len(m.paths)),
 		Paths: make([]cnat.CnatEndpointTuple, len(m.paths))}
 	if m.realIP {
 		t.IsRealIP = 1
@@ -467,7 +478,8 @@ func (d *Driver) cnatIfacePut(it *item, m *cnatIfaceVal) *op {
 		for _, t := range []struct {
 			table      cnat.CnatSnatPolicyTable
 			want, have bool
-		}{{cnat.CNAT_POLICY_POD, m.pod, old.pod}, {cnat.CNAT_POLICY_HOST, m.host, old.host}} {
+		}{{cnat.CNAT_POLICY_INCLUDE_V4, m.tables.v4, old.tables.v4}, {cnat.CNAT_POLICY_INCLUDE_V6, m.tables.v6, old.tables.v6},
+			{cnat.CNAT_POLICY_POD, m.tables.pod, old.tables.pod}, {cnat.CNAT_POLICY_HOST, m.tables.host, old.tables.host}} {
 			if t.want != t.have {
 				cs = append(cs, call{req: cnatTableMsg(sw, t.table, t.want), done: o.expect()})
 			}
@@ -497,11 +509,14 @@ func (d *Driver) cnatIfaceDelete(it *item, old *cnatIfaceVal) *op {
 			cs = append(cs, call{req: cnatFeatureMsg(sw, false), done: o.expect(rvInvalidSwIfIndex)})
 		}
 		// -30: the SNAT entry is gone, and its tables with it.
-		if old.pod {
-			cs = append(cs, call{req: cnatTableMsg(sw, cnat.CNAT_POLICY_POD, false), done: o.expect(rvInvalidSwIfIndex, rvFeatureDisabled)})
-		}
-		if old.host {
-			cs = append(cs, call{req: cnatTableMsg(sw, cnat.CNAT_POLICY_HOST, false), done: o.expect(rvInvalidSwIfIndex, rvFeatureDisabled)})
+		for _, t := range []struct {
+			table cnat.CnatSnatPolicyTable
+			in    bool
+		}{{cnat.CNAT_POLICY_INCLUDE_V4, old.tables.v4}, {cnat.CNAT_POLICY_INCLUDE_V6, old.tables.v6},
+			{cnat.CNAT_POLICY_POD, old.tables.pod}, {cnat.CNAT_POLICY_HOST, old.tables.host}} {
+			if t.in {
+				cs = append(cs, call{req: cnatTableMsg(sw, t.table, false), done: o.expect(rvInvalidSwIfIndex, rvFeatureDisabled)})
+			}
 		}
 		return cs
 	})

@@ -104,9 +104,9 @@
 // A cnat translation is created and changed with one
 // cnat_translation_update (VPP finds it by VIP, protocol and port, keeps
 // its id and replaces its paths and flags), with every endpoint given by
-// address (sw_if_index ~0), and deleted by id; VPP keeps the lb type a
-// translation was made with, so a new lb type (or real_ip, no_client)
-// re-creates it. A translation is never sent without paths (VPP 26.06
+// address (sw_if_index ~0), and deleted by id; VPP keeps the lb type and
+// the flow hash a translation was made with, so a new lb type or flow
+// hash (or real_ip, no_client) re-creates it. A translation is never sent without paths (VPP 26.06
 // dies; the model refuses them) and cnat_session_purge is never sent (it
 // deletes every translation). The SNAT entry's addresses
 // (cnat_set_snat_addresses, FIB index 0) are set before every change of
