@@ -1,0 +1,154 @@
+// Package svccnat renders Kubernetes services, and the hostPorts of this
+// node's pods, onto VPP's cnat plugin, for clusters of both IP families
+// (IPv4, IPv6, dual-stack). It is a service renderer
+// ([svcprocessor.ServiceRendererAPI]) beside render/svcnat (NAT44-ED,
+// IPv4 only): it turns the service processor's combined service views
+// into keyed vppdriver/vppmodel values written into the controller
+// transaction of the event being processed, and it is a
+// [controller.EventHandler] for the pods' hostPorts.
+//
+// Usage, in an agent's wiring (after IPAM, before the loop runs):
+//
+//	thisNode := nodeaddr.NewNodeIPSet(nodeSync, nodeaddr.NodeIPSetConfig{OnlyNode: nodeName})
+//	cn, err := svccnat.New(thisNode, svccnat.SNATAddrsFunc(uplinkAddrs), svccnat.Config{
+//		NodeName:               nodeName,
+//		Uplink:                 "uplink",     // the node handler's uplink
+//		InterconnectInterfaces: []string{"vpp-host"},
+//		ExcludedPrefixes:       clusterRanges, // pod, service, VPP-host, node and VXLAN ranges
+//	})
+//	...
+//	err = processor.RegisterRenderer(cn)
+//	err = loop.Register(nodeSync, ipamInstance, thisNode, mesh, pods, processor.Handler(), cn)
+//
+// # What it writes (verified with real packets on VPP 26.06)
+//
+// One translation (vppmodel.CnatTranslation, vpp/cnat/translation/<proto>/<vip>:<port>)
+// per frontend of a service: a virtual endpoint whose connections VPP
+// sends to one of its paths (backends), translating the destination on
+// the way in and back on the way out. Per service port (TCP or UDP):
+//
+//   - every cluster IP, of each family, to the ready backends of that
+//     family (only this node's with the Local internal traffic policy);
+//   - every external IP (spec.externalIPs, the load-balancer IP and the
+//     load-balancer ingress IPs) to the backends of its family (only this
+//     node's with the Local external traffic policy), marked real_ip when
+//     the address is one of this node's;
+//   - for a port with a node port, every address of this node ([NodeIPs])
+//     with the node port, real_ip, to the backends of the address's
+//     family (external traffic policy as above).
+//
+// A frontend without a path of its family has no translation (VPP 26.06
+// dies on a translation without paths), so a service whose backends all
+// go has its translations deleted, and gets them again with the next
+// backend. cnat has no path weights: connections are spread evenly.
+//
+// The hostPorts of this node's pods (kubemodel.Pod containers' ports with
+// a host port): a translation of the port on the hostIP (when it is an
+// address of this node), or on every address of this node of the pod
+// address's family, real_ip, to the pod's address and container port,
+// added and removed with the pod (its Kubernetes state: the renderer's
+// handler follows the pods).
+//
+// The load-balancing of a service's translations is chosen by its
+// annotation [LBAnnotation] ("vswitchkit.io/lb"): [LBECMP] (the default;
+// cnat's default lb type: the hash of the connection's 5-tuple modulo the
+// paths) or [LBMaglev] (cnat's maglev lb type: Maglev consistent hashing
+// over a lookup table of 1009 entries). What Maglev
+// guarantees: when one of N backends goes, the flows that hashed to the
+// other N-1 keep them (only the departed backend's flows move, spread over
+// the rest); when a backend comes, it takes about 1/(N+1) of the flows,
+// from every other backend. The table is a pure function of the backends,
+// so every node (and a VPP restarted) picks the same backend for a flow.
+// With ecmp a change of the backends can move most flows. Established
+// connections keep their backend either way (cnat keeps a session per
+// connection): the difference shows for connections whose session is
+// gone — after a VPP restart, or when a flow moves to another node. VPP
+// keeps the lb type a translation was made with: a changed annotation
+// re-creates the service's translations (the driver does it).
+//
+// ClientIP session affinity is expressed with cnat's flow hash: the
+// translations of such a service hash the client's address only
+// (vppmodel.CnatFlowHashSrcIP), so every connection of a client goes to
+// the same backend while the backends stay the same — and, with maglev,
+// mostly when they change. cnat has no affinity timeout: the affinity
+// does not expire (sessionAffinityConfig.clientIP.timeoutSeconds is not
+// expressed); with ecmp a change of the backends may move clients.
+//
+// SCTP ports and hostPorts are not rendered (the model refuses them: cnat
+// is known to translate TCP and UDP); they are reported ([Problem]).
+//
+// # Source NAT
+//
+// One SNAT entry (vppmodel.CnatSnat): this node's source-NAT address of
+// each family ([SNATAddrs]: the uplink's addresses, else the NAT
+// loopback), the destinations never source-NATed
+// ([Config].ExcludedPrefixes: the cluster's ranges) and cnat's K8S policy,
+// which source-NATs a new connection when
+//
+//   - it comes in on an interface of the INCLUDE tables (the pods'; see
+//     [Config].DisableSNAT) and goes to a destination outside the excluded
+//     prefixes: pod traffic leaving the cluster takes the node's address;
+//   - neither the interface it comes in on nor the one it leaves on is a
+//     pod's (POD table): an external client of a node port, external or
+//     load-balancer IP whose backend is on another node (the reply must
+//     come back through this node); a local backend sees the client's
+//     address, with either external traffic policy;
+//   - after translation its source is its destination: a pod that reaches
+//     a service backed by itself (the hairpin case); the pod sees the
+//     node's address as the client;
+//
+// and never when it leaves on an interface of the HOST table (the
+// interconnects: traffic to the host keeps its source). The pods'
+// interfaces are in the INCLUDE_V4, INCLUDE_V6 and POD tables; a
+// loopback of the renderer's own, [AnchorInterface], stays in INCLUDE_V4
+// (see its documentation).
+//
+// # Interfaces
+//
+// cnat translates in its own feature arcs: cnat-lookup and cnat-input on
+// ip4-unicast and ip6-unicast (the destination is translated there, before
+// the input ACL: acl-plugin-in-ip4-fa comes after them), cnat-output and
+// cnat-writeback on ip4-output and ip6-output (source NAT and the reverse
+// translation of replies, after the output ACL). A flow's packets must
+// pass them where they enter and where they leave, so every interface
+// that carries service traffic has the feature: the pods' (the service
+// processor's frontends and backends), the uplink and the interconnects
+// (Config), and the tunnels to other nodes (their owner's:
+// render/nodeconn with Config.Cnat). No NAT44 feature is needed.
+//
+// # Incremental work
+//
+// A service change renders that service only and writes only the keys
+// whose value changed: a backend added or removed changes the paths of
+// the service's translations, which the driver applies with one
+// cnat_translation_update each (in place; VPP keeps the translation's
+// id and sessions). Unchanged translations keep their model values, so a
+// resync that finds VPP right sends nothing. A node address change
+// re-renders the services and pods bound to this node's addresses, an
+// interface set change the interfaces that changed. A resync renders
+// everything.
+//
+// # Bad input
+//
+// Two services, or a service and a pod, or two pods, that want one
+// frontend conflict: services come before pods, each by namespace/name;
+// the others get the frontend when the first lets it go. A service's
+// unknown lb annotation (rendered with ecmp), an SCTP port, node ports of
+// a family this node has no address of, a hostPort whose hostIP is not
+// this node's or that another pod has: each is a [Problem] of that
+// service or pod, logged at Warn once when it appears and listed by
+// [Renderer.Problems]; everything else is rendered.
+//
+// # Concurrency
+//
+// [Renderer.Render] and the handler methods are called on the event loop,
+// one call at a time; they are not safe for concurrent use.
+// [Renderer.Stats] and [Renderer.Problems] are.
+//
+// # Lifecycle
+//
+// [New] does no I/O and starts no goroutines; the renderer has nothing to
+// run or stop. Without a transaction (the processor called directly, or
+// reverting a failed event whose transaction the loop dropped) Render
+// keeps its record of the rendered state up to date and writes nothing.
+package svccnat
