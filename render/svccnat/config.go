@@ -182,3 +182,39 @@ func (c Config) excluded() []netip.Prefix {
 	})
 	return slices.Compact(out)
 }
+
+// ClusterRanges is the part of an IPAM that [ExcludedPrefixes] reads;
+// *ipam.IPAM satisfies it.
+type ClusterRanges interface {
+	PodSubnetAllNodesPrefix() netip.Prefix
+	HostInterconnectSubnetAllNodesPrefix() netip.Prefix
+	ServiceNetworkPrefix() netip.Prefix
+	NodeAddr(nodeID uint32) (netip.Prefix, error)
+	VxlanAddr(nodeID uint32) (netip.Prefix, error)
+}
+
+// ExcludedPrefixes returns the cluster's ranges of the address plans of
+// ipams (one per IP family), for [Config].ExcludedPrefixes: the pod, the
+// VPP-host, the service, the node interconnect and the VXLAN ranges. A
+// range an IPAM does not have (a node interconnect from DHCP) is left
+// out.
+func ExcludedPrefixes(ipams ...ClusterRanges) []netip.Prefix {
+	var out []netip.Prefix
+	add := func(p netip.Prefix) {
+		if p.IsValid() && !slices.Contains(out, p.Masked()) {
+			out = append(out, p.Masked())
+		}
+	}
+	for _, i := range ipams {
+		add(i.PodSubnetAllNodesPrefix())
+		add(i.HostInterconnectSubnetAllNodesPrefix())
+		add(i.ServiceNetworkPrefix())
+		if p, err := i.NodeAddr(1); err == nil {
+			add(p)
+		}
+		if p, err := i.VxlanAddr(1); err == nil {
+			add(p)
+		}
+	}
+	return out
+}
