@@ -29,6 +29,7 @@ func cnatMessages() []api.Message {
 		&cnat.CnatTranslationDel{}, &cnat.CnatTranslationDelReply{},
 		&cnat.CnatTranslationDump{}, &cnat.CnatTranslationDetails{},
 		&cnat.CnatSetSnatAddresses{}, &cnat.CnatSetSnatAddressesReply{},
+		&cnat.CnatSetSnatAddressesV2{}, &cnat.CnatSetSnatAddressesV2Reply{},
 		&cnat.CnatGetSnatAddresses{}, &cnat.CnatGetSnatAddressesReply{},
 		&cnat.CnatSnatPolicyAddDelExcludePfx{}, &cnat.CnatSnatPolicyAddDelExcludePfxReply{},
 		&cnat.CnatSetSnatPolicy{}, &cnat.CnatSetSnatPolicyReply{},
@@ -162,6 +163,7 @@ type cnatSnatVal struct {
 	ip4, ip6 netip.Addr     // invalid: not set
 	exclude  []netip.Prefix // sorted; VPP does not report them: from the driver's record
 	policy   uint8          // the same
+	noClient bool           // the same
 }
 
 func (v *cnatSnatVal) kind() kind     { return kindCnatSnat }
@@ -169,11 +171,11 @@ func (v *cnatSnatVal) key() string    { return vppmodel.CnatSnatKey }
 func (v *cnatSnatVal) deps() []string { return nil }
 func (v *cnatSnatVal) equal(o value) bool {
 	w := o.(*cnatSnatVal)
-	return v.ip4 == w.ip4 && v.ip6 == w.ip6 && v.policy == w.policy && slices.Equal(v.exclude, w.exclude)
+	return v.ip4 == w.ip4 && v.ip6 == w.ip6 && v.policy == w.policy && v.noClient == w.noClient && slices.Equal(v.exclude, w.exclude)
 }
 
 func (v *cnatSnatVal) message() proto.Message {
-	m := &vppmodel.CnatSnat{Policy: vppmodel.CnatSnat_Policy(v.policy)}
+	m := &vppmodel.CnatSnat{Policy: vppmodel.CnatSnat_Policy(v.policy), NoClient: v.noClient}
 	if v.ip4.IsValid() {
 		m.Ip4 = v.ip4.String()
 	}
@@ -187,7 +189,7 @@ func (v *cnatSnatVal) message() proto.Message {
 }
 
 func parseCnatSnat(m *vppmodel.CnatSnat) (*cnatSnatVal, error) {
-	v := &cnatSnatVal{policy: uint8(m.GetPolicy())}
+	v := &cnatSnatVal{policy: uint8(m.GetPolicy()), noClient: m.GetNoClient()}
 	var err error
 	if s := m.GetIp4(); s != "" {
 		if v.ip4, err = netip.ParseAddr(s); err != nil {
@@ -350,26 +352,36 @@ func (d *Driver) cnatTrDelete(it *item, old *cnatTrVal) *op {
 			return nil // none; set again already; or deleted in this pass, which sets them again first
 		}
 		snat, ok := s.have.(*cnatSnatVal)
-		if !ok || (snat.ip4 != old.vip && snat.ip6 != old.vip) {
-			return nil
+		if !ok || snat.noClient || (snat.ip4 != old.vip && snat.ip6 != old.vip) {
+			return nil // an entry without clients shares none
 		}
 		d.cnatReset = batch
-		return []call{{req: snatAddrs(snat.ip4, snat.ip6), done: o.expect()}}
+		return []call{{req: snatAddrs(snat), done: o.expect()}}
 	})
 	return o
 }
 
 // snatAddrs builds cnat_set_snat_addresses (FIB index 0 of both families,
-// addresses only: sw_if_index ~0); all zero deletes the entry.
-func snatAddrs(ip4, ip6 netip.Addr) *cnat.CnatSetSnatAddresses {
-	r := &cnat.CnatSetSnatAddresses{SwIfIndex: interface_types.InterfaceIndex(noIndex)}
+// addresses only: sw_if_index ~0), or its v2 with the NO_CLIENT flag for
+// an entry without clients; a nil v (all zero) deletes the entry.
+func snatAddrs(v *cnatSnatVal) api.Message {
+	var ip4, ip6 netip.Addr
+	if v != nil {
+		ip4, ip6 = v.ip4, v.ip6
+	}
+	var a4 ip_types.IP4Address
+	var a6 ip_types.IP6Address
 	if ip4.IsValid() {
-		r.SnatIP4 = ip4.As4()
+		a4 = ip4.As4()
 	}
 	if ip6.IsValid() {
-		r.SnatIP6 = ip6.As16()
+		a6 = ip6.As16()
 	}
-	return r
+	if v != nil && v.noClient {
+		return &cnat.CnatSetSnatAddressesV2{SnatIP4: a4, SnatIP6: a6, SwIfIndex: interface_types.InterfaceIndex(noIndex),
+			Flags: cnat.CNAT_SNAT_POLICY_F_NO_CLIENT}
+	}
+	return &cnat.CnatSetSnatAddresses{SnatIP4: a4, SnatIP6: a6, SwIfIndex: interface_types.InterfaceIndex(noIndex)}
 }
 
 func excludeMsg(p netip.Prefix, add bool) *cnat.CnatSnatPolicyAddDelExcludePfx {
@@ -392,7 +404,7 @@ func (d *Driver) cnatSnatPut(it *item, m *cnatSnatVal) *op {
 		return o
 	}
 	old, _ := it.have.(*cnatSnatVal)
-	addrs := old == nil || old.ip4 != m.ip4 || old.ip6 != m.ip6
+	addrs := old == nil || old.ip4 != m.ip4 || old.ip6 != m.ip6 || old.noClient != m.noClient
 	if old == nil {
 		old = &cnatSnatVal{}
 	}
@@ -411,7 +423,7 @@ func (d *Driver) cnatSnatPut(it *item, m *cnatSnatVal) *op {
 		policy = append(policy, call{req: &cnat.CnatSetSnatPolicy{Policy: cnat.CnatSnatPolicies(m.policy)}, done: o.expect()})
 	}
 	if addrs || len(policy) > 0 {
-		o.stages = append(o.stages, func() []call { return []call{{req: snatAddrs(m.ip4, m.ip6), done: o.expect()}} })
+		o.stages = append(o.stages, func() []call { return []call{{req: snatAddrs(m), done: o.expect()}} })
 	}
 	if len(policy) > 0 {
 		o.stages = append(o.stages, func() []call { return policy })
@@ -430,11 +442,12 @@ func (d *Driver) cnatSnatDelete(it *item, old *cnatSnatVal) *op {
 		o.err = d.cnatErr
 		return o
 	}
-	o.stages = append(o.stages,
-		func() []call { return []call{{req: snatAddrs(old.ip4, old.ip6), done: o.expect()}} },
-		func() []call {
-			return []call{{req: snatAddrs(netip.Addr{}, netip.Addr{}), done: o.expect(rvFeatureDisabled)}}
-		})
+	if !old.noClient { // an entry without clients shares none
+		o.stages = append(o.stages, func() []call { return []call{{req: snatAddrs(old), done: o.expect()}} })
+	}
+	o.stages = append(o.stages, func() []call {
+		return []call{{req: snatAddrs(nil), done: o.expect(rvFeatureDisabled)}}
+	})
 	return o
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -173,6 +174,18 @@ func testCnatScenario(t *testing.T, env scenarioVPP) []string {
 	// pass: the VPP that answers the dumps after it is alive.
 	state[cnatTrKey(nodePort)] = nodePort
 	s.step("node port again", controller.CommitUpdate, kv(t, nodePort), len(state))
+	snat = &vppmodel.CnatSnat{Ip4: "192.0.2.1", Ip6: "2001:db8:ff::1", ExcludedPrefixes: []string{"10.1.0.0/16", "10.96.0.0/12", "10.2.0.0/16"},
+		Policy: vppmodel.CnatSnat_K8S, NoClient: true}
+	state[vppmodel.CnatSnatKey] = snat
+	got := s.step("no client", controller.CommitUpdate, kv(t, snat), len(state))
+	slices.Sort(got)
+	assert.Equal(t, []string{"cnat_set_snat_addresses", "cnat_set_snat_addresses", "cnat_set_snat_addresses_v2", "cnat_set_snat_policy",
+		"cnat_snat_policy_add_del_exclude_pfx", "cnat_snat_policy_add_del_exclude_pfx", "cnat_snat_policy_add_del_exclude_pfx",
+		"cnat_snat_policy_add_del_if", "cnat_snat_policy_add_del_if", "feature_cnat_enable_disable", "feature_cnat_enable_disable"}, got,
+		"VPP keeps the flags of the first set: the entry is made again (the addresses set first, then deleted), and the uplink's cnat with it")
+	assert.Equal(t, "192.0.2.1 2001:db8:ff::1", s.cnat().snat)
+	assert.Empty(t, s.step("resync without clients", controller.CommitResync, state, len(state)))
+
 	connects := s.d.Stats().Connects
 	s.step("cleanup", controller.CommitResync, controller.KeyValuePairs{}, 0)
 	assert.Equal(t, connects, s.d.Stats().Connects, "VPP did not die: no reconnect")

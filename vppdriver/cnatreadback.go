@@ -146,7 +146,7 @@ func (d *Driver) cnatSnatFromVPP(r *cnat.CnatGetSnatAddressesReply) *cnatSnatVal
 		v.ip6 = a
 	}
 	if rec, ok := d.recordOf(vppmodel.CnatSnatKey).(*cnatSnatVal); ok {
-		v.exclude, v.policy = rec.exclude, rec.policy
+		v.exclude, v.policy, v.noClient = rec.exclude, rec.policy, rec.noClient
 	}
 	return v
 }

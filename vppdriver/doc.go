@@ -113,7 +113,9 @@
 // its excluded prefixes and policy, in the same op (again when they do not
 // change), and the entry before the interface tables, which depend on it:
 // VPP 26.06 dies on an excluded prefix or a policy without an entry. VPP keeps an address until
-// the entry is deleted, so a value that drops one re-creates the entry.
+// the entry is deleted, and the flags of the entry's first set (no_client:
+// cnat_set_snat_addresses_v2 with NO_CLIENT), so a value that drops one or
+// changes no_client re-creates the entry.
 // A translation of a SNAT address shares the entry's cnat client, which
 // VPP frees with the address's last translation (VPP 26.06 then dies when
 // the entry is deleted): deleting such a translation sets the SNAT

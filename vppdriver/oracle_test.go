@@ -120,7 +120,7 @@ func (m modelKeys) random() (string, proto.Message) {
 		}
 		v = t // without paths: invalid
 	case 9:
-		sn := &vppmodel.CnatSnat{Policy: vppmodel.CnatSnat_Policy(2 * r.IntN(2))}
+		sn := &vppmodel.CnatSnat{Policy: vppmodel.CnatSnat_Policy(2 * r.IntN(2)), NoClient: r.IntN(2) == 0}
 		if r.IntN(3) != 0 {
 			sn.Ip4 = modelVIPs[r.IntN(2)]
 		}

@@ -140,9 +140,10 @@ func needsRecreate(old, new value) bool {
 		n, ok := new.(*cnatTrVal)
 		return !ok || o.lbType != n.lbType || o.fhc != n.fhc || o.realIP != n.realIP || o.noClient != n.noClient
 	case *cnatSnatVal:
-		// VPP keeps an address of a family until the entry is deleted.
+		// VPP keeps an address of a family until the entry is deleted,
+		// and the flags of the entry's first set.
 		n, ok := new.(*cnatSnatVal)
-		return !ok || (o.ip4.IsValid() && !n.ip4.IsValid()) || (o.ip6.IsValid() && !n.ip6.IsValid())
+		return !ok || (o.ip4.IsValid() && !n.ip4.IsValid()) || (o.ip6.IsValid() && !n.ip6.IsValid()) || o.noClient != n.noClient
 	case *natIfaceVal:
 		// inside and outside change in place; VPP refuses them on an
 		// interface with the output feature and the reverse.

@@ -2253,8 +2253,17 @@ type CnatSnat struct {
 	// cluster's pod, service and node ranges), masked, each once.
 	ExcludedPrefixes []string        `protobuf:"bytes,3,rep,name=excluded_prefixes,json=excludedPrefixes,proto3" json:"excluded_prefixes,omitempty"`
 	Policy           CnatSnat_Policy `protobuf:"varint,4,opt,name=policy,proto3,enum=vswitchkit.vppdriver.v1.CnatSnat_Policy" json:"policy,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// no_client: VPP makes no cnat client for the addresses
+	// (CNAT_SNAT_POLICY_F_NO_CLIENT, cnat_set_snat_addresses_v2). A client
+	// puts an exclusive FIB entry on each address that takes every packet
+	// to it for a reply of a translated connection: traffic to the address
+	// that is none (VXLAN between nodes on a node address) is dropped (seen
+	// on VPP 26.06). With cnat's feature on every interface the replies are
+	// found by their sessions and no client is needed. VPP keeps the flags
+	// of the entry's first set: a change re-creates the entry.
+	NoClient      bool `protobuf:"varint,5,opt,name=no_client,json=noClient,proto3" json:"no_client,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CnatSnat) Reset() {
@@ -2313,6 +2322,13 @@ func (x *CnatSnat) GetPolicy() CnatSnat_Policy {
 		return x.Policy
 	}
 	return CnatSnat_NONE
+}
+
+func (x *CnatSnat) GetNoClient() bool {
+	if x != nil {
+		return x.NoClient
+	}
+	return false
 }
 
 // CnatInterface is what cnat does on one interface: the cnat feature
@@ -2602,12 +2618,13 @@ const file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDesc = "" +
 	"\bdst_port\x18\x02 \x01(\rR\adstPort\x12\x15\n" +
 	"\x06src_ip\x18\x03 \x01(\tR\x05srcIp\x12\x19\n" +
 	"\bsrc_port\x18\x04 \x01(\rR\asrcPort\x12\x15\n" +
-	"\x06no_nat\x18\x05 \x01(\bR\x05noNat\"\xba\x01\n" +
+	"\x06no_nat\x18\x05 \x01(\bR\x05noNat\"\xd7\x01\n" +
 	"\bCnatSnat\x12\x10\n" +
 	"\x03ip4\x18\x01 \x01(\tR\x03ip4\x12\x10\n" +
 	"\x03ip6\x18\x02 \x01(\tR\x03ip6\x12+\n" +
 	"\x11excluded_prefixes\x18\x03 \x03(\tR\x10excludedPrefixes\x12@\n" +
-	"\x06policy\x18\x04 \x01(\x0e2(.vswitchkit.vppdriver.v1.CnatSnat.PolicyR\x06policy\"\x1b\n" +
+	"\x06policy\x18\x04 \x01(\x0e2(.vswitchkit.vppdriver.v1.CnatSnat.PolicyR\x06policy\x12\x1b\n" +
+	"\tno_client\x18\x05 \x01(\bR\bnoClient\"\x1b\n" +
 	"\x06Policy\x12\b\n" +
 	"\x04NONE\x10\x00\x12\a\n" +
 	"\x03K8S\x10\x02\"\xb1\x01\n" +
