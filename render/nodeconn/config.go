@@ -51,13 +51,16 @@ type Config struct {
 	// NAT44 plugin itself (Nat44Global) is the service renderer's.
 	NAT44 bool
 
-	// Cnat gives the tunnels to other nodes cnat's feature
-	// (vppmodel.CnatInterface): set it when services are rendered onto
-	// cnat (render/svccnat), whose translations and source NAT run in
-	// feature arcs that a flow must pass where it enters and leaves VPP —
-	// the replies of backends on other nodes come in through the tunnels.
-	// The uplink and the host interconnect get it from the service
-	// renderer. Default false.
+	// Cnat gives the tunnels to other nodes cnat's feature and puts them
+	// in its SNAT policy's POD table (vppmodel.CnatInterface; the table
+	// needs the SNAT entry, which the service renderer makes): set it when
+	// services are rendered onto cnat (render/svccnat), whose translations
+	// and source NAT run in feature arcs that a flow must pass where it
+	// enters and leaves VPP — the replies of backends on other nodes come
+	// in through the tunnels — and whose source NAT must not act on
+	// traffic that leaves through a tunnel (VPP 26.06 would apply it again
+	// to the VXLAN packet). The uplink and the host interconnect get the
+	// feature from the service renderer. Default false.
 	Cnat bool
 
 	// DualStack is the IPAM of the second IP family in a dual-stack

@@ -23,7 +23,9 @@
 //     backends on other nodes are translated back);
 //   - with [Config].Cnat (services on cnat, render/svccnat), cnat's
 //     feature on every tunnel (the replies of backends on other nodes
-//     come in through them), and no NAT44 at all;
+//     come in through them), in the SNAT policy's POD table (nothing that
+//     leaves through a tunnel is source-NATed: see the Config field), and
+//     no NAT44 at all;
 //   - the node IP is published to the other nodes (nodesync's
 //     PublishNodeIPs), on every resync (nodesync writes only on change).
 //

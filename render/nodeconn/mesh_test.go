@@ -422,6 +422,12 @@ func TestMeshDualStackAndIPv6(t *testing.T) {
 			}
 			assert.ElementsMatch(t, tc.published, published)
 			if tc.cfg.Cnat {
+				// The POD table needs the SNAT entry (the service
+				// renderer's).
+				ev := controller.NewExternalConfigChange("svccnat-stand-in", true)
+				ev.UpdatedKVs[vppmodel.CnatSnatKey] = &vppmodel.CnatSnat{Ip6: "fd00:16::1", NoClient: true}
+				require.NoError(t, agents[0].Loop.PushEvent(ev))
+				require.NoError(t, ev.Wait())
 				require.Eventually(t, func() bool {
 					return agents[0].Driver.Statuses()[vppmodel.CnatInterfaceKey("vxlan6-2")].State == vppdriver.StateConfigured
 				}, 10*time.Second, 10*time.Millisecond, "the tunnel has cnat's feature")

@@ -474,8 +474,16 @@ func (h *Handler) peerOf(s *self, n *nodesync.Node) *peer {
 		}
 		if h.cfg.Cnat {
 			// The replies of backends on that node come in through the
-			// tunnel: cnat must see them where they enter.
-			out.values[vppmodel.CnatInterfaceKey(name)] = &vppmodel.CnatInterface{Interface: name, Feature: true}
+			// tunnel: cnat must see them where they enter. In the POD
+			// table, what leaves through it is never source-NATed as
+			// "outside to outside" traffic (the host reaching a backend on
+			// that node keeps its address, which the cluster routes back
+			// here): VPP 26.06 applies a source-NATed connection's
+			// rewrite again to the VXLAN packet that carries it, at the
+			// uplink's cnat output node (the session state of the inner
+			// packet survives the encapsulation), which breaks the
+			// connection from its second packet on.
+			out.values[vppmodel.CnatInterfaceKey(name)] = &vppmodel.CnatInterface{Interface: name, Feature: true, SnatPod: true}
 		}
 		out.values[vppmodel.IPNeighborKey(name, nh)] = &vppmodel.IPNeighbor{Interface: name, IpAddress: nh.String(),
 			MacAddress: neighborMAC(n.ID)}

@@ -118,9 +118,10 @@ type Config struct {
 	InterconnectInterfaces []string
 
 	// ExcludedPrefixes are the destinations that pod traffic keeps its
-	// source address to: the cluster's pod, service, VPP-host, node
-	// interconnect and VXLAN ranges, of both families. Traffic to anything
-	// else is source-NATed to this node's address of its family. At most
+	// source address to: the cluster's pod, service, VPP-host and VXLAN
+	// ranges, of both families ([ExcludedPrefixes] gives them; not the
+	// nodes' addresses, see there). Traffic to anything else is
+	// source-NATed to this node's address of its family. At most
 	// vppmodel.MaxCnatExcludedPrefixes; host bits are cleared. Default:
 	// none (every pod connection to another node would be source-NATed:
 	// set it).
@@ -189,15 +190,16 @@ type ClusterRanges interface {
 	PodSubnetAllNodesPrefix() netip.Prefix
 	HostInterconnectSubnetAllNodesPrefix() netip.Prefix
 	ServiceNetworkPrefix() netip.Prefix
-	NodeAddr(nodeID uint32) (netip.Prefix, error)
 	VxlanAddr(nodeID uint32) (netip.Prefix, error)
 }
 
 // ExcludedPrefixes returns the cluster's ranges of the address plans of
 // ipams (one per IP family), for [Config].ExcludedPrefixes: the pod, the
-// VPP-host, the service, the node interconnect and the VXLAN ranges. A
-// range an IPAM does not have (a node interconnect from DHCP) is left
-// out.
+// VPP-host, the service and the VXLAN ranges. The node interconnect range
+// is not among them: a pod's connection to another node's address (its
+// node ports and hostPorts) is source-NATed to this node's address, so
+// that the reply comes back through the uplink (see the package
+// documentation, "Limits of VPP 26.06").
 func ExcludedPrefixes(ipams ...ClusterRanges) []netip.Prefix {
 	var out []netip.Prefix
 	add := func(p netip.Prefix) {
@@ -209,9 +211,6 @@ func ExcludedPrefixes(ipams ...ClusterRanges) []netip.Prefix {
 		add(i.PodSubnetAllNodesPrefix())
 		add(i.HostInterconnectSubnetAllNodesPrefix())
 		add(i.ServiceNetworkPrefix())
-		if p, err := i.NodeAddr(1); err == nil {
-			add(p)
-		}
 		if p, err := i.VxlanAddr(1); err == nil {
 			add(p)
 		}

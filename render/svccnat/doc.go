@@ -30,12 +30,18 @@
 //   - every cluster IP, of each family, to the ready backends of that
 //     family (only this node's with the Local internal traffic policy);
 //   - every external IP (spec.externalIPs, the load-balancer IP and the
-//     load-balancer ingress IPs) to the backends of its family (only this
-//     node's with the Local external traffic policy), marked real_ip when
-//     the address is one of this node's;
+//     load-balancer ingress IPs) to this node's backends of its family,
+//     marked real_ip when the address is one of this node's;
 //   - for a port with a node port, every address of this node ([NodeIPs])
-//     with the node port, real_ip, to the backends of the address's
-//     family (external traffic policy as above).
+//     with the node port, real_ip, to this node's backends of the
+//     address's family.
+//
+// External frontends are served by this node's backends with either
+// external traffic policy (see "Limits of VPP 26.06" below): with the
+// Cluster policy a node without a backend of the service does not serve
+// its node ports and external IPs (render/bgpsource advertises a service
+// from the nodes with local backends only); the backends see the client's
+// address.
 //
 // A frontend without a path of its family has no translation (VPP 26.06
 // dies on a translation without paths), so a service whose backends all
@@ -54,10 +60,12 @@
 // cnat's default lb type: the hash of the connection's 5-tuple modulo the
 // paths) or [LBMaglev] (cnat's maglev lb type: Maglev consistent hashing
 // over a lookup table of 1009 entries). What Maglev
-// guarantees: when one of N backends goes, the flows that hashed to the
-// other N-1 keep them (only the departed backend's flows move, spread over
-// the rest); when a backend comes, it takes about 1/(N+1) of the flows,
-// from every other backend. The table is a pure function of the backends,
+// guarantees: when one of N backends goes, its flows are spread over the
+// others and the flows that hashed to the other N-1 almost all keep them
+// (Maglev's table moves a few entries between the remaining backends: with
+// one of four backends removed, 3-4 of about 220 such flows moved on VPP
+// 26.06, against 139-147 with ecmp; TestPacketsRealVPP); a backend that comes
+// takes about 1/(N+1) of the flows, from every other backend. The table is a pure function of the backends,
 // so every node (and a VPP restarted) picks the same backend for a flow.
 // With ecmp a change of the backends can move most flows. Established
 // connections keep their backend either way (cnat keeps a session per
@@ -88,11 +96,9 @@
 //   - it comes in on an interface of the INCLUDE tables (the pods'; see
 //     [Config].DisableSNAT) and goes to a destination outside the excluded
 //     prefixes: pod traffic leaving the cluster takes the node's address;
-//   - neither the interface it comes in on nor the one it leaves on is a
-//     pod's (POD table): an external client of a node port, external or
-//     load-balancer IP whose backend is on another node (the reply must
-//     come back through this node); a local backend sees the client's
-//     address, with either external traffic policy;
+//   - neither the interface it comes in on nor the one it leaves on is in
+//     the POD table (the pods' and, from render/nodeconn, the tunnels'):
+//     traffic between the uplink and the host interconnect, say;
 //   - after translation its source is its destination: a pod that reaches
 //     a service backed by itself (the hairpin case); the pod sees the
 //     node's address as the client;
@@ -102,6 +108,43 @@
 // interfaces are in the INCLUDE_V4, INCLUDE_V6 and POD tables; a
 // loopback of the renderer's own, [AnchorInterface], stays in INCLUDE_V4
 // (see its documentation).
+//
+// # Limits of VPP 26.06
+//
+// Found with packets on VPP 26.06 (TestPacketsRealVPP,
+// TestTwoNodesIPv6RealVPP) and designed around:
+//
+//   - cnat's session state of a packet survives its VXLAN encapsulation:
+//     a connection that was source-NATed where it left into a tunnel to
+//     another node gets that rewrite applied once more, to the VXLAN
+//     packet, by the uplink's cnat output node, from its second packet on
+//     (the first one is written back already). So nothing that leaves
+//     through a tunnel may be source-NATed: the tunnels are in the POD
+//     table (render/nodeconn), and external frontends, whose clients would
+//     need source NAT to reach a backend on another node, have this
+//     node's backends only. The host reaching a cluster IP backed on
+//     another node keeps its address (the cluster routes the VPP-host
+//     subnets). The same holds for a translation's reverse: the reply to
+//     a connection that this node translated must not leave through a
+//     tunnel either, so a pod's connection to another node's address (a
+//     node port or hostPort there) is source-NATed to this node's address
+//     (the node interconnect range is not excluded): the reply comes back
+//     through the uplink;
+//   - the K8S policy's hairpin rule compares the low 32 bits of IPv6
+//     addresses (its IPv4 comparison is not limited to IPv4): IPv6
+//     connections between addresses that end alike (fd00:1:0:1::2 and
+//     fd00:1:0:2::2, the first pods of two nodes with /64 pod subnets)
+//     are source-NATed, and break through a tunnel as above. Per-node
+//     IPv6 pod subnets must differ in their low 32 bits (a per-node prefix
+//     length of 96 or more: IPAM's IPv6 default is 120; the agent refuses
+//     a plan without);
+//   - a SNAT entry with cnat clients puts an exclusive FIB entry on its
+//     addresses that drops what is not a reply (VXLAN to the node's
+//     address): the entry is made without clients (NO_CLIENT); with the
+//     feature on every interface, replies are found by their sessions;
+//   - a translation without paths kills VPP (never sent), and a SNAT entry
+//     whose INCLUDE_V4 table empties forgets its excluded prefixes (the
+//     anchor loopback stays in it).
 //
 // # Interfaces
 //

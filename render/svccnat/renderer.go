@@ -590,7 +590,11 @@ func (r *Renderer) noteSNAT() {
 }
 
 func (r *Renderer) snatValue() *vppmodel.CnatSnat {
-	v := &vppmodel.CnatSnat{Policy: vppmodel.CnatSnat_K8S}
+	// No client: an exclusive FIB entry on the node's address would drop
+	// what comes to it untranslated (VXLAN from the other nodes); with
+	// cnat's feature on every interface the replies are found by their
+	// sessions.
+	v := &vppmodel.CnatSnat{Policy: vppmodel.CnatSnat_K8S, NoClient: true}
 	if r.snat[0].IsValid() {
 		v.Ip4 = r.snat[0].String()
 	}

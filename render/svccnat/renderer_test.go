@@ -42,7 +42,7 @@ func TestRenderer(t *testing.T) {
 	t.Run("resync: the SNAT entry, the anchor, uplink and interconnect", func(t *testing.T) {
 		r := newRig(t, baseConfig())
 		equalState(t, controller.KeyValuePairs{
-			vppmodel.CnatSnatKey: &vppmodel.CnatSnat{Ip4: nodeIP, Ip6: nodeIP6, Policy: vppmodel.CnatSnat_K8S,
+			vppmodel.CnatSnatKey: &vppmodel.CnatSnat{Ip4: nodeIP, Ip6: nodeIP6, Policy: vppmodel.CnatSnat_K8S, NoClient: true,
 				ExcludedPrefixes: []string{"10.1.0.0/16", "10.96.0.0/12", "192.168.16.0/24", "fd00:1::/48", "fd00:96::/108"}},
 			vppmodel.InterfaceKey(svccnat.AnchorInterface):     &vppmodel.Interface{Name: svccnat.AnchorInterface, Type: vppmodel.Interface_LOOPBACK},
 			vppmodel.CnatInterfaceKey(svccnat.AnchorInterface): &vppmodel.CnatInterface{Interface: svccnat.AnchorInterface, SnatV4: true},
@@ -104,7 +104,13 @@ func TestRenderer(t *testing.T) {
 		s.ExternalTrafficPolicy, s.InternalTrafficPolicy = kubemodel.Service_CLUSTER, kubemodel.Service_LOCAL
 		r.service(s)
 		assert.Contains(t, translations(r.applied), "tcp 10.96.0.10:80 -> 10.1.1.2:8080 10.1.1.3:8080")
-		assert.Contains(t, translations(r.applied), "tcp 203.0.113.10:80 -> 10.1.1.2:8080 10.1.1.3:8080 10.1.2.7:8080")
+		assert.Contains(t, translations(r.applied), "tcp 203.0.113.10:80 -> 10.1.1.2:8080 10.1.1.3:8080",
+			"external frontends: this node's backends with the Cluster policy too (VPP 26.06 cannot source-NAT into a tunnel)")
+		only := service("far", []string{"10.96.0.11"}, port{name: "http", proto: kubemodel.Protocol_TCP, port: 80, target: 8080, nodePort: 30081})
+		r.service(only)
+		r.endpoints(endpoints("far", []port{{name: "http", proto: kubemodel.Protocol_TCP, target: 8080}}, remote))
+		assert.Contains(t, translations(r.applied), "tcp 10.96.0.11:80 -> 10.1.2.7:8080")
+		assert.NotContains(t, r.applied, trKey(vppmodel.ProtoTCP, nodeIP, 30081), "no local backend: no node port here")
 		// This node's addresses change: the node ports and the real flag follow.
 		got := changed(r.nodeIPsChanged([]netip.Addr{netip.MustParseAddr("192.168.16.9")}, netip.MustParseAddr(otherNode)))
 		assert.Contains(t, got, "+"+trKey(vppmodel.ProtoTCP, "192.168.16.9", 30080))
@@ -114,7 +120,7 @@ func TestRenderer(t *testing.T) {
 		assert.Equal(t, []svccnat.Problem{{Service: kubemodel.ServiceID{Namespace: "default", Name: "web"}, Reason: svccnat.NoNodeAddress, Detail: "IPv6"}},
 			r.cn.Problems(), "an IPv6 node port without an IPv6 address on the node")
 		assert.Contains(t, r.logs.String(), "IPv6 node ports and hostPorts are not exposed")
-		protoEqual(t, &vppmodel.CnatSnat{Ip4: "192.168.16.9", Policy: vppmodel.CnatSnat_K8S,
+		protoEqual(t, &vppmodel.CnatSnat{Ip4: "192.168.16.9", Policy: vppmodel.CnatSnat_K8S, NoClient: true,
 			ExcludedPrefixes: []string{"10.1.0.0/16", "10.96.0.0/12", "192.168.16.0/24", "fd00:1::/48", "fd00:96::/108"}}, r.applied[vppmodel.CnatSnatKey])
 		assert.Empty(t, r.nodeIPsChanged([]netip.Addr{netip.MustParseAddr("192.168.16.9")}, netip.MustParseAddr("192.168.16.3")),
 			"another node changes: nothing here")

@@ -233,7 +233,12 @@ func (b *builder) service(s *svcprocessor.ContivService, prev *rendered) *render
 	for _, ip := range s.ClusterIPs {
 		families[fam(ip)] = true
 	}
-	local := s.ExternalTrafficPolicy == svcprocessor.LocalTrafficPolicy
+	// External frontends are served by this node's backends, whatever the
+	// external traffic policy: a connection from outside to a backend on
+	// another node would have to be source-NATed before it enters the
+	// tunnel, and VPP 26.06 applies that rewrite again to the VXLAN packet
+	// at the uplink (see the package documentation).
+	const local = true
 	internalLocal := s.InternalTrafficPolicy == svcprocessor.LocalTrafficPolicy
 	for i := range s.Ports {
 		p := &s.Ports[i]
