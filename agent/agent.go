@@ -17,6 +17,7 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/bgp"
 	"github.com/vswitchkit/vswitchkit/bgp/bgpmodel"
+	"github.com/vswitchkit/vswitchkit/bgp/bgpstatus"
 	"github.com/vswitchkit/vswitchkit/bgp/gobgp"
 	"github.com/vswitchkit/vswitchkit/cniserver"
 	"github.com/vswitchkit/vswitchkit/controller"
@@ -30,6 +31,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/nodesync/etcddb"
 	"github.com/vswitchkit/vswitchkit/policy"
 	"github.com/vswitchkit/vswitchkit/render/aclpolicy"
+	"github.com/vswitchkit/vswitchkit/render/bgproutes"
 	"github.com/vswitchkit/vswitchkit/render/bgpsource"
 	"github.com/vswitchkit/vswitchkit/render/nodeaddr"
 	"github.com/vswitchkit/vswitchkit/render/nodeconn"
@@ -135,6 +137,12 @@ type BGP struct {
 	Source     *bgpsource.Source
 	Manager    *gobgp.Manager
 	Controller *bgp.Controller
+	// Routes installs the routes learned from peers (import prefix lists)
+	// into VPP.
+	Routes *bgproutes.Handler
+	// Status publishes the node's BGP status under
+	// bgpmodel.StatusKey("", node) in etcd.
+	Status *bgpstatus.Publisher
 }
 
 // Open builds an agent and opens its local state files (the IPAM and CNI
@@ -261,12 +269,14 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 		handlers = append(handlers, a.Policy.Handler(), a.ACLs)
 	}
 	if !cfg.BGP.Disabled {
-		if a.BGP, err = a.newBGP(); err != nil {
+		if a.BGP, err = a.newBGP(deps.Etcd); err != nil {
 			return nil, err
 		}
-		handlers = append(handlers, a.BGP.Source)
+		handlers = append(handlers, a.BGP.Source, a.BGP.Routes)
 		a.add("bgp-gobgp", stopSpeakers, a.BGP.Manager.Run)
 		a.add("bgp-controller", stopProducers, a.BGP.Controller.Run)
+		a.add("bgp-routes", stopProducers, a.BGP.Routes.Run)
+		a.add("bgp-status", stopProducers, a.BGP.Status.Run)
 	}
 	if err := a.Loop.Register(handlers...); err != nil {
 		return nil, err
@@ -282,7 +292,7 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 		Keep:                 keep,
 		KubeStatePrefix:      cfg.KubeStatePrefix,
 		ExternalConfigPrefix: cfg.ExternalConfigPrefix,
-		Resources:            []kubemodel.Resource{bgpmodel.PolicyResource()},
+		Resources:            bgpmodel.Resources(),
 		MirrorPath:           cfg.statePath("mirror.db"),
 		MirrorFallbackDelay:  cfg.LocalFallbackDelay,
 		Logger:               log,
@@ -346,13 +356,8 @@ func (a *Agent) newPolicy() error {
 	var err error
 	a.Policy, err = policy.New(policy.Config{
 		NodeName: a.cfg.NodeName,
-		PodAddrs: func(id kubemodel.PodID) []netip.Addr {
-			if ip, ok := a.IPAM.PodAddr(id); ok {
-				return []netip.Addr{ip}
-			}
-			return nil
-		},
-		Logger: a.log,
+		PodAddrs: policy.PodAddrsFrom(a.IPAM.PodAddr),
+		Logger:   a.log,
 	})
 	if err != nil {
 		return err
@@ -362,15 +367,9 @@ func (a *Agent) newPolicy() error {
 		services = append(services, p)
 	}
 	a.ACLs, err = aclpolicy.New(a.PodConn, aclpolicy.Config{
-		HostPrefixes: func() []netip.Prefix {
-			var out []netip.Prefix
-			for _, ip := range append(a.NodeIPs.NodeIPs(), a.IPAM.HostInterconnectAddrInLinux(), a.IPAM.NatLoopbackAddr()) {
-				if ip.IsValid() {
-					out = append(out, netip.PrefixFrom(ip, ip.BitLen()))
-				}
-			}
-			return out
-		},
+		HostPrefixes: aclpolicy.HostPrefixesOf(func() []netip.Addr {
+			return append(a.NodeIPs.NodeIPs(), a.IPAM.HostInterconnectAddrInLinux(), a.IPAM.NatLoopbackAddr())
+		}),
 		ServicePrefixes: services,
 		ExitInterfaces:  a.NodeConn.ExitInterfaces,
 		Logger:          a.log,
@@ -381,7 +380,7 @@ func (a *Agent) newPolicy() error {
 	return a.Policy.RegisterRenderer(a.ACLs)
 }
 
-func (a *Agent) newBGP() (*BGP, error) {
+func (a *Agent) newBGP(etcd *clientv3.Client) (*BGP, error) {
 	sig := bgp.NewSignaler()
 	src, err := bgpsource.New(a.cfg.NodeName, sig, bgpsource.Config{
 		PodSubnets: []bgpsource.PodSubnets{a.IPAM},
@@ -396,7 +395,8 @@ func (a *Agent) newBGP() (*BGP, error) {
 	if err := a.Services.RegisterRenderer(src); err != nil {
 		return nil, err
 	}
-	mgr, err := gobgp.New(gobgp.Config{Services: src, ListenAddresses: a.cfg.BGP.ListenAddresses, Logger: a.log})
+	learned := bgp.NewSignaler()
+	mgr, err := gobgp.New(gobgp.Config{Services: src, ListenAddresses: a.cfg.BGP.ListenAddresses, LearnedRoutes: learned, Logger: a.log})
 	if err != nil {
 		return nil, err
 	}
@@ -404,7 +404,22 @@ func (a *Agent) newBGP() (*BGP, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &BGP{Source: src, Manager: mgr, Controller: ctrl}, nil
+	// Learned routes never shadow the cluster's own ranges.
+	var reserved []netip.Prefix
+	for _, p := range []netip.Prefix{a.IPAM.PodSubnetAllNodesPrefix(), a.IPAM.HostInterconnectSubnetAllNodesPrefix(), a.IPAM.ServiceNetworkPrefix()} {
+		if p.IsValid() {
+			reserved = append(reserved, p)
+		}
+	}
+	routes, err := bgproutes.New(mgr, learned, a.Loop, bgproutes.Config{Uplink: a.uplinkName(), Reserved: reserved, Logger: a.log})
+	if err != nil {
+		return nil, err
+	}
+	status, err := bgpstatus.New(a.cfg.NodeName, ctrl, bgpstatus.EtcdWriter(etcd), bgpstatus.Config{Interval: a.cfg.BGP.StatusInterval, Logger: a.log})
+	if err != nil {
+		return nil, err
+	}
+	return &BGP{Source: src, Manager: mgr, Controller: ctrl, Routes: routes, Status: status}, nil
 }
 
 // uplinkName is the logical name of the uplink interface, if the agent

@@ -100,8 +100,9 @@ type PolicyConfig struct {
 }
 
 // BGPConfig configures the agent's BGP speaker. Peers and ASNs come from
-// the BGP peering policy in the cluster state; the router ID and listening
-// port from the node's annotations (see package bgp).
+// the BGP configuration in the cluster state: a v1 peering policy (the
+// router ID and listening port from the node's annotations) or the v2
+// objects (see package bgp).
 type BGPConfig struct {
 	// Disabled turns the BGP control plane off.
 	Disabled bool `json:"disabled"`
@@ -113,6 +114,10 @@ type BGPConfig struct {
 	// node's InternalIP.
 	IPv4 netip.Addr `json:"ipv4"`
 	IPv6 netip.Addr `json:"ipv6"`
+	// StatusInterval is how often the node's BGP status is read and, when
+	// it changed, published under /vswitchkit/bgpstatus/<node> in etcd
+	// (package bgp/bgpstatus). Default: 2s.
+	StatusInterval time.Duration `json:"statusInterval"`
 }
 
 // withDefaults fills in the defaults and reports every bad field.
@@ -165,7 +170,8 @@ func (c Config) withDefaults() (Config, error) {
 	for _, d := range []struct {
 		field string
 		d     time.Duration
-	}{{"healingDelay", c.HealingDelay}, {"maxHealingDelay", c.MaxHealingDelay}, {"localFallbackDelay", c.LocalFallbackDelay}} {
+	}{{"healingDelay", c.HealingDelay}, {"maxHealingDelay", c.MaxHealingDelay}, {"localFallbackDelay", c.LocalFallbackDelay},
+		{"bgp.statusInterval", c.BGP.StatusInterval}} {
 		if d.d < 0 {
 			errs = append(errs, fmt.Errorf("%s: %v is negative", d.field, d.d))
 		}

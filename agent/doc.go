@@ -4,7 +4,9 @@
 // nodesync (with local state), IPAM with a durable store, node and pod
 // connectivity (render/nodeconn, render/podconn), the service processor
 // with a service renderer (render/svcnat, NAT44-ED), the BGP control plane
-// (GoBGP) fed by render/bgpsource, and the CNI pod server.
+// (GoBGP) fed by render/bgpsource from the v1 policy or the v2 objects,
+// with the routes it learns installed into VPP by render/bgproutes and its
+// status published in etcd by bgp/bgpstatus, and the CNI pod server.
 //
 // The demo (examples/cluster), the per-node daemon (examples/vswitch) and
 // the scale envelope (examples/scale) run it. Applications use it as it

@@ -213,12 +213,8 @@ func (p *Processor) Stats() Stats {
 // snapshot returns every view, sorted by pod.
 func (p *Processor) snapshot() []*PodPolicy {
 	out := slices.Collect(maps.Values(p.views))
-	slices.SortFunc(out, func(a, b *PodPolicy) int { return cmpPod(a.Pod, b.Pod) })
+	slices.SortFunc(out, func(a, b *PodPolicy) int { return a.Pod.Compare(b.Pod) })
 	return out
-}
-
-func cmpPod(a, b kubemodel.PodID) int {
-	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 }
 
 // peer returns the effective peer information of id: its peer record, else
@@ -685,7 +681,7 @@ func (p *Processor) flush() []PodChange {
 		out = append(out, PodChange{Old: old, New: cur})
 	}
 	clear(p.dirty)
-	slices.SortFunc(out, func(a, b PodChange) int { return cmpPod(podOf(a), podOf(b)) })
+	slices.SortFunc(out, func(a, b PodChange) int { return podOf(a).Compare(podOf(b)) })
 	return out
 }
 
@@ -829,4 +825,19 @@ func (p *Processor) statusOf(pol *compiledPolicy) PolicyStatus {
 	}
 	st.UnresolvedPorts = slices.Sorted(maps.Keys(unresolved))
 	return st
+}
+
+// PodAddrsFrom adapts lookups of one address per pod (IPAM's PodAddr; one
+// lookup per IP family in a dual-stack cluster) to Config.PodAddrs: a pod's
+// addresses in the lookups' order, those a lookup does not know left out.
+func PodAddrsFrom(lookups ...func(kubemodel.PodID) (netip.Addr, bool)) func(kubemodel.PodID) []netip.Addr {
+	return func(id kubemodel.PodID) []netip.Addr {
+		var out []netip.Addr
+		for _, lookup := range lookups {
+			if ip, ok := lookup(id); ok {
+				out = append(out, ip)
+			}
+		}
+		return out
+	}
 }

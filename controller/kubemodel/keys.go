@@ -150,6 +150,16 @@ type PodID struct {
 // String returns "namespace/name".
 func (id PodID) String() string { return id.Namespace + "/" + id.Name }
 
+// Compare orders pod IDs by namespace, then name (for slices.SortFunc).
+func (id PodID) Compare(o PodID) int { return compareIDs(id.Namespace, id.Name, o.Namespace, o.Name) }
+
+func compareIDs(ns1, n1, ns2, n2 string) int {
+	if c := strings.Compare(ns1, ns2); c != 0 {
+		return c
+	}
+	return strings.Compare(n1, n2)
+}
+
 // ID returns the identifier of p.
 func (p *Pod) ID() PodID { return PodID{Namespace: p.GetNamespace(), Name: p.GetName()} }
 
@@ -163,6 +173,12 @@ type ServiceID struct {
 // String returns "namespace/name".
 func (id ServiceID) String() string { return id.Namespace + "/" + id.Name }
 
+// Compare orders service IDs by namespace, then name (for
+// slices.SortFunc).
+func (id ServiceID) Compare(o ServiceID) int {
+	return compareIDs(id.Namespace, id.Name, o.Namespace, o.Name)
+}
+
 // PolicyID identifies a network policy by namespace and name. PolicyID is
 // comparable and can be used as a map key.
 type PolicyID struct {
@@ -172,6 +188,12 @@ type PolicyID struct {
 
 // String returns "namespace/name".
 func (id PolicyID) String() string { return id.Namespace + "/" + id.Name }
+
+// Compare orders policy IDs by namespace, then name (for
+// slices.SortFunc).
+func (id PolicyID) Compare(o PolicyID) int {
+	return compareIDs(id.Namespace, id.Name, o.Namespace, o.Name)
+}
 
 // ID returns the identifier of np.
 func (np *NetworkPolicy) ID() PolicyID {

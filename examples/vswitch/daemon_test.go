@@ -359,7 +359,7 @@ log:
 		}
 	}
 	d.getJSON("/debug/", &index)
-	require.Len(t, index.Views, 7)
+	require.Len(t, index.Views, 8)
 	for _, v := range index.Views {
 		assert.NotEmpty(t, v.Shows, v.Path)
 		var view any

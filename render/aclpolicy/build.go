@@ -226,7 +226,7 @@ func (s *sharing) assign(pods map[kubemodel.PodID]*podACLs, prefix, sharedPrefix
 		s.groups, s.of = map[string]*aclGroup{}, map[kubemodel.PodID]string{}
 	}
 	s.groups[ReflectACL] = &aclGroup{key: reflectKey, rules: reflectAll()}
-	ids := slices.SortedFunc(maps.Keys(pods), cmpPod)
+	ids := slices.SortedFunc(maps.Keys(pods), kubemodel.PodID.Compare)
 	members := map[string][]kubemodel.PodID{}
 	for _, id := range ids {
 		c := pods[id]

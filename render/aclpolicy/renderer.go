@@ -209,7 +209,7 @@ func (r *Renderer) readEnv() env {
 func (r *Renderer) apply(rtxn controller.ResyncOperations, txn controller.UpdateOperations, resync bool) int {
 	start := time.Now()
 	pods := make([]pod, 0, len(r.views))
-	for _, id := range slices.SortedFunc(maps.Keys(r.views), cmpPod) {
+	for _, id := range slices.SortedFunc(maps.Keys(r.views), kubemodel.PodID.Compare) {
 		p := pod{view: r.views[id]}
 		p.iface, _ = r.pods.PodInterface(id)
 		pods = append(pods, p)
@@ -275,18 +275,17 @@ func (st state) values() controller.KeyValuePairs {
 	return out
 }
 
-func cmpPod(a, b kubemodel.PodID) int {
-	if a.Namespace != b.Namespace {
-		if a.Namespace < b.Namespace {
-			return -1
+// HostPrefixesOf returns a Config.HostPrefixes that reads addrs at each
+// call and keeps the valid ones as single-address prefixes (addresses
+// that are not known yet are the invalid netip.Addr).
+func HostPrefixesOf(addrs func() []netip.Addr) func() []netip.Prefix {
+	return func() []netip.Prefix {
+		var out []netip.Prefix
+		for _, ip := range addrs() {
+			if ip.IsValid() {
+				out = append(out, netip.PrefixFrom(ip, ip.BitLen()))
+			}
 		}
-		return 1
+		return out
 	}
-	if a.Name < b.Name {
-		return -1
-	}
-	if a.Name > b.Name {
-		return 1
-	}
-	return 0
 }

@@ -218,7 +218,7 @@ func requireSameState(t *testing.T, r *Renderer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var pods []pod
-	for _, id := range slices.SortedFunc(maps.Keys(r.views), cmpPod) {
+	for _, id := range slices.SortedFunc(maps.Keys(r.views), kubemodel.PodID.Compare) {
 		p := pod{view: r.views[id]}
 		p.iface, _ = r.pods.PodInterface(id)
 		pods = append(pods, p)

@@ -95,7 +95,5 @@ func (p *Problem) Error() string {
 }
 
 func compareProblems(a, b Problem) int {
-	return cmp.Or(strings.Compare(a.Service.Namespace, b.Service.Namespace), strings.Compare(a.Service.Name, b.Service.Name),
-		strings.Compare(a.Pod.Namespace, b.Pod.Namespace), strings.Compare(a.Pod.Name, b.Pod.Name),
-		cmp.Compare(a.Reason, b.Reason), strings.Compare(a.Detail, b.Detail))
+	return cmp.Or(a.Service.Compare(b.Service), a.Pod.Compare(b.Pod), cmp.Compare(a.Reason, b.Reason), strings.Compare(a.Detail, b.Detail))
 }

@@ -306,15 +306,13 @@ func (a *Agent) addPolicy(t testing.TB, o Options) []controller.EventHandler {
 	var err error
 	a.Policy, err = policy.New(policy.Config{
 		NodeName: o.Name,
-		PodAddrs: func(id kubemodel.PodID) []netip.Addr {
-			var out []netip.Addr
+		PodAddrs: func() func(kubemodel.PodID) []netip.Addr {
+			var lookups []func(kubemodel.PodID) (netip.Addr, bool)
 			for _, i := range a.ipams() {
-				if ip, ok := i.PodAddr(id); ok {
-					out = append(out, ip)
-				}
+				lookups = append(lookups, i.PodAddr)
 			}
-			return out
-		},
+			return policy.PodAddrsFrom(lookups...)
+		}(),
 	})
 	require.NoError(t, err)
 	// NAT44 translates a service address after the pod's input ACL: the
@@ -329,19 +327,13 @@ func (a *Agent) addPolicy(t testing.TB, o Options) []controller.EventHandler {
 		}
 	}
 	a.ACLs, err = aclpolicy.New(a.Pods, aclpolicy.Config{
-		HostPrefixes: func() []netip.Prefix {
-			var out []netip.Prefix
+		HostPrefixes: aclpolicy.HostPrefixesOf(func() []netip.Addr {
 			ips := slices.Clone(a.NodeIPs.NodeIPs())
 			for _, i := range a.ipams() {
 				ips = append(ips, i.HostInterconnectAddrInLinux(), i.NatLoopbackAddr())
 			}
-			for _, ip := range ips {
-				if ip.IsValid() {
-					out = append(out, netip.PrefixFrom(ip, ip.BitLen()))
-				}
-			}
-			return out
-		},
+			return ips
+		}),
 		ServicePrefixes: services,
 		ExitInterfaces:  a.Conn.ExitInterfaces,
 	})

@@ -22,7 +22,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -256,13 +255,15 @@ func (c *cluster) setup(ctx context.Context) error {
 
 	// The simulated Kubernetes API, the reflector writing it into etcd.
 	c.kube = kubefake.NewClientset()
-	c.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{bgpreflector.GroupVersionResource(): bgpreflector.ListKind})
+	listKinds := bgpreflector.ListKindsV2()
+	listKinds[bgpreflector.GroupVersionResource()] = bgpreflector.ListKind
+	c.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds)
 	if _, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	refl, err := reflector.New(c.etcd, append(reflector.KubernetesResources(c.kube), bgpreflector.Resource(c.dyn)),
-		reflector.Config{Identity: "demo", Logger: c.log}) // it adds component=reflector
+	resources := append(reflector.KubernetesResources(c.kube), bgpreflector.Resource(c.dyn))
+	resources = append(resources, bgpreflector.V2Resources(c.dyn, c.kube, bgpreflector.V2Config{})...)
+	refl, err := reflector.New(c.etcd, resources, reflector.Config{Identity: "demo", Logger: c.log}) // it adds component=reflector
 	if err != nil {
 		return err
 	}
@@ -276,7 +277,7 @@ func (c *cluster) setup(ctx context.Context) error {
 			return err
 		}
 		c.nodes = append(c.nodes, n)
-		if _, err := c.kube.CoreV1().Nodes().Create(ctx, nodeObject(n.name, i, n.internalIP, n.bgpAddr, n.bgpPort), metav1.CreateOptions{}); err != nil {
+		if _, err := c.kube.CoreV1().Nodes().Create(ctx, nodeObject(n.name, i, n.internalIP), metav1.CreateOptions{}); err != nil {
 			return err
 		}
 	}
@@ -290,8 +291,14 @@ func (c *cluster) setup(ctx context.Context) error {
 			return err
 		}
 	}
-	if _, err := c.dyn.Resource(bgpreflector.GroupVersionResource()).Create(ctx, policyObject(rrAddr), metav1.CreateOptions{}); err != nil {
-		return err
+	plurals := map[string]string{
+		bgpreflector.KindClusterConfig: bgpreflector.PluralClusterConfig, bgpreflector.KindPeerConfig: bgpreflector.PluralPeerConfig,
+		bgpreflector.KindAdvertisement: bgpreflector.PluralAdvertisement, bgpreflector.KindNodeConfigOverride: bgpreflector.PluralNodeConfigOverride,
+	}
+	for _, o := range bgpObjects(rrAddr, c.nodes) {
+		if _, err := c.dyn.Resource(bgpreflector.GroupVersionResourceV2(plurals[o.GetKind()])).Create(ctx, o, metav1.CreateOptions{}); err != nil {
+			return err
+		}
 	}
 	if c.hasNetpol() {
 		if _, err := c.kube.NetworkingV1().NetworkPolicies(namespace).Create(ctx, netpolObject(), metav1.CreateOptions{}); err != nil {
@@ -300,11 +307,15 @@ func (c *cluster) setup(ctx context.Context) error {
 	}
 	if err := c.await(ctx, "Kubernetes state in etcd", func(context.Context) (check, error) {
 		st := refl.Stats()
-		ch := check{total: 4}
+		ch := check{total: 7}
 		for _, r := range []struct {
 			name string
 			want int
-		}{{kubemodel.NodeResource, len(c.nodes)}, {kubemodel.ServiceResource, len(c.svcs)}, {bgpmodel.PolicyResourceName, 1}} {
+		}{
+			{kubemodel.NodeResource, len(c.nodes)}, {kubemodel.ServiceResource, len(c.svcs)},
+			{bgpmodel.ClusterConfigResourceName, 1}, {bgpmodel.PeerConfigResourceName, 1}, {bgpmodel.AdvertisementResourceName, 2},
+			{bgpmodel.NodeConfigOverrideResourceName, len(c.nodes)},
+		} {
 			if st.Resources[r.name].Objects >= r.want {
 				ch.done++
 			} else {
@@ -535,7 +546,7 @@ func (c *cluster) addPods(ctx context.Context) error {
 	return nil
 }
 
-// startBGP lets the nodes join the peering policy one at a time, each
+// startBGP lets the nodes join the BGP cluster config one at a time, each
 // after the previous one applied it, then connects the route reflector to
 // all of them (see the package documentation for why).
 func (c *cluster) startBGP(ctx context.Context) error {
@@ -548,10 +559,10 @@ func (c *cluster) startBGP(ctx context.Context) error {
 		}
 		err := c.poll(ctx, 10*time.Millisecond, func() (bool, string, error) {
 			s := n.agent.BGP.Controller.Status()
-			if s.Policy == policyName && s.LastError == nil {
+			if s.Policy == configName && s.LastError == nil {
 				return true, "", nil
 			}
-			return false, fmt.Sprintf("%s has not applied the peering policy (last error: %v)", n.name, s.LastError), nil
+			return false, fmt.Sprintf("%s has not applied the BGP cluster config (last error: %v)", n.name, s.LastError), nil
 		})
 		if err != nil {
 			return fmt.Errorf("BGP speakers: %w", err)

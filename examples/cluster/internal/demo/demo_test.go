@@ -247,26 +247,34 @@ func checkCluster(t *testing.T, when string, s demo.Summary, podsPerNode int) {
 	}
 
 	// The route reflector received every node's pod subnet, with the
-	// node's address as next hop, and the load-balancer IP of a service
-	// with externalTrafficPolicy Local only from nodes with a backend.
+	// node's address as next hop and the pod community, and the aggregates
+	// of the services' load-balancer IPs with the service community; the
+	// load-balancer IP of a service with externalTrafficPolicy Local exact,
+	// and only from nodes with a backend.
 	rr := s.RouteReflector
 	assert.Len(t, rr.Sessions, len(s.Nodes), "%s: route reflector sessions", when)
 	for _, ss := range rr.Sessions {
 		assert.Equal(t, "Established", ss.State, "%s: route reflector session with %s", when, ss.Node)
 	}
 	for _, n := range s.Nodes {
-		assert.Contains(t, rr.Routes, demo.RRRoute{Prefix: n.PodSubnet, NextHop: n.VPPAddress, From: n.Name},
+		assert.Contains(t, rr.Routes, demo.RRRoute{Prefix: n.PodSubnet, NextHop: n.VPPAddress, From: n.Name, Communities: []string{"64512:100"}},
 			"%s: the route reflector received %s's pod subnet", when, n.Name)
 		for _, svc := range s.Services {
 			if !svc.LoadBalancerIP.IsValid() {
 				continue
 			}
 			local := slices.ContainsFunc(svc.Backends, func(b demo.PodOnNode) bool { return b.Node == n.Name })
-			route := demo.RRRoute{Prefix: netip.PrefixFrom(svc.LoadBalancerIP, 32), NextHop: n.VPPAddress, From: n.Name}
-			if svc.ExternalTrafficPolicy == "Local" && !local {
-				assert.NotContains(t, rr.Routes, route, "%s: %s has no backend of %s", when, n.Name, svc.Name)
-			} else {
-				assert.Contains(t, rr.Routes, route, "%s: %s advertises %s", when, n.Name, svc.Name)
+			exact := demo.RRRoute{Prefix: netip.PrefixFrom(svc.LoadBalancerIP, 32), NextHop: n.VPPAddress, From: n.Name, Communities: []string{"64512:200"}}
+			aggregate, _ := svc.LoadBalancerIP.Prefix(24)
+			switch {
+			case svc.ExternalTrafficPolicy == "Local" && !local:
+				assert.NotContains(t, rr.Routes, exact, "%s: %s has no backend of %s", when, n.Name, svc.Name)
+			case svc.ExternalTrafficPolicy == "Local":
+				assert.Contains(t, rr.Routes, exact, "%s: %s advertises %s, exact", when, n.Name, svc.Name)
+			default:
+				assert.NotContains(t, rr.Routes, exact, "%s: %s advertises %s in the aggregate, not alone", when, n.Name, svc.Name)
+				assert.Contains(t, rr.Routes, demo.RRRoute{Prefix: aggregate, NextHop: n.VPPAddress, From: n.Name, Communities: []string{"64512:200"}},
+					"%s: %s advertises the aggregate of %s", when, n.Name, svc.Name)
 			}
 		}
 	}

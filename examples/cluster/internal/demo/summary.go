@@ -319,7 +319,11 @@ func (s Summary) sections() []section {
 		rr.lines = append(rr.lines, []string{"session", ss.Node, ss.Peer.String(), ss.State, fmt.Sprintf("received %d", ss.Received)})
 	}
 	for _, r := range s.RouteReflector.Routes {
-		rr.lines = append(rr.lines, []string{"route", r.Prefix.String(), "next hop " + r.NextHop.String(), "from " + r.From})
+		line := []string{"route", r.Prefix.String(), "next hop " + r.NextHop.String(), "from " + r.From}
+		if len(r.Communities) > 0 {
+			line = append(line, "communities "+strings.Join(r.Communities, " "))
+		}
+		rr.lines = append(rr.lines, line)
 	}
 	out = append(out, rr)
 	return out

@@ -56,6 +56,7 @@ var debugViews = []debugView{
 		Query: map[string]string{"pod": "only this pod (namespace/name)"}, serve: debugPolicy},
 	{Path: "/debug/bgp", Shows: "the BGP controller's policy and last error, every session with its state and route counts",
 		Query: map[string]string{"routes": "any value: add the routes advertised to each established peer"}, serve: debugBGP},
+	{Path: "/debug/bgp/status", Shows: "this node's BGP status as it publishes it: configuration source, instances and peers with session state, timers, routes per family, conditions; learned routes", serve: debugBGPStatus},
 }
 
 // vppStates are the states /debug/vpp reports for a key.

@@ -21,6 +21,8 @@
 //	                  answers 400 with the valid ones)
 //	/debug/bgp        the BGP controller's status, sessions (?routes=1 adds the
 //	                  routes advertised to each peer)
+//	/debug/bgp/status the node's BGP status as published (instances, peers,
+//	                  timers, routes per family, conditions), learned routes
 //
 // # Degraded
 //
