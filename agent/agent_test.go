@@ -334,6 +334,11 @@ func TestValidate(t *testing.T) {
 			c.IPAM6 = agent.DefaultIPv6Plan()
 			c.IPAM6.ServiceCIDR = netip.MustParsePrefix("fd00:96::1/108")
 		}, []string{"ipam6.serviceCIDR: fd00:96::1/108"}},
+		{"ipv6 pod subnets per node too wide for cnat's hairpin", func(c *agent.Config) {
+			c.IPFamily, c.Services = agent.DualStack, agent.ServicesCnat
+			c.IPAM6 = agent.DefaultIPv6Plan()
+			c.IPAM6.PodSubnetCIDR, c.IPAM6.PodSubnetOneNodePrefixLen = netip.MustParsePrefix("fd00:1::/48"), 64
+		}, []string{"ipam6.podSubnetOneNodePrefixLen: 64 is below 96"}},
 		{"several", func(c *agent.Config) {
 			c.CNISocket = "cni.sock"
 			c.IPAM.StoreTimeout = -time.Second

@@ -182,9 +182,15 @@ func (c Config) withDefaults() (Config, error) {
 		errs = append(errs, fmt.Errorf("ipFamily: %q is none of %q, %q and %q", c.IPFamily, IPv4, IPv6, DualStack))
 	}
 	errs = append(errs, checkPlanFamily("ipam", c.IPAM, c.IPFamily == IPv6)...)
+	if c.IPFamily == IPv6 && c.Services == ServicesCnat {
+		errs = append(errs, checkHairpin("ipam", c.IPAM))
+	}
 	if c.IPFamily == DualStack {
 		c.IPAM6 = withIPv6Defaults(c.IPAM6)
 		errs = append(errs, checkPlanFamily("ipam6", c.IPAM6, true)...)
+		if c.Services == ServicesCnat {
+			errs = append(errs, checkHairpin("ipam6", c.IPAM6))
+		}
 		if c.IPAM6.ExternalIPAM && c.IPAM6.NodeName == "" {
 			c.IPAM6.NodeName = c.NodeName
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/agent"
 	"github.com/vswitchkit/vswitchkit/cniserver/cniplugin"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/render/svccnat"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppdrivertest"
 )
 
@@ -114,4 +115,38 @@ func strs(addrs []netip.Addr) []string {
 		out = append(out, a.String())
 	}
 	return out
+}
+
+// TestCnatServiceOfAFamilyWithoutNodeAddress: in an IPv4 cluster with the
+// cnat renderer a dual-stack NodePort service gets its cluster IPs of both
+// families and its IPv4 node ports; its IPv6 node ports cannot be exposed
+// (the node has no IPv6 address): a problem of that service alone, which
+// goes with the node port.
+func TestCnatServiceOfAFamilyWithoutNodeAddress(t *testing.T) {
+	cli := startEtcd(t, "node-1")
+	n := startNode(t, cli, "node-1", func(c *agent.Config) { c.Services = agent.ServicesCnat })
+	put(t, cli, kubemodel.ServiceKey("default", "web"), &kubemodel.Service{Name: "web", Namespace: "default",
+		Type: kubemodel.Service_NODE_PORT, ClusterIps: []string{"10.96.0.10", "fd00:96::10"},
+		Ports: []*kubemodel.ServicePort{{Name: "http", Port: 80, TargetPortNumber: 8080, NodePort: 30080}}})
+	put(t, cli, kubemodel.EndpointsKey("default", "web"), &kubemodel.Endpoints{Name: "web", Namespace: "default",
+		Subsets: []*kubemodel.EndpointSubset{{Addresses: []*kubemodel.EndpointAddress{{Ip: "10.1.1.9", NodeName: "node-1"}, {Ip: "fd00:1::109", NodeName: "node-1"}},
+			Ports: []*kubemodel.EndpointPort{{Name: "http", Port: 8080}}}}})
+	want := []string{
+		"tcp 10.96.0.10:80 -> 10.1.1.9:8080",
+		"tcp 192.168.0.1:30080 -> 10.1.1.9:8080",
+		"tcp 192.168.16.1:30080 -> 10.1.1.9:8080",
+		"tcp [fd00:96::10]:80 -> [fd00:1::109]:8080",
+	}
+	require.Eventually(t, func() bool {
+		got, err := vppdrivertest.ReadCnat(context.Background(), n.vpp.NewAdapter())
+		require.NoError(t, err)
+		return slices.Equal(want, got.Translations)
+	}, time.Minute, 10*time.Millisecond, "translations")
+	web := kubemodel.ServiceID{Namespace: "default", Name: "web"}
+	assert.Equal(t, []svccnat.Problem{{Service: web, Reason: svccnat.NoNodeAddress, Detail: "IPv6"}}, n.agent.Cnat.Problems())
+
+	put(t, cli, kubemodel.ServiceKey("default", "web"), &kubemodel.Service{Name: "web", Namespace: "default",
+		ClusterIps: []string{"10.96.0.10", "fd00:96::10"}, Ports: []*kubemodel.ServicePort{{Name: "http", Port: 80, TargetPortNumber: 8080}}})
+	require.Eventually(t, func() bool { return len(n.agent.Cnat.Problems()) == 0 }, time.Minute, 10*time.Millisecond,
+		"the problem goes with the node port")
 }

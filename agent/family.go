@@ -71,3 +71,15 @@ func checkPlanFamily(field string, c ipam.Config, v6 bool) []error {
 	}
 	return errs
 }
+
+// checkHairpin reports an IPv6 plan whose per-node pod subnets are wider
+// than 32 bits of host part with the cnat renderer: cnat's hairpin rule
+// compares the low 32 bits of IPv6 addresses (see render/svccnat, "Limits
+// of VPP 26.06"), so pods of two nodes would be taken for one.
+func checkHairpin(field string, c ipam.Config) error {
+	if c.PodSubnetOneNodePrefixLen != 0 && c.PodSubnetOneNodePrefixLen < 96 {
+		return fmt.Errorf("%s.podSubnetOneNodePrefixLen: %d is below 96: with services %q, per-node IPv6 pod subnets must differ in their low 32 bits (cnat's hairpin rule compares those only)",
+			field, c.PodSubnetOneNodePrefixLen, ServicesCnat)
+	}
+	return nil
+}

@@ -64,9 +64,10 @@ var (
 // Stats is a snapshot of what the renderer has rendered, for an operator's
 // metrics. It is a plain value.
 type Stats struct {
-	// Services is the number of services with at least one translation;
-	// HostPortPods the number of pods with at least one hostPort
-	// translation.
+	// Services is the number of services with at least one frontend to
+	// translate; HostPortPods the number of pods with at least one
+	// hostPort to translate (a frontend another has is counted: see
+	// Conflicts and Problems).
 	Services, HostPortPods int
 	// Translations is the number of cnat translations the renderer wants
 	// in VPP; Paths the number of backends in them.
