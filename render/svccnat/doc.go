@@ -14,7 +14,7 @@
 //		NodeName:               nodeName,
 //		Uplink:                 "uplink",     // the node handler's uplink
 //		InterconnectInterfaces: []string{"vpp-host"},
-//		ExcludedPrefixes:       clusterRanges, // pod, service, VPP-host, node and VXLAN ranges
+//		ExcludedPrefixes:       svccnat.ExcludedPrefixes(ipamV4, ipamV6), // the pod, service, VPP-host and VXLAN ranges
 //	})
 //	...
 //	err = processor.RegisterRenderer(cn)
