@@ -98,13 +98,13 @@ func (m modelKeys) random() (string, proto.Message) {
 	case 8:
 		vip := modelVIPs[r.IntN(len(modelVIPs))]
 		t := &vppmodel.CnatTranslation{Vip: vip, Port: 80, Protocol: vppmodel.ProtoTCP, LbType: vppmodel.CnatTranslation_LbType(r.IntN(2)),
-			RealIp: r.IntN(2) == 0, AllocPort: r.IntN(2) == 0}
+			RealIp: r.IntN(2) == 0, AllocPort: r.IntN(2) == 0, FlowHashConfig: uint32(r.IntN(2)) * vppmodel.CnatFlowHashSrcIP}
 		for _, b := range r.Perm(3)[:r.IntN(3)] {
 			t.Paths = append(t.Paths, &vppmodel.CnatPath{DstIp: fmt.Sprint("10.1.0.", 11+b), DstPort: 8080})
 		}
 		v = t // without paths: invalid
 	case 9:
-		sn := &vppmodel.CnatSnat{Policy: vppmodel.CnatSnat_Policy(2 * r.IntN(2))}
+		sn := &vppmodel.CnatSnat{Policy: vppmodel.CnatSnat_Policy(2 * r.IntN(2)), NoClient: r.IntN(2) == 0}
 		if r.IntN(3) != 0 {
 			sn.Ip4 = modelVIPs[r.IntN(2)]
 		}
@@ -117,7 +117,7 @@ func (m modelKeys) random() (string, proto.Message) {
 		v = sn // without addresses: invalid
 	case 10:
 		v = &vppmodel.CnatInterface{Interface: modelIfaces[r.IntN(len(modelIfaces))], Feature: r.IntN(2) == 0,
-			SnatPod: r.IntN(2) == 0, SnatHost: r.IntN(3) == 0} // with nothing: invalid
+			SnatPod: r.IntN(2) == 0, SnatHost: r.IntN(3) == 0, SnatV4: r.IntN(3) == 0, SnatV6: r.IntN(4) == 0} // with nothing: invalid
 	}
 	key, err := vppmodel.KeyOf(v)
 	if err != nil { // an invalid value: store it under the key it would have
@@ -169,7 +169,7 @@ func modelDeps(v proto.Message) []string {
 		deps = append(deps, vppmodel.Nat44GlobalKey)
 	case *vppmodel.CnatInterface:
 		deps = append(deps, vppmodel.InterfaceKey(m.Interface))
-		if m.SnatPod || m.SnatHost {
+		if m.SnatPod || m.SnatHost || m.SnatV4 || m.SnatV6 {
 			deps = append(deps, vppmodel.CnatSnatKey)
 		}
 	case *vppmodel.ACLInterface:

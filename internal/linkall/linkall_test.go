@@ -57,6 +57,7 @@ import (
 	_ "github.com/vswitchkit/vswitchkit/render/nodeaddr"
 	_ "github.com/vswitchkit/vswitchkit/render/nodeconn"
 	_ "github.com/vswitchkit/vswitchkit/render/podconn"
+	_ "github.com/vswitchkit/vswitchkit/render/svccnat"
 	_ "github.com/vswitchkit/vswitchkit/render/svcnat"
 	_ "github.com/vswitchkit/vswitchkit/svcprocessor"
 	_ "github.com/vswitchkit/vswitchkit/svcprocessor/svcprocessortest"

@@ -131,7 +131,11 @@ func (c *cluster) run(ctx context.Context, out io.Writer, start time.Time) (*Res
 		if err := res.Before.WriteText(out); err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(out, "\n%s\n", wrap(NATLegend, 80))
+		legend := NATLegend
+		if c.opts.ServiceRenderer == agent.ServicesCnat {
+			legend = CnatLegend
+		}
+		fmt.Fprintf(out, "\n%s\n", wrap(legend, 80))
 	}
 
 	changeStart := time.Now()
@@ -272,7 +276,7 @@ func (c *cluster) setup(ctx context.Context) error {
 	// The nodes (agents opened, not running yet) and their Kubernetes
 	// objects.
 	for i := 1; i <= c.opts.Nodes; i++ {
-		n, err := newSimNode(i, c.dir, c.etcd, agent.Deps{Logger: c.log})
+		n, err := newSimNode(i, c.dir, c.etcd, agent.Deps{Logger: c.log}, c.opts)
 		if err != nil {
 			return err
 		}
@@ -283,12 +287,17 @@ func (c *cluster) setup(ctx context.Context) error {
 	}
 	for i := range c.opts.Services {
 		s := newService(i)
+		if c.opts.IPFamily == agent.DualStack {
+			s.clusterIP6 = serviceIPv6(i)
+		}
 		c.svcs = append(c.svcs, s)
 		if _, err := c.kube.CoreV1().Services(namespace).Create(ctx, serviceObject(s), metav1.CreateOptions{}); err != nil {
 			return err
 		}
-		if _, err := c.kube.DiscoveryV1().EndpointSlices(namespace).Create(ctx, sliceObject(s, nil), metav1.CreateOptions{}); err != nil {
-			return err
+		for _, es := range sliceObjects(s, nil) {
+			if _, err := c.kube.DiscoveryV1().EndpointSlices(namespace).Create(ctx, es, metav1.CreateOptions{}); err != nil {
+				return err
+			}
 		}
 	}
 	plurals := map[string]string{
@@ -346,7 +355,7 @@ func (c *cluster) setup(ctx context.Context) error {
 	if err := c.addPods(ctx); err != nil {
 		return err
 	}
-	if err := c.await(ctx, "services (NAT44 mappings)", c.checkServices); err != nil {
+	if err := c.await(ctx, "services ("+c.opts.ServiceRenderer+")", c.checkServices); err != nil {
 		return err
 	}
 	if c.hasNetpol() {
@@ -460,12 +469,12 @@ func (c *cluster) podUp(ctx context.Context, n *simNode, p *pod) error {
 	if _, err := c.kube.CoreV1().Pods(namespace).Create(ctx, podObject(p), metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	ip, err := n.addPod(ctx, p)
+	ip, ip6, err := n.addPod(ctx, p)
 	if err != nil {
 		return err
 	}
 	obj := podObject(p)
-	p.ip = ip
+	p.ip, p.ip6 = ip, ip6
 	obj.Status = runningStatus(p, n.internalIP)
 	if _, err := c.kube.CoreV1().Pods(namespace).UpdateStatus(ctx, obj, metav1.UpdateOptions{}); err != nil {
 		return err
@@ -488,8 +497,10 @@ func (c *cluster) syncSlices(ctx context.Context, svcs ...*service) error {
 			}
 		}
 		c.mu.Unlock()
-		if _, err := c.kube.DiscoveryV1().EndpointSlices(namespace).Update(ctx, sliceObject(s, pods), metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("endpoint slice of %s: %w", s.name, err)
+		for _, es := range sliceObjects(s, pods) {
+			if _, err := c.kube.DiscoveryV1().EndpointSlices(namespace).Update(ctx, es, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("endpoint slice of %s: %w", s.name, err)
+			}
 		}
 	}
 	return nil
@@ -752,7 +763,7 @@ func (c *cluster) summary(ctx context.Context) (Summary, error) {
 		c.mu.Lock()
 		for _, p := range sortedPods(c.pods) {
 			if p.node == n.name {
-				ns.Pods = append(ns.Pods, PodSummary{Name: p.name, Service: p.service, IP: p.ip})
+				ns.Pods = append(ns.Pods, PodSummary{Name: p.name, Service: p.service, IP: p.ip, IP6: p.ip6})
 			}
 		}
 		c.mu.Unlock()
@@ -768,6 +779,11 @@ func (c *cluster) summary(ctx context.Context) (Summary, error) {
 		if ns.NAT44, err = n.nat44(ctx); err != nil {
 			return s, err
 		}
+		if c.opts.ServiceRenderer == agent.ServicesCnat {
+			if ns.Cnat, err = n.cnatTranslations(ctx); err != nil {
+				return s, err
+			}
+		}
 		peers, err := n.agent.BGP.Manager.Peers(ctx)
 		if err != nil {
 			return s, fmt.Errorf("%s: BGP peers: %w", n.name, err)
@@ -776,7 +792,7 @@ func (c *cluster) summary(ctx context.Context) (Summary, error) {
 		s.Nodes = append(s.Nodes, ns)
 	}
 	for _, svc := range c.svcs {
-		ss := ServiceSummary{Name: svc.name, Kind: svc.kind, ClusterIP: svc.clusterIP, Port: servicePort,
+		ss := ServiceSummary{Name: svc.name, Kind: svc.kind, ClusterIP: svc.clusterIP, ClusterIP6: svc.clusterIP6, Port: servicePort,
 			NodePort: svc.nodePort, ExternalIP: svc.externalIP, LoadBalancerIP: svc.lbIP, Backends: []PodOnNode{}}
 		if svc.nodePort != 0 {
 			ss.ExternalTrafficPolicy = "Cluster"

@@ -34,7 +34,7 @@ var (
 	descCommitErrors  = prometheus.NewDesc("vswitchkit_loop_commit_errors_total", "Commits that returned an error.", nil, nil)
 	descQueueFull     = prometheus.NewDesc("vswitchkit_loop_queue_full_total", "Events refused because the queue was full.", nil, nil)
 	descRejected      = prometheus.NewDesc("vswitchkit_loop_rejected_keys", "Keys rejected for good (invalid values) right now.", nil, nil)
-	descDegraded      = prometheus.NewDesc("vswitchkit_degraded", "1 while /healthz says degraded: keys rejected for good, VPP keys failing, parts of services skipped.", nil, nil)
+	descDegraded      = prometheus.NewDesc("vswitchkit_degraded", "1 while /healthz says degraded: keys rejected for good, VPP keys failing, parts of services skipped or not rendered.", nil, nil)
 
 	descIPAMAllocated = prometheus.NewDesc("vswitchkit_ipam_pool_allocated", "Pod addresses allocated in this node's pod subnet.", []string{"subnet"}, nil)
 	descIPAMCapacity  = prometheus.NewDesc("vswitchkit_ipam_pool_capacity", "Pod addresses this node's pod subnet can hand out.", []string{"subnet"}, nil)
