@@ -135,6 +135,7 @@ func TestCoreDependencies(t *testing.T) {
 		{pkg: "watcher"},
 		{pkg: "render/aclpolicy"},
 		{pkg: "render/svcnat"},
+		{pkg: "render/svccnat"},
 		{pkg: "render/podconn"},
 		{pkg: "render/nodeconn"},
 		{pkg: "bgp/gobgp", allow: []string{"github.com/osrg/gobgp/"}},

@@ -17,6 +17,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/controllertest"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/internal/testseed"
 	"github.com/vswitchkit/vswitchkit/render/svccnat"
 	"github.com/vswitchkit/vswitchkit/svcprocessor"
 	"github.com/vswitchkit/vswitchkit/svcprocessor/svcprocessortest"
@@ -331,7 +332,7 @@ func TestIncrementalEqualsResync(t *testing.T) {
 		{ip: "10.1.2.7"}, {ip: "fd00:1:0:2::8"},
 	}
 	lbs := []string{"", svccnat.LBECMP, svccnat.LBMaglev, "round-robin"}
-	for seed := range testSeeds(t, 30) {
+	for seed := range testseed.Range(t, 30) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			rnd := rand.New(rand.NewPCG(seed, 1))
 			cfg := baseConfig()
