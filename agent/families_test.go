@@ -13,6 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vswitchkit/vswitchkit/agent"
+	"github.com/vswitchkit/vswitchkit/bgp"
+	"github.com/vswitchkit/vswitchkit/bgp/bgpmodel"
+	"github.com/vswitchkit/vswitchkit/bgp/gobgp/gobgptest"
 	"github.com/vswitchkit/vswitchkit/cniserver/cniplugin"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	"github.com/vswitchkit/vswitchkit/render/svccnat"
@@ -149,4 +152,48 @@ func TestCnatServiceOfAFamilyWithoutNodeAddress(t *testing.T) {
 		ClusterIps: []string{"10.96.0.10", "fd00:96::10"}, Ports: []*kubemodel.ServicePort{{Name: "http", Port: 80, TargetPortNumber: 8080}}})
 	require.Eventually(t, func() bool { return len(n.agent.Cnat.Problems()) == 0 }, time.Minute, 10*time.Millisecond,
 		"the problem goes with the node port")
+}
+
+// TestDualStackBGPAdverts: an agent of a dual-stack cluster advertises its
+// pod subnet of each family to a peer (a GoBGP router in a child process)
+// over one IPv4 session, each with this node's next hop of its family.
+func TestDualStackBGPAdverts(t *testing.T) {
+	cli := startEtcd(t, "node-1")
+	addr, addr6 := netip.MustParseAddr("127.0.0.97"), netip.MustParseAddr("fd00:97::1")
+	port := gobgptest.FreePort(t, addr)
+	rr := gobgptest.StartPeer(t, gobgptest.PeerConfig{Address: netip.MustParseAddr("127.0.0.96"), ASN: 65096})
+	rr.AddNeighbor(t, gobgptest.Neighbor{Address: addr, ASN: 65097, Active: true, Port: port,
+		Families: []bgp.Family{bgp.IPv4Unicast, bgp.IPv6Unicast}})
+	put(t, cli, bgpmodel.ObjectKey(bgpmodel.ClusterConfigResourceName, "cc"), &bgpmodel.ClusterConfig{Name: "cc",
+		BgpInstances: []*bgpmodel.ClusterInstance{{Name: "main", LocalAsn: 65097, LocalPort: uint32(port), Peers: []*bgpmodel.ClusterPeer{
+			{Name: "rr", PeerAddress: "127.0.0.96", PeerAsn: 65096, PeerConfigRef: &bgpmodel.PeerConfigReference{Name: "rr"}}}}}})
+	put(t, cli, bgpmodel.ObjectKey(bgpmodel.PeerConfigResourceName, "rr"), &bgpmodel.PeerConfig{Name: "rr",
+		Transport: &bgpmodel.PeerTransport{Passive: true}, Timers: &bgpmodel.PeerTimers{HoldTimeSeconds: 9, KeepAliveTimeSeconds: 3},
+		Families: []*bgpmodel.PeerFamily{
+			{Afi: "ipv4", Safi: "unicast", Advertisements: &bgpmodel.LabelSelector{MatchLabels: map[string]string{"adv": "pods"}}},
+			{Afi: "ipv6", Safi: "unicast", Advertisements: &bgpmodel.LabelSelector{MatchLabels: map[string]string{"adv": "pods"}}}}})
+	put(t, cli, bgpmodel.ObjectKey(bgpmodel.AdvertisementResourceName, "pods"), &bgpmodel.Advertisement{Name: "pods",
+		Labels: map[string]string{"adv": "pods"}, Advertisements: []*bgpmodel.AdvertisementEntry{{AdvertisementType: "PodCIDR"}}})
+	n := startNode(t, cli, "node-1", func(c *agent.Config) {
+		c.Services, c.IPFamily = agent.ServicesCnat, agent.DualStack
+		c.BGP = agent.BGPConfig{IPv4: addr, IPv6: addr6, ListenAddresses: []netip.Addr{addr}, StatusInterval: 100 * time.Millisecond}
+	})
+	require.NotNil(t, n.agent.IPAM6)
+	put(t, cli, kubemodel.NodeKey("node-1"), &kubemodel.Node{Name: "node-1"})
+
+	want := map[bgp.Family]struct {
+		prefix  netip.Prefix
+		nextHop netip.Addr
+	}{
+		bgp.IPv4Unicast: {n.agent.IPAM.PodSubnetThisNodePrefix(), addr},
+		bgp.IPv6Unicast: {n.agent.IPAM6.PodSubnetThisNodePrefix(), addr6},
+	}
+	for fam, w := range want {
+		require.True(t, w.prefix.IsValid())
+		require.Eventually(t, func() bool { _, ok := rr.Routes(t, fam)[w.prefix]; return ok }, time.Minute, 50*time.Millisecond,
+			"%v: the pod subnet %v advertised: %v", fam, w.prefix, rr.Routes(t, fam))
+		routes := rr.Routes(t, fam)
+		assert.Len(t, routes, 1, "%v: the pod subnet only", fam)
+		assert.Equal(t, w.nextHop, routes[w.prefix].NextHop, "%v: this node's next hop of the family", fam)
+	}
 }
