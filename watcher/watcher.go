@@ -279,8 +279,11 @@ func (r *run) loop(ctx context.Context) error {
 	cfg := &w.cfg
 	fallbackAt := time.Now().Add(cfg.MirrorFallbackDelay)
 	fallbackPending := r.mirror != nil
-	connectBackoff := retry.NewBackoff(cfg.RetryMinBackoff, cfg.RetryMaxBackoff)
-	watchBackoff := retry.NewBackoff(cfg.RetryMinBackoff, cfg.RetryMaxBackoff)
+	// Every agent's watcher is a client of the same etcd: after an etcd
+	// restart or a storm of timeouts they all fail at once, and the wide
+	// jitter of the client backoff keeps them from retrying in waves.
+	connectBackoff := retry.NewClientBackoff(cfg.RetryMinBackoff, cfg.RetryMaxBackoff)
+	watchBackoff := retry.NewClientBackoff(cfg.RetryMinBackoff, cfg.RetryMaxBackoff)
 	failing := false
 	for {
 		if err := ctx.Err(); err != nil {
