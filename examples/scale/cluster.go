@@ -33,6 +33,7 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	kill := fs.String("kill", "", "kill one etcd member when a quarter of the agents are Ready: leader or follower")
 	churn := fs.Float64("churn", 100, "pod changes per second across the cluster in the steady-state measure (negative: none)")
 	churnFor := fs.Duration("churn-for", 0, "length of the steady-state measure (default 20s)")
+	leaseTTL := fs.Duration("lease-ttl", 0, "lease TTL of the agents' IPAM etcd stores (default: etcdstore's, 15s)")
 	timeout := fs.Duration("timeout", 0, "how long to wait for every agent to be Ready (default 10m)")
 	gogc := fs.Int("gogc", 100, "GOGC of the agent processes")
 	maxRSS := fs.Float64("max-rss", 16, "GiB: stop when the agent processes together hold more (each gets a GOMEMLIMIT of its share of 80%)")
@@ -44,7 +45,7 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg := clustersim.Config{Processes: *procs, Members: *members, ElectionMs: *election, PodsPerNode: *pods,
-		ServicesPerNode: *services, Layout: *layout, Kill: *kill, ChurnRate: *churn, ChurnDuration: *churnFor,
+		ServicesPerNode: *services, Layout: *layout, Kill: *kill, ChurnRate: *churn, ChurnDuration: *churnFor, LeaseTTL: *leaseTTL,
 		Timeout: *timeout, GOGC: *gogc, MaxRSS: uint64(*maxRSS * (1 << 30))}
 	for s := range strings.SplitSeq(*agents, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))

@@ -95,6 +95,9 @@ type Config struct {
 	// 20s; a negative rate skips it.
 	ChurnRate     float64
 	ChurnDuration time.Duration
+	// LeaseTTL is the lease TTL of every agent's IPAM etcd store.
+	// Default: etcdstore's (15s).
+	LeaseTTL time.Duration
 	// Timeout bounds the wait for every agent to be Ready. Default: 10m.
 	Timeout time.Duration
 	// GOGC is the GOGC of the agent processes. Default: 100.
@@ -434,7 +437,7 @@ func runOne(ctx context.Context, cfg Config, n int) (res Result, err error) {
 	for p := range procs {
 		count := n/procs + b2i(p < n%procs)
 		g, err := startGroup(cfg.Executable, groupConfig{First: first, Count: count, Nodes: n, Endpoints: r.etcd.endpoints(),
-			Layout: cfg.Layout, Seed: uint64(n)}, cfg.GOGC, cfg.MaxRSS*8/10/uint64(procs), cfg.Logs)
+			Layout: cfg.Layout, LeaseTTL: cfg.LeaseTTL, Seed: uint64(n)}, cfg.GOGC, cfg.MaxRSS*8/10/uint64(procs), cfg.Logs)
 		if err != nil {
 			return res, err
 		}
