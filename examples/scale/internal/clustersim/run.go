@@ -19,6 +19,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -181,8 +182,10 @@ type Result struct {
 	// store": the node's IPAM records owned; "ready"), sorted, the time
 	// from the start of the storm to each agent's end of it.
 	Phases map[string][]time.Duration
-	// NotReady is the number of agents not Ready within Config.Timeout.
-	NotReady int
+	// NotReady is the number of agents not Ready within Config.Timeout;
+	// LateReady those of them that became Ready while the stats were
+	// collected.
+	NotReady, LateReady int
 	// IDsUnique and IDsDense: the node IDs are distinct and exactly 1..N.
 	IDsUnique, IDsDense bool
 	MaxID               uint32
@@ -249,6 +252,9 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	var out []Result
 	for _, n := range cfg.Agents {
 		r, err := runOne(ctx, cfg, n)
+		if errors.Is(err, errNotAllReady) {
+			out = append(out, r) // the table shows how far it got
+		}
 		if err != nil {
 			return out, fmt.Errorf("%d agents: %w", n, err)
 		}
@@ -466,10 +472,13 @@ func runOne(ctx context.Context, cfg Config, n int) (res Result, err error) {
 	}
 	st.Done()
 
-	if err := r.storm(ctx); err != nil {
-		return r.res, err
+	// A storm that did not end with every agent Ready still reports what
+	// it measured (etcd's memory, who gave up), without the churn.
+	stormErr := r.storm(ctx)
+	if stormErr != nil && !errors.Is(stormErr, errNotAllReady) {
+		return r.res, stormErr
 	}
-	if cfg.ChurnRate > 0 {
+	if cfg.ChurnRate > 0 && stormErr == nil {
 		if err := r.churn(ctx); err != nil {
 			return r.res, err
 		}
@@ -485,8 +494,12 @@ func runOne(ctx context.Context, cfg Config, n int) (res Result, err error) {
 		r.res.SimPeakRSS = append(r.res.SimPeakRSS, r.smp.peakRSS(groupName(p)))
 	}
 	r.res.LoadAfter = loadAverage()
-	return r.res, nil
+	return r.res, stormErr
 }
+
+// errNotAllReady is returned (wrapped) by a run whose agents were not all
+// Ready within Config.Timeout.
+var errNotAllReady = errors.New("not every agent Ready")
 
 func memberName(i int) string { return "etcd-" + strconv.Itoa(i) }
 func groupName(i int) string  { return "agents-" + strconv.Itoa(i) }
@@ -620,7 +633,7 @@ func (r *run) storm(ctx context.Context) error {
 		r.res.MaxID = ids[len(ids)-1]
 	}
 	if r.res.NotReady > 0 {
-		return fmt.Errorf("%d of %d agents not Ready within %v", r.res.NotReady, n, r.cfg.Timeout)
+		return fmt.Errorf("%w: %d of %d agents not Ready within %v", errNotAllReady, r.res.NotReady, n, r.cfg.Timeout)
 	}
 	return nil
 }
@@ -651,11 +664,16 @@ func (r *run) stats(ctx context.Context) ([]groupStats, error) {
 		}
 	}
 	out := make([]groupStats, len(r.groups))
-	for range r.groups {
+	for got := 0; got < len(r.groups); {
 		rep, err := r.next(ctx, 5*time.Minute)
 		if err != nil {
 			return nil, err
 		}
+		if rep.Type == "ready" {
+			r.res.LateReady++ // after Config.Timeout
+			continue
+		}
+		got++
 		if rep.Type != "stats" {
 			return nil, fmt.Errorf("agent group %d: got %q, want stats", rep.group, rep.Type)
 		}
