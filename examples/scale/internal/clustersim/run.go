@@ -186,8 +186,10 @@ type Result struct {
 	// LateReady those of them that became Ready while the stats were
 	// collected.
 	NotReady, LateReady int
-	// IDsUnique and IDsDense: the node IDs are distinct and exactly 1..N.
+	// IDsUnique and IDsDense: the node IDs the agents have are distinct,
+	// and they are exactly 1..N; NoID is the number of agents without one.
 	IDsUnique, IDsDense bool
+	NoID                int
 	MaxID               uint32
 	// Failed lists agents whose component gave up (its Run ended with an
 	// error); Warnings counts the Warn lines of all agents by message.
@@ -622,7 +624,10 @@ func (r *run) storm(ctx context.Context) error {
 		}
 	}
 	slices.Sort(ids)
-	r.res.IDsUnique = len(slices.Compact(slices.Clone(ids))) == len(ids) && (len(ids) == 0 || ids[0] != 0)
+	r.res.NoID = len(ids)
+	ids = slices.DeleteFunc(ids, func(id uint32) bool { return id == 0 })
+	r.res.NoID -= len(ids)
+	r.res.IDsUnique = len(slices.Compact(slices.Clone(ids))) == len(ids)
 	r.res.IDsDense = len(ids) == n
 	for i, id := range ids {
 		if id != uint32(i+1) {
