@@ -122,20 +122,22 @@ func (b *builder) build(pods []pod, e env) state {
 		b.ctx, b.gen, b.egressOK = ctx, b.gen+1, false
 	}
 	next := make(map[kubemodel.PodID]*podACLs, len(pods))
+	var like map[viewSig][]*podACLs // computed pods of b.gen, when their rules can be reused
 	for _, d := range pods {
 		if d.iface == "" || len(d.view.Addrs) == 0 {
 			continue
 		}
 		c := b.pods[d.view.Pod]
 		if c == nil || c.view != d.view || c.iface != d.iface || c.gen != b.gen {
-			c = &podACLs{view: d.view, iface: d.iface, gen: b.gen}
-			out, restricted := outputRules(d, isolated, e)
-			if !restricted && !d.view.Isolated() {
-				c.none = true // nothing to enforce on d: no ACL, no sessions
-			} else {
-				c.in, c.out = inputRules(d, e), out
-				c.inKey, c.outKey = contentKey(c.in), contentKey(c.out)
+			if like == nil && len(isolated) == 0 {
+				like = map[viewSig][]*podACLs{}
+				for _, o := range b.pods {
+					if o.gen == b.gen {
+						like[sigOf(o.view)] = append(like[sigOf(o.view)], o)
+					}
+				}
 			}
+			c = b.compute(d, isolated, e, like)
 		}
 		next[d.view.Pod] = c
 	}
@@ -166,6 +168,74 @@ func (b *builder) build(pods []pod, e env) state {
 		}
 	}
 	return st
+}
+
+// compute returns d's ACLs. like, when set (no pod of the node is
+// egress-isolated), holds pods already computed in this context by the
+// signature of their policies: a pod's rules are then a function of its
+// address families and its rules alone, so d takes the rules and keys of
+// a pod whose policy is equal to its own (a replica joining its
+// siblings' group) instead of building and hashing them; d is added to
+// like.
+func (b *builder) compute(d pod, isolated []pod, e env, like map[viewSig][]*podACLs) *podACLs {
+	c := &podACLs{view: d.view, iface: d.iface, gen: b.gen}
+	var sig viewSig
+	if like != nil {
+		sig = sigOf(d.view)
+		for _, o := range like[sig] {
+			if sameRules(o.view, d.view) {
+				c.none, c.in, c.out, c.inKey, c.outKey = o.none, o.in, o.out, o.inKey, o.outKey
+				like[sig] = append(like[sig], c)
+				return c
+			}
+		}
+	}
+	out, restricted := outputRules(d, isolated, e)
+	if !restricted && !d.view.Isolated() {
+		c.none = true // nothing to enforce on d: no ACL, no sessions
+	} else {
+		c.in, c.out = inputRules(d, e), out
+		c.inKey, c.outKey = contentKey(c.in), contentKey(c.out)
+	}
+	if like != nil {
+		like[sig] = append(like[sig], c)
+	}
+	return c
+}
+
+// viewSig sorts pod policies into classes that sameRules then compares:
+// equal policies have equal signatures.
+type viewSig struct {
+	v4, v6 bool
+	in, eg dirSig
+}
+
+type dirSig struct {
+	isolated     bool
+	rules, peers int
+	last         netip.Prefix // the last peer of the last rule
+}
+
+func sigOf(v *policy.PodPolicy) viewSig {
+	dir := func(d policy.Direction) dirSig {
+		s := dirSig{isolated: d.Isolated, rules: len(d.Rules)}
+		for _, r := range d.Rules {
+			s.peers += len(r.Peers)
+			if len(r.Peers) > 0 {
+				s.last = r.Peers[len(r.Peers)-1]
+			}
+		}
+		return s
+	}
+	return viewSig{v4: hasFamily(v.Addrs, false), v6: hasFamily(v.Addrs, true), in: dir(v.Ingress), eg: dir(v.Egress)}
+}
+
+// sameRules reports whether two pods' ACLs are the same when no pod of
+// the node is egress-isolated: their address families and both
+// directions of their policies are.
+func sameRules(a, b *policy.PodPolicy) bool {
+	return hasFamily(a.Addrs, false) == hasFamily(b.Addrs, false) && hasFamily(a.Addrs, true) == hasFamily(b.Addrs, true) &&
+		a.Ingress.Equal(b.Ingress) && a.Egress.Equal(b.Egress)
 }
 
 // put adds the ACL name with the rules of g, once.
