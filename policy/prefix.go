@@ -135,7 +135,13 @@ func aggregateSorted(addrs []netip.Addr) []netip.Prefix {
 
 // mergeAggregated is Aggregate of the union of lists, each an output of
 // Aggregate (sorted, IPv4 first): merged in one pass per list, no sort.
+// When the union is one of the lists (the others add nothing to it, as a
+// namespace's frontends beside the pods of its team), that list is
+// returned as it is: nothing is copied.
 func mergeAggregated(lists [][]netip.Prefix) []netip.Prefix {
+	if l := coveringList(lists); l != nil {
+		return l
+	}
 	var merged []ipRange
 	for _, l := range lists {
 		rs := make([]ipRange, len(l))
@@ -145,6 +151,43 @@ func mergeAggregated(lists [][]netip.Prefix) []netip.Prefix {
 		merged = mergeTwo(merged, rs)
 	}
 	return prefixesOf(coalesce(merged))
+}
+
+// coveringList returns the longest of lists (each an output of Aggregate)
+// if every prefix of the others lies inside one of its prefixes, nil
+// otherwise. The union is then that list: a prefix of an aggregated list
+// is an aligned block, and an aligned block inside a range of addresses
+// lies inside one of the blocks into which Aggregate cuts the range.
+func coveringList(lists [][]netip.Prefix) []netip.Prefix {
+	if len(lists) == 0 {
+		return nil
+	}
+	longest := 0
+	for i, l := range lists {
+		if len(l) > len(lists[longest]) {
+			longest = i
+		}
+	}
+	long := lists[longest]
+	if len(long) == 0 {
+		return nil
+	}
+	for i, l := range lists {
+		if i == longest {
+			continue
+		}
+		for _, q := range l {
+			// The last prefix of long that starts at or before q.
+			j, found := slices.BinarySearchFunc(long, q.Addr(), func(p netip.Prefix, a netip.Addr) int { return p.Addr().Compare(a) })
+			if !found {
+				j--
+			}
+			if j < 0 || long[j].Bits() > q.Bits() || !long[j].Contains(q.Addr()) {
+				return nil
+			}
+		}
+	}
+	return long
 }
 
 // mergeTwo merges two sorted range lists by start.
