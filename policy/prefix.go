@@ -72,7 +72,10 @@ func subtractRanges(a, b []ipRange) []ipRange {
 
 // prefixesOf returns the fewest prefixes that cover exactly rs.
 func prefixesOf(rs []ipRange) []netip.Prefix {
-	var out []netip.Prefix
+	if len(rs) == 0 {
+		return nil
+	}
+	out := make([]netip.Prefix, 0, len(rs)) // at least one per range
 	for _, r := range rs {
 		from := r.from
 		for {
@@ -116,7 +119,7 @@ func blockPrefixes(cidr netip.Prefix, except []netip.Prefix) []netip.Prefix {
 // aggregateSorted is Aggregate of the host prefixes of addrs, which are
 // sorted (duplicates allowed): one pass, no sort.
 func aggregateSorted(addrs []netip.Addr) []netip.Prefix {
-	var rs []ipRange
+	rs := make([]ipRange, 0, len(addrs)) // at most one per address
 	for _, a := range addrs {
 		if n := len(rs); n > 0 {
 			last := &rs[n-1]
