@@ -418,12 +418,12 @@ func inputRules(p pod, e env) []*vppmodel.ACLRule {
 	rs = append(rs, neighborDiscovery(v.Addrs)...)
 	for _, sp := range e.servicePrefixes {
 		if hasFamily(v.Addrs, sp.Addr().Is6()) {
-			rs = append(rs, rule(vppmodel.ACLRule_PERMIT_REFLECT, anyOf(sp.Addr().Is6()), sp, policy.AnyPorts())...)
+			rs = appendRule(rs, vppmodel.ACLRule_PERMIT_REFLECT, anyOf(sp.Addr().Is6()), sp, policy.AnyPorts())
 		}
 	}
 	for _, r := range v.Egress.Rules {
 		for _, peer := range peersOf(r, v.Addrs) {
-			rs = append(rs, rule(vppmodel.ACLRule_PERMIT_REFLECT, anyOf(peer.Addr().Is6()), peer, r.Ports)...)
+			rs = appendRule(rs, vppmodel.ACLRule_PERMIT_REFLECT, anyOf(peer.Addr().Is6()), peer, r.Ports)
 		}
 	}
 	return rs // the rest is denied
@@ -439,7 +439,7 @@ func outputRules(d pod, isolated []pod, e env) (rs []*vppmodel.ACLRule, restrict
 	rs = append(rs, neighborDiscovery(v.Addrs)...)
 	for _, h := range e.hostPrefixes {
 		if hasFamily(v.Addrs, h.Addr().Is6()) {
-			rs = append(rs, rule(vppmodel.ACLRule_PERMIT_REFLECT, h, anyOf(h.Addr().Is6()), policy.AnyPorts())...)
+			rs = appendRule(rs, vppmodel.ACLRule_PERMIT_REFLECT, h, anyOf(h.Addr().Is6()), policy.AnyPorts())
 		}
 	}
 	for _, s := range isolated {
@@ -458,8 +458,8 @@ func outputRules(d pod, isolated []pod, e env) (rs []*vppmodel.ACLRule, restrict
 			}
 			restricted = true
 			h := netip.PrefixFrom(src, src.BitLen())
-			rs = append(rs, rule(vppmodel.ACLRule_PERMIT_REFLECT, h, anyOf(src.Is6()), in.Intersect(eg))...)
-			rs = append(rs, rule(vppmodel.ACLRule_DENY, h, anyOf(src.Is6()), policy.AnyPorts())...)
+			rs = appendRule(rs, vppmodel.ACLRule_PERMIT_REFLECT, h, anyOf(src.Is6()), in.Intersect(eg))
+			rs = appendRule(rs, vppmodel.ACLRule_DENY, h, anyOf(src.Is6()), policy.AnyPorts())
 		}
 	}
 	if !v.Ingress.Isolated {
@@ -467,7 +467,7 @@ func outputRules(d pod, isolated []pod, e env) (rs []*vppmodel.ACLRule, restrict
 	}
 	for _, r := range v.Ingress.Rules {
 		for _, peer := range peersOf(r, v.Addrs) {
-			rs = append(rs, rule(vppmodel.ACLRule_PERMIT_REFLECT, peer, anyOf(peer.Addr().Is6()), r.Ports)...)
+			rs = appendRule(rs, vppmodel.ACLRule_PERMIT_REFLECT, peer, anyOf(peer.Addr().Is6()), r.Ports)
 		}
 	}
 	return rs, restricted // the rest is denied
@@ -483,10 +483,10 @@ func egressTable(isolated []pod) []*vppmodel.ACLRule {
 			h := netip.PrefixFrom(src, src.BitLen())
 			for _, r := range s.view.Egress.Rules {
 				for _, peer := range peersOf(r, []netip.Addr{src}) {
-					rs = append(rs, rule(vppmodel.ACLRule_PERMIT, h, peer, r.Ports)...)
+					rs = appendRule(rs, vppmodel.ACLRule_PERMIT, h, peer, r.Ports)
 				}
 			}
-			rs = append(rs, rule(vppmodel.ACLRule_DENY, h, anyOf(src.Is6()), policy.AnyPorts())...)
+			rs = appendRule(rs, vppmodel.ACLRule_DENY, h, anyOf(src.Is6()), policy.AnyPorts())
 		}
 	}
 	return append(rs,
@@ -520,6 +520,25 @@ func peersOf(r policy.Rule, addrs []netip.Addr) []netip.Prefix {
 		}
 		return out
 	}
+	v4, v6 := hasFamily(addrs, false), hasFamily(addrs, true)
+	if v4 && v6 {
+		return r.Peers // read-only: not copied
+	}
+	// The processor's peers are IPv4 first: the part of addrs' family,
+	// not a copy.
+	i := slices.IndexFunc(r.Peers, func(p netip.Prefix) bool { return p.Addr().Is6() })
+	if i < 0 {
+		i = len(r.Peers)
+	}
+	if !slices.ContainsFunc(r.Peers[i:], func(p netip.Prefix) bool { return p.Addr().Is4() }) {
+		switch {
+		case v4:
+			return r.Peers[:i:i]
+		case v6:
+			return r.Peers[i:]
+		}
+		return nil
+	}
 	var out []netip.Prefix
 	for _, p := range r.Peers {
 		if hasFamily(addrs, p.Addr().Is6()) {
@@ -532,15 +551,19 @@ func peersOf(r policy.Rule, addrs []netip.Addr) []netip.Prefix {
 // rule returns the ACL rules for src → dst on ports (one per protocol and
 // range).
 func rule(action vppmodel.ACLRule_Action, src, dst netip.Prefix, ports policy.Ports) []*vppmodel.ACLRule {
+	return appendRule(nil, action, src, dst, ports)
+}
+
+// appendRule appends rule(action, src, dst, ports) to rs.
+func appendRule(rs []*vppmodel.ACLRule, action vppmodel.ACLRule_Action, src, dst netip.Prefix, ports policy.Ports) []*vppmodel.ACLRule {
 	srcS, dstS := prefixString(src), prefixString(dst)
 	base := func(proto uint32) *vppmodel.ACLRule {
 		return &vppmodel.ACLRule{Action: action, SrcPrefix: srcS, DstPrefix: dstS, Protocol: proto,
 			SrcPortLast: 65535, DstPortLast: 65535}
 	}
 	if ports.Any {
-		return []*vppmodel.ACLRule{base(0)}
+		return append(rs, base(0))
 	}
-	var out []*vppmodel.ACLRule
 	for _, x := range []struct {
 		proto uint32
 		p     kubemodel.Protocol
@@ -548,10 +571,10 @@ func rule(action vppmodel.ACLRule_Action, src, dst netip.Prefix, ports policy.Po
 		for _, pr := range ports.Ranges(x.p) {
 			r := base(x.proto)
 			r.DstPortFirst, r.DstPortLast = uint32(pr.First), uint32(pr.Last)
-			out = append(out, r)
+			rs = append(rs, r)
 		}
 	}
-	return out
+	return rs
 }
 
 // prefixString is p.String(), without formatting (or allocating) the
