@@ -72,7 +72,10 @@ func subtractRanges(a, b []ipRange) []ipRange {
 
 // prefixesOf returns the fewest prefixes that cover exactly rs.
 func prefixesOf(rs []ipRange) []netip.Prefix {
-	var out []netip.Prefix
+	if len(rs) == 0 {
+		return nil
+	}
+	out := make([]netip.Prefix, 0, len(rs)) // at least one per range
 	for _, r := range rs {
 		from := r.from
 		for {
@@ -116,7 +119,7 @@ func blockPrefixes(cidr netip.Prefix, except []netip.Prefix) []netip.Prefix {
 // aggregateSorted is Aggregate of the host prefixes of addrs, which are
 // sorted (duplicates allowed): one pass, no sort.
 func aggregateSorted(addrs []netip.Addr) []netip.Prefix {
-	var rs []ipRange
+	rs := make([]ipRange, 0, len(addrs)) // at most one per address
 	for _, a := range addrs {
 		if n := len(rs); n > 0 {
 			last := &rs[n-1]
@@ -135,7 +138,13 @@ func aggregateSorted(addrs []netip.Addr) []netip.Prefix {
 
 // mergeAggregated is Aggregate of the union of lists, each an output of
 // Aggregate (sorted, IPv4 first): merged in one pass per list, no sort.
+// When the union is one of the lists (the others add nothing to it, as a
+// namespace's frontends beside the pods of its team), that list is
+// returned as it is: nothing is copied.
 func mergeAggregated(lists [][]netip.Prefix) []netip.Prefix {
+	if l := coveringList(lists); l != nil {
+		return l
+	}
 	var merged []ipRange
 	for _, l := range lists {
 		rs := make([]ipRange, len(l))
@@ -145,6 +154,43 @@ func mergeAggregated(lists [][]netip.Prefix) []netip.Prefix {
 		merged = mergeTwo(merged, rs)
 	}
 	return prefixesOf(coalesce(merged))
+}
+
+// coveringList returns the longest of lists (each an output of Aggregate)
+// if every prefix of the others lies inside one of its prefixes, nil
+// otherwise. The union is then that list: a prefix of an aggregated list
+// is an aligned block, and an aligned block inside a range of addresses
+// lies inside one of the blocks into which Aggregate cuts the range.
+func coveringList(lists [][]netip.Prefix) []netip.Prefix {
+	if len(lists) == 0 {
+		return nil
+	}
+	longest := 0
+	for i, l := range lists {
+		if len(l) > len(lists[longest]) {
+			longest = i
+		}
+	}
+	long := lists[longest]
+	if len(long) == 0 {
+		return nil
+	}
+	for i, l := range lists {
+		if i == longest {
+			continue
+		}
+		for _, q := range l {
+			// The last prefix of long that starts at or before q.
+			j, found := slices.BinarySearchFunc(long, q.Addr(), func(p netip.Prefix, a netip.Addr) int { return p.Addr().Compare(a) })
+			if !found {
+				j--
+			}
+			if j < 0 || long[j].Bits() > q.Bits() || !long[j].Contains(q.Addr()) {
+				return nil
+			}
+		}
+	}
+	return long
 }
 
 // mergeTwo merges two sorted range lists by start.

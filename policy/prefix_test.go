@@ -158,5 +158,19 @@ func TestMergeAggregated(t *testing.T) {
 			all = append(all, in...)
 		}
 		require.Equal(t, Aggregate(all), mergeAggregated(lists))
+		// A list beside one that covers it (a namespace's frontends
+		// beside its team): the covering list itself.
+		var sub []netip.Prefix
+		for _, p := range all {
+			if r.IntN(3) == 0 {
+				sub = append(sub, p)
+			}
+		}
+		part, whole := Aggregate(sub), Aggregate(all)
+		got := mergeAggregated([][]netip.Prefix{part, whole})
+		require.Equal(t, whole, got)
+		if len(whole) > 0 && len(part) < len(whole) {
+			assert.Same(t, &whole[0], &got[0], "not copied")
+		}
 	}
 }

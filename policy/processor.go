@@ -543,9 +543,7 @@ func (p *Processor) compute(id kubemodel.PodID) *PodPolicy {
 			v.Ingress.Isolated = true
 			for i := range pol.in {
 				r := &pol.in[i]
-				ports := resolvePorts(r.ports, pi.ports)
-				peers, aggregated := p.rulePeers(r)
-				in.add(r.allPeers, peers, aggregated, ports)
+				p.addPeers(&in, r, resolvePorts(r.ports, pi.ports))
 			}
 		}
 		if pol.egress {
@@ -580,29 +578,25 @@ func (p *Processor) withIPAMAddrs(pi *podInfo) *podInfo {
 	return &cur
 }
 
-// rulePeers returns the peers of a rule that lists peers (read-only), and
-// whether they are aggregated already (one selector or only blocks).
-func (p *Processor) rulePeers(r *compiledRule) ([]netip.Prefix, bool) {
-	switch {
-	case r.allPeers:
-		return nil, true
-	case len(r.sels) == 1 && len(r.blocks) == 0:
-		return p.selPrefixes(r.sels[0]), true
-	case len(r.sels) == 0:
-		return r.blocks, true
+// addPeers adds the peers of r with ports to s: every address when r has
+// no peers, else each selector's aggregated prefixes and the blocks
+// (aggregated) as lists of their own, so that the rule set merges them
+// in one pass instead of sorting their concatenation.
+func (p *Processor) addPeers(s *ruleSet, r *compiledRule, ports Ports) {
+	if r.allPeers {
+		s.add(true, nil, true, ports)
+		return
 	}
-	var ps []netip.Prefix
-	for _, s := range r.sels {
-		ps = append(ps, p.selPrefixes(s)...)
+	for _, sel := range r.sels {
+		s.add(false, p.selPrefixes(sel), true, ports)
 	}
-	return append(ps, r.blocks...), false
+	s.add(false, r.blocks, true, ports)
 }
 
 // egressRule adds the rules of one egress rule: its numbered ports to all
 // its peers, its named ports to each destination pod that declares them.
 func (p *Processor) egressRule(eg *ruleSet, r *compiledRule) {
-	peers, aggregated := p.rulePeers(r)
-	eg.add(r.allPeers, peers, aggregated, numberedPorts(r.ports))
+	p.addPeers(eg, r, numberedPorts(r.ports))
 	if !r.named {
 		return
 	}

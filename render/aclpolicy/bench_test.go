@@ -1,6 +1,7 @@
 package aclpolicy
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -39,23 +40,50 @@ func scaleNode(b testing.TB) (*policy.Processor, *Renderer) {
 // BenchmarkPodAdded: a pod of this node appears (its record, then its peer
 // record) with 10k policies and 150k peers installed: the processor
 // computes its policy and the renderer its ACLs; the writes are counted.
-// Each op deletes it again untimed.
+// Each op deletes it again untimed. The new pod (a backend of ns-7) is
+// named by its team's 3000-pod peer set, which no other pod of the node
+// uses: its ACLs are new.
 func BenchmarkPodAdded(b *testing.B) {
 	p, _ := scaleNode(b)
+	benchPodAdded(b, p, "ns-7")
+}
+
+// BenchmarkPodAddedSibling: as BenchmarkPodAdded, but the new backend
+// joins a namespace whose team has backends on this node: its policy
+// equals theirs, and theirs change with it (their team's peer set gains
+// the new pod), so every one of them gets the same new rules.
+func BenchmarkPodAddedSibling(b *testing.B) {
+	p, _ := scaleNode(b)
+	var nss []string
+	for _, v := range p.PodPolicies() {
+		if len(v.Policies) == 2 { // default-deny and allow-backend: a backend
+			nss = append(nss, v.Pod.Namespace)
+		}
+	}
+	require.NotEmpty(b, nss)
+	slices.Sort(nss)
+	benchPodAdded(b, p, nss[0])
+}
+
+func benchPodAdded(b *testing.B, p *policy.Processor, ns string) {
 	h := p.Handler()
-	pod := &kubemodel.Pod{Namespace: "ns-7", Name: "new", NodeName: "node-1", IpAddresses: []string{"10.0.1.200"},
+	pod := &kubemodel.Pod{Namespace: ns, Name: "new", NodeName: "node-1", IpAddresses: []string{"10.0.1.200"},
 		Labels:     map[string]string{"app": "backend"},
 		Containers: []*kubemodel.Container{{Name: "c", Ports: []*kubemodel.ContainerPort{{Name: "http", ContainerPort: 8080}}}}}
-	peer := &kubemodel.PodPeer{Namespace: "ns-7", Name: "new", NodeName: "node-1", IpAddresses: []string{"10.0.1.200"},
+	peer := &kubemodel.PodPeer{Namespace: ns, Name: "new", NodeName: "node-1", IpAddresses: []string{"10.0.1.200"},
 		Labels: pod.Labels, Ports: []*kubemodel.NamedPort{{Name: "http", Port: 8080}}}
 	changes := func(add bool) []*controller.KubeStateChange {
-		pk, rk := kubemodel.PodKey("ns-7", "new"), kubemodel.PodPeerKey("ns-7", "new")
+		pk, rk := kubemodel.PodKey(ns, "new"), kubemodel.PodPeerKey(ns, "new")
 		if add {
 			return []*controller.KubeStateChange{{Resource: kubemodel.PodResource, Key: pk, NewValue: pod}, {Resource: kubemodel.PodPeerResource, Key: rk, NewValue: peer}}
 		}
 		return []*controller.KubeStateChange{{Resource: kubemodel.PodPeerResource, Key: rk, PrevValue: peer}, {Resource: kubemodel.PodResource, Key: pk, PrevValue: pod}}
 	}
-	writes := 0
+	writes, views := 0, 0
+	require.NoError(b, p.RegisterRenderer(policy.RendererFunc(func(ev policy.RenderEvent) error {
+		views += len(ev.Changes)
+		return nil
+	})))
 	b.ResetTimer()
 	for b.Loop() {
 		txn := controllertest.NewTxn()
@@ -74,6 +102,7 @@ func BenchmarkPodAdded(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(writes)/float64(b.N), "writes/op")
+	b.ReportMetric(float64(views)/float64(b.N)/2, "views-changed/op")
 }
 
 // BenchmarkRenderResync: the renderer's whole state for node-1's 30 pods

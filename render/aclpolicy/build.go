@@ -2,13 +2,12 @@ package aclpolicy
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
-
-	"google.golang.org/protobuf/proto"
 
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	"github.com/vswitchkit/vswitchkit/policy"
@@ -123,20 +122,22 @@ func (b *builder) build(pods []pod, e env) state {
 		b.ctx, b.gen, b.egressOK = ctx, b.gen+1, false
 	}
 	next := make(map[kubemodel.PodID]*podACLs, len(pods))
+	var like map[viewSig][]*podACLs // computed pods of b.gen, when their rules can be reused
 	for _, d := range pods {
 		if d.iface == "" || len(d.view.Addrs) == 0 {
 			continue
 		}
 		c := b.pods[d.view.Pod]
 		if c == nil || c.view != d.view || c.iface != d.iface || c.gen != b.gen {
-			c = &podACLs{view: d.view, iface: d.iface, gen: b.gen}
-			out, restricted := outputRules(d, isolated, e)
-			if !restricted && !d.view.Isolated() {
-				c.none = true // nothing to enforce on d: no ACL, no sessions
-			} else {
-				c.in, c.out = inputRules(d, e), out
-				c.inKey, c.outKey = contentKey(c.in), contentKey(c.out)
+			if like == nil && len(isolated) == 0 {
+				like = map[viewSig][]*podACLs{}
+				for _, o := range b.pods {
+					if o.gen == b.gen {
+						like[sigOf(o.view)] = append(like[sigOf(o.view)], o)
+					}
+				}
 			}
+			c = b.compute(d, isolated, e, like)
 		}
 		next[d.view.Pod] = c
 	}
@@ -169,6 +170,74 @@ func (b *builder) build(pods []pod, e env) state {
 	return st
 }
 
+// compute returns d's ACLs. like, when set (no pod of the node is
+// egress-isolated), holds pods already computed in this context by the
+// signature of their policies: a pod's rules are then a function of its
+// address families and its rules alone, so d takes the rules and keys of
+// a pod whose policy is equal to its own (a replica joining its
+// siblings' group) instead of building and hashing them; d is added to
+// like.
+func (b *builder) compute(d pod, isolated []pod, e env, like map[viewSig][]*podACLs) *podACLs {
+	c := &podACLs{view: d.view, iface: d.iface, gen: b.gen}
+	var sig viewSig
+	if like != nil {
+		sig = sigOf(d.view)
+		for _, o := range like[sig] {
+			if sameRules(o.view, d.view) {
+				c.none, c.in, c.out, c.inKey, c.outKey = o.none, o.in, o.out, o.inKey, o.outKey
+				like[sig] = append(like[sig], c)
+				return c
+			}
+		}
+	}
+	out, restricted := outputRules(d, isolated, e)
+	if !restricted && !d.view.Isolated() {
+		c.none = true // nothing to enforce on d: no ACL, no sessions
+	} else {
+		c.in, c.out = inputRules(d, e), out
+		c.inKey, c.outKey = contentKey(c.in), contentKey(c.out)
+	}
+	if like != nil {
+		like[sig] = append(like[sig], c)
+	}
+	return c
+}
+
+// viewSig sorts pod policies into classes that sameRules then compares:
+// equal policies have equal signatures.
+type viewSig struct {
+	v4, v6 bool
+	in, eg dirSig
+}
+
+type dirSig struct {
+	isolated     bool
+	rules, peers int
+	last         netip.Prefix // the last peer of the last rule
+}
+
+func sigOf(v *policy.PodPolicy) viewSig {
+	dir := func(d policy.Direction) dirSig {
+		s := dirSig{isolated: d.Isolated, rules: len(d.Rules)}
+		for _, r := range d.Rules {
+			s.peers += len(r.Peers)
+			if len(r.Peers) > 0 {
+				s.last = r.Peers[len(r.Peers)-1]
+			}
+		}
+		return s
+	}
+	return viewSig{v4: hasFamily(v.Addrs, false), v6: hasFamily(v.Addrs, true), in: dir(v.Ingress), eg: dir(v.Egress)}
+}
+
+// sameRules reports whether two pods' ACLs are the same when no pod of
+// the node is egress-isolated: their address families and both
+// directions of their policies are.
+func sameRules(a, b *policy.PodPolicy) bool {
+	return hasFamily(a.Addrs, false) == hasFamily(b.Addrs, false) && hasFamily(a.Addrs, true) == hasFamily(b.Addrs, true) &&
+		a.Ingress.Equal(b.Ingress) && a.Egress.Equal(b.Egress)
+}
+
 // put adds the ACL name with the rules of g, once.
 func (st *state) put(name string, g *aclGroup) {
 	if st.acls[name] == nil {
@@ -180,11 +249,25 @@ func (st *state) put(name string, g *aclGroup) {
 // reflectKey is the content key of reflectAll's rules.
 var reflectKey = contentKey(reflectAll())
 
-// contentKey identifies a list of rules: equal lists have equal keys.
+// contentKey identifies a list of rules: equal lists have equal keys. It
+// hashes every field of vppmodel.ACLRule in a fixed layout (a field added
+// to ACLRule must be added here), which costs a fraction of marshalling
+// the rules: a pod named by a large peer set has thousands.
 func contentKey(rules []*vppmodel.ACLRule) string {
-	raw, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&vppmodel.ACL{Rules: rules})
-	sum := sha256.Sum256(raw)
-	return string(sum[:16])
+	h := sha256.New()
+	buf := make([]byte, 0, 128)
+	for _, r := range rules {
+		buf = binary.AppendUvarint(buf[:0], uint64(r.GetAction()))
+		buf = binary.AppendUvarint(buf, uint64(len(r.GetSrcPrefix())))
+		buf = append(buf, r.GetSrcPrefix()...)
+		buf = binary.AppendUvarint(buf, uint64(len(r.GetDstPrefix())))
+		buf = append(buf, r.GetDstPrefix()...)
+		for _, v := range []uint32{r.GetProtocol(), r.GetSrcPortFirst(), r.GetSrcPortLast(), r.GetDstPortFirst(), r.GetDstPortLast()} {
+			buf = binary.AppendUvarint(buf, uint64(v))
+		}
+		h.Write(buf)
+	}
+	return string(h.Sum(nil)[:16])
 }
 
 // sharing groups the pods' ACLs of one direction so that pods with equal
@@ -335,12 +418,12 @@ func inputRules(p pod, e env) []*vppmodel.ACLRule {
 	rs = append(rs, neighborDiscovery(v.Addrs)...)
 	for _, sp := range e.servicePrefixes {
 		if hasFamily(v.Addrs, sp.Addr().Is6()) {
-			rs = append(rs, rule(vppmodel.ACLRule_PERMIT_REFLECT, anyOf(sp.Addr().Is6()), sp, policy.AnyPorts())...)
+			rs = appendRule(rs, vppmodel.ACLRule_PERMIT_REFLECT, anyOf(sp.Addr().Is6()), sp, policy.AnyPorts())
 		}
 	}
 	for _, r := range v.Egress.Rules {
 		for _, peer := range peersOf(r, v.Addrs) {
-			rs = append(rs, rule(vppmodel.ACLRule_PERMIT_REFLECT, anyOf(peer.Addr().Is6()), peer, r.Ports)...)
+			rs = appendRule(rs, vppmodel.ACLRule_PERMIT_REFLECT, anyOf(peer.Addr().Is6()), peer, r.Ports)
 		}
 	}
 	return rs // the rest is denied
@@ -356,7 +439,7 @@ func outputRules(d pod, isolated []pod, e env) (rs []*vppmodel.ACLRule, restrict
 	rs = append(rs, neighborDiscovery(v.Addrs)...)
 	for _, h := range e.hostPrefixes {
 		if hasFamily(v.Addrs, h.Addr().Is6()) {
-			rs = append(rs, rule(vppmodel.ACLRule_PERMIT_REFLECT, h, anyOf(h.Addr().Is6()), policy.AnyPorts())...)
+			rs = appendRule(rs, vppmodel.ACLRule_PERMIT_REFLECT, h, anyOf(h.Addr().Is6()), policy.AnyPorts())
 		}
 	}
 	for _, s := range isolated {
@@ -375,8 +458,8 @@ func outputRules(d pod, isolated []pod, e env) (rs []*vppmodel.ACLRule, restrict
 			}
 			restricted = true
 			h := netip.PrefixFrom(src, src.BitLen())
-			rs = append(rs, rule(vppmodel.ACLRule_PERMIT_REFLECT, h, anyOf(src.Is6()), in.Intersect(eg))...)
-			rs = append(rs, rule(vppmodel.ACLRule_DENY, h, anyOf(src.Is6()), policy.AnyPorts())...)
+			rs = appendRule(rs, vppmodel.ACLRule_PERMIT_REFLECT, h, anyOf(src.Is6()), in.Intersect(eg))
+			rs = appendRule(rs, vppmodel.ACLRule_DENY, h, anyOf(src.Is6()), policy.AnyPorts())
 		}
 	}
 	if !v.Ingress.Isolated {
@@ -384,7 +467,7 @@ func outputRules(d pod, isolated []pod, e env) (rs []*vppmodel.ACLRule, restrict
 	}
 	for _, r := range v.Ingress.Rules {
 		for _, peer := range peersOf(r, v.Addrs) {
-			rs = append(rs, rule(vppmodel.ACLRule_PERMIT_REFLECT, peer, anyOf(peer.Addr().Is6()), r.Ports)...)
+			rs = appendRule(rs, vppmodel.ACLRule_PERMIT_REFLECT, peer, anyOf(peer.Addr().Is6()), r.Ports)
 		}
 	}
 	return rs, restricted // the rest is denied
@@ -400,10 +483,10 @@ func egressTable(isolated []pod) []*vppmodel.ACLRule {
 			h := netip.PrefixFrom(src, src.BitLen())
 			for _, r := range s.view.Egress.Rules {
 				for _, peer := range peersOf(r, []netip.Addr{src}) {
-					rs = append(rs, rule(vppmodel.ACLRule_PERMIT, h, peer, r.Ports)...)
+					rs = appendRule(rs, vppmodel.ACLRule_PERMIT, h, peer, r.Ports)
 				}
 			}
-			rs = append(rs, rule(vppmodel.ACLRule_DENY, h, anyOf(src.Is6()), policy.AnyPorts())...)
+			rs = appendRule(rs, vppmodel.ACLRule_DENY, h, anyOf(src.Is6()), policy.AnyPorts())
 		}
 	}
 	return append(rs,
@@ -437,6 +520,25 @@ func peersOf(r policy.Rule, addrs []netip.Addr) []netip.Prefix {
 		}
 		return out
 	}
+	v4, v6 := hasFamily(addrs, false), hasFamily(addrs, true)
+	if v4 && v6 {
+		return r.Peers // read-only: not copied
+	}
+	// The processor's peers are IPv4 first: the part of addrs' family,
+	// not a copy.
+	i := slices.IndexFunc(r.Peers, func(p netip.Prefix) bool { return p.Addr().Is6() })
+	if i < 0 {
+		i = len(r.Peers)
+	}
+	if !slices.ContainsFunc(r.Peers[i:], func(p netip.Prefix) bool { return p.Addr().Is4() }) {
+		switch {
+		case v4:
+			return r.Peers[:i:i]
+		case v6:
+			return r.Peers[i:]
+		}
+		return nil
+	}
 	var out []netip.Prefix
 	for _, p := range r.Peers {
 		if hasFamily(addrs, p.Addr().Is6()) {
@@ -449,14 +551,19 @@ func peersOf(r policy.Rule, addrs []netip.Addr) []netip.Prefix {
 // rule returns the ACL rules for src → dst on ports (one per protocol and
 // range).
 func rule(action vppmodel.ACLRule_Action, src, dst netip.Prefix, ports policy.Ports) []*vppmodel.ACLRule {
+	return appendRule(nil, action, src, dst, ports)
+}
+
+// appendRule appends rule(action, src, dst, ports) to rs.
+func appendRule(rs []*vppmodel.ACLRule, action vppmodel.ACLRule_Action, src, dst netip.Prefix, ports policy.Ports) []*vppmodel.ACLRule {
+	srcS, dstS := prefixString(src), prefixString(dst)
 	base := func(proto uint32) *vppmodel.ACLRule {
-		return &vppmodel.ACLRule{Action: action, SrcPrefix: src.String(), DstPrefix: dst.String(), Protocol: proto,
+		return &vppmodel.ACLRule{Action: action, SrcPrefix: srcS, DstPrefix: dstS, Protocol: proto,
 			SrcPortLast: 65535, DstPortLast: 65535}
 	}
 	if ports.Any {
-		return []*vppmodel.ACLRule{base(0)}
+		return append(rs, base(0))
 	}
-	var out []*vppmodel.ACLRule
 	for _, x := range []struct {
 		proto uint32
 		p     kubemodel.Protocol
@@ -464,10 +571,22 @@ func rule(action vppmodel.ACLRule_Action, src, dst netip.Prefix, ports policy.Po
 		for _, pr := range ports.Ranges(x.p) {
 			r := base(x.proto)
 			r.DstPortFirst, r.DstPortLast = uint32(pr.First), uint32(pr.Last)
-			out = append(out, r)
+			rs = append(rs, r)
 		}
 	}
-	return out
+	return rs
+}
+
+// prefixString is p.String(), without formatting (or allocating) the
+// "any" prefixes that every rule has on one side.
+func prefixString(p netip.Prefix) string {
+	switch p {
+	case anyOf(false):
+		return "0.0.0.0/0"
+	case anyOf(true):
+		return "::/0"
+	}
+	return p.String()
 }
 
 // reflectAll permits and reflects every packet of both families.

@@ -138,3 +138,34 @@ func TestBuildInPlace(t *testing.T) {
 		assert.NoError(t, vppmodel.Validate(st.acls[name]), "a valid name for a long interface name")
 	}
 }
+
+// TestBuildReusesEqualPolicies: a pod whose policy equals one computed
+// before in the same context takes its rules (a replica joining its
+// group) — unless a pod of the node is egress-isolated, when a pod's
+// rules depend on its address — and the state is the one of a builder
+// that computes every pod anew.
+func TestBuildReusesEqualPolicies(t *testing.T) {
+	peers := &policy.Direction{Isolated: true, Rules: []policy.Rule{{Peers: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}, Ports: tcpPorts(80)}}}
+	same := &policy.Direction{Isolated: true, Rules: []policy.Rule{{Peers: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}, Ports: tcpPorts(80)}}}
+	toA := &policy.Direction{Isolated: true, Rules: []policy.Rule{{Peers: []netip.Prefix{netip.MustParsePrefix("10.1.1.2/32")}, Ports: tcpPorts(80)}}}
+	e := env{exits: []string{"vxlan-2"}}
+	a := pod{view: view("a", "10.1.1.2", peers, nil), iface: "pod-a"}
+	b2 := pod{view: view("b", "10.1.1.3", same, nil), iface: "pod-b"}
+	c := pod{view: view("c", "10.1.1.4", nil, toA), iface: "pod-c"} // may reach a, not b
+	v6 := pod{view: view("d", "fd00::5", same, nil), iface: "pod-d"}
+
+	var b builder
+	b.build([]pod{a}, e)
+	st := b.build([]pod{a, b2, v6}, e)
+	assert.Same(t, &b.pods[a.view.Pod].out[0], &b.pods[b2.view.Pod].out[0], "b takes a's rules")
+	assert.NotEqual(t, b.pods[a.view.Pod].outKey, b.pods[v6.view.Pod].outKey, "another family, other rules")
+	assert.Equal(t, build([]pod{a, b2, v6}, e), st)
+	assert.Equal(t, []string{"np-out-pod-b", "np-gout-pod-a"}, st.attach["pod-b"].Output, "b joins a's group")
+
+	b.build([]pod{a, b2, c}, e)
+	assert.NotEqual(t, b.pods[a.view.Pod].outKey, b.pods[b2.view.Pod].outKey, "b's output denies c, a's does not")
+	for _, p := range []pod{a, b2} {
+		want, _ := outputRules(p, []pod{c}, e)
+		assert.Equal(t, contentKey(want), b.pods[p.view.Pod].outKey, "%s: its own rules", p.iface)
+	}
+}
