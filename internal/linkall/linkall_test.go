@@ -35,6 +35,7 @@ import (
 	_ "github.com/vswitchkit/vswitchkit/embedetcd"
 	_ "github.com/vswitchkit/vswitchkit/embedetcd/etcdtest"
 	_ "github.com/vswitchkit/vswitchkit/internal/cfgutil"
+	_ "github.com/vswitchkit/vswitchkit/internal/kubetest"
 	_ "github.com/vswitchkit/vswitchkit/internal/lifecycle"
 	_ "github.com/vswitchkit/vswitchkit/internal/retry"
 	_ "github.com/vswitchkit/vswitchkit/internal/vppconv"
