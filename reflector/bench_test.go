@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	"github.com/vswitchkit/vswitchkit/reflector"
@@ -135,7 +136,7 @@ func BenchmarkChangeLatency(b *testing.B) {
 
 // changeLatency changes n pods one at a time (new IPs) and returns the
 // median and 99th percentile of the time until etcd reports the write.
-func changeLatency(b *testing.B, k *kube, cli *clientv3.Client, n, pods int) (p50, p99 time.Duration) {
+func changeLatency(b *testing.B, k kubernetes.Interface, cli *clientv3.Client, n, pods int) (p50, p99 time.Duration) {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
