@@ -32,6 +32,7 @@ import (
 	_ "github.com/vswitchkit/vswitchkit/controller/controllertest"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	_ "github.com/vswitchkit/vswitchkit/controller/podiface"
+	_ "github.com/vswitchkit/vswitchkit/deploy"
 	_ "github.com/vswitchkit/vswitchkit/embedetcd"
 	_ "github.com/vswitchkit/vswitchkit/embedetcd/etcdtest"
 	_ "github.com/vswitchkit/vswitchkit/internal/cfgutil"
