@@ -102,6 +102,8 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			return nil, fmt.Errorf("kubetest: %w", err)
 		}
 		c.tempDir = true
+	} else if err := os.MkdirAll(c.cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("kubetest: %w", err)
 	}
 	defer func() {
 		if err != nil {
