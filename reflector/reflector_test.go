@@ -350,7 +350,7 @@ func TestPodPeerReachesTheWatcher(t *testing.T) {
 	p, err = k.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	p.Labels["app"] = "api"
-	p, err = k.CoreV1().Pods("default").Update(ctx, p, metav1.UpdateOptions{})
+	_, err = k.CoreV1().Pods("default").Update(ctx, p, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	eventually(t, "the label change", func() bool { return get().GetLabels()["app"] == "api" })
 	// The annotation change wrote the pod once, the label change the pod
