@@ -17,6 +17,7 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/bgp"
 	"github.com/vswitchkit/vswitchkit/bgp/bgpmodel"
+	"github.com/vswitchkit/vswitchkit/bgp/bgpstatus"
 	"github.com/vswitchkit/vswitchkit/bgp/gobgp"
 	"github.com/vswitchkit/vswitchkit/cniserver"
 	"github.com/vswitchkit/vswitchkit/controller"
@@ -30,6 +31,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/nodesync/etcddb"
 	"github.com/vswitchkit/vswitchkit/policy"
 	"github.com/vswitchkit/vswitchkit/render/aclpolicy"
+	"github.com/vswitchkit/vswitchkit/render/bgproutes"
 	"github.com/vswitchkit/vswitchkit/render/bgpsource"
 	"github.com/vswitchkit/vswitchkit/render/nodeaddr"
 	"github.com/vswitchkit/vswitchkit/render/nodeconn"
@@ -135,6 +137,12 @@ type BGP struct {
 	Source     *bgpsource.Source
 	Manager    *gobgp.Manager
 	Controller *bgp.Controller
+	// Routes installs the routes learned from peers (import prefix lists)
+	// into VPP.
+	Routes *bgproutes.Handler
+	// Status publishes the node's BGP status under
+	// bgpmodel.StatusKey("", node) in etcd.
+	Status *bgpstatus.Publisher
 }
 
 // Open builds an agent and opens its local state files (the IPAM and CNI
@@ -154,10 +162,13 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 		return nil, errors.New("agent: no Linux implementation for the pod server")
 	}
 	log := discard(deps.Logger).With(slog.String("node", cfg.NodeName))
-	a = &Agent{cfg: cfg, log: log, own: log.With(slog.String("component", "agent")), stopped: make(chan struct{})}
+	// The cleanup closes what was opened before a failure: it must not use
+	// a, which a "return nil, err" has set to nil by the time it runs.
+	built := &Agent{cfg: cfg, log: log, own: log.With(slog.String("component", "agent")), stopped: make(chan struct{})}
+	a = built
 	defer func() {
 		if err != nil {
-			a.Close()
+			built.Close()
 		}
 	}()
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
@@ -186,6 +197,10 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 		Logger:             log,
 		LocalState:         nodesync.NewStateFile(cfg.statePath("nodesync.json")),
 		LocalFallbackDelay: cfg.LocalFallbackDelay,
+		// The node's VPP address goes with the claim of its ID: one write
+		// of the node's record per join, one watch event on every other
+		// node (a.NodeConn is built below, before Run calls this).
+		InitialNodeIPs: func(id uint32) (nodesync.IPsWithNetworks, error) { return a.NodeConn.NodeIPs(id) },
 	})
 	if err != nil {
 		return nil, err
@@ -258,28 +273,30 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 		handlers = append(handlers, a.Policy.Handler(), a.ACLs)
 	}
 	if !cfg.BGP.Disabled {
-		if a.BGP, err = a.newBGP(); err != nil {
+		if a.BGP, err = a.newBGP(deps.Etcd); err != nil {
 			return nil, err
 		}
-		handlers = append(handlers, a.BGP.Source)
+		handlers = append(handlers, a.BGP.Source, a.BGP.Routes)
 		a.add("bgp-gobgp", stopSpeakers, a.BGP.Manager.Run)
 		a.add("bgp-controller", stopProducers, a.BGP.Controller.Run)
+		a.add("bgp-routes", stopProducers, a.BGP.Routes.Run)
+		a.add("bgp-status", stopProducers, a.BGP.Status.Run)
 	}
 	if err := a.Loop.Register(handlers...); err != nil {
 		return nil, err
 	}
 
-	// The Kubernetes state (of the pods, this node's) and this node's
-	// external configuration.
-	var keep func(string, string, []byte) bool
+	// The Kubernetes state (of the pods, this node's: in the per-node
+	// layout etcd sends no other) and this node's external configuration.
+	var node string
 	if !cfg.AllPods {
-		keep = watcher.NodePods(cfg.NodeName)
+		node = cfg.NodeName
 	}
 	a.Watcher, err = watcher.NewWithClient(deps.Etcd, a.Loop, watcher.Config{
-		Keep:                 keep,
+		NodeName:             node,
 		KubeStatePrefix:      cfg.KubeStatePrefix,
 		ExternalConfigPrefix: cfg.ExternalConfigPrefix,
-		Resources:            []kubemodel.Resource{bgpmodel.PolicyResource()},
+		Resources:            bgpmodel.Resources(),
 		MirrorPath:           cfg.statePath("mirror.db"),
 		MirrorFallbackDelay:  cfg.LocalFallbackDelay,
 		Logger:               log,
@@ -343,13 +360,8 @@ func (a *Agent) newPolicy() error {
 	var err error
 	a.Policy, err = policy.New(policy.Config{
 		NodeName: a.cfg.NodeName,
-		PodAddrs: func(id kubemodel.PodID) []netip.Addr {
-			if ip, ok := a.IPAM.PodAddr(id); ok {
-				return []netip.Addr{ip}
-			}
-			return nil
-		},
-		Logger: a.log,
+		PodAddrs: policy.PodAddrsFrom(a.IPAM.PodAddr),
+		Logger:   a.log,
 	})
 	if err != nil {
 		return err
@@ -359,15 +371,9 @@ func (a *Agent) newPolicy() error {
 		services = append(services, p)
 	}
 	a.ACLs, err = aclpolicy.New(a.PodConn, aclpolicy.Config{
-		HostPrefixes: func() []netip.Prefix {
-			var out []netip.Prefix
-			for _, ip := range append(a.NodeIPs.NodeIPs(), a.IPAM.HostInterconnectAddrInLinux(), a.IPAM.NatLoopbackAddr()) {
-				if ip.IsValid() {
-					out = append(out, netip.PrefixFrom(ip, ip.BitLen()))
-				}
-			}
-			return out
-		},
+		HostPrefixes: aclpolicy.HostPrefixesOf(func() []netip.Addr {
+			return append(a.NodeIPs.NodeIPs(), a.IPAM.HostInterconnectAddrInLinux(), a.IPAM.NatLoopbackAddr())
+		}),
 		ServicePrefixes: services,
 		ExitInterfaces:  a.NodeConn.ExitInterfaces,
 		Logger:          a.log,
@@ -378,7 +384,7 @@ func (a *Agent) newPolicy() error {
 	return a.Policy.RegisterRenderer(a.ACLs)
 }
 
-func (a *Agent) newBGP() (*BGP, error) {
+func (a *Agent) newBGP(etcd *clientv3.Client) (*BGP, error) {
 	sig := bgp.NewSignaler()
 	src, err := bgpsource.New(a.cfg.NodeName, sig, bgpsource.Config{
 		PodSubnets: []bgpsource.PodSubnets{a.IPAM},
@@ -393,7 +399,8 @@ func (a *Agent) newBGP() (*BGP, error) {
 	if err := a.Services.RegisterRenderer(src); err != nil {
 		return nil, err
 	}
-	mgr, err := gobgp.New(gobgp.Config{Services: src, ListenAddresses: a.cfg.BGP.ListenAddresses, Logger: a.log})
+	learned := bgp.NewSignaler()
+	mgr, err := gobgp.New(gobgp.Config{Services: src, ListenAddresses: a.cfg.BGP.ListenAddresses, LearnedRoutes: learned, Logger: a.log})
 	if err != nil {
 		return nil, err
 	}
@@ -401,7 +408,22 @@ func (a *Agent) newBGP() (*BGP, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &BGP{Source: src, Manager: mgr, Controller: ctrl}, nil
+	// Learned routes never shadow the cluster's own ranges.
+	var reserved []netip.Prefix
+	for _, p := range []netip.Prefix{a.IPAM.PodSubnetAllNodesPrefix(), a.IPAM.HostInterconnectSubnetAllNodesPrefix(), a.IPAM.ServiceNetworkPrefix()} {
+		if p.IsValid() {
+			reserved = append(reserved, p)
+		}
+	}
+	routes, err := bgproutes.New(mgr, learned, a.Loop, bgproutes.Config{Uplink: a.uplinkName(), Reserved: reserved, Logger: a.log})
+	if err != nil {
+		return nil, err
+	}
+	status, err := bgpstatus.New(a.cfg.NodeName, ctrl, bgpstatus.EtcdWriter(etcd), bgpstatus.Config{Interval: a.cfg.BGP.StatusInterval, Logger: a.log})
+	if err != nil {
+		return nil, err
+	}
+	return &BGP{Source: src, Manager: mgr, Controller: ctrl, Routes: routes, Status: status}, nil
 }
 
 // uplinkName is the logical name of the uplink interface, if the agent
@@ -417,12 +439,13 @@ func (a *Agent) uplinkName() string {
 func (a *Agent) Config() Config { return a.cfg }
 
 // Ready reports nil once the agent can serve pods: the start-up resync
-// has been processed, IPAM has this node's ID (its resync succeeded) and
-// VPP is connected.
+// has been processed (controller.Loop.Ready), IPAM has this node's ID (its
+// resync succeeded) and VPP is connected; else an error that says which is
+// missing. It does not block; WaitReady waits for it.
 func (a *Agent) Ready() error {
-	// Before the start-up DBResync nothing else is processed, so the
-	// first processed event is that resync.
-	if st := a.Loop.Stats(); !st.StartupResyncDone || st.Processed == 0 {
+	select {
+	case <-a.Loop.Ready():
+	default:
 		return errors.New("agent: no start-up resync yet")
 	}
 	if a.IPAM.NodeID() == 0 {
@@ -432,6 +455,51 @@ func (a *Agent) Ready() error {
 		return errors.New("agent: VPP not connected")
 	}
 	return nil
+}
+
+// readyPoll is how often WaitReady checks the conditions of Ready that
+// follow the start-up resync (a node ID after a failed resync is healed, a
+// VPP connection), which have no channel.
+const readyPoll = 10 * time.Millisecond
+
+// WaitReady blocks until Ready returns nil and returns nil. It waits for
+// the loop's start-up resync with controller.Loop.WaitStartupResync, then
+// for the node ID and the VPP connection. It returns earlier with:
+//
+//   - an error wrapping controller.ErrNotRunning when Run has not been
+//     called within controller.NotRunningGrace (a few seconds), instead of
+//     waiting for ever;
+//   - an error wrapping controller.ErrStopped when the agent stops before
+//     it is ready (Run returns the cause);
+//   - ctx.Err() when ctx ends first.
+//
+// It is safe for concurrent use.
+func (a *Agent) WaitReady(ctx context.Context) error {
+	err := a.Loop.WaitStartupResync(ctx)
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(err, controller.ErrNotRunning):
+		return fmt.Errorf("agent: not ready: Run was not called: %w", err)
+	case errors.Is(err, controller.ErrStopped):
+		return fmt.Errorf("agent: stopped before it was ready: %w", err)
+	}
+	// The start-up resync was processed (a failed one is healed), or it is
+	// late (ErrStartupResyncMissing: the loop still waits for it).
+	tick := time.NewTicker(readyPoll)
+	defer tick.Stop()
+	for {
+		if a.Ready() == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-a.stopped:
+			return fmt.Errorf("agent: stopped before it was ready: %w", controller.ErrStopped)
+		case <-tick.C:
+		}
+	}
 }
 
 // AddHandler registers the caller's own event handlers with the agent's

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -24,6 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/vswitchkit/vswitchkit/agent"
+	"github.com/vswitchkit/vswitchkit/bgp/gobgp/gobgptest"
 	"github.com/vswitchkit/vswitchkit/cniserver"
 	"github.com/vswitchkit/vswitchkit/cniserver/cniplugin"
 	"github.com/vswitchkit/vswitchkit/cniserver/cniservertest"
@@ -35,7 +37,12 @@ import (
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	gobgptest.Main() // the BGP tests run GoBGP peers in child processes
+	// GoBGP's best-path watch drains on a goroutine of its own for a
+	// moment after it is cancelled (see bgp/gobgp: Concurrency).
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/eapache/channels.(*InfiniteChannel).infiniteBuffer"))
+}
 
 // simNode is one simulated node: an agent on its own VPP stand-in and
 // simulated Linux.
@@ -59,6 +66,12 @@ func startNode(t *testing.T, cli *clientv3.Client, name string, edit ...func(*ag
 // startNodeWith is startNode with a function called between Open and Run.
 func startNodeWith(t *testing.T, cli *clientv3.Client, name string, beforeRun func(*agent.Agent), edit ...func(*agent.Config)) *simNode {
 	t.Helper()
+	return startNodeLogged(t, cli, name, nil, beforeRun, edit...)
+}
+
+// startNodeLogged is startNodeWith with the agent's logger.
+func startNodeLogged(t *testing.T, cli *clientv3.Client, name string, log *slog.Logger, beforeRun func(*agent.Agent), edit ...func(*agent.Config)) *simNode {
+	t.Helper()
 	n := &simNode{name: name, linux: cniservertest.NewFakeLinux(), done: make(chan error, 1)}
 	n.vpp = vppsim.New(vppsim.Config{HostInterfaces: []string{"eth1", "vpp1"}, HostInterfaceExists: func(host string) bool {
 		return slices.ContainsFunc(n.linux.Links(""), func(l cniserver.LinkState) bool { return l.Name == host })
@@ -77,7 +90,7 @@ func startNodeWith(t *testing.T, cli *clientv3.Client, name string, beforeRun fu
 	for _, e := range edit {
 		e(&cfg)
 	}
-	a, err := agent.Open(cfg, agent.Deps{Etcd: cli, VPP: func() adapter.VppAPI { return n.vpp.NewAdapter() }, Linux: n.linux})
+	a, err := agent.Open(cfg, agent.Deps{Etcd: cli, VPP: func() adapter.VppAPI { return n.vpp.NewAdapter() }, Linux: n.linux, Logger: log})
 	require.NoError(t, err)
 	n.agent = a
 	if beforeRun != nil {
@@ -97,10 +110,10 @@ func startNodeWith(t *testing.T, cli *clientv3.Client, name string, beforeRun fu
 		return runErr
 	}
 	t.Cleanup(func() { assert.NoError(t, n.stop(), "Run of %s", name) })
-	require.Eventually(t, func() bool { return a.Ready() == nil }, time.Minute, 10*time.Millisecond, "%s ready", name)
-	// Ready turns nil when the loop starts the start-up resync, in which
-	// nodesync may still wait for the node ID.
-	require.Eventually(t, func() bool { return a.NodeSync.GetNodeID() != 0 }, time.Minute, 10*time.Millisecond, "%s has a node ID", name)
+	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+	defer wcancel()
+	require.NoError(t, a.WaitReady(wctx), "%s ready", name)
+	require.NotZero(t, a.NodeSync.GetNodeID(), "%s has a node ID", name)
 	return n
 }
 

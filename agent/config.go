@@ -46,9 +46,12 @@ type Config struct {
 	// Default: /vswitchkit/config/<nodeName>/.
 	ExternalConfigPrefix string `json:"externalConfigPrefix"`
 	// AllPods makes the watcher deliver the pods of every node. By
-	// default it delivers this node's pods only (watcher.NodePods): no
-	// handler of the agent uses the others, and in a large cluster they
-	// are most of the Kubernetes state (memory and start-up time).
+	// default it delivers this node's pods only (watcher.Config.NodeName;
+	// in the reflector's per-node key layout etcd does not even send the
+	// others): no handler of the agent uses the others (NetworkPolicy
+	// uses every pod's compact peer record), and in a large cluster they
+	// are most of the Kubernetes state (memory, start-up time, and a copy
+	// of every pod change to every agent).
 	AllPods bool `json:"allPods"`
 	// IPAM is the address plan (see ipam.Config; Store, EventLoop and
 	// Logger are set by the agent).
@@ -100,8 +103,9 @@ type PolicyConfig struct {
 }
 
 // BGPConfig configures the agent's BGP speaker. Peers and ASNs come from
-// the BGP peering policy in the cluster state; the router ID and listening
-// port from the node's annotations (see package bgp).
+// the BGP configuration in the cluster state: a v1 peering policy (the
+// router ID and listening port from the node's annotations) or the v2
+// objects (see package bgp).
 type BGPConfig struct {
 	// Disabled turns the BGP control plane off.
 	Disabled bool `json:"disabled"`
@@ -113,6 +117,10 @@ type BGPConfig struct {
 	// node's InternalIP.
 	IPv4 netip.Addr `json:"ipv4"`
 	IPv6 netip.Addr `json:"ipv6"`
+	// StatusInterval is how often the node's BGP status is read and, when
+	// it changed, published under /vswitchkit/bgpstatus/<node> in etcd
+	// (package bgp/bgpstatus). Default: 2s.
+	StatusInterval time.Duration `json:"statusInterval"`
 }
 
 // withDefaults fills in the defaults and reports every bad field.
@@ -165,7 +173,8 @@ func (c Config) withDefaults() (Config, error) {
 	for _, d := range []struct {
 		field string
 		d     time.Duration
-	}{{"healingDelay", c.HealingDelay}, {"maxHealingDelay", c.MaxHealingDelay}, {"localFallbackDelay", c.LocalFallbackDelay}} {
+	}{{"healingDelay", c.HealingDelay}, {"maxHealingDelay", c.MaxHealingDelay}, {"localFallbackDelay", c.LocalFallbackDelay},
+		{"bgp.statusInterval", c.BGP.StatusInterval}} {
 		if d.d < 0 {
 			errs = append(errs, fmt.Errorf("%s: %v is negative", d.field, d.d))
 		}

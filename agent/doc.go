@@ -4,7 +4,9 @@
 // nodesync (with local state), IPAM with a durable store, node and pod
 // connectivity (render/nodeconn, render/podconn), the service processor
 // with a service renderer (render/svcnat, NAT44-ED), the BGP control plane
-// (GoBGP) fed by render/bgpsource, and the CNI pod server.
+// (GoBGP) fed by render/bgpsource from the v1 policy or the v2 objects,
+// with the routes it learns installed into VPP by render/bgproutes and its
+// status published in etcd by bgp/bgpstatus, and the CNI pod server.
 //
 // The demo (examples/cluster), the per-node daemon (examples/vswitch) and
 // the scale envelope (examples/scale) run it. Applications use it as it
@@ -30,11 +32,16 @@
 // # Lifecycle
 //
 // [Open] builds every component and opens the local state files;
-// [Config.Validate] checks a configuration without doing anything.
+// [Config.Validate] checks a configuration without doing anything. A
+// failed Open returns its error and leaves nothing open.
 // [Agent.Run] runs them all until its context ends or one fails, then
 // stops them in order (the pod server first, the VPP driver last, which
 // leaves VPP configured) and returns after every goroutine has exited:
-// ctx.Err() when its context ended it, else the failure. Components are
+// ctx.Err() when its context ended it, else the failure. [Agent.Ready]
+// says whether the agent can serve pods (the loop's start-up resync
+// processed, the node ID known, VPP connected) and [Agent.WaitReady] waits
+// for it, built on the loop's [controller.Loop.WaitStartupResync]: an
+// agent whose Run was never called is named within seconds. Components are
 // exposed for observation (metrics, debug views); they must not be
 // reconfigured.
 //

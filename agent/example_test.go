@@ -51,6 +51,9 @@ func Example_ownRenderer() {
 	}))
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
+	if err := a.WaitReady(ctx); err != nil { // start-up resync processed, node ID, VPP connected
+		log.Fatal(err)
+	}
 
 	svc, _ := proto.Marshal(&kubemodel.Service{Namespace: "default", Name: "web", ClusterIps: []string{"10.96.0.10"},
 		Ports: []*kubemodel.ServicePort{{Port: 80, TargetPortNumber: 8080}}})

@@ -87,7 +87,7 @@ func TestNetworkPolicy(t *testing.T) {
 
 	put(t, cli, kubemodel.NetworkPolicyKey("default", "db-deny"), &kubemodel.NetworkPolicy{Namespace: "default", Name: "db-deny",
 		PodSelector: &kubemodel.LabelSelector{MatchLabels: map[string]string{"app": "db"}}})
-	require.Eventually(t, func() bool { return len(n.aclsOf(dbIf)) == 1 }, time.Minute, 10*time.Millisecond, "db isolated")
+	require.Eventually(t, func() bool { return len(n.aclsOf(dbIf)) == 2 }, time.Minute, 10*time.Millisecond, "db isolated: its own ACL and a shared one")
 	assert.Empty(t, n.aclsOf(webIf), "web is not selected")
 	denyRules := ruleCount(n.vpp.Snapshot())
 

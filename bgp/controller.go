@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,12 +64,29 @@ type Controller struct {
 	applied  bool // a non-nil policy may be applied
 	graceful bool // the applied policy enables graceful restart for a neighbor
 	status   ControllerStatus
+	// spec is the configuration applied last (nil if none), with the state
+	// it was applied with; excluded and conditions what the last reconcile
+	// found (for NodeStatus).
+	spec       *NodeSpec
+	specState  *ControlPlaneState
+	excluded   []ExcludedPeer
+	conditions []Condition
+
+	// snapMu guards snap: a copy of the fields above and of status, taken
+	// after every reconcile, which NodeStatus and Status read without
+	// waiting for a reconcile in progress.
+	snapMu sync.Mutex
+	snap   controllerSnapshot
 }
 
 // ControllerStatus is a snapshot of the controller's last reconcile.
 type ControllerStatus struct {
-	// Policy is the name of the policy applied last; empty if none.
+	// Policy is the name of the v1 policy or v2 cluster config applied
+	// last; empty if none.
 	Policy string
+	// Source is the object applied last as "<Kind>/<name>" (see
+	// [NodeSpec].Source); empty if none.
+	Source string
 	// LastError is the error of the last reconcile; nil if it succeeded.
 	LastError error
 	// Reconciles counts reconcile attempts.
@@ -80,7 +98,9 @@ type ControllerStatus struct {
 //
 // The manager defines which BGP backend is used (see package gobgp). The
 // sources provide the node the controller runs for and the cluster's
-// peering policies.
+// peering policies; a policy source that is also an [ObjectSource] (as
+// [Store] and [EventSource] are) provides the v2 objects too, which the
+// controller applies through the manager's [SpecApplier].
 func NewController(mgr BGPRouterManager, nodes NodeSource, policies PolicySource, cfg ControllerConfig) (*Controller, error) {
 	var errs []error
 	if mgr == nil {
@@ -124,11 +144,19 @@ func NewController(mgr BGPRouterManager, nodes NodeSource, policies PolicySource
 // call its Event method.
 func (c *Controller) Signaler() Signaler { return c.sig }
 
-// Status returns a snapshot of the last reconcile.
+// Status returns a snapshot of the last reconcile. It does not wait for a
+// reconcile in progress.
 func (c *Controller) Status() ControllerStatus {
-	c.mgrMu.Lock()
-	defer c.mgrMu.Unlock()
-	return c.status
+	c.snapMu.Lock()
+	defer c.snapMu.Unlock()
+	return c.snap.status
+}
+
+// takeSnapshotLocked copies what the status views read; mgrMu is held.
+func (c *Controller) takeSnapshotLocked() {
+	c.snapMu.Lock()
+	c.snap = controllerSnapshot{spec: c.spec, state: c.specState, excluded: c.excluded, conditions: c.conditions, status: c.status}
+	c.snapMu.Unlock()
 }
 
 // Run places the controller into its control loop: it reconciles once at
@@ -214,51 +242,88 @@ func (c *Controller) logOutcome(err error) {
 }
 
 // Reconcile is the control loop step: it obtains the state of the world and
-// drives the BGP control plane toward the peering policy that applies to
-// the node.
+// drives the BGP control plane toward the configuration that selects the
+// node: a v1 peering policy ([PolicySelection]) or a v2 cluster config
+// with its peer configs, advertisements and node override ([Resolve]).
+// Both are turned into the one internal model, a [NodeSpec]: v1 is
+// applied with the manager's ConfigurePeers (which translates it with
+// [SpecFromPolicy]), v2 with its [SpecApplier].ApplySpec.
 //
-// Only a single policy may apply to the node: with several,
-// [ErrMultiplePolicies] is returned and the current configuration is kept.
-// With none, or when the node is unknown, everything is withdrawn. A policy
-// that fails validation, or node annotations that fail [ParseAnnotations],
-// are errors and keep the current configuration, and so is a policy that
-// does not fit the node ([PeeringPolicy.ValidateState]). Reconcile may be called
+// Only a single configuration may apply to the node: with several v1
+// policies, [ErrMultiplePolicies] is returned; with several v2 cluster
+// configs, [ErrMultipleClusterConfigs]; with both a v1 policy and a v2
+// cluster config, [ErrConflictingConfig]; in each case the current
+// configuration is kept and the status reports a ConflictingConfig
+// condition. With none, or when the node is unknown, everything is
+// withdrawn. A policy that fails validation, or node annotations that fail
+// [ParseAnnotations], are errors and keep the current configuration, and
+// so is a policy that does not fit the node
+// ([PeeringPolicy.ValidateState]). Problems of single v2 peers (a missing
+// peer config or auth secret) are not errors: those peers are left out
+// and reported in [Controller.NodeStatus]. Reconcile may be called
 // directly (for example from tests); calls are serialized.
 func (c *Controller) Reconcile(ctx context.Context) error {
 	c.mgrMu.Lock()
 	defer c.mgrMu.Unlock()
 	c.status.Reconciles++
-	name, err := c.reconcileLocked(ctx)
+	src, err := c.reconcileLocked(ctx)
 	c.status.LastError = err
 	if err == nil {
-		c.status.Policy = name
+		c.status.Source = src
+		_, c.status.Policy, _ = strings.Cut(src, "/")
 	}
+	c.takeSnapshotLocked()
 	return err
 }
 
 func (c *Controller) reconcileLocked(ctx context.Context) (string, error) {
 	node := c.nodes.Node()
+	c.conditions = nil
+	c.excluded = nil
+	// Every invalid v1 policy could select the node.
+	if ip, ok := c.policies.(interface{ InvalidPolicies() map[string]error }); ok {
+		for key, err := range ip.InvalidPolicies() {
+			_, name, _ := strings.Cut(strings.TrimPrefix(key, "k8s/"), "/")
+			c.conditions = append(c.conditions, Condition{Type: ConditionInvalidObject, Object: ObjectRef(KindPeeringPolicy, name), Message: err.Error()})
+		}
+	}
 	if node == nil {
 		c.log.Debug("node unknown")
 		return "", c.withdrawLocked(ctx)
 	}
 	policy, err := PolicySelection(ctx, node, c.policies.Policies())
 	if err != nil {
+		if errors.Is(err, ErrMultiplePolicies) {
+			c.conditions = append(c.conditions, Condition{Type: ConditionConflictingConfig, Message: err.Error()})
+		}
 		return "", fmt.Errorf("bgp: select peering policy for node %s: %w", node.GetName(), err)
 	}
-	if policy == nil {
-		c.log.Debug("no peering policy selects the node", slog.String("node", node.GetName()))
+	var objs *Objects
+	if src, ok := c.policies.(ObjectSource); ok {
+		objs = src.Objects()
+	}
+	res, err := Resolve(ctx, node, objs)
+	if res != nil {
+		c.conditions = append(c.conditions, res.Conditions...)
+	}
+	if err != nil {
+		if errors.Is(err, ErrMultipleClusterConfigs) {
+			c.conditions = append(c.conditions, Condition{Type: ConditionConflictingConfig, Message: err.Error()})
+		}
+		return "", fmt.Errorf("bgp: select cluster config for node %s: %w", node.GetName(), err)
+	}
+	if policy != nil && res.Spec != nil {
+		err := fmt.Errorf("bgp: node %s: peering policy %q and cluster config %q: %w", node.GetName(), policy.Name,
+			strings.TrimPrefix(res.Spec.Source, KindClusterConfig+"/"), ErrConflictingConfig)
+		c.conditions = append(c.conditions, Condition{Type: ConditionConflictingConfig,
+			Object: res.Spec.Source, Message: err.Error()})
+		return "", err
+	}
+	if policy == nil && res.Spec == nil {
+		c.log.Debug("no BGP configuration selects the node", slog.String("node", node.GetName()))
 		return "", c.withdrawLocked(ctx)
 	}
-	annotations, err := ParseAnnotations(node.GetAnnotations())
-	if err != nil {
-		return "", fmt.Errorf("bgp: node %s: %w", node.GetName(), err)
-	}
-	policy = policy.WithDefaults()
-	if err := policy.Validate(); err != nil {
-		return "", fmt.Errorf("bgp: policy %q: %w", policy.Name, err)
-	}
-	state := &ControlPlaneState{Node: node, Annotations: annotations}
+	state := &ControlPlaneState{Node: node}
 	v4, v6 := c.cfg.IPv4, c.cfg.IPv6
 	if !v4.IsValid() {
 		v4 = nodeAddress(node, true)
@@ -272,16 +337,48 @@ func (c *Controller) reconcileLocked(ctx context.Context) (string, error) {
 	if v6.IsValid() {
 		state.IPv6 = net.IP(v6.AsSlice())
 	}
+	if policy == nil {
+		return c.applySpecLocked(ctx, res, state)
+	}
+	annotations, err := ParseAnnotations(node.GetAnnotations())
+	if err != nil {
+		return "", fmt.Errorf("bgp: node %s: %w", node.GetName(), err)
+	}
+	state.Annotations = annotations
+	policy = policy.WithDefaults()
+	if err := policy.Validate(); err != nil {
+		return "", fmt.Errorf("bgp: policy %q: %w", policy.Name, err)
+	}
 	if err := policy.ValidateState(state); err != nil {
 		return "", fmt.Errorf("bgp: policy %q on node %s: %w", policy.Name, node.GetName(), err)
 	}
 	c.log.Debug("configuring peers", slog.String("policy", policy.Name), slog.String("node", node.GetName()))
 	c.applied = true
 	c.graceful = policy.gracefulRestart()
+	c.spec, c.specState = SpecFromPolicy(policy, state), state
 	if err := c.mgr.ConfigurePeers(ctx, policy, state); err != nil {
 		return "", fmt.Errorf("bgp: apply policy %q: %w", policy.Name, err)
 	}
-	return policy.Name, nil
+	return ObjectRef(KindPeeringPolicy, policy.Name), nil
+}
+
+// applySpecLocked applies a v2 resolution through the manager's
+// SpecApplier.
+func (c *Controller) applySpecLocked(ctx context.Context, res *Resolution, state *ControlPlaneState) (string, error) {
+	applier, ok := c.mgr.(SpecApplier)
+	if !ok {
+		return "", fmt.Errorf("bgp: cluster config %s: the BGP manager %T cannot apply v2 configuration (it does not implement bgp.SpecApplier)",
+			res.Spec.Source, c.mgr)
+	}
+	c.excluded = res.Excluded
+	c.log.Debug("applying BGP configuration", slog.String("source", res.Spec.Source), slog.String("node", state.Node.GetName()))
+	c.applied = true
+	c.graceful = res.Spec.GracefulRestart()
+	c.spec, c.specState = res.Spec, state
+	if err := applier.ApplySpec(ctx, res.Spec, state); err != nil {
+		return "", fmt.Errorf("bgp: apply %s: %w", res.Spec.Source, err)
+	}
+	return res.Spec.Source, nil
 }
 
 func (c *Controller) withdrawLocked(ctx context.Context) error {
@@ -292,6 +389,7 @@ func (c *Controller) withdrawLocked(ctx context.Context) error {
 		return fmt.Errorf("bgp: withdraw: %w", err)
 	}
 	c.applied = false
+	c.spec, c.specState = nil, nil
 	return nil
 }
 
@@ -306,7 +404,9 @@ func (c *Controller) FullWithdrawal(ctx context.Context) {
 		return
 	}
 	c.applied = false
-	c.status.Policy = ""
+	c.spec, c.specState = nil, nil
+	c.status.Policy, c.status.Source = "", ""
+	c.takeSnapshotLocked()
 }
 
 // nodeAddress returns the node's first InternalIP of the family, else its

@@ -1,7 +1,59 @@
 // Package bgp is the BGP control plane of a vswitchkit agent: it decides
-// which BGP peering policy applies to the node and drives a
-// [BGPRouterManager] (a BGP speaker backend, such as package gobgp) to
-// apply it.
+// which BGP configuration applies to the node — a v1 peering policy or v2
+// objects — and drives a [BGPRouterManager] (a BGP speaker backend, such as
+// package gobgp) to apply it.
+//
+// # Two configuration APIs, one model
+//
+// v1 is the documented reference interface: one [PeeringPolicy] per node
+// (after Cilium's CiliumBGPPeeringPolicy), selected with [PolicySelection]
+// and applied with ConfigurePeers. v2 follows Cilium's BGP v2 resources:
+// a [ClusterConfig] (instances and peers for the nodes its selector
+// matches), [PeerConfig] objects (transport, timers, auth secret, graceful
+// restart, families, each selecting [Advertisement] objects by label and
+// carrying an import prefix list), advertisements (pod CIDRs, services by
+// address kind and selector, with communities, local preference and
+// aggregation), and a per-node [NodeConfigOverride] (router ID, local
+// port, local ASN, local addresses). Both are translated into one internal
+// model, the [NodeSpec] ([SpecFromPolicy], [Resolve]), which a
+// [SpecApplier] applies; v1 and v2 selecting the same node is a reported
+// conflict ([ErrConflictingConfig]), not a silent choice.
+//
+// Where v2 differs from Cilium, and why:
+//
+//   - Aggregation (AggregationLengthIPv4/IPv6) applies to pod CIDRs too,
+//     not only to services (users ask for it; a pod CIDR per node is the
+//     commonest thing to summarize), and a length is 1..32 / 1..128: 0
+//     (a default-route "aggregate") is not accepted.
+//   - Peer configs may import routes (an import prefix list per family,
+//     with ge/le), which Cilium cannot; the default is still to import
+//     nothing.
+//   - A peer config has transport.passive (the v1 neighbor's Passive), so
+//     that every v1 policy has a v2 equivalent; service entries have
+//     loadBalancerClasses for the same reason.
+//   - A peer whose peer config or auth secret is missing is not configured
+//     at all (Cilium peers with defaults or without a password): an
+//     unauthenticated session the user did not ask for is worse than none.
+//     The peer shows state NotConfigured with a MissingPeerConfig or
+//     MissingAuthSecret condition.
+//   - There is no operator: each agent resolves its own node's
+//     configuration, and the conditions Cilium puts on the cluster and
+//     peer configs (MissingPeerConfigs, MissingAuthSecret,
+//     ConflictingClusterConfig) are reported in the per-node status, per
+//     peer or per node ([NodeStatus], [Condition]).
+//   - Auth secrets come from one namespace as Cilium's do, but not
+//     kube-system: see package bgp/bgpreflector.
+//   - A cluster config instance needs its local ASN (Cilium allows it to
+//     come from the override alone).
+//
+// # Status
+//
+// [Controller.NodeStatus] reports the node's BGP status: the source
+// applied, per instance and peer the session state, when it was
+// established, the negotiated timers, routes advertised, received and
+// accepted per family, and conditions ([ConditionType]).
+// [NodeStatusToModel] turns it into the bgpmodel.NodeStatus that agents
+// publish (package bgp/bgpstatus).
 //
 // The pieces:
 //
@@ -27,19 +79,27 @@
 //   - [ParseAnnotations]: router ID and listening port per local ASN from
 //     node annotations ([AnnotationPrefix]), parsed strictly.
 //   - [Controller]: on every [Signaler] event it rebuilds a point-in-time
-//     [ControlPlaneState] from a [NodeSource] and a [PolicySource] and calls
-//     ConfigurePeers.
-//   - Sources: [Store] is a programmatic source of the node, the policies
-//     and the services; [EventSource] is a controller.EventHandler that
-//     follows this node's kubemodel.Node and the peering policies stored as
-//     bgpmodel.PeeringPolicy (key scheme in package bgpmodel) through the
-//     event loop. Package render/bgpsource feeds a whole agent's state
+//     [ControlPlaneState] from a [NodeSource] and a [PolicySource] (and,
+//     when it is one, an [ObjectSource] of the v2 objects) and calls
+//     ConfigurePeers (v1) or ApplySpec (v2).
+//   - Sources: [Store] is a programmatic source of the node, the policies,
+//     the v2 objects and the services; [EventSource] is a
+//     controller.EventHandler that follows this node's kubemodel.Node, the
+//     peering policies and the v2 objects stored as bgpmodel values (key
+//     scheme in package bgpmodel) through the event loop. Package render/bgpsource feeds a whole agent's state
 //     (IPAM pod CIDRs, node sync addresses, services with local backends
 //     from the service processor).
 //   - [PeerStatus]: per neighbor, the session state, the families
 //     negotiated, those not offered and why (no node address of that
-//     family for the next hop), and the routes received and advertised per
-//     negotiated family.
+//     family for the next hop), and the routes received, accepted and
+//     advertised per negotiated family.
+//   - [Attributes]: communities (standard, well-known, large) and local
+//     preference, parsed from strings ([ParseCommunity],
+//     [ParseLargeCommunity], [ParseWellKnownCommunity]); [PrefixMatch]:
+//     import prefix-list entries with ge/le; [AdvertCache]: what adverts
+//     yield for each peer, aggregated and with merged attributes.
+//   - [LearnedRoute]: a route a peer's import list accepted, which the
+//     agent installs into VPP (package render/bgproutes).
 //
 // Usage sketch:
 //

@@ -19,6 +19,16 @@ var (
 	// the node. Only a single policy may apply to a node to avoid ambiguity.
 	ErrMultiplePolicies = errors.New("bgp: more than one BGP peering policy applies to this node, please ensure only a single policy matches this node's labels")
 
+	// ErrMultipleClusterConfigs is returned by [ClusterConfigSelection]
+	// (and by [Controller.Reconcile]) when more than one v2 cluster config
+	// selects the node.
+	ErrMultipleClusterConfigs = errors.New("bgp: more than one BGP cluster config selects this node, please ensure only a single cluster config matches this node's labels")
+
+	// ErrConflictingConfig is returned by [Controller.Reconcile] when both
+	// a v1 peering policy and a v2 cluster config select the node: the
+	// controller keeps what it applied before instead of choosing.
+	ErrConflictingConfig = errors.New("bgp: both a v1 BGP peering policy and a v2 BGP cluster config select this node, please ensure only one of them matches this node's labels")
+
 	// ErrInvalidPolicy wraps every validation problem of a peering policy;
 	// use errors.Is to test for it and errors.As with *[FieldError] to get
 	// the offending fields.

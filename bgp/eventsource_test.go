@@ -162,3 +162,63 @@ func TestEventSourceWarnsOncePerInvalidPolicy(t *testing.T) {
 	assert.Equal(t, 2, strings.Count(logs.String(), "level=WARN"), "another problem")
 	assert.Contains(t, src.InvalidPolicies(), bgpmodel.PolicyKey("bad"))
 }
+
+// TestEventSourceV2: the v2 objects arrive through resyncs and changes;
+// invalid ones are logged once and listed in Objects().Invalid while the
+// others are used.
+func TestEventSourceV2(t *testing.T) {
+	var logs strings.Builder
+	sig := bgp.NewSignaler()
+	src, err := bgp.NewEventSource("n1", sig, slog.New(slog.NewTextHandler(&logs, nil)))
+	require.NoError(t, err)
+	key := bgpmodel.ObjectKey
+	resync := controller.NewDBResync()
+	resync.KubeState[kubemodel.NodeResource] = controller.KeyValuePairs{kubemodel.NodeKey("n1"): &kubemodel.Node{Name: "n1", Labels: map[string]string{"bgp": "on"}}}
+	resync.KubeState[bgpmodel.ClusterConfigResourceName] = controller.KeyValuePairs{
+		key(bgpmodel.ClusterConfigResourceName, "cc"): &bgpmodel.ClusterConfig{Name: "cc", NodeSelector: &bgpmodel.LabelSelector{MatchLabels: map[string]string{"bgp": "on"}},
+			BgpInstances: []*bgpmodel.ClusterInstance{{Name: "main", LocalAsn: 65001, Peers: []*bgpmodel.ClusterPeer{{Name: "tor", PeerAddress: "10.0.0.254", PeerAsn: 65000,
+				PeerConfigRef: &bgpmodel.PeerConfigReference{Name: "pc"}}}}}},
+	}
+	resync.KubeState[bgpmodel.PeerConfigResourceName] = controller.KeyValuePairs{
+		key(bgpmodel.PeerConfigResourceName, "pc"): &bgpmodel.PeerConfig{Name: "pc", AuthSecretRef: "md5"},
+	}
+	resync.KubeState[bgpmodel.AuthSecretResourceName] = controller.KeyValuePairs{
+		key(bgpmodel.AuthSecretResourceName, "md5"): &bgpmodel.AuthSecret{Name: "md5", Password: "pw"},
+	}
+	resync.KubeState[bgpmodel.AdvertisementResourceName] = controller.KeyValuePairs{
+		key(bgpmodel.AdvertisementResourceName, "bad"): &bgpmodel.Advertisement{Name: "bad", Advertisements: []*bgpmodel.AdvertisementEntry{{AdvertisementType: "PodCIDR",
+			Attributes: &bgpmodel.Attributes{Communities: &bgpmodel.Communities{Standard: []string{"65536:1"}}}}}},
+	}
+	txn := controllertest.NewTxn()
+	require.NoError(t, src.Resync(resync, resync.KubeState, 1, txn))
+	require.NoError(t, src.Resync(resync, resync.KubeState, 2, txn))
+	o := src.Objects()
+	require.Len(t, o.ClusterConfigs, 1)
+	assert.Equal(t, "pw", o.AuthSecrets["md5"])
+	require.Len(t, o.Invalid, 1)
+	assert.Equal(t, bgp.KindAdvertisement, o.Invalid[0].Kind)
+	assert.ErrorContains(t, o.Invalid[0].Err, "communities.standard[0]")
+	assert.Equal(t, 1, strings.Count(logs.String(), "level=WARN"), "logged once: %s", logs.String())
+	assert.Same(t, o, src.Objects(), "the snapshot is kept until a change")
+
+	mgr := &bgptest.FakeManager{}
+	ctrl, err := bgp.NewController(mgr, src, src, bgp.ControllerConfig{Signaler: sig})
+	require.NoError(t, err)
+	require.NoError(t, ctrl.Reconcile(context.Background()))
+	require.NotNil(t, mgr.AppliedSpec())
+	assert.Equal(t, "pw", mgr.AppliedSpec().Instances[0].Peers[0].Password)
+
+	// The secret goes: the peer is left out, reported.
+	ch := &controller.KubeStateChange{Resource: bgpmodel.AuthSecretResourceName, Key: key(bgpmodel.AuthSecretResourceName, "md5"),
+		PrevValue: &bgpmodel.AuthSecret{Name: "md5", Password: "pw"}}
+	require.True(t, src.HandlesEvent(ch))
+	_, err = src.Update(ch, txn)
+	require.NoError(t, err)
+	require.NoError(t, ctrl.Reconcile(context.Background()))
+	assert.Empty(t, mgr.AppliedSpec().Instances[0].Peers)
+	ns, err := ctrl.NodeStatus(context.Background())
+	require.NoError(t, err)
+	assert.True(t, ns.HasCondition(bgp.ConditionMissingAuthSecret, "main", "tor"))
+	assert.True(t, ns.HasCondition(bgp.ConditionInvalidObject, "", ""))
+	assert.Empty(t, txn.Keys())
+}

@@ -53,3 +53,62 @@ func ExampleController() {
 	// router ID: 10.0.0.1
 	// after withdrawal: <nil>
 }
+
+// ExampleController_v2 configures the node with v2 objects: a cluster
+// config selecting it, a peer config advertising the pod CIDR with a
+// community and importing a default route, and the node's override of its
+// router ID and port.
+func ExampleController_v2() {
+	store := bgp.NewStore(bgp.Signaler{})
+	store.SetNode(&kubemodel.Node{
+		Name:     "worker-1",
+		Labels:   map[string]string{"bgp": "on"},
+		PodCidrs: []string{"10.244.1.0/24"},
+	})
+	store.SetClusterConfig(&bgp.ClusterConfig{
+		Name:         "tor",
+		NodeSelector: &bgp.LabelSelector{MatchLabels: map[string]string{"bgp": "on"}},
+		Instances: []bgp.ClusterInstance{{
+			Name: "main", LocalASN: 65001,
+			Peers: []bgp.ClusterPeer{{Name: "tor-1", PeerAddress: netip.MustParseAddr("10.0.0.254"), PeerASN: 65000, PeerConfigRef: "tor"}},
+		}},
+	})
+	community, _ := bgp.ParseCommunity("65001:100")
+	defaultRoute, _ := bgp.ParsePrefixMatch("0.0.0.0/0")
+	store.SetPeerConfig(&bgp.PeerConfig{Name: "tor", Families: []bgp.PeerConfigFamily{{
+		Family:         bgp.IPv4Unicast,
+		Advertisements: &bgp.LabelSelector{MatchLabels: map[string]string{"advertise": "pods"}},
+		Import:         []bgp.PrefixMatch{defaultRoute},
+	}}})
+	store.SetAdvertisement(&bgp.Advertisement{
+		Name: "pods", Labels: map[string]string{"advertise": "pods"},
+		Adverts: []bgp.Advert{{Type: bgp.PodCIDRAdvert, Attributes: bgp.Attributes{Communities: []bgp.Community{community}}}},
+	})
+	store.SetNodeConfigOverride(&bgp.NodeConfigOverride{Name: "worker-1", Instances: []bgp.OverrideInstance{{
+		Name: "main", RouterID: netip.MustParseAddr("10.0.0.1"), LocalPort: 1179,
+	}}})
+	mgr := &bgptest.FakeManager{}
+	ctrl, err := bgp.NewController(mgr, store, store, bgp.ControllerConfig{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := ctrl.Reconcile(context.Background()); err != nil {
+		fmt.Println(err)
+		return
+	}
+	spec := mgr.AppliedSpec()
+	in := spec.Instances[0]
+	p := in.Peers[0]
+	fmt.Println("source:", spec.Source)
+	fmt.Println("instance:", in.Name, "AS", in.LocalASN, "router ID", in.RouterID, "port", in.LocalPort)
+	fmt.Println("peer:", p.Name, p.PeerAddress, "AS", p.PeerASN)
+	for _, f := range p.PeerFamilies {
+		fmt.Println(" ", f.Family, "adverts", len(f.Adverts), "import", f.Import)
+	}
+	// Output:
+	// source: BGPClusterConfig/tor
+	// instance: main AS 65001 router ID 10.0.0.1 port 1179
+	// peer: tor-1 10.0.0.254 AS 65000
+	//   ipv4-unicast adverts 1 import [0.0.0.0/0]
+}

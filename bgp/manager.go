@@ -38,6 +38,28 @@ type BGPRouterManager interface {
 	ConfigurePeers(ctx context.Context, policy *PeeringPolicy, state *ControlPlaneState) error
 }
 
+// SpecApplier is an optional interface of a [BGPRouterManager]: a manager
+// that applies the internal model, a [NodeSpec], directly. The controller
+// needs it for v2 configuration (cluster configs); v1 policies keep going
+// through ConfigurePeers, which a SpecApplier implements by translating
+// the policy ([SpecFromPolicy]) and applying the result the same way.
+//
+// ApplySpec has the contract of ConfigurePeers: calls are serialized with
+// each other and with ConfigurePeers; spec and state are read-only and not
+// kept; a nil spec withdraws everything; an error reports a critical flaw
+// of the spec (or of the node's state it needs), not a connectivity
+// problem.
+type SpecApplier interface {
+	ApplySpec(ctx context.Context, spec *NodeSpec, state *ControlPlaneState) error
+}
+
+// PeerLister is an optional interface of a [BGPRouterManager]: the status
+// of its sessions, for [Controller.NodeStatus]. Peers may be called at any
+// time, concurrently with ConfigurePeers.
+type PeerLister interface {
+	Peers(ctx context.Context) ([]PeerStatus, error)
+}
+
 // ConfigurePeersFunc adapts a function into a [BGPRouterManager].
 type ConfigurePeersFunc func(ctx context.Context, policy *PeeringPolicy, state *ControlPlaneState) error
 
@@ -216,6 +238,9 @@ const (
 	SessionOpenSent    SessionState = "OpenSent"
 	SessionOpenConfirm SessionState = "OpenConfirm"
 	SessionEstablished SessionState = "Established"
+	// SessionNotConfigured is the state of a peer of the configuration
+	// that a condition keeps out of the speaker (see [Condition]).
+	SessionNotConfigured SessionState = "NotConfigured"
 )
 
 // PeerStatus is the status of one neighbor of one virtual router.
@@ -223,9 +248,18 @@ type PeerStatus struct {
 	LocalASN    uint32
 	PeerAddress netip.Addr
 	PeerASN     uint32
-	State       SessionState
+	// Name is the peer's name in the configuration (v2 peers' names, v1
+	// neighbors' addresses); set by [Controller.NodeStatus], empty in what
+	// a manager returns.
+	Name  string
+	State SessionState
 	// Uptime is how long the session has been Established; 0 otherwise.
 	Uptime time.Duration
+	// Since is when the session became Established; zero otherwise.
+	Since time.Time
+	// HoldTime and KeepaliveTime are the timers negotiated with the peer
+	// (applied); zero until the session is Established.
+	HoldTime, KeepaliveTime time.Duration
 	// Negotiated are the address families both sides enabled in their OPEN
 	// messages; empty until the session is Established.
 	Negotiated []Family
@@ -235,15 +269,13 @@ type PeerStatus struct {
 	Disabled map[Family]string
 	// Received counts the routes received per negotiated family.
 	Received map[Family]int
+	// Accepted counts the received routes that the import prefix lists
+	// accept and that are in use (the best path of their prefix), per
+	// negotiated family (none by default: nothing is imported).
+	Accepted map[Family]int
 	// Advertised counts the routes sent per negotiated family (routes of a
 	// family the peer did not negotiate are not sent and not counted).
 	Advertised map[Family]int
-}
-
-// Route is a unicast route advertised to or received from a peer.
-type Route struct {
-	Prefix  netip.Prefix
-	NextHop netip.Addr
-	// ASPath is the AS path, first AS first.
-	ASPath []uint32
+	// Conditions are the peer's problems; set by [Controller.NodeStatus].
+	Conditions []Condition
 }

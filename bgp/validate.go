@@ -3,6 +3,8 @@ package bgp
 import (
 	"errors"
 	"fmt"
+	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -120,50 +122,150 @@ func (p *PeeringPolicy) Validate() error {
 		peers := make(map[string]int)
 		for j, n := range vr.Neighbors {
 			nf := fmt.Sprintf("%s.neighbors[%d]", f, j)
-			if !n.PeerAddress.IsValid() {
-				add(nf+".peerAddress", nil, "is required")
-			} else {
-				if n.PeerAddress.Zone() != "" {
-					add(nf+".peerAddress", n.PeerAddress, "must not have a zone")
-				}
-				if n.PeerAddress.IsUnspecified() || n.PeerAddress.IsMulticast() {
-					add(nf+".peerAddress", n.PeerAddress, "must be a unicast address")
-				}
+			if n.PeerAddress.IsValid() {
 				key := n.PeerAddress.Unmap().String()
 				if prev, dup := peers[key]; dup {
 					add(nf+".peerAddress", n.PeerAddress, "duplicates %s.neighbors[%d]", f, prev)
 				} else {
 					peers[key] = j
 				}
-				if n.LocalAddress.IsValid() && n.LocalAddress.Unmap().Is4() != n.PeerAddress.Unmap().Is4() {
-					add(nf+".localAddress", n.LocalAddress, "must be of the same IP family as peerAddress")
+			}
+			errs = append(errs, validateNeighbor(nf, n)...)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// validateNeighbor checks a neighbor with its defaults applied; field
+// names start with nf.
+func validateNeighbor(nf string, n Neighbor) []error {
+	var errs []error
+	add := func(field string, value any, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Value: value, Reason: fmt.Sprintf(format, args...)})
+	}
+	if !n.PeerAddress.IsValid() {
+		add(nf+".peerAddress", nil, "is required")
+	} else {
+		if n.PeerAddress.Zone() != "" {
+			add(nf+".peerAddress", n.PeerAddress, "must not have a zone")
+		}
+		if n.PeerAddress.IsUnspecified() || n.PeerAddress.IsMulticast() {
+			add(nf+".peerAddress", n.PeerAddress, "must be a unicast address")
+		}
+		if n.LocalAddress.IsValid() && n.LocalAddress.Unmap().Is4() != n.PeerAddress.Unmap().Is4() {
+			add(nf+".localAddress", n.LocalAddress, "must be of the same IP family as peerAddress")
+		}
+	}
+	if n.PeerPort == 0 {
+		add(nf+".peerPort", n.PeerPort, "must be 1..65535")
+	}
+	if n.PeerASN == 0 {
+		add(nf+".peerASN", n.PeerASN, "must be 1..4294967295")
+	}
+	if n.EBGPMultihopTTL == 0 {
+		add(nf+".eBGPMultihopTTL", n.EBGPMultihopTTL, "must be 1..255")
+	}
+	errs = append(errs, validateTimers(nf, n)...)
+	if len(n.Password) > MaxPasswordLength {
+		add(nf+".password", nil, "is %d bytes long, at most %d allowed by TCP-MD5", len(n.Password), MaxPasswordLength)
+	}
+	if len(n.Families) == 0 {
+		add(nf+".families", nil, "at least one address family is required")
+	}
+	seen := make(map[Family]bool)
+	for k, fam := range n.Families {
+		switch {
+		case fam != IPv4Unicast && fam != IPv6Unicast:
+			add(fmt.Sprintf("%s.families[%d]", nf, k), fam, "unsupported address family, want %q or %q", IPv4Unicast, IPv6Unicast)
+		case seen[fam]:
+			add(fmt.Sprintf("%s.families[%d]", nf, k), fam, "duplicate address family")
+		}
+		seen[fam] = true
+	}
+	return errs
+}
+
+// Validate checks a spec (its neighbors with defaults applied, as the
+// translators [SpecFromPolicy] and [Resolve] make them) and returns one
+// error joining a *[FieldError] for every bad field, named from
+// "instances[i]": instance names and local ASNs unique, router IDs IPv4,
+// peer names and addresses unique per instance, each peer's session as
+// [PeeringPolicy.Validate] checks a neighbor, its families matching its
+// PeerFamilies, adverts of a known type with selectors that parse and
+// aggregation lengths within the family, and import prefix lists of the
+// family. A nil spec is valid (it withdraws everything).
+func (s *NodeSpec) Validate() error {
+	if s == nil {
+		return nil
+	}
+	var errs []error
+	add := func(field string, value any, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Value: value, Reason: fmt.Sprintf(format, args...)})
+	}
+	names, asns := map[string]int{}, map[uint32]int{}
+	for i, in := range s.Instances {
+		f := fmt.Sprintf("instances[%d]", i)
+		if prev, dup := names[in.Name]; dup {
+			add(f+".name", in.Name, "duplicates instances[%d]", prev)
+		}
+		names[in.Name] = i
+		if in.LocalASN == 0 {
+			add(f+".localASN", in.LocalASN, "must be 1..4294967295")
+		} else if prev, dup := asns[in.LocalASN]; dup {
+			add(f+".localASN", in.LocalASN, "duplicates instances[%d]", prev)
+		} else {
+			asns[in.LocalASN] = i
+		}
+		if in.RouterID.IsValid() && (!in.RouterID.Is4() || in.RouterID.IsUnspecified()) {
+			add(f+".routerID", in.RouterID, "must be a non-zero IPv4 address")
+		}
+		peerNames, addrs := map[string]int{}, map[netip.Addr]int{}
+		for j, p := range in.Peers {
+			pf := fmt.Sprintf("%s.peers[%d]", f, j)
+			if prev, dup := peerNames[p.Name]; dup {
+				add(pf+".name", p.Name, "duplicates %s.peers[%d]", f, prev)
+			}
+			peerNames[p.Name] = j
+			if p.PeerAddress.IsValid() {
+				if prev, dup := addrs[p.PeerAddress.Unmap()]; dup {
+					add(pf+".peerAddress", p.PeerAddress, "duplicates %s.peers[%d]", f, prev)
+				}
+				addrs[p.PeerAddress.Unmap()] = j
+			}
+			errs = append(errs, validateNeighbor(pf, p.Neighbor)...)
+			fams := make([]Family, len(p.PeerFamilies))
+			for k, pfam := range p.PeerFamilies {
+				fams[k] = pfam.Family
+				ff := fmt.Sprintf("%s.families[%d]", pf, k)
+				for l, m := range pfam.Import {
+					if err := m.Validate(); err != nil {
+						add(fmt.Sprintf("%s.import[%d]", ff, l), m.String(), "%v", err)
+					} else if m.Prefix.Addr().Is4() != (pfam.Family == IPv4Unicast) {
+						add(fmt.Sprintf("%s.import[%d]", ff, l), m.String(), "is not of the family %s", pfam.Family)
+					}
+				}
+				for l, a := range pfam.Adverts {
+					af := fmt.Sprintf("%s.adverts[%d]", ff, l)
+					switch a.Type {
+					case PodCIDRAdvert, ServiceAdvert:
+					default:
+						add(af+".type", a.Type, "want %q or %q", PodCIDRAdvert, ServiceAdvert)
+					}
+					if a.ServiceSelector != nil {
+						if _, err := a.ServiceSelector.selector(); err != nil {
+							add(af+".serviceSelector", nil, "%v", err)
+						}
+					}
+					if a.AggregationLengthIPv4 > 32 {
+						add(af+".aggregationLengthIPv4", a.AggregationLengthIPv4, "must be 1..32")
+					}
+					if a.AggregationLengthIPv6 > 128 {
+						add(af+".aggregationLengthIPv6", a.AggregationLengthIPv6, "must be 1..128")
+					}
 				}
 			}
-			if n.PeerPort == 0 {
-				add(nf+".peerPort", n.PeerPort, "must be 1..65535")
-			}
-			if n.PeerASN == 0 {
-				add(nf+".peerASN", n.PeerASN, "must be 1..4294967295")
-			}
-			if n.EBGPMultihopTTL == 0 {
-				add(nf+".eBGPMultihopTTL", n.EBGPMultihopTTL, "must be 1..255")
-			}
-			errs = append(errs, validateTimers(nf, n)...)
-			if len(n.Password) > MaxPasswordLength {
-				add(nf+".password", nil, "is %d bytes long, at most %d allowed by TCP-MD5", len(n.Password), MaxPasswordLength)
-			}
-			if len(n.Families) == 0 {
-				add(nf+".families", nil, "at least one address family is required")
-			}
-			seen := make(map[Family]bool)
-			for k, fam := range n.Families {
-				switch {
-				case fam != IPv4Unicast && fam != IPv6Unicast:
-					add(fmt.Sprintf("%s.families[%d]", nf, k), fam, "unsupported address family, want %q or %q", IPv4Unicast, IPv6Unicast)
-				case seen[fam]:
-					add(fmt.Sprintf("%s.families[%d]", nf, k), fam, "duplicate address family")
-				}
-				seen[fam] = true
+			if !slices.Equal(fams, p.Families) {
+				add(pf+".families", p.Families, "must list the families of its peer families %v", fams)
 			}
 		}
 	}

@@ -14,10 +14,12 @@
 //	srv, err := cniserver.New(loop, linuxpod.New(), store, cniserver.Config{
 //		InterfaceType: podiface.AfPacket,
 //		Ready: func(context.Context) error { // STATUS
-//			if !loop.Stats().StartupResyncDone {
+//			select {
+//			case <-loop.Ready(): // the start-up resync was processed
+//				return nil
+//			default:
 //				return errors.New("no start-up resync yet")
 //			}
-//			return nil
 //		},
 //		Logger: log,
 //	})

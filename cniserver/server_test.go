@@ -652,10 +652,12 @@ func TestStatusBeforeStartupResync(t *testing.T) {
 	srv, err := cniserver.New(loop, cniservertest.NewFakeLinux(), cniservertest.NewMemStore(), cniserver.Config{
 		SocketPath: socket,
 		Ready: func(context.Context) error {
-			if !loop.Stats().StartupResyncDone {
+			select {
+			case <-loop.Ready(): // the start-up resync was processed
+				return nil
+			default:
 				return errors.New("no start-up resync yet")
 			}
-			return nil
 		},
 	})
 	require.NoError(t, err)

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -50,7 +51,13 @@ func (l *Loop) scheduleHealing(err error, immediate, failedHealing bool) {
 	} else {
 		h.timer.Reset(delay)
 	}
-	l.log.Warn("healing resync scheduled", slog.Duration("delay", delay),
+	// Warn when the failures start; the later attempts of the same streak
+	// at Debug, the recovery at Info (CONTRIBUTING R10).
+	level := slog.LevelWarn
+	if h.failures > 0 {
+		level = slog.LevelDebug
+	}
+	l.log.LogAttrs(context.Background(), level, "healing resync scheduled", slog.Duration("delay", delay),
 		slog.Int("failedAttempts", h.failures), slog.Any("error", err))
 }
 

@@ -1133,3 +1133,51 @@ func TestUnknownMethodAndNonUpdateEvent(t *testing.T) {
 		require.ErrorContains(t, bad.result(t), "unknown method")
 	})
 }
+
+// warnCounter counts the log records at Warn and above by message.
+type warnCounter struct {
+	mu   sync.Mutex
+	warn map[string]int
+}
+
+func (w *warnCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (w *warnCounter) WithAttrs([]slog.Attr) slog.Handler       { return w }
+func (w *warnCounter) WithGroup(string) slog.Handler            { return w }
+func (w *warnCounter) Handle(_ context.Context, r slog.Record) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r.Level >= slog.LevelWarn {
+		w.warn[r.Message]++
+	}
+	return nil
+}
+
+// TestHealingLogsOnce: a resync that keeps failing is reported at Warn
+// when the failures start (the failed event and the healing scheduled),
+// not at every healing attempt (CONTRIBUTING R10); the recovery at Info.
+func TestHealingLogsOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		attempts := 0
+		fail := func(ev controller.Event) error {
+			if ev.Method() == controller.FullResync {
+				attempts++
+				if attempts <= 4 {
+					return errBoom
+				}
+			}
+			return nil
+		}
+		logs := &warnCounter{warn: map[string]int{}}
+		l := newLoop(t, []controller.EventHandler{handler("a", &callLog{}, fail)}, &controllertest.Southbound{},
+			controller.Config{HealingDelay: time.Second, Logger: slog.New(logs)})
+		stop, _ := run(t, l)
+		require.NoError(t, l.PushEvent(controller.NewDBResync()))
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		require.Equal(t, 5, attempts, "the start-up and 3 healing resyncs failed, the 4th healed")
+		logs.mu.Lock()
+		assert.Equal(t, map[string]int{"event processing failed": 1, "healing resync scheduled": 1}, logs.warn)
+		logs.mu.Unlock()
+		require.ErrorIs(t, stop(), context.Canceled)
+	})
+}

@@ -36,7 +36,13 @@ func (l *Loop) process(ec evContexts, ev Event, followUp bool) {
 	}
 	if err != nil {
 		l.stats.failed.Add(1)
-		l.log.Warn("event processing failed", slog.Uint64("seq", rec.Seq),
+		// A healing resync that fails again is part of a failure already
+		// reported: Debug (CONTRIBUTING R10).
+		level := slog.LevelWarn
+		if _, healing := ev.(*HealingResync); healing && l.heal.failures > 0 {
+			level = slog.LevelDebug
+		}
+		l.log.LogAttrs(ec.commit, level, "event processing failed", slog.Uint64("seq", rec.Seq),
 			slog.String("event", rec.Name), slog.Bool("permanent", IsPermanent(err)), slog.Any("error", err))
 	} else if l.log.Enabled(ec.commit, slog.LevelDebug) {
 		l.log.Debug("event processed", slog.Uint64("seq", rec.Seq), slog.String("event", ev.String()),

@@ -11,14 +11,20 @@ import (
 	"github.com/vswitchkit/vswitchkit/internal/kubetest"
 )
 
-// Files are the manifests, in the order they are applied: config.yaml,
+// Files are the manifests, in the order they are applied: namespace.yaml
+// (applied on its own, before the dry run of the others), config.yaml,
 // crds.yaml, reflector.yaml, vswitch.yaml.
 //
-//go:embed config.yaml crds.yaml reflector.yaml vswitch.yaml
+//go:embed namespace.yaml config.yaml crds.yaml reflector.yaml vswitch.yaml
 var Files embed.FS
 
 // Order is the order of the files in [Files].
-var Order = []string{"config.yaml", CRDsFile, "reflector.yaml", "vswitch.yaml"}
+var Order = []string{NamespaceFile, "config.yaml", CRDsFile, "reflector.yaml", "vswitch.yaml"}
+
+// NamespaceFile creates the namespace of the BGP auth secrets, which the
+// reflector's Role is in: a server-side dry run of the other files needs
+// it applied first.
+const NamespaceFile = "namespace.yaml"
 
 // CRDsFile is the generated file of the custom resource definitions.
 const CRDsFile = "crds.yaml"

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -115,6 +116,19 @@ func reflectorRole(t *testing.T) *rbacv1.ClusterRole {
 	return role
 }
 
+// reflectorSecretRole is the Role of deploy/reflector.yaml: the BGP auth
+// secrets.
+func reflectorSecretRole(t *testing.T) *rbacv1.Role {
+	t.Helper()
+	u := find(t, manifests(t), "Role", "vswitchkit-reflector")
+	role := &rbacv1.Role{}
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, role))
+	return role
+}
+
+// verbs are the verbs the RBAC tests ask about.
+var verbs = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
+
 // TestReflectorRBACIsTheExample: the ClusterRole in examples/reflector's
 // README is the one deployed.
 func TestReflectorRBACIsTheExample(t *testing.T) {
@@ -138,7 +152,11 @@ func TestKubeManifestsApply(t *testing.T) {
 	c := kubeCluster.Get(t)
 	ctx := context.Background()
 	objs := manifests(t)
-	_, err := kubetest.Apply(ctx, c.AdminConfig(), objs, kubetest.ApplyOptions{DryRun: true})
+	ns, rest := objs[:1], objs[1:]
+	require.Equal(t, "Namespace", ns[0].GetKind(), deploy.NamespaceFile)
+	_, err := kubetest.Apply(ctx, c.AdminConfig(), ns, kubetest.ApplyOptions{})
+	require.NoError(t, err, deploy.NamespaceFile)
+	_, err = kubetest.Apply(ctx, c.AdminConfig(), rest, kubetest.ApplyOptions{DryRun: true})
 	require.NoError(t, err, "server-side dry run")
 	kube := c.Admin()
 	_, err = kube.AppsV1().DaemonSets("kube-system").Get(ctx, "vswitchkit-vswitch", metav1.GetOptions{})
@@ -151,7 +169,9 @@ func TestKubeManifestsApply(t *testing.T) {
 				args = append(args, dryRun)
 			}
 			for _, f := range deploy.Order {
-				args = append(args, "-f", f)
+				if f != deploy.NamespaceFile || dryRun == "" {
+					args = append(args, "-f", f)
+				}
 			}
 			out, err := exec.CommandContext(ctx, kubectl, args...).CombinedOutput()
 			require.NoError(t, err, "kubectl %s:\n%s", strings.Join(args, " "), out)
@@ -172,11 +192,14 @@ func TestKubeManifestsApply(t *testing.T) {
 	assert.EqualValues(t, 2, *dep.Spec.Replicas)
 	require.NoError(t, kubetest.InstallCRDs(ctx, c.AdminConfig(), deploy.CRDsFile), "the CRDs are established")
 
-	can := func(sa, group, resource, verb string) bool {
+	can := func(sa, ns, group, resource, verb string) bool {
+		res, sub, _ := strings.Cut(resource, "/")
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:               "system:serviceaccount:kube-system:" + sa,
-			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"},
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: group, Resource: resource, Verb: verb},
+			User:   "system:serviceaccount:kube-system:" + sa,
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: ns, Group: group, Resource: res, Subresource: sub, Verb: verb,
+			},
 		}}
 		got, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
 		require.NoError(t, err)
@@ -184,14 +207,18 @@ func TestKubeManifestsApply(t *testing.T) {
 	}
 	for _, rule := range reflectorRole(t).Rules {
 		for _, res := range rule.Resources {
-			for _, verb := range []string{"list", "watch"} {
-				assert.True(t, can("vswitchkit-reflector", rule.APIGroups[0], res, verb), "reflector %s %s", verb, res)
-				assert.False(t, can("vswitchkit-vswitch", rule.APIGroups[0], res, verb), "daemon %s %s", verb, res)
-			}
-			for _, verb := range []string{"get", "create", "update", "patch", "delete"} {
-				assert.False(t, can("vswitchkit-reflector", rule.APIGroups[0], res, verb), "reflector %s %s", verb, res)
+			for _, verb := range verbs {
+				assert.Equal(t, slices.Contains(rule.Verbs, verb), can("vswitchkit-reflector", "", rule.APIGroups[0], res, verb), "reflector %s %s", verb, res)
+				assert.False(t, can("vswitchkit-vswitch", "", rule.APIGroups[0], res, verb), "daemon %s %s", verb, res)
 			}
 		}
+	}
+	// The Secrets of the BGP secrets namespace alone.
+	for _, verb := range verbs {
+		want := verb == "list" || verb == "watch"
+		assert.Equal(t, want, can("vswitchkit-reflector", bgpreflector.DefaultSecretNamespace, "", "secrets", verb), "reflector %s secrets", verb)
+		assert.False(t, can("vswitchkit-reflector", "kube-system", "", "secrets", verb), "reflector %s secrets of kube-system", verb)
+		assert.False(t, can("vswitchkit-vswitch", bgpreflector.DefaultSecretNamespace, "", "secrets", verb), "daemon %s secrets", verb)
 	}
 }
 
@@ -202,12 +229,13 @@ type noWatchList struct{ cache.ListerWatcher }
 
 func (noWatchList) IsWatchListSemanticsUnSupported() bool { return true }
 
-// startReflector runs the reflector of every resource (the built-in ones
-// and the BGP peering policies) with cfg's identity, in list-and-watch
+// startReflector runs the reflector of every resource (the built-in ones,
+// the BGP peering policies and the v2 BGP objects with their auth secrets) with cfg's identity, in list-and-watch
 // mode with listWatch, and returns it with its stop function.
 func startReflector(t *testing.T, cli *clientv3.Client, kube kubernetes.Interface, dyn dynamic.Interface, listWatch bool) (*reflector.Reflector, func()) {
 	t.Helper()
 	res := append(reflector.KubernetesResources(kube), bgpreflector.Resource(dyn))
+	res = append(res, bgpreflector.V2Resources(dyn, kube, bgpreflector.V2Config{})...)
 	if listWatch {
 		for i := range res {
 			if res[i].ListWatch != nil {
@@ -225,20 +253,26 @@ func startReflector(t *testing.T, cli *clientv3.Client, kube kubernetes.Interfac
 
 // TestKubeReflectorRBACIsExactlyEnough runs the reflector of every
 // resource through the service account of deploy/reflector.yaml: with the
-// ClusterRole as deployed it syncs every informer, leads and writes, and
-// no request is refused; with any one verb of one resource taken away,
-// that resource's requests are refused (403) and its informer never
-// syncs, so the reflector never starts writing. "list" is only needed
-// where the informers cannot use a watch-list (they then list, then
-// watch): against this API server and etcd they watch-list, which needs
-// "watch" alone; the test takes "list" away in list-and-watch mode.
+// ClusterRole and Role as deployed it syncs every informer, leads and
+// writes, and no request is refused; with any one verb of one resource
+// taken away, that resource's requests are refused (403) and its informer
+// never syncs, so the reflector never starts writing. "list" is only
+// needed where the informers cannot use a watch-list (they then list,
+// then watch): against this API server and etcd they watch-list, which
+// needs "watch" alone; the test takes "list" away in list-and-watch mode.
+// The BGP status writer beside it creates, updates the status of and
+// deletes a node's BGPNodeStatus, and fails without any one of its verbs.
 func TestKubeReflectorRBACIsExactlyEnough(t *testing.T) {
 	c := kubeCluster.Get(t)
 	ctx := context.Background()
 	objs := manifests(t)
 	require.NoError(t, kubetest.InstallCRDs(ctx, c.AdminConfig(), deploy.CRDsFile))
 	rbac := slices.DeleteFunc(slices.Clone(objs), func(o *unstructured.Unstructured) bool {
-		return o.GetKind() != "ServiceAccount" && o.GetKind() != "ClusterRole" && o.GetKind() != "ClusterRoleBinding"
+		switch o.GetKind() {
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Namespace", "Role", "RoleBinding":
+			return false
+		}
+		return true
 	})
 	_, err := kubetest.Apply(ctx, c.AdminConfig(), rbac, kubetest.ApplyOptions{})
 	require.NoError(t, err)
@@ -249,21 +283,60 @@ func TestKubeReflectorRBACIsExactlyEnough(t *testing.T) {
 	dyn, err := dynamic.NewForConfig(saCfg)
 	require.NoError(t, err)
 	admin := c.Admin()
-	full := reflectorRole(t)
-	setRole := func(rules []rbacv1.PolicyRule) {
+	full, fullSecrets := reflectorRole(t), reflectorSecretRole(t)
+	// setRoles sets the rules of the ClusterRole and of the Role.
+	setRoles := func(rules, secretRules []rbacv1.PolicyRule) {
 		role, err := admin.RbacV1().ClusterRoles().Get(ctx, full.Name, metav1.GetOptions{})
 		require.NoError(t, err)
 		role.Rules = rules
 		_, err = admin.RbacV1().ClusterRoles().Update(ctx, role, metav1.UpdateOptions{})
 		require.NoError(t, err)
+		srole, err := admin.RbacV1().Roles(fullSecrets.Namespace).Get(ctx, fullSecrets.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		srole.Rules = secretRules
+		_, err = admin.RbacV1().Roles(fullSecrets.Namespace).Update(ctx, srole, metav1.UpdateOptions{})
+		require.NoError(t, err)
 	}
-	t.Cleanup(func() { setRole(full.Rules) })
-	// The reflector resources each Kubernetes resource feeds.
+	t.Cleanup(func() { setRoles(full.Rules, fullSecrets.Rules) })
+	// without returns rules without verb on res.
+	without := func(rules []rbacv1.PolicyRule, ri int, res, verb string) []rbacv1.PolicyRule {
+		rule := rules[ri]
+		rules = slices.Clone(rules)
+		rest := slices.DeleteFunc(slices.Clone(rule.Resources), func(s string) bool { return s == res })
+		vs := slices.DeleteFunc(slices.Clone(rule.Verbs), func(s string) bool { return s == verb })
+		rules[ri].Resources = rest
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: rule.APIGroups, Resources: []string{res}, Verbs: vs})
+		return slices.DeleteFunc(rules, func(r rbacv1.PolicyRule) bool { return len(r.Resources) == 0 || len(r.Verbs) == 0 })
+	}
+	// The reflector resources each Kubernetes resource feeds; the BGP
+	// status objects are written by the status writer.
 	fed := map[string][]string{
 		"pods": {kubemodel.PodResource, kubemodel.PodPeerResource}, "services": {kubemodel.ServiceResource},
 		"nodes": {kubemodel.NodeResource}, "namespaces": {kubemodel.NamespaceResource},
 		"endpointslices": {kubemodel.EndpointsResource}, "networkpolicies": {kubemodel.NetworkPolicyResource},
 		"bgppeeringpolicies": {bgpmodel.PolicyResourceName},
+		"bgpclusterconfigs":  {bgpmodel.ClusterConfigResourceName}, "bgppeerconfigs": {bgpmodel.PeerConfigResourceName},
+		"bgpadvertisements":      {bgpmodel.AdvertisementResourceName},
+		"bgpnodeconfigoverrides": {bgpmodel.NodeConfigOverrideResourceName},
+		"secrets":                {bgpmodel.AuthSecretResourceName},
+	}
+	statusWriter := func(t *testing.T, cli *clientv3.Client, r *reflector.Reflector) (*bgpreflector.StatusWriter, func()) {
+		w, err := bgpreflector.NewStatusWriter(cli, dyn, func() bool { return r.Stats().Leader },
+			bgpreflector.StatusWriterConfig{MinInterval: -1, MaxWritesPerSecond: -1})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = w.Run(ctx) })
+		return w, func() { cancel(); wg.Wait() }
+	}
+	adminDyn, err := dynamic.NewForConfig(c.AdminConfig())
+	require.NoError(t, err)
+	nodeStatuses := adminDyn.Resource(bgpreflector.GroupVersionResourceV2(bgpreflector.PluralNodeStatus))
+	putStatus := func(t *testing.T, cli *clientv3.Client, node string) {
+		b, err := proto.Marshal(&bgpmodel.NodeStatus{Node: node, Source: "BGPClusterConfig/cc"})
+		require.NoError(t, err)
+		_, err = cli.Put(ctx, bgpmodel.StatusKey("", node), string(b))
+		require.NoError(t, err)
 	}
 
 	t.Run("complete", func(t *testing.T) {
@@ -271,26 +344,84 @@ func TestKubeReflectorRBACIsExactlyEnough(t *testing.T) {
 			srv := newEtcd(t)
 			r, stop := startReflector(t, srv, kube, dyn, listWatch)
 			require.Eventually(t, func() bool { s := r.Stats(); return s.Leader && s.Reconciles > 0 }, time.Minute, 10*time.Millisecond, "list-and-watch %v", listWatch)
+			if !listWatch {
+				// The status writer: a node's object created with its
+				// status, deleted when the status goes.
+				w, stopW := statusWriter(t, srv, r)
+				putStatus(t, srv, "node-rbac")
+				require.Eventually(t, func() bool {
+					o, err := nodeStatuses.Get(ctx, "node-rbac", metav1.GetOptions{})
+					if err != nil {
+						return false
+					}
+					src, _, _ := unstructured.NestedString(o.Object, "status", "source")
+					return src == "BGPClusterConfig/cc"
+				}, time.Minute, 10*time.Millisecond, "the status writer's object")
+				_, err := srv.Delete(ctx, bgpmodel.StatusKey("", "node-rbac"))
+				require.NoError(t, err)
+				require.Eventually(t, func() bool {
+					_, err := nodeStatuses.Get(ctx, "node-rbac", metav1.GetOptions{})
+					return apierrors.IsNotFound(err)
+				}, time.Minute, 10*time.Millisecond, "the status writer deletes the object")
+				stopW()
+				assert.Zero(t, w.Stats().Errors, "status writer errors")
+			}
 			stop()
 			for name, rs := range r.Stats().Resources {
 				assert.Zero(t, rs.APIErrors, "%s (list-and-watch %v): %s", name, listWatch, rs.LastAPIError)
 			}
 		}
 	})
+	type roleRule struct {
+		secrets bool // of the Role, not the ClusterRole
+		ri      int
+		rule    rbacv1.PolicyRule
+	}
+	var all []roleRule
 	for ri, rule := range full.Rules {
-		for _, res := range rule.Resources {
-			require.Contains(t, fed, res, "a resource the test does not know")
-			for _, verb := range rule.Verbs {
+		all = append(all, roleRule{false, ri, rule})
+	}
+	for ri, rule := range fullSecrets.Rules {
+		all = append(all, roleRule{true, ri, rule})
+	}
+	for _, rr := range all {
+		for _, res := range rr.rule.Resources {
+			for _, verb := range rr.rule.Verbs {
 				t.Run(verb+" "+res, func(t *testing.T) {
-					rules := slices.Clone(full.Rules)
-					rest := slices.DeleteFunc(slices.Clone(rule.Resources), func(s string) bool { return s == res })
-					verbs := slices.DeleteFunc(slices.Clone(rule.Verbs), func(s string) bool { return s == verb })
-					rules[ri].Resources = rest
-					rules = append(rules, rbacv1.PolicyRule{APIGroups: rule.APIGroups, Resources: []string{res}, Verbs: verbs})
-					rules = slices.DeleteFunc(rules, func(r rbacv1.PolicyRule) bool { return len(r.Resources) == 0 || len(r.Verbs) == 0 })
-					setRole(rules)
-					t.Cleanup(func() { setRole(full.Rules) })
+					rules, secretRules := full.Rules, fullSecrets.Rules
+					if rr.secrets {
+						secretRules = without(secretRules, rr.ri, res, verb)
+					} else {
+						rules = without(rules, rr.ri, res, verb)
+					}
+					setRoles(rules, secretRules)
+					t.Cleanup(func() { setRoles(full.Rules, fullSecrets.Rules) })
 					srv := newEtcd(t)
+					if strings.HasPrefix(res, bgpreflector.PluralNodeStatus) {
+						// The status writer's verbs: get and create (a new
+						// node's object), update of the status, delete.
+						r, stop := startReflector(t, srv, kube, dyn, false)
+						defer stop()
+						w, stopW := statusWriter(t, srv, r)
+						defer stopW()
+						if verb == "delete" {
+							_, err := nodeStatuses.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+								"apiVersion": bgpreflector.GroupV2 + "/" + bgpreflector.VersionV2, "kind": bgpreflector.KindNodeStatus,
+								"metadata": map[string]any{"name": "node-rbac"},
+							}}, metav1.CreateOptions{})
+							require.NoError(t, err)
+							putStatus(t, srv, "node-rbac")
+							require.Eventually(t, func() bool { return w.Stats().Writes > 0 }, time.Minute, 10*time.Millisecond)
+							_, err = srv.Delete(ctx, bgpmodel.StatusKey("", "node-rbac"))
+							require.NoError(t, err)
+						} else {
+							putStatus(t, srv, "node-rbac")
+						}
+						t.Cleanup(func() { _ = nodeStatuses.Delete(ctx, "node-rbac", metav1.DeleteOptions{}) })
+						require.Eventually(t, func() bool { return w.Stats().Errors > 0 }, time.Minute, 10*time.Millisecond, "no error without %s %s", verb, res)
+						return
+					}
+					require.Contains(t, fed, res, "a resource the test does not know")
 					r, stop := startReflector(t, srv, kube, dyn, verb == "list")
 					defer stop()
 					require.Eventually(t, func() bool {

@@ -288,7 +288,7 @@ func (a *allocation) try(ctx context.Context, c claimAttempt) (uint32, vswitchRe
 	a.retry = nil
 	switch o {
 	case claimed:
-		return c.id, vswitchRecord{ID: c.id, Name: ns.name}, true, nil
+		return c.id, ns.claimedRecord(c.id), true, nil
 	case recordChanged:
 		ns.log.Debug("own record changed while claiming an ID; starting over", slog.Uint64("id", uint64(c.id)))
 	case idTaken:
@@ -319,7 +319,7 @@ func (a *allocation) commit(ctx context.Context, c claimAttempt) (outcome, error
 	if err != nil {
 		return 0, fmt.Errorf("nodesync: encode ID claim: %w", err)
 	}
-	rec, err := proto.Marshal(recordToModel(vswitchRecord{ID: c.id, Name: ns.name}))
+	rec, err := proto.Marshal(recordToModel(ns.claimedRecord(c.id)))
 	if err != nil {
 		return 0, fmt.Errorf("nodesync: encode node record: %w", err)
 	}
@@ -478,7 +478,7 @@ func (a *allocation) repair(ctx context.Context) (uint32, vswitchRecord, bool, e
 			return 0, vswitchRecord{}, false, err
 		}
 		ns.log.Info("found this node's claim by scanning", slog.Uint64("id", uint64(id)))
-		return id, vswitchRecord{ID: id, Name: ns.name}, true, nil
+		return id, ns.claimedRecord(id), true, nil
 	}
 	for _, kv := range res.Results[1] {
 		if id, ok := parseFreeKey(kv.Key); ok {
@@ -503,7 +503,7 @@ func (a *allocation) repair(ctx context.Context) (uint32, vswitchRecord, bool, e
 // expected.
 func (a *allocation) writeRecord(ctx context.Context, id uint32) error {
 	ns := a.ns
-	rec, err := proto.Marshal(recordToModel(vswitchRecord{ID: id, Name: ns.name}))
+	rec, err := proto.Marshal(recordToModel(ns.claimedRecord(id)))
 	if err != nil {
 		return fmt.Errorf("nodesync: encode node record: %w", err)
 	}
@@ -518,6 +518,29 @@ func (a *allocation) writeRecord(ctx context.Context, id uint32) error {
 		return fmt.Errorf("%w: own record changed while writing it", errRetry)
 	}
 	return nil
+}
+
+// claimedRecord is this node's record with ID id as a claim writes it:
+// with the addresses of Config.InitialNodeIPs, if set and valid.
+func (ns *NodeSync) claimedRecord(id uint32) vswitchRecord {
+	rec := vswitchRecord{ID: id, Name: ns.name}
+	if ns.cfg.InitialNodeIPs == nil {
+		return rec
+	}
+	ips, err := ns.cfg.InitialNodeIPs(id)
+	if err == nil {
+		for _, a := range ips {
+			if err = a.Validate(); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		ns.log.Warn("cannot write the node's addresses with its ID; PublishNodeIPs will", slog.Uint64("id", uint64(id)), slog.Any("error", err))
+		return rec
+	}
+	rec.IPs = ips.Canonical()
+	return rec
 }
 
 // claimOwner returns the name in the claim of id, "" if there is none, and

@@ -48,6 +48,18 @@ type Config struct {
 	// jitter). Lost allocation races are retried without delay. Default: 50ms.
 	RetryBackoff time.Duration
 
+	// InitialNodeIPs, when set, returns the VPP addresses this node will
+	// publish, given its node ID (an agent's node-interconnect address,
+	// which IPAM computes from the ID). They are written into the node's
+	// record together with the claim of its ID, so that a joining node
+	// writes its record once and every other node receives one watch
+	// event per join instead of two (the claim, then PublishNodeIPs, which
+	// then writes only if the addresses differ). An error, or addresses
+	// that PublishNodeIPs would refuse, leave the record without
+	// addresses until PublishNodeIPs. Default: nil, the record carries no
+	// addresses until PublishNodeIPs.
+	InitialNodeIPs func(id uint32) (IPsWithNetworks, error)
+
 	// LocalState keeps this node's ID and the last snapshot of the node
 	// records on the node, so that Run can start without the DB: when the
 	// DB has not confirmed the ID within LocalFallbackDelay, Run starts with

@@ -87,9 +87,14 @@
 // most Config.StartupTimeout and only as long as the loop's context lasts;
 // if Run has not been called within [NotRunningDelay] it fails at once
 // with [ErrNotRunning], so that a forgotten Run is reported in seconds
-// instead of blocking the loop. Record changes reach the handler as
-// internal events pushed into the loop; if a push fails or the watch
-// breaks, Run re-lists and pushes one snapshot.
+// instead of blocking the loop. Record changes reach the handler in
+// batches: at most one internal event of a NodeSync waits in the loop's
+// queue however many changes arrive (a storm of joins while the loop waits
+// for its start-up resync costs no queue space); the handler applies them
+// in order, at most 256 per event. If a push fails or the watch breaks,
+// Run re-lists and pushes one snapshot. With Config.InitialNodeIPs a
+// joining node writes its VPP addresses with the claim of its ID, so the
+// other nodes receive one change per join.
 //
 // # Not done here
 //

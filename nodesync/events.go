@@ -66,20 +66,20 @@ func (ev *NodeUpdate) IsBlocking() bool { return false }
 // Done is a no-op.
 func (ev *NodeUpdate) Done(error) {}
 
-// recordChange carries one change of a vswitch node record from the watcher
-// goroutine of Run into the event loop, where NodeSync applies it.
+// recordChange tells the event loop that Run's watch has queued record
+// changes ([NodeSync] batch): the handler applies them, at most
+// maxBatch per event, in revision order. At most one recordChange of a
+// NodeSync is in the loop's queue at a time, however many changes arrive
+// meanwhile (thousands of nodes joining at once, while the loop waits for
+// its start-up resync), so the changes never fill the queue and a change
+// that arrives while one is queued costs no event of its own.
 type recordChange struct {
 	owner *NodeSync
-	ev    WatchEvent
 }
 
 func (ev *recordChange) GetName() string { return "Vswitch Node Record Change" }
 func (ev *recordChange) String() string {
-	op := "put"
-	if ev.ev.Deleted() {
-		op = "delete"
-	}
-	return fmt.Sprintf("Vswitch Node Record Change: %s %s (revision %d)", op, ev.ev.Key, ev.ev.Revision)
+	return "Vswitch Node Record Change: " + ev.owner.batchDescription()
 }
 func (ev *recordChange) Method() controller.EventMethodType { return controller.Update }
 func (ev *recordChange) TransactionType() controller.UpdateTransactionType {

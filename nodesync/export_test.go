@@ -8,3 +8,7 @@ func (ns *NodeSync) JoinForTest(ctx context.Context) (uint32, error) {
 	id, _, err := ns.allocate(ctx)
 	return id, err
 }
+
+// AppliedRecordChangesForTest returns the number of watched record
+// changes the handler has taken so far.
+func (ns *NodeSync) AppliedRecordChangesForTest() uint64 { return ns.applied.Load() }

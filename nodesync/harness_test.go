@@ -34,7 +34,8 @@ type harness struct {
 	db      testDB
 	rec     *controllertest.EventRecorder
 	ns      *nodesync.NodeSync
-	next    int // index of the next recorded event to process
+	next    int    // index of the next recorded event to process
+	applied uint64 // record changes applied when pump last returned
 	updates []*nodesync.NodeUpdate
 	done    chan error
 }
@@ -134,26 +135,35 @@ func (h *harness) process(stop func(controller.Event) bool) (n int, stopped bool
 	return len(evs), false
 }
 
-// pump processes recorded events until wantRecordEvents record changes
-// (pushed by Run's watcher) have been handled, and returns the NodeUpdate
+// pump processes recorded events until wantRecordEvents more record
+// changes (pushed by Run's watch, several per event when they arrive
+// together) or record snapshots (pushed after the confirmation of a saved
+// ID or a broken watch) have been applied, and returns the NodeUpdate
 // events pushed meanwhile.
 func (h *harness) pump(wantRecordEvents int) []*nodesync.NodeUpdate {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	seen := 0
-	count := func(controller.Event) bool { seen++; return false }
+	snapshots := 0
+	count := func(ev controller.Event) bool {
+		if ev.GetName() == "Vswitch Node Record Resync" {
+			snapshots++
+		}
+		return false
+	}
+	got := func() int { return int(h.ns.AppliedRecordChangesForTest()-h.applied) + snapshots }
 	for {
 		n, _ := h.process(count)
-		if seen >= wantRecordEvents {
+		if got() >= wantRecordEvents {
 			// NodeUpdates pushed by the last Update are recorded already.
-			h.process(func(controller.Event) bool { return false })
+			h.process(count)
+			h.applied = h.ns.AppliedRecordChangesForTest()
 			out := h.updates
 			h.updates = nil
 			return out
 		}
 		_, err := h.rec.WaitFor(ctx, n+1)
-		require.NoError(h.t, err, "waiting for %d record events, got %d", wantRecordEvents, seen)
+		require.NoError(h.t, err, "waiting for %d record changes, got %d", wantRecordEvents, got())
 	}
 }
 

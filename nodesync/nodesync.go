@@ -72,13 +72,24 @@ type NodeSync struct {
 	// also across its DB write, bounded by Config.RequestTimeout, which
 	// GetAllNodes and Run's state changes may then wait for); Run and the
 	// getters hold it briefly, never across I/O or a wait.
-	mu        sync.Mutex
-	st        startup // Run's start-up state
-	synced    bool    // the start-up resync is done
+	// batchMu guards batch and batchQueued: the record changes the watch
+	// received that the loop has not applied yet, and whether a
+	// recordChange is in the loop's queue to apply them. It is taken
+	// alone, or after mu, never across a DB request or a push.
+	batchMu     sync.Mutex
+	batch       []WatchEvent
+	batchQueued bool
+	applied     atomic.Uint64 // record changes taken from the batch (read by tests)
+
+	mu     sync.Mutex
+	st     startup // Run's start-up state
+	synced bool    // the start-up resync is done
+	// records and kube are the two halves of every node's view
+	// (compose). Their values are never modified in place: a change
+	// replaces the value, so that a composed node shares their slices.
 	records   map[string]vswitchRecord
 	recRev    int64 // revision of the record snapshot in use
 	kube      map[string]kubeInfo
-	nodes     Nodes
 	published IPsWithNetworks // this node's VPP IPs as stored, canonical
 }
 
@@ -121,7 +132,6 @@ func New(nodeName string, db ClusterWideDB, loop controller.EventLoop, cfg Confi
 		done:    make(chan struct{}),
 		records: make(map[string]vswitchRecord),
 		kube:    make(map[string]kubeInfo),
-		nodes:   make(Nodes),
 	}, nil
 }
 
@@ -481,7 +491,7 @@ func (ns *NodeSync) watch(ctx context.Context, rev int64) error {
 				cancel()
 				return
 			}
-			if err := ns.loop.PushEvent(&recordChange{owner: ns, ev: ev}); err != nil {
+			if err := ns.enqueue(ev); err != nil {
 				failure = fmt.Errorf("push record change: %w", err)
 				cancel()
 				return
@@ -500,7 +510,8 @@ func (ns *NodeSync) watch(ctx context.Context, rev int64) error {
 			err = failure
 		}
 		// The watch broke: re-list after a backoff and push the records
-		// as one snapshot.
+		// as one snapshot, which supersedes the changes not applied yet.
+		ns.dropBatch()
 		d := brk.NextBackOff()
 		broken.Fail(err, d)
 		if err := retry.Sleep(ctx, d); err != nil {
@@ -565,6 +576,7 @@ func (ns *NodeSync) Resync(event controller.Event, kubeStateData controller.Kube
 	if !ns.synced {
 		ns.replaceRecords(snap)
 		ns.synced = true
+		ns.st.snap = ListResult{} // in the records now; the raw copy is not needed again
 	}
 	ns.kube = make(map[string]kubeInfo)
 	for key, value := range kubeStateData[kubemodel.NodeResource] {
@@ -573,14 +585,7 @@ func (ns *NodeSync) Resync(event controller.Event, kubeStateData controller.Kube
 			ns.kube[name] = info
 		}
 	}
-	nodes := make(Nodes)
-	for _, name := range ns.knownNames() {
-		if n := ns.compose(name); n != nil {
-			nodes[name] = n
-		}
-	}
-	ns.nodes = nodes
-	ns.log.Debug("resynced", slog.Int("resyncCount", resyncCount), slog.Int("nodes", len(nodes)))
+	ns.log.Debug("resynced", slog.Int("resyncCount", resyncCount), slog.Int("nodes", len(ns.knownNames())))
 	return nil
 }
 
@@ -714,14 +719,17 @@ func (ns *NodeSync) compose(name string) *Node {
 	if !hasRec && !hasKube {
 		return nil
 	}
+	// The node shares the slices of the record and the Kubernetes node:
+	// none of them is modified in place (a change replaces them), and
+	// the nodes leave NodeSync only as copies (GetAllNodes, NodeUpdate).
 	n := &Node{Name: name}
 	if hasRec {
 		n.ID = rec.ID
-		n.VppIPAddresses = slices.Clone(rec.IPs)
+		n.VppIPAddresses = rec.IPs
 	}
 	if hasKube {
-		n.MgmtIPAddresses = (&Node{MgmtIPAddresses: kube.Mgmt}).Clone().MgmtIPAddresses
-		n.PodCIDRs = slices.Clone(kube.PodCIDRs)
+		n.MgmtIPAddresses = kube.Mgmt
+		n.PodCIDRs = kube.PodCIDRs
 	}
 	return n
 }
@@ -739,6 +747,7 @@ func (ns *NodeSync) Update(event controller.Event, _ controller.UpdateOperations
 			ns.log.Warn("skipping Kubernetes node with malformed key", slog.Any("error", err))
 			return "skipped malformed node key", nil
 		}
+		prev := ns.compose(name)
 		if ev.NewValue == nil {
 			delete(ns.kube, name)
 		} else {
@@ -748,13 +757,13 @@ func (ns *NodeSync) Update(event controller.Event, _ controller.UpdateOperations
 			}
 			ns.kube[n] = info
 		}
-		return ns.refresh(name)
+		return ns.refresh(name, prev)
 
 	case *recordChange:
 		if !ns.synced {
 			return "", fmt.Errorf("%w: record change before the start-up resync", ErrNotReady)
 		}
-		return ns.applyRecordEvent(ev.ev)
+		return ns.applyBatch()
 
 	case *recordResync:
 		if !ns.synced {
@@ -764,6 +773,10 @@ func (ns *NodeSync) Update(event controller.Event, _ controller.UpdateOperations
 			return "stale record snapshot ignored", nil
 		}
 		old := ns.records
+		prevs := make(map[string]*Node, len(old)+len(ns.kube))
+		for _, n := range ns.knownNames() {
+			prevs[n] = ns.compose(n)
+		}
 		ns.replaceRecords(ev.list)
 		changed := make(map[string]bool)
 		for n := range old {
@@ -775,7 +788,7 @@ func (ns *NodeSync) Update(event controller.Event, _ controller.UpdateOperations
 		var descs []string
 		var errs []error
 		for _, n := range slices.Sorted(maps.Keys(changed)) {
-			d, err := ns.refresh(n)
+			d, err := ns.refresh(n, prevs[n])
 			if d != "" {
 				descs = append(descs, d)
 			}
@@ -784,6 +797,86 @@ func (ns *NodeSync) Update(event controller.Event, _ controller.UpdateOperations
 		return strings.Join(descs, "; "), errors.Join(errs...)
 	}
 	return "", nil
+}
+
+// maxBatch bounds the record changes one recordChange event applies: each
+// may push a NodeUpdate follow-up, and the loop bounds those
+// (controller.Config.QueueSize).
+const maxBatch = 256
+
+// enqueue adds a watched record change to the batch and pushes a
+// recordChange unless one is queued already.
+func (ns *NodeSync) enqueue(ev WatchEvent) error {
+	ns.batchMu.Lock()
+	ns.batch = append(ns.batch, ev)
+	queued := ns.batchQueued
+	ns.batchQueued = true
+	ns.batchMu.Unlock()
+	if queued {
+		return nil
+	}
+	if err := ns.loop.PushEvent(&recordChange{owner: ns}); err != nil {
+		ns.batchMu.Lock()
+		ns.batchQueued = false
+		ns.batchMu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// dropBatch forgets the changes not applied yet (a record snapshot read
+// afterwards supersedes them).
+func (ns *NodeSync) dropBatch() {
+	ns.batchMu.Lock()
+	ns.batch = nil
+	ns.batchMu.Unlock()
+}
+
+// batchDescription describes the changes waiting.
+func (ns *NodeSync) batchDescription() string {
+	ns.batchMu.Lock()
+	defer ns.batchMu.Unlock()
+	return fmt.Sprintf("%d changes waiting", len(ns.batch))
+}
+
+// applyBatch applies up to maxBatch waiting record changes, in order, and
+// pushes another recordChange (a follow-up) when more wait; ns.mu is held.
+func (ns *NodeSync) applyBatch() (string, error) {
+	ns.batchMu.Lock()
+	n := min(len(ns.batch), maxBatch)
+	evs := slices.Clone(ns.batch[:n])
+	ns.batch = ns.batch[n:]
+	if len(ns.batch) == 0 {
+		ns.batch = nil
+		ns.batchQueued = false
+	}
+	more := ns.batchQueued
+	ns.batchMu.Unlock()
+	ns.applied.Add(uint64(n))
+	var descs []string
+	var errs []error
+	for _, ev := range evs {
+		d, err := ns.applyRecordEvent(ev)
+		if d != "" {
+			descs = append(descs, d)
+		}
+		errs = append(errs, err)
+	}
+	if more {
+		if err := ns.loop.PushEvent(&recordChange{owner: ns}); err != nil {
+			// The next change the watch receives pushes again; until
+			// then the rest waits. Say so: the view lags.
+			ns.batchMu.Lock()
+			ns.batchQueued = false
+			ns.batchMu.Unlock()
+			errs = append(errs, fmt.Errorf("nodesync: push the rest of the record changes: %w", err))
+		}
+	}
+	desc := fmt.Sprintf("%d record changes, %d nodes updated", len(evs), len(descs))
+	if len(evs) == 1 {
+		desc = strings.Join(descs, "; ")
+	}
+	return desc, errors.Join(errs...)
 }
 
 // applyRecordEvent applies one watched record change; ns.mu is held.
@@ -798,6 +891,7 @@ func (ns *NodeSync) applyRecordEvent(ev WatchEvent) (string, error) {
 	if cur, ok := ns.records[name]; ok && ev.Revision <= cur.ModRev {
 		return "", nil // already applied (our own write)
 	}
+	prev := ns.compose(name)
 	if ev.Deleted() {
 		delete(ns.records, name)
 	} else {
@@ -809,19 +903,14 @@ func (ns *NodeSync) applyRecordEvent(ev WatchEvent) (string, error) {
 			ns.records[name] = rec
 		}
 	}
-	return ns.refresh(name)
+	return ns.refresh(name, prev)
 }
 
-// refresh recomputes node name and pushes a NodeUpdate when its change is
-// one to report; ns.mu is held.
-func (ns *NodeSync) refresh(name string) (string, error) {
-	prev := ns.nodes[name]
+// refresh pushes a NodeUpdate when the change of node name from prev (its
+// view before the change, composed before the records or Kubernetes nodes
+// changed) is one to report; ns.mu is held.
+func (ns *NodeSync) refresh(name string, prev *Node) (string, error) {
 	next := ns.compose(name)
-	if next == nil {
-		delete(ns.nodes, name)
-	} else {
-		ns.nodes[name] = next
-	}
 	if !reportable(prev, next, name == ns.name) {
 		return "", nil
 	}
@@ -857,7 +946,16 @@ func (ns *NodeSync) Revert(controller.Event) error { return nil }
 func (ns *NodeSync) GetAllNodes() Nodes {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	return ns.nodes.Clone()
+	if !ns.synced {
+		return Nodes{}
+	}
+	out := make(Nodes, len(ns.records)+len(ns.kube))
+	for _, name := range ns.knownNames() {
+		if n := ns.compose(name); n != nil {
+			out[name] = n.Clone()
+		}
+	}
+	return out
 }
 
 // PublishNodeIPs publishes the VPP-side addresses of this node of the given
@@ -918,9 +1016,6 @@ func (ns *NodeSync) PublishNodeIPsContext(ctx context.Context, addresses IPsWith
 	ns.published = next
 	if cur, ok := ns.records[ns.name]; !ok || cur.ModRev < rev {
 		ns.records[ns.name] = rec
-	}
-	if n := ns.compose(ns.name); n != nil {
-		ns.nodes[ns.name] = n
 	}
 	ns.log.Debug("published node IPs", slog.String("version", version.String()), slog.String("ips", next.String()))
 	return nil

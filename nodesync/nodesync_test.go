@@ -878,3 +878,82 @@ func TestConcurrentJoinWithRandomFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordChangesBatched: however many record changes the watch
+// receives while the loop is busy, at most one record-change event is
+// waiting in the loop's queue; the changes are applied in order, at most
+// 256 per event (each may push a NodeUpdate follow-up), with a NodeUpdate
+// per joining node.
+func TestRecordChangesBatched(t *testing.T) {
+	db := nodesynctest.NewMemDB()
+	h := startHarness(t, db, "node-a", nodesync.Config{})
+	h.resync(1)
+	h.pump(0)
+	const n = 600
+	for i := range n {
+		putRecord(t, db, &nodesyncmodel.VswitchNode{Id: uint32(i + 2), Name: fmt.Sprintf("node-%03d", i)})
+	}
+	// Nothing processed yet: every change waits behind one event.
+	var waiting []controller.Event
+	require.Eventually(t, func() bool {
+		waiting = nil
+		for _, ev := range h.rec.Events()[h.next:] {
+			if ev.GetName() == "Vswitch Node Record Change" {
+				waiting = append(waiting, ev)
+			}
+		}
+		return len(waiting) == 1 && waiting[0].String() == "Vswitch Node Record Change: 600 changes waiting"
+	}, 10*time.Second, time.Millisecond, "one event for all changes")
+	before := len(h.rec.Events())
+	got := h.pump(n)
+	require.Len(t, got, n)
+	for i, u := range got {
+		require.Equal(t, fmt.Sprintf("node-%03d", i), u.NodeName, "in order")
+		require.Nil(t, u.PrevState)
+		require.Equal(t, uint32(i+2), u.NewState.ID)
+	}
+	events := 0
+	for _, ev := range h.rec.Events()[before-1:] {
+		if ev.GetName() == "Vswitch Node Record Change" {
+			events++
+		}
+	}
+	require.Equal(t, 3, events, "600 changes in events of at most 256: the first, and two follow-ups")
+	require.Len(t, h.ns.GetAllNodes(), n+1)
+}
+
+// TestInitialNodeIPs: with Config.InitialNodeIPs, a joining node writes
+// its addresses with the claim of its ID: its record is written twice
+// (pending, claimed) and PublishNodeIPs of the same addresses writes
+// nothing; a restart keeps them.
+func TestInitialNodeIPs(t *testing.T) {
+	db := nodesynctest.NewMemDB()
+	var puts []string
+	db.SetHooks(nodesynctest.Hooks{Put: func(key string) error { puts = append(puts, key); return nil }})
+	ips := func(id uint32) (nodesync.IPsWithNetworks, error) {
+		return nodesync.IPsWithNetworks{ipNet(fmt.Sprintf("192.168.16.%d", id), "192.168.16.0/24")}, nil
+	}
+	other := startHarness(t, db, "node-b", nodesync.Config{})
+	other.resync(1)
+	other.pump(0)
+	h := startHarness(t, db, "node-a", nodesync.Config{InitialNodeIPs: ips})
+	h.resync(1)
+	require.Equal(t, uint32(2), h.ns.GetNodeID())
+	want := nodesync.IPsWithNetworks{ipNet("192.168.16.2", "192.168.16.0/24")}
+	require.Equal(t, want, h.ns.GetAllNodes()["node-a"].VppIPAddresses)
+	n := len(puts)
+	require.NoError(t, h.ns.PublishNodeIPs(want, nodesync.IPv4))
+	require.Len(t, puts, n, "nothing to publish")
+
+	// The other node learns node-a with its address from the one claim.
+	got := other.pump(2) // pending, claimed
+	require.Len(t, got, 1)
+	require.Equal(t, want, got[0].NewState.VppIPAddresses)
+
+	// A function that fails leaves the addresses to PublishNodeIPs.
+	c := startHarness(t, db, "node-c", nodesync.Config{InitialNodeIPs: func(uint32) (nodesync.IPsWithNetworks, error) {
+		return nil, errors.New("no plan")
+	}})
+	c.resync(1)
+	require.Empty(t, c.ns.GetAllNodes()["node-c"].VppIPAddresses)
+}

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/vswitchkit/vswitchkit/controller"
@@ -103,12 +104,20 @@ func BenchmarkLabelChange(b *testing.B) {
 			ksd := scaleState(policytest.ScaleOptions{PoliciesPerNamespace: policies})
 			p, changed := newScaleProcessor(b, ksd)
 			h := p.Handler()
-			// A frontend pod of a namespace that has pods on node-1.
+			// A frontend pod on another node, in the namespace of a backend
+			// pod of node-1: the backend's allow-backend policy names it.
+			var ns string
+			for _, v := range ksd[kubemodel.PodResource] {
+				if pod := v.(*kubemodel.Pod); pod.GetLabels()["app"] == "backend" {
+					ns = pod.GetNamespace()
+					break
+				}
+			}
 			var key string
 			var peer *kubemodel.PodPeer
 			for k, v := range ksd[kubemodel.PodPeerResource] {
 				pp := v.(*kubemodel.PodPeer)
-				if pp.GetNamespace() == "ns-0" && pp.GetLabels()["app"] == "frontend" && pp.GetNodeName() != "node-1" {
+				if pp.GetNamespace() == ns && pp.GetLabels()["app"] == "frontend" && pp.GetNodeName() != "node-1" {
 					key, peer = k, pp
 					break
 				}
@@ -117,6 +126,7 @@ func BenchmarkLabelChange(b *testing.B) {
 			moved := &kubemodel.PodPeer{Namespace: peer.Namespace, Name: peer.Name, NodeName: peer.NodeName,
 				IpAddresses: peer.IpAddresses, Ports: peer.Ports, Labels: map[string]string{"app": "batch"}}
 			*changed = 0
+			recomputed := p.Stats().Recomputed
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
 				prev, next := peer, moved
@@ -128,6 +138,7 @@ func BenchmarkLabelChange(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(*changed)/float64(b.N), "views-changed/op")
+			b.ReportMetric(float64(p.Stats().Recomputed-recomputed)/float64(b.N), "views-recomputed/op")
 		})
 	}
 }
@@ -152,4 +163,45 @@ func TestScaleMemory(t *testing.T) {
 		float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), st.Peers, st.Policies, st.PeerSelectors, st.LocalPods, st.IsolatedIngress)
 	runtime.KeepAlive(ksd)
 	runtime.KeepAlive(p)
+}
+
+// TestAggregationRatio reports how far aggregation shrinks the peers of a
+// rule that allows every pod of the cluster (5000 nodes × 30 pods, each
+// node's pods numbered from .2 in its /24, as IPAM hands them out) and of
+// the synthetic cluster's own rules: addresses before, prefixes after.
+func TestAggregationRatio(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a 150k-pod state")
+	}
+	ksd := scaleState(policytest.ScaleOptions{})
+	ksd[kubemodel.NetworkPolicyResource][kubemodel.NetworkPolicyKey("ns-0", "from-everywhere")] = &kubemodel.NetworkPolicy{
+		Namespace: "ns-0", Name: "from-everywhere", PodSelector: &kubemodel.LabelSelector{},
+		Ingress: []*kubemodel.NetworkPolicyIngressRule{{From: []*kubemodel.NetworkPolicyPeer{{NamespaceSelector: &kubemodel.LabelSelector{}}}}},
+	}
+	p, _ := newScaleProcessor(t, ksd)
+	addrs, prefixes := 0, 0
+	for _, obj := range ksd[kubemodel.PodResource] {
+		pod := obj.(*kubemodel.Pod)
+		v, ok := p.PodPolicy(pod.ID())
+		require.True(t, ok)
+		for _, r := range v.Ingress.Rules {
+			prefixes += len(r.Peers)
+			for _, pr := range r.Peers {
+				addrs += 1 << (32 - pr.Bits())
+			}
+		}
+	}
+	t.Logf("node-1's 30 pods: their ingress rules cover %d peer addresses with %d prefixes (%.1fx fewer rules)",
+		addrs, prefixes, float64(addrs)/float64(prefixes))
+	v, _ := p.PodPolicy(kubemodel.PodID{Namespace: "ns-0", Name: "pod-0"})
+	for _, r := range v.Ingress.Rules {
+		if !r.AnyPeer && len(r.Peers) > 1000 {
+			n := 0
+			for _, pr := range r.Peers {
+				n += 1 << (32 - pr.Bits())
+			}
+			t.Logf("the rule from every namespace: %d pods as %d prefixes (%.1fx)", n, len(r.Peers), float64(n)/float64(len(r.Peers)))
+			assert.Less(t, len(r.Peers), n/4, "aggregation merges each node's consecutive pod addresses")
+		}
+	}
 }

@@ -35,7 +35,9 @@
 // name) is ignored as a whole, reported by [Processor.PolicyErrors] (a
 // [PolicyError] naming every problem), counted in [Stats] and logged at
 // Warn once when it becomes invalid. A named port that no pod declares is
-// not an error: it matches nothing.
+// not an error: it matches nothing, and [Processor.PolicyStatuses] lists
+// it with the policy (beside each policy's error and the local pods it
+// selects).
 //
 // # Peers and memory
 //

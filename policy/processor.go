@@ -103,16 +103,16 @@ type peerSel struct {
 
 // Stats are the processor's counters and sizes.
 type Stats struct {
-	Policies        int           // valid network policies
-	InvalidPolicies int           // invalid ones, ignored (see [Processor.PolicyErrors])
-	LocalPods       int           // pods of this node
-	IsolatedIngress int           // local pods isolated for ingress
-	IsolatedEgress  int           // local pods isolated for egress
-	Peers           int           // pods known as peers
-	PeerSelectors   int           // distinct pod/namespace selectors of the policies
-	Recomputed      uint64        // local pod views computed since start
-	Rendered        uint64        // render calls
-	LastRender      time.Duration // the last event's computation and render time
+	Policies        int           `json:"policies"`        // valid network policies
+	InvalidPolicies int           `json:"invalidPolicies"` // invalid ones, ignored (see [Processor.PolicyErrors])
+	LocalPods       int           `json:"localPods"`       // pods of this node
+	IsolatedIngress int           `json:"isolatedIngress"` // local pods isolated for ingress
+	IsolatedEgress  int           `json:"isolatedEgress"`  // local pods isolated for egress
+	Peers           int           `json:"peers"`           // pods known as peers
+	PeerSelectors   int           `json:"peerSelectors"`   // distinct pod/namespace selectors of the policies
+	Recomputed      uint64        `json:"recomputed"`      // local pod views computed since start
+	Rendered        uint64        `json:"rendered"`        // render calls
+	LastRender      time.Duration `json:"lastRender"`      // the last event's computation and render time
 }
 
 // New returns a processor. It does no I/O.
@@ -171,6 +171,14 @@ func (p *Processor) PodPolicy(id kubemodel.PodID) (*PodPolicy, bool) {
 	return v, ok
 }
 
+// PodPolicies returns the effective policy of every local pod, sorted by
+// pod.
+func (p *Processor) PodPolicies() []*PodPolicy {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.snapshot()
+}
+
 // PolicyErrors returns the invalid policies with their errors (each a
 // [*PolicyError]); the processor ignores them.
 func (p *Processor) PolicyErrors() map[kubemodel.PolicyID]error {
@@ -205,12 +213,8 @@ func (p *Processor) Stats() Stats {
 // snapshot returns every view, sorted by pod.
 func (p *Processor) snapshot() []*PodPolicy {
 	out := slices.Collect(maps.Values(p.views))
-	slices.SortFunc(out, func(a, b *PodPolicy) int { return cmpPod(a.Pod, b.Pod) })
+	slices.SortFunc(out, func(a, b *PodPolicy) int { return a.Pod.Compare(b.Pod) })
 	return out
-}
-
-func cmpPod(a, b kubemodel.PodID) int {
-	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 }
 
 // peer returns the effective peer information of id: its peer record, else
@@ -677,7 +681,7 @@ func (p *Processor) flush() []PodChange {
 		out = append(out, PodChange{Old: old, New: cur})
 	}
 	clear(p.dirty)
-	slices.SortFunc(out, func(a, b PodChange) int { return cmpPod(podOf(a), podOf(b)) })
+	slices.SortFunc(out, func(a, b PodChange) int { return podOf(a).Compare(podOf(b)) })
 	return out
 }
 
@@ -755,3 +759,81 @@ func removeFrom[K comparable, V comparable](m map[K]map[V]struct{}, k K, v V) {
 }
 
 var _ = controller.Update // the handler (handler.go) drives the processor
+
+// PolicyStatus is what the processor can say about one network policy.
+type PolicyStatus struct {
+	// Err is set for an invalid policy (a [*PolicyError]); it is ignored.
+	Err error
+	// LocalPods is the number of this node's pods the policy selects.
+	LocalPods int
+	// UnresolvedPorts are the named ports of the policy's rules that
+	// match no port: for ingress on none of the local pods it selects,
+	// for egress on none of the peers it names. Such a port allows
+	// nothing (it is not an error: a pod may declare it later).
+	UnresolvedPorts []string
+}
+
+// PolicyStatuses returns the status of every policy the processor knows,
+// valid or not.
+func (p *Processor) PolicyStatuses() map[kubemodel.PolicyID]PolicyStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[kubemodel.PolicyID]PolicyStatus, len(p.policies)+len(p.invalid))
+	for id, err := range p.invalid {
+		out[id] = PolicyStatus{Err: err}
+	}
+	for id, pol := range p.policies {
+		out[id] = p.statusOf(pol)
+	}
+	return out
+}
+
+func (p *Processor) statusOf(pol *compiledPolicy) PolicyStatus {
+	var st PolicyStatus
+	var targets []*podInfo
+	for id := range p.nsLocals[pol.id.Namespace] {
+		if pi := p.localRecs[id]; pi != nil && pol.target.matches(pi.labels) {
+			targets = append(targets, pi)
+		}
+	}
+	st.LocalPods = len(targets)
+	unresolved := map[string]bool{}
+	declares := func(pods []*podInfo, s portSpec) bool {
+		return slices.ContainsFunc(pods, func(pi *podInfo) bool {
+			return slices.ContainsFunc(pi.ports, func(np namedPort) bool { return np.name == s.name && np.proto == s.proto })
+		})
+	}
+	for _, r := range pol.in {
+		for _, s := range r.ports {
+			if s.name != "" && len(targets) > 0 && !declares(targets, s) {
+				unresolved["ingress "+s.name] = true
+			}
+		}
+	}
+	for _, r := range pol.eg {
+		var peers []*podInfo
+		for _, sel := range r.sels {
+			for id := range sel.members {
+				peers = append(peers, p.peer(id))
+			}
+		}
+		for _, s := range r.ports {
+			if s.name != "" && !r.allPeers && len(r.blocks) == 0 && !declares(peers, s) {
+				unresolved["egress "+s.name] = true
+			}
+		}
+	}
+	st.UnresolvedPorts = slices.Sorted(maps.Keys(unresolved))
+	return st
+}
+
+// PodAddrsFrom adapts a lookup of one address per pod (IPAM's PodAddr) to
+// Config.PodAddrs.
+func PodAddrsFrom(lookup func(kubemodel.PodID) (netip.Addr, bool)) func(kubemodel.PodID) []netip.Addr {
+	return func(id kubemodel.PodID) []netip.Addr {
+		if ip, ok := lookup(id); ok {
+			return []netip.Addr{ip}
+		}
+		return nil
+	}
+}

@@ -402,3 +402,22 @@ func TestIncrementalEqualsResync(t *testing.T) {
 	require.NotZero(t, isolated, "the random policies isolate pods")
 	require.NotZero(t, rules, "and allow some traffic")
 }
+
+func TestPolicyStatuses(t *testing.T) {
+	h := newHarness(t, "n1")
+	h.pod("x", "a", "n1", "10.1.1.2", labels("app", "a"), &kubemodel.NamedPort{Name: "http", Port: 8080})
+	h.pod("x", "b", "n2", "10.1.2.2", labels("app", "b"))
+	h.policy(&kubemodel.NetworkPolicy{Namespace: "x", Name: "p", PodSelector: sel("app", "a"),
+		Ingress: []*kubemodel.NetworkPolicyIngressRule{{Ports: []*kubemodel.NetworkPolicyPort{{PortName: "http"}, {PortName: "metrics"}}}},
+		Egress: []*kubemodel.NetworkPolicyEgressRule{{To: []*kubemodel.NetworkPolicyPeer{{PodSelector: sel("app", "b")}},
+			Ports: []*kubemodel.NetworkPolicyPort{{PortName: "grpc"}}}}})
+	h.policy(&kubemodel.NetworkPolicy{Namespace: "x", Name: "bad", PodSelector: &kubemodel.LabelSelector{
+		MatchExpressions: []*kubemodel.LabelSelectorRequirement{{Key: "a", Operator: "Near"}}}})
+	st := h.p.PolicyStatuses()
+	require.Len(t, st, 2)
+	p := st[kubemodel.PolicyID{Namespace: "x", Name: "p"}]
+	assert.NoError(t, p.Err)
+	assert.Equal(t, 1, p.LocalPods)
+	assert.Equal(t, []string{"egress grpc", "ingress metrics"}, p.UnresolvedPorts, "named ports no pod declares are reported, not errors")
+	assert.Error(t, st[kubemodel.PolicyID{Namespace: "x", Name: "bad"}].Err)
+}

@@ -140,12 +140,12 @@ func changeLatency(b *testing.B, k kubernetes.Interface, cli *clientv3.Client, n
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	wch := cli.Watch(ctx, prefix+kubemodel.PodKeyPrefix, clientv3.WithPrefix())
+	wch := cli.Watch(ctx, prefix+kubemodel.NodePodKeyPrefix, clientv3.WithPrefix())
 	lat := make([]time.Duration, 0, n)
 	for i := range n {
 		idx := (i * 7919) % pods
 		p := pod(fmt.Sprintf("ns%d", idx%100), fmt.Sprintf("pod%d", idx), fmt.Sprintf("10.200.%d.%d", (i/256)%256, i%256))
-		key := prefix + kubemodel.PodKey(p.Namespace, p.Name)
+		key := prefix + kubemodel.NodePodKey(p.Spec.NodeName, p.Namespace, p.Name)
 		start := time.Now()
 		if _, err := k.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
 			b.Fatal(err)

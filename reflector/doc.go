@@ -15,8 +15,14 @@
 //
 // The full key of an object is [Config.Prefix] (default [DefaultPrefix],
 // the watcher's default KubeStatePrefix) followed by its relative key, e.g.
-// "/vswitchkit/" + kubemodel.PodKey("default", "web") =
-// "/vswitchkit/k8s/pod/default/web". Values are the deterministic binary
+// "/vswitchkit/" + kubemodel.ServiceKey("default", "web") =
+// "/vswitchkit/k8s/service/default/web". Pods are stored per node
+// (kubemodel.LayoutNodePods): "/vswitchkit/" +
+// kubemodel.NodePodKey("node-1", "default", "web") =
+// "/vswitchkit/k8s/nodepod/node-1/default/web", so that a node's agent
+// reads and watches its own node's pods alone; a pod not scheduled yet is
+// not stored; every pod with an address also has its compact peer record
+// (kubemodel.PodPeerKey), which every agent reads. Values are the deterministic binary
 // protobuf encoding of the model. Only the fields of the model are
 // reflected: [ConvertPod], [ConvertService], [ConvertNode],
 // [ConvertNamespace] and [ConvertEndpointSlices] document which Kubernetes
@@ -28,10 +34,27 @@
 // no etcd write. Writes go in transactions of at most [Config.BatchSize]
 // operations (etcd's --max-txn-ops, 128 by default).
 //
+// # Key layout
+//
+// A reflector with a per-node resource ([Resource.NodeKeyPrefix]: the pods
+// of [KubernetesResources]) writes kubemodel.CurrentLayout into
+// kubemodel.LayoutKey; the watcher reads the layout there and refuses one
+// it does not know. When the leader finds the state of a reflector of the
+// flat layout (pods under kubemodel.PodKey, no layout key) it moves it in
+// an order that no agent of this version sees as pods going away: first
+// the per-node keys, then the layout key (agents resync in the per-node
+// layout), then it deletes the flat keys (which those agents ignore).
+// Agents of a version before layouts read only the flat layout and would
+// see every pod deleted: upgrade the agents before the reflector. A
+// reflector of the flat layout must not run beside this one: an agent
+// that sees a pod written under its flat key while the layout is
+// per-node stops with an error (watcher.ErrLayout).
+//
 // # Resources
 //
-// [KubernetesResources] returns the built-in resources: nodes, pods,
-// services, endpoints and namespaces. Applications add their own
+// [KubernetesResources] returns the built-in resources: nodes, pods (per
+// node), pod peer records, services, endpoints, namespaces and network
+// policies. Applications add their own
 // [Resource] values — a list-watch source (typed or dynamic client), a
 // Convert function into a proto.Message and a Key function — as package
 // bgp/bgpreflector does for the BGP peering-policy custom resource.

@@ -51,7 +51,8 @@ func Example() {
 	for s := r.Stats(); s.Resources[kubemodel.PodResource].Objects < 1 || s.Resources[kubemodel.PodPeerResource].Objects < 1; s = r.Stats() {
 		time.Sleep(10 * time.Millisecond)
 	}
-	key := reflector.DefaultPrefix + kubemodel.PodKey("default", "web")
+	// Pods are stored per node (kubemodel.LayoutNodePods).
+	key := reflector.DefaultPrefix + kubemodel.NodePodKey("node1", "default", "web")
 	resp, _ := etcd.Get(ctx, key)
 	var pod kubemodel.Pod
 	_ = proto.Unmarshal(resp.Kvs[0].Value, &pod)
@@ -65,7 +66,7 @@ func Example() {
 	cancel()
 	fmt.Println("Run:", <-done)
 	// Output:
-	// /vswitchkit/k8s/pod/default/web node1 10.1.1.2
+	// /vswitchkit/k8s/nodepod/node1/default/web node1 10.1.1.2
 	// leader: example
 	// puts: 2 pods: 1 peer records: 1
 	// Run: context canceled

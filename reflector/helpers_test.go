@@ -199,7 +199,7 @@ func encode(t testing.TB, m proto.Message) string {
 func wantState(t testing.TB, k kubernetes.Interface) map[string]string {
 	t.Helper()
 	ctx := context.Background()
-	out := map[string]string{}
+	out := map[string]string{kubemodel.LayoutKey: string(kubemodel.FormatLayout(kubemodel.CurrentLayout))}
 	nodes, err := k.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	for i := range nodes.Items {
@@ -210,8 +210,8 @@ func wantState(t testing.TB, k kubernetes.Interface) map[string]string {
 	pods, err := k.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	for i := range pods.Items {
-		if m, err := reflector.ConvertPod(&pods.Items[i]); err == nil {
-			out[kubemodel.PodKey(m.Namespace, m.Name)] = encode(t, m)
+		if m, err := reflector.ConvertPod(&pods.Items[i]); err == nil && m.NodeName != "" {
+			out[kubemodel.NodePodKey(m.NodeName, m.Namespace, m.Name)] = encode(t, m)
 		}
 		if m, err := reflector.ConvertPodPeer(&pods.Items[i]); err == nil && m != nil {
 			out[kubemodel.PodPeerKey(m.Namespace, m.Name)] = encode(t, m)

@@ -84,20 +84,25 @@ func newRealEnv(t *testing.T) *realEnv {
 	return &realEnv{c: c, admin: c.Admin(), refl: cfg, etcd: srv, cli: cli}
 }
 
-// applyReflectorRBAC applies the reflector's service account, cluster role
-// and binding from deploy/reflector.yaml: the tests run the reflector
-// with exactly the permissions a deployment gives it.
+// applyReflectorRBAC applies the reflector's service account, roles and
+// bindings from deploy/reflector.yaml (and the namespace of its Role,
+// deploy/namespace.yaml): the tests run the reflector with exactly the
+// permissions a deployment gives it.
 func applyReflectorRBAC(ctx context.Context, c *kubetest.Cluster) error {
-	b, err := os.ReadFile(filepath.Join("..", "deploy", "reflector.yaml"))
-	if err != nil {
-		return err
-	}
-	objs, err := kubetest.DecodeYAML(b)
-	if err != nil {
-		return err
+	var objs []*unstructured.Unstructured
+	for _, f := range []string{"namespace.yaml", "reflector.yaml"} {
+		b, err := os.ReadFile(filepath.Join("..", "deploy", f))
+		if err != nil {
+			return err
+		}
+		o, err := kubetest.DecodeYAML(b)
+		if err != nil {
+			return err
+		}
+		objs = append(objs, o...)
 	}
 	objs = slices.DeleteFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() == "Deployment" })
-	_, err = kubetest.Apply(ctx, c.AdminConfig(), objs, kubetest.ApplyOptions{})
+	_, err := kubetest.Apply(ctx, c.AdminConfig(), objs, kubetest.ApplyOptions{})
 	return err
 }
 
@@ -221,6 +226,20 @@ func modRevision(t *testing.T, cli *clientv3.Client, key string) int64 {
 	return resp.Kvs[0].ModRevision
 }
 
+// assertNoPodKey asserts that no key of the pod is in etcd: under no node,
+// nor a flat one.
+func assertNoPodKey(t *testing.T, cli *clientv3.Client, ns, name string) {
+	t.Helper()
+	resp, err := cli.Get(context.Background(), prefix+kubemodel.NodePodKeyPrefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	require.NoError(t, err)
+	for _, kv := range resp.Kvs {
+		_, id, err := kubemodel.ParseNodePodKey(strings.TrimPrefix(string(kv.Key), prefix))
+		require.NoError(t, err)
+		assert.NotEqual(t, kubemodel.PodID{Namespace: ns, Name: name}, id, "pod key %s", kv.Key)
+	}
+	assert.Zero(t, modRevision(t, cli, kubemodel.PodKey(ns, name)), "a flat pod key")
+}
+
 // waitKey waits until the key (relative to prefix) exists.
 func waitKey(t *testing.T, cli *clientv3.Client, key string) {
 	t.Helper()
@@ -275,6 +294,40 @@ func TestKubeEveryResource(t *testing.T) {
 	_, err = e.admin.NetworkingV1().NetworkPolicies("every").Create(ctx, np, metav1.CreateOptions{})
 	require.NoError(t, err)
 	e.waitReal(t)
+	// The per-node layout: the layout key, each pod under its node.
+	lr, err := e.cli.Get(ctx, prefix+kubemodel.LayoutKey)
+	require.NoError(t, err)
+	require.Len(t, lr.Kvs, 1, "the layout key")
+	assert.Equal(t, kubemodel.FormatLayout(kubemodel.CurrentLayout), lr.Kvs[0].Value)
+	waitKey(t, e.cli, kubemodel.NodePodKey("every-n1", "every", "web-2"))
+	assert.Zero(t, modRevision(t, e.cli, kubemodel.PodKey("every", "web-2")), "a flat pod key")
+
+	// A pod the scheduler has not placed yet is not stored; a real API
+	// server places it through the binding subresource (its nodeName
+	// cannot be updated: the fake took any update), and its key appears
+	// under the node.
+	unsched := createPod(t, e.admin, realPod("every", "unscheduled", "", web), "", false)
+	_, err = core.Nodes().Create(ctx, realNode("every-n2", "192.168.0.2", "10.1.2.0/24"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	e.waitReal(t)
+	assertNoPodKey(t, e.cli, "every", "unscheduled")
+	moved := unsched.DeepCopy()
+	moved.Spec.NodeName = "every-n2"
+	_, err = core.Pods("every").Update(ctx, moved, metav1.UpdateOptions{})
+	require.True(t, apierrors.IsInvalid(err), "nodeName updated: %v", err)
+	require.NoError(t, core.Pods("every").Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: "every", Name: "unscheduled"},
+		Target: corev1.ObjectReference{Kind: "Node", Name: "every-n2"}}, metav1.CreateOptions{}))
+	waitKey(t, e.cli, kubemodel.NodePodKey("every-n2", "every", "unscheduled"))
+	forceDelete(t, e.admin, "every", "unscheduled")
+
+	// A pod cannot move in Kubernetes (nodeName is immutable once set), but
+	// one deleted and made again under its name on another node does: its
+	// key moves from one node's subtree to the other's.
+	forceDelete(t, e.admin, "every", "web-2")
+	createPod(t, e.admin, realPod("every", "web-2", "every-n2", web), "10.1.2.3", true)
+	e.waitReal(t)
+	assert.Zero(t, modRevision(t, e.cli, kubemodel.NodePodKey("every-n1", "every", "web-2")), "the old node's key")
+	assert.NotZero(t, modRevision(t, e.cli, kubemodel.NodePodKey("every-n2", "every", "web-2")), "the new node's key")
 
 	// The controller manager's slices, merged: two ready addresses and one
 	// not ready, on the pods' named port.
@@ -288,7 +341,7 @@ func TestKubeEveryResource(t *testing.T) {
 		ready = append(ready, a.GetIp())
 	}
 	slices.Sort(ready)
-	assert.Equal(t, []string{"10.1.1.2", "10.1.1.3"}, ready)
+	assert.Equal(t, []string{"10.1.1.2", "10.1.2.3"}, ready)
 	assert.Equal(t, "10.1.1.4", ep.GetSubsets()[0].GetNotReadyAddresses()[0].GetIp())
 	require.Len(t, ep.GetSubsets()[0].GetPorts(), 1)
 	assert.EqualValues(t, 8080, ep.GetSubsets()[0].GetPorts()[0].GetPort())
@@ -314,7 +367,7 @@ func TestKubeEveryResource(t *testing.T) {
 	// Unreflected updates: the keys keep their revisions while a later,
 	// reflected change of each resource (its informer delivers in order)
 	// arrives.
-	keys := []string{kubemodel.NamespaceKey("every"), kubemodel.NodeKey("every-n1"), kubemodel.PodKey("every", "web-1"),
+	keys := []string{kubemodel.NamespaceKey("every"), kubemodel.NodeKey("every-n1"), kubemodel.NodePodKey("every-n1", "every", "web-1"),
 		kubemodel.PodPeerKey("every", "web-1"), kubemodel.ServiceKey("every", "web"), kubemodel.NetworkPolicyKey("every", "web"),
 		kubemodel.EndpointsKey("every", "web")}
 	revs := map[string]int64{}
@@ -376,9 +429,10 @@ func TestKubeEveryResource(t *testing.T) {
 	require.NoError(t, core.Services("every").Delete(ctx, "web", metav1.DeleteOptions{}))
 	require.NoError(t, e.admin.NetworkingV1().NetworkPolicies("every").Delete(ctx, "web", metav1.DeleteOptions{}))
 	require.NoError(t, core.Nodes().Delete(ctx, "every-n1", metav1.DeleteOptions{}))
+	require.NoError(t, core.Nodes().Delete(ctx, "every-n2", metav1.DeleteOptions{}))
 	require.NoError(t, core.Namespaces().Delete(ctx, "every-barrier", metav1.DeleteOptions{}))
 	e.waitReal(t)
-	for _, k := range []string{kubemodel.PodKey("every", "web-1"), kubemodel.PodPeerKey("every", "web-1"), kubemodel.ServiceKey("every", "web"),
+	for _, k := range []string{kubemodel.NodePodKey("every-n1", "every", "web-1"), kubemodel.PodPeerKey("every", "web-1"), kubemodel.ServiceKey("every", "web"),
 		kubemodel.EndpointsKey("every", "web"), kubemodel.NetworkPolicyKey("every", "web"), kubemodel.NodeKey("every-n1")} {
 		assert.Zero(t, modRevision(t, e.cli, k), "%s still in etcd", k)
 	}
@@ -431,7 +485,7 @@ func TestKubeTerminating(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, corev1.NamespaceTerminating, ns.Status.Phase)
 	assert.Contains(t, ns.Spec.Finalizers, corev1.FinalizerKubernetes)
-	assert.NotZero(t, modRevision(t, e.cli, kubemodel.PodKey("term", "a")), "a Terminating pod still exists")
+	assert.NotZero(t, modRevision(t, e.cli, kubemodel.NodePodKey("term-n1", "term", "a")), "a Terminating pod still exists")
 	assert.NotZero(t, modRevision(t, e.cli, kubemodel.NamespaceKey("term")), "a Terminating namespace still exists")
 	e.waitReal(t)
 

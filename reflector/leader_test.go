@@ -65,7 +65,7 @@ func TestTwoReplicas(t *testing.T) {
 
 	// Stale state the new leader must repair, and changes during the
 	// hand-over.
-	_, err := cli.Delete(ctx, prefix+kubemodel.PodKey("default", "a"))
+	_, err := cli.Delete(ctx, prefix+kubemodel.NodePodKey("node1", "default", "a"))
 	require.NoError(t, err)
 	stops[l]()
 	require.NoError(t, k.CoreV1().Pods("default").Delete(ctx, "b", metav1.DeleteOptions{}))

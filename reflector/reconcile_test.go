@@ -68,7 +68,7 @@ func TestStaleEtcdReconciledWithoutGaps(t *testing.T) {
 	}
 	k := newKube(objs...)
 	want := wantState(t, k)
-	require.Len(t, want, 18, "5 kinds and the pods' peer records, 3 each")
+	require.Len(t, want, 19, "5 kinds and the pods' peer records, 3 each, and the layout key")
 
 	ctx := context.Background()
 	put := func(key, value string) {
@@ -84,8 +84,9 @@ func TestStaleEtcdReconciledWithoutGaps(t *testing.T) {
 		}
 	}
 	deletedKeys := []string{
-		kubemodel.PodKey("default", "gone"), kubemodel.ServiceKey("default", "gone"), kubemodel.EndpointsKey("default", "gone"),
-		kubemodel.NodeKey("gone"), kubemodel.NamespaceKey("gone"), kubemodel.PodKey("default", "Not_A_Name"),
+		kubemodel.NodePodKey("node1", "default", "gone"), kubemodel.ServiceKey("default", "gone"), kubemodel.EndpointsKey("default", "gone"),
+		kubemodel.NodeKey("gone"), kubemodel.NamespaceKey("gone"), kubemodel.NodePodKey("node1", "default", "Not_A_Name"),
+		kubemodel.PodKey("default", "same"), // the flat layout's key of a present pod: moved
 	}
 	for _, key := range deletedKeys {
 		put(key, "left behind")
@@ -117,7 +118,8 @@ func TestStaleEtcdReconciledWithoutGaps(t *testing.T) {
 	rw.stop()
 
 	var puts, dels []string
-	for _, ev := range rw.all() {
+	layoutAt, lastPodPut, flatDelAt := -1, -1, -1
+	for i, ev := range rw.all() {
 		key := strings.TrimPrefix(string(ev.Kv.Key), prefix)
 		if key == sentinel {
 			continue
@@ -126,13 +128,26 @@ func TestStaleEtcdReconciledWithoutGaps(t *testing.T) {
 			dels = append(dels, key)
 			_, present := want[key]
 			assert.False(t, present, "key %s of a present object was deleted", key)
+			if strings.HasPrefix(key, kubemodel.PodKeyPrefix) {
+				flatDelAt = i
+			}
 		} else {
 			puts = append(puts, key)
 			assert.False(t, strings.HasSuffix(key, "/same"), "unchanged key %s rewritten", key)
+			switch {
+			case key == kubemodel.LayoutKey:
+				layoutAt = i
+			case strings.HasPrefix(key, kubemodel.NodePodKeyPrefix):
+				lastPodPut = i
+			}
 		}
 	}
 	assert.ElementsMatch(t, deletedKeys, dels)
-	assert.Len(t, puts, 12, "the changed and the missing keys: %v", puts)
+	assert.Len(t, puts, 13, "the changed and the missing keys, and the layout key: %v", puts)
+	// The move from the flat layout: the per-node keys, the layout key,
+	// then the flat keys.
+	assert.Less(t, lastPodPut, layoutAt)
+	assert.Less(t, layoutAt, flatDelAt)
 	eventually(t, "the counters of the reconcile", func() bool { return r.Stats().Reconciles == 1 })
 	s := r.Stats()
 	assert.EqualValues(t, 12, s.Puts)
@@ -153,9 +168,9 @@ func TestRelistReconciles(t *testing.T) {
 	waitState(t, cli, want)
 
 	ctx := context.Background()
-	_, err := cli.Delete(ctx, prefix+kubemodel.PodKey("default", "a"))
+	_, err := cli.Delete(ctx, prefix+kubemodel.NodePodKey("node1", "default", "a"))
 	require.NoError(t, err)
-	_, err = cli.Put(ctx, prefix+kubemodel.PodKey("default", "intruder"), "x")
+	_, err = cli.Put(ctx, prefix+kubemodel.NodePodKey("node1", "default", "intruder"), "x")
 	require.NoError(t, err)
 	// A change made while the watch is down arrives with the re-list.
 	k.expire("pods")
@@ -180,8 +195,8 @@ func TestBadObjectsSkipped(t *testing.T) {
 	run(t, r)
 	waitLeader(t, r)
 	want := wantState(t, k)
-	require.Len(t, want, 3)
-	require.Contains(t, want, kubemodel.PodKey("default", "good"))
+	require.Len(t, want, 4, "the layout key and the good objects")
+	require.Contains(t, want, kubemodel.NodePodKey("node1", "default", "good"))
 	require.Contains(t, want, kubemodel.PodPeerKey("default", "good"))
 	require.Contains(t, want, kubemodel.ServiceKey("default", "good"))
 	waitState(t, cli, want)
@@ -198,7 +213,7 @@ func TestBadObjectsSkipped(t *testing.T) {
 	good.Status.PodIPs = []corev1.PodIP{{IP: "garbage"}}
 	_, err := k.CoreV1().Pods("default").UpdateStatus(ctx, good, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	delete(want, kubemodel.PodKey("default", "good"))
+	delete(want, kubemodel.NodePodKey("node1", "default", "good"))
 	delete(want, kubemodel.PodPeerKey("default", "good"))
 	waitState(t, cli, want)
 	assert.Equal(t, 2, r.Stats().Resources[kubemodel.PodResource].BadObjects)

@@ -59,6 +59,9 @@ type resState struct {
 	Resource
 	idx    int
 	prefix string // Config.Prefix + KeyPrefix
+	// nodePrefix is Config.Prefix + NodeKeyPrefix, empty for a resource
+	// stored under its keys.
+	nodePrefix string
 
 	events, puts, deletes, badReports atomic.Uint64
 	objects, bad                      atomic.Int64
@@ -71,6 +74,10 @@ type resState struct {
 	// Owned by the writer (the Run goroutine).
 	written map[string][]byte // relative key -> value as in etcd, while leader
 	badSet  map[string]string // item ID -> reason it cannot be reflected
+	// keys holds, for a resource stored per node, the key each item's
+	// value is stored under (it depends on the object's node, which is
+	// unknown once the object is gone).
+	keys map[string]string
 }
 
 // New returns a reflector that writes through client (which stays owned
@@ -107,16 +114,34 @@ func New(client *clientv3.Client, resources []Resource, cfg Config) (*Reflector,
 				errs = append(errs, fmt.Errorf("resource %q: SharedWith %q, which does not have an informer of its own to share", res.Name, res.SharedWith))
 			}
 		}
+		overlap := func(a, b string) bool {
+			return a != "" && b != "" && (strings.HasPrefix(a, b) || strings.HasPrefix(b, a))
+		}
+		if overlap(res.KeyPrefix, res.NodeKeyPrefix) {
+			errs = append(errs, fmt.Errorf("resource %q: key prefix %q and node key prefix %q overlap", res.Name, res.KeyPrefix, res.NodeKeyPrefix))
+		}
 		for _, o := range resources[:i] {
-			if o.KeyPrefix != "" && res.KeyPrefix != "" && (strings.HasPrefix(o.KeyPrefix, res.KeyPrefix) || strings.HasPrefix(res.KeyPrefix, o.KeyPrefix)) {
-				errs = append(errs, fmt.Errorf("resources %q and %q: key prefixes %q and %q overlap", o.Name, res.Name, o.KeyPrefix, res.KeyPrefix))
+			for _, a := range []string{o.KeyPrefix, o.NodeKeyPrefix} {
+				for _, b := range []string{res.KeyPrefix, res.NodeKeyPrefix} {
+					if overlap(a, b) {
+						errs = append(errs, fmt.Errorf("resources %q and %q: key prefixes %q and %q overlap", o.Name, res.Name, a, b))
+					}
+				}
 			}
 		}
 		full := kubemodel.EtcdKey(cfg.Prefix, res.KeyPrefix)
 		if res.KeyPrefix != "" && (strings.HasPrefix(cfg.ElectionPrefix, full) || strings.HasPrefix(full, cfg.ElectionPrefix)) {
 			errs = append(errs, fmt.Errorf("ElectionPrefix %q overlaps the keys of resource %q", cfg.ElectionPrefix, res.Name))
 		}
-		r.res = append(r.res, &resState{Resource: res, idx: i, prefix: full})
+		rs := &resState{Resource: res, idx: i, prefix: full}
+		if res.NodeKeyPrefix != "" {
+			rs.nodePrefix = kubemodel.EtcdKey(cfg.Prefix, res.NodeKeyPrefix)
+			rs.keys = map[string]string{}
+			if strings.HasPrefix(cfg.ElectionPrefix, rs.nodePrefix) || strings.HasPrefix(rs.nodePrefix, cfg.ElectionPrefix) {
+				errs = append(errs, fmt.Errorf("ElectionPrefix %q overlaps the keys of resource %q", cfg.ElectionPrefix, res.Name))
+			}
+		}
+		r.res = append(r.res, rs)
 		r.dirty = append(r.dirty, map[string]struct{}{})
 		r.relist = append(r.relist, false)
 	}

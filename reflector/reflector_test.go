@@ -364,3 +364,39 @@ func TestPodPeerReachesTheWatcher(t *testing.T) {
 	eventually(t, "the peer record goes", func() bool { return get() == nil })
 	assert.Zero(t, r.Stats().Resources[kubemodel.PodResource].Relists, "one informer, listed once")
 }
+
+// TestPodsStoredPerNode: a pod is stored under its node's key
+// (kubemodel.NodePodKey) once it is scheduled (not before), and a pod made
+// again under the same name on another node moves: its old key goes.
+func TestPodsStoredPerNode(t *testing.T) {
+	_, cli := startEtcd(t)
+	k := newKube()
+	r := newReflector(t, cli, k, reflector.Config{})
+	run(t, r)
+	waitLeader(t, r)
+	ctx := context.Background()
+
+	pending := pod("default", "web", "")
+	pending.Spec.NodeName = ""
+	_, err := k.CoreV1().Pods("default").Create(ctx, pending, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = k.CoreV1().Services("default").Create(ctx, service("default", "marker", "10.96.0.1", 80), metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitState(t, cli, wantState(t, k))
+	assert.NotContains(t, etcdState(t, cli), kubemodel.PodKey("default", "web"), "not scheduled: not stored")
+
+	_, err = k.CoreV1().Pods("default").Update(ctx, pod("default", "web", "10.1.1.2"), metav1.UpdateOptions{})
+	require.NoError(t, err)
+	waitState(t, cli, wantState(t, k))
+	assert.Contains(t, etcdState(t, cli), kubemodel.NodePodKey("node1", "default", "web"))
+
+	require.NoError(t, k.CoreV1().Pods("default").Delete(ctx, "web", metav1.DeleteOptions{}))
+	moved := pod("default", "web", "10.1.2.2")
+	moved.Spec.NodeName = "node2"
+	_, err = k.CoreV1().Pods("default").Create(ctx, moved, metav1.CreateOptions{})
+	require.NoError(t, err)
+	want := wantState(t, k)
+	require.Contains(t, want, kubemodel.NodePodKey("node2", "default", "web"))
+	require.NotContains(t, want, kubemodel.NodePodKey("node1", "default", "web"))
+	waitState(t, cli, want)
+}

@@ -70,6 +70,19 @@ type Resource struct {
 	// start with KeyPrefix, e.g. kubemodel.PodKey.
 	Key func(namespace, name string) string
 
+	// NodeKeyPrefix and Node, set together, store the resource per node
+	// (kubemodel.Resource.NodeKeyPrefix; the pods of KubernetesResources):
+	// the value of an object that Key puts at KeyPrefix + <rest> is stored
+	// at NodeKeyPrefix + Node(obj) + "/" + <rest>, so that a node's agent
+	// reads its own node's objects alone; an object whose Node is "" (a
+	// pod not scheduled yet) is left out. The reflector owns both
+	// prefixes: a reconcile deletes the keys under KeyPrefix (what a
+	// reflector of the flat layout wrote) after it wrote the per-node keys
+	// and the layout key (see the package documentation). NodeKeyPrefix
+	// must end in "/" and overlap no key prefix.
+	NodeKeyPrefix string
+	Node          func(obj any) string
+
 	// SharedWith names an earlier resource of the same reflector whose
 	// informer this one uses instead of its own (ListWatch and Object are
 	// then ignored): one watch and one cache for two kinds of values made
@@ -94,6 +107,15 @@ func (r *Resource) validate() []error {
 	}
 	if r.Object == nil && r.SharedWith == "" {
 		errs = append(errs, fmt.Errorf("resource %q: Object is nil", r.Name))
+	}
+	if (r.NodeKeyPrefix == "") != (r.Node == nil) {
+		errs = append(errs, fmt.Errorf("resource %q: NodeKeyPrefix and Node must be set together", r.Name))
+	}
+	if r.NodeKeyPrefix != "" && (!strings.HasSuffix(r.NodeKeyPrefix, "/") || strings.HasPrefix(r.NodeKeyPrefix, "/")) {
+		errs = append(errs, fmt.Errorf("resource %q: node key prefix %q must end in / and not start with /", r.Name, r.NodeKeyPrefix))
+	}
+	if r.merged && r.NodeKeyPrefix != "" {
+		errs = append(errs, fmt.Errorf("resource %q: merged values cannot be stored per node", r.Name))
 	}
 	if !r.merged {
 		if r.Convert == nil {
@@ -134,8 +156,17 @@ func KubernetesResources(kube kubernetes.Interface) []Resource {
 			Key:     func(_, name string) string { return kubemodel.NodeKey(name) },
 		},
 		{
-			Name:      kubemodel.PodResource,
-			KeyPrefix: kubemodel.PodKeyPrefix,
+			// Stored per node (kubemodel.LayoutNodePods): a node's agent
+			// reads its own node's pods, and the others' peer records.
+			Name:          kubemodel.PodResource,
+			KeyPrefix:     kubemodel.PodKeyPrefix,
+			NodeKeyPrefix: kubemodel.NodePodKeyPrefix,
+			Node: func(obj any) string {
+				if p, ok := obj.(*corev1.Pod); ok {
+					return p.Spec.NodeName
+				}
+				return ""
+			},
 			ListWatch: typedListWatch(kube,
 				func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 					return kube.CoreV1().Pods("").List(ctx, o)

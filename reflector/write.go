@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -114,12 +115,25 @@ func (rs *resState) desired(id string) (key string, value []byte, bad error) {
 		msg = ep
 	} else {
 		key = rs.Key(ns, name)
+		if rs.nodePrefix != "" {
+			// Stored under the node's key: until the object says which,
+			// the key it was stored under (if any).
+			key = rs.keys[id]
+		}
 		obj, exists, err := idx.GetByKey(id)
 		if err != nil || !exists {
 			return key, nil, err
 		}
-		if !strings.HasPrefix(key, rs.KeyPrefix) || len(key) == len(rs.KeyPrefix) {
-			return key, nil, &ObjectError{Resource: rs.Name, Object: id, Reason: fmt.Sprintf("key %q is not under the resource's key prefix %q", key, rs.KeyPrefix)}
+		objKey := rs.Key(ns, name)
+		if !strings.HasPrefix(objKey, rs.KeyPrefix) || len(objKey) == len(rs.KeyPrefix) {
+			return key, nil, &ObjectError{Resource: rs.Name, Object: id, Reason: fmt.Sprintf("key %q is not under the resource's key prefix %q", objKey, rs.KeyPrefix)}
+		}
+		if rs.nodePrefix != "" {
+			node := rs.Node(obj)
+			if node == "" {
+				return key, nil, nil // not on a node (yet): left out
+			}
+			key = rs.NodeKeyPrefix + node + "/" + objKey[len(rs.KeyPrefix):]
 		}
 		m, err := rs.Convert(obj)
 		if err != nil || m == nil {
@@ -173,6 +187,20 @@ func (r *Reflector) flush(ctx context.Context, fence clientv3.Cmp, dirty [][]str
 		for _, id := range ids {
 			key, val, bad := rs.desired(id)
 			r.noteBad(rs, id, bad)
+			if rs.nodePrefix != "" {
+				// The object's node changed (deleted and made again on
+				// another node): its old key goes.
+				if old := rs.keys[id]; old != "" && old != key {
+					if _, ok := rs.written[old]; ok {
+						ops = append(ops, op{rs: rs, key: old})
+					}
+				}
+				if val != nil {
+					rs.keys[id] = key
+				} else {
+					delete(rs.keys, id)
+				}
+			}
 			cur, ok := rs.written[key]
 			switch {
 			case val == nil && ok:
@@ -194,7 +222,8 @@ func (r *Reflector) reconcile(ctx context.Context, fence clientv3.Cmp, which []b
 	// Drop the pending work first: the caches are read after this point,
 	// so the reconcile covers it; later changes are marked again.
 	r.dropDirty(which)
-	var ops []op
+	var ops, leftovers []op
+	perNode := false
 	for i, rs := range r.res {
 		if which != nil && !which[i] {
 			continue
@@ -202,6 +231,17 @@ func (r *Reflector) reconcile(ctx context.Context, fence clientv3.Cmp, which []b
 		actual, err := r.readPrefix(ctx, rs.prefix)
 		if err != nil {
 			return err
+		}
+		if rs.nodePrefix != "" {
+			perNode = true
+			// The keys under the key prefix (the flat layout's) are all
+			// leftovers; the values live under the node key prefix.
+			stored, err := r.readPrefix(ctx, rs.nodePrefix)
+			if err != nil {
+				return err
+			}
+			maps.Copy(actual, stored)
+			rs.keys = map[string]string{}
 		}
 		rs.written = actual
 		rs.objects.Store(int64(len(actual)))
@@ -216,23 +256,69 @@ func (r *Reflector) reconcile(ctx context.Context, fence clientv3.Cmp, which []b
 				continue
 			}
 			want[key] = struct{}{}
+			if rs.nodePrefix != "" {
+				rs.keys[id] = key
+			}
 			if cur, ok := actual[key]; !ok || !bytes.Equal(cur, val) {
 				ops = append(ops, op{rs: rs, key: key, value: val})
 			}
 		}
 		for key := range actual {
 			if _, ok := want[key]; !ok {
-				ops = append(ops, op{rs: rs, key: key})
+				if rs.nodePrefix != "" && strings.HasPrefix(key, rs.KeyPrefix) {
+					leftovers = append(leftovers, op{rs: rs, key: key})
+				} else {
+					ops = append(ops, op{rs: rs, key: key})
+				}
 			}
 		}
 	}
+	// The order moves the state from the flat layout without an agent
+	// seeing its pods go: the per-node keys first, then the layout key
+	// (agents read the new layout from then on), then the flat keys,
+	// which agents of the new layout ignore.
 	if err := r.commit(ctx, fence, ops); err != nil {
 		return err
 	}
+	if perNode {
+		if err := r.ensureLayout(ctx, fence); err != nil {
+			return err
+		}
+	}
+	if err := r.commit(ctx, fence, leftovers); err != nil {
+		return err
+	}
+	ops = append(ops, leftovers...)
 	d := time.Since(start)
 	r.reconciles.Add(1)
 	r.lastReconcile.Store(int64(d))
 	r.log.Info("reconciled", slog.Int("writes", len(ops)), slog.Duration("duration", d))
+	return nil
+}
+
+// ensureLayout writes kubemodel.CurrentLayout into kubemodel.LayoutKey
+// unless it is there already: the per-node layout of the resources with a
+// NodeKeyPrefix.
+func (r *Reflector) ensureLayout(ctx context.Context, fence clientv3.Cmp) error {
+	key := kubemodel.EtcdKey(r.cfg.Prefix, kubemodel.LayoutKey)
+	want := kubemodel.FormatLayout(kubemodel.CurrentLayout)
+	gctx, cancel := context.WithTimeout(ctx, r.cfg.WriteTimeout)
+	defer cancel()
+	resp, err := r.client.Get(gctx, key)
+	if err != nil {
+		return fmt.Errorf("read the layout key: %w", err)
+	}
+	if len(resp.Kvs) == 1 && bytes.Equal(resp.Kvs[0].Value, want) {
+		return nil
+	}
+	tresp, err := r.client.Txn(gctx).If(fence).Then(clientv3.OpPut(key, string(want))).Commit()
+	if err != nil {
+		return fmt.Errorf("write the layout key: %w", err)
+	}
+	if !tresp.Succeeded {
+		return errLostLeadership
+	}
+	r.log.Info("wrote the key layout", slog.String("key", key), slog.Int("layout", kubemodel.CurrentLayout))
 	return nil
 }
 

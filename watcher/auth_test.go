@@ -89,6 +89,7 @@ func TestMutualTLS(t *testing.T) {
 			}
 			tc.etcd.DialTimeout = time.Second
 			cfg.Etcd = tc.etcd
+			cfg.RequestTimeout = time.Second // a refused handshake fails each request at its deadline
 			w, err := New(rec, cfg)
 			require.NoError(t, err)
 			r := start(t, w)

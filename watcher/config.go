@@ -29,6 +29,8 @@ const (
 	DefaultRetryMinBackoff      = 100 * time.Millisecond
 	DefaultRetryMaxBackoff      = 5 * time.Second
 	DefaultQueueFullTimeout     = 10 * time.Second
+	DefaultSnapshotPageSize     = 1000
+	DefaultRequestTimeout       = 30 * time.Second
 	defaultPushMinBackoff       = time.Millisecond
 	defaultPushMaxBackoff       = 100 * time.Millisecond
 	defaultMirrorOpenLockTimout = time.Second
@@ -45,8 +47,8 @@ type EtcdConfig struct {
 	// Endpoints are the etcd client URLs ("host:port", "http://host:port" or
 	// "https://host:port"). Default: [DefaultEndpoint].
 	Endpoints []string
-	// DialTimeout bounds one connection attempt and one snapshot read.
-	// Default: [DefaultDialTimeout].
+	// DialTimeout bounds one connection attempt. Default:
+	// [DefaultDialTimeout].
 	DialTimeout time.Duration
 	// KeepAliveTime and KeepAliveTimeout: the client pings the server after
 	// KeepAliveTime without traffic and drops the connection when no answer
@@ -197,6 +199,14 @@ type Config struct {
 	// nest, a key belongs to the longest one that matches.
 	Resources []kubemodel.Resource
 
+	// NodeName is the node whose agent the watcher serves: of the values
+	// stored per node (kubemodel.Resource.NodeKeyPrefix: the pods), the
+	// watcher reads and watches this node's alone in the per-node layout
+	// (kubemodel.LayoutNodePods), and in the flat layout it reads every
+	// pod and keeps this node's (as [NodePods] does). Default: empty,
+	// every node's values.
+	NodeName string
+
 	// Keep, when set, chooses the Kubernetes values the watcher delivers
 	// and keeps: a value for which it returns false is treated as absent.
 	// It is not decoded (nor checked), not in a DBResync and not
@@ -210,6 +220,20 @@ type Config struct {
 	// resource's message in binary protobuf), which it must neither modify
 	// nor keep. Default: nil, every value is kept.
 	Keep func(resource, key string, raw []byte) bool
+
+	// SnapshotPageSize is the number of keys one request of a snapshot
+	// reads: a snapshot is read in pages at the revision of the first one,
+	// and a failed page is repeated alone. Default:
+	// [DefaultSnapshotPageSize].
+	SnapshotPageSize int
+
+	// RequestTimeout bounds one request of a snapshot read (a page). It
+	// is long because a request that times out is repeated: when thousands
+	// of agents start at once, etcd is slow for everyone, and a short
+	// timeout only makes it do the same work again. While the fallback to
+	// the mirror is pending, the requests end at MirrorFallbackDelay at
+	// the latest. Default: [DefaultRequestTimeout].
+	RequestTimeout time.Duration
 
 	// MirrorPath is the bbolt file of the local mirror. Default: empty, no
 	// mirror (and no start-up without etcd).
@@ -257,6 +281,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ExternalConfigPrefix != "" && c.ExternalConfigPrefix == c.KubeStatePrefix {
 		errs = append(errs, fmt.Errorf("ExternalConfigPrefix %q equals KubeStatePrefix", c.ExternalConfigPrefix))
 	}
+	if c.NodeName != "" {
+		if err := kubemodel.ValidateName(c.NodeName); err != nil {
+			errs = append(errs, fmt.Errorf("NodeName: %w", err))
+		}
+	}
 	if c.ExternalConfigSource == "" {
 		c.ExternalConfigSource = controller.RemoteDBSource
 	}
@@ -269,6 +298,10 @@ func (c Config) withDefaults() (Config, error) {
 		{Name: "RetryMinBackoff", Value: &c.RetryMinBackoff, Default: DefaultRetryMinBackoff},
 		{Name: "RetryMaxBackoff", Value: &c.RetryMaxBackoff, Default: DefaultRetryMaxBackoff},
 		{Name: "QueueFullTimeout", Value: &c.QueueFullTimeout, Default: DefaultQueueFullTimeout},
+		{Name: "RequestTimeout", Value: &c.RequestTimeout, Default: DefaultRequestTimeout},
+	})...)
+	errs = append(errs, cfgutil.Ints([]cfgutil.Int{
+		{Name: "SnapshotPageSize", Value: &c.SnapshotPageSize, Default: DefaultSnapshotPageSize},
 	})...)
 	if c.RetryMaxBackoff < c.RetryMinBackoff {
 		errs = append(errs, fmt.Errorf("RetryMaxBackoff %v is less than RetryMinBackoff %v", c.RetryMaxBackoff, c.RetryMinBackoff))
@@ -288,6 +321,10 @@ func (c Config) withDefaults() (Config, error) {
 // is scheduled on that node. It reads the node name from the encoded pod
 // without decoding the rest; a value it cannot read is kept (and then
 // reported as a bad value when it does not decode).
+//
+// Deprecated: set [Config.NodeName]: it keeps the same pods in the flat
+// layout, and in the per-node layout the other nodes' pods are not even
+// sent.
 func NodePods(nodeName string) func(resource, key string, raw []byte) bool {
 	return func(resource, _ string, raw []byte) bool {
 		if resource != kubemodel.PodResource {

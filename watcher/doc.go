@@ -6,7 +6,10 @@
 // # Events
 //
 // [Watcher.Run] reads one snapshot of both key spaces at a single etcd
-// revision and pushes it as a controller.DBResync (Local=false): KubeState
+// revision — in pages of [Config.SnapshotPageSize] keys, a failed page
+// repeated alone, so that thousands of agents starting at once each read
+// the state once however many requests time out — and pushes it as a
+// controller.DBResync (Local=false): KubeState
 // holds an entry (possibly empty) for every registered resource, keyed by
 // the key relative to [Config.KubeStatePrefix] (for example
 // "k8s/pod/default/web", as built by kubemodel.PodKey); ExternalConfig is
@@ -51,18 +54,45 @@
 //
 // # Resources
 //
-// The registry starts with kubemodel.Resources() (pod, service, endpoints,
-// node) and [Config.Resources] adds user resources (a name, a key prefix
+// The registry starts with kubemodel.Resources() (pod, pod peer, service,
+// endpoints, node, namespace, network policy) and [Config.Resources] adds
+// user resources (a name, a key prefix
 // relative to the Kubernetes-state prefix, a message constructor and a
 // namespaced flag). A key belongs to the resource with the longest matching
 // key prefix.
 //
-// [Config.Keep] narrows what is delivered: a node's agent needs the pods of
-// its own node only, and with [NodePods] the cluster's other pods (most of
-// the Kubernetes state of a large cluster) are decoded, counted in
-// [Stats] (Unkept) and dropped, neither delivered nor kept nor mirrored. A
-// key whose value starts or stops being kept is delivered as added or
-// deleted.
+// # Key layouts and the node's pods
+//
+// The Kubernetes state is stored in one of the key layouts of package
+// kubemodel, which the value of kubemodel.LayoutKey names (the watcher
+// reads it with every snapshot, at the snapshot's revision):
+//
+//   - kubemodel.LayoutNodePods (what the reflector writes): pods are
+//     stored per node (kubemodel.NodePodKey). With [Config.NodeName] the
+//     watcher reads and watches the cluster-wide state (the root without
+//     the per-node subtree: services, endpoints, nodes, namespaces,
+//     network policies, the pods' peer records, user resources) and its
+//     node's subtree, one etcd watch per range: etcd sends it its node's
+//     pods alone, and every other pod as its compact peer record at most.
+//     Without NodeName it reads every node's pods. Pods are delivered
+//     under their pod keys (kubemodel.PodKey) either way.
+//   - kubemodel.LayoutFlat (no layout key: reflectors before layouts):
+//     the watcher reads and watches the whole root, and with NodeName
+//     keeps the pods of that node (as [NodePods] does).
+//
+// When the layout key changes (the reflector moved the state: it writes
+// the new keys, then the layout key, then deletes the old keys, which the
+// watcher ignores) the watcher delivers a fresh DBResync in the new
+// layout. It refuses, with an error wrapping [ErrLayout] that ends Run
+// ([LayoutError]), a layout it does not know (a reflector of a newer
+// version: upgrade the agent), and a pod written under its flat key while
+// the layout is per-node (a reflector of an older version writing beside
+// the current one); an agent never runs on state it would misread.
+//
+// [Config.Keep] narrows what is delivered further: a value it rejects is
+// counted in [Stats] (Unkept) and dropped, neither decoded, delivered, kept
+// nor mirrored. A key whose value starts or stops being kept is delivered
+// as added or deleted.
 //
 // # Mirror
 //

@@ -17,10 +17,16 @@ func podOn(name, node string) *kubemodel.Pod {
 	return &kubemodel.Pod{Namespace: "default", Name: name, NodeName: node}
 }
 
-// TestKeepNodePods: with Config.Keep = NodePods("n1") only n1's pods are
-// delivered and mirrored; a pod that becomes n1's is delivered as added, one
-// that stops being n1's as deleted; other resources are all delivered.
+// TestKeepNodePods: with Config.Keep = NodePods("n1"), or with
+// Config.NodeName "n1" in the flat layout, only n1's pods are delivered
+// and mirrored; a pod that becomes n1's is delivered as added, one that
+// stops being n1's as deleted; other resources are all delivered.
 func TestKeepNodePods(t *testing.T) {
+	t.Run("Keep", func(t *testing.T) { testKeepNodePods(t, func(c *Config) { c.Keep = NodePods("n1") }) })
+	t.Run("NodeName", func(t *testing.T) { testKeepNodePods(t, func(c *Config) { c.NodeName = "n1" }) })
+}
+
+func testKeepNodePods(t *testing.T, set func(*Config)) {
 	ctx := testCtx(t)
 	srv, cli := startEtcd(t)
 	mine, other := podOn("mine", "n1"), podOn("other", "n2")
@@ -31,7 +37,7 @@ func TestKeepNodePods(t *testing.T) {
 
 	rec := &controllertest.EventRecorder{}
 	cfg := baseConfig(srv)
-	cfg.Keep = NodePods("n1")
+	set(&cfg)
 	cfg.MirrorPath = filepath.Join(t.TempDir(), "mirror.db")
 	w, err := NewWithClient(cli, rec, cfg)
 	require.NoError(t, err)

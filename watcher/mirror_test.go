@@ -215,6 +215,7 @@ func TestNoLocalStartWithoutMirroredSnapshot(t *testing.T) {
 			cfg := baseConfig(nil)
 			cfg.Etcd.Endpoints = []string{deadEndpoint(t)}
 			cfg.Etcd.DialTimeout = 100 * time.Millisecond
+			cfg.RequestTimeout = 100 * time.Millisecond
 			cfg.MirrorPath = path
 			cfg.MirrorFallbackDelay = 50 * time.Millisecond
 			w, err := New(rec, cfg)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -26,6 +27,12 @@ type registry struct {
 	resources []kubemodel.Resource // sorted by descending key prefix length
 	names     []string             // resource names, sorted
 	types     protoregistry.MessageTypeResolver
+	// layoutKey is the full key of kubemodel.LayoutKey.
+	layoutKey string
+	// node is Config.NodeName: the node whose per-node values are read.
+	node string
+	// perNode are the resources with a NodeKeyPrefix (pods).
+	perNode []*kubemodel.Resource
 }
 
 func newRegistry(cfg Config) (*registry, error) {
@@ -56,31 +63,97 @@ func newRegistry(cfg Config) (*registry, error) {
 		names = append(names, r.Name)
 	}
 	sort.Strings(names)
-	return &registry{
+	reg := &registry{
 		kubePrefix: cfg.KubeStatePrefix,
 		kubeWatch:  cfg.KubeStatePrefix + commonRoot(all),
 		extPrefix:  cfg.ExternalConfigPrefix,
 		resources:  all,
 		names:      names,
 		types:      cfg.ExternalConfigTypes,
-	}, nil
+		layoutKey:  cfg.KubeStatePrefix + kubemodel.LayoutKey,
+		node:       cfg.NodeName,
+	}
+	for i := range reg.resources {
+		if reg.resources[i].NodeKeyPrefix != "" {
+			reg.perNode = append(reg.perNode, &reg.resources[i])
+		}
+	}
+	return reg, nil
 }
 
 // commonRoot returns the longest common prefix of the resources' key
-// prefixes that ends in "/" (empty if they share none).
+// prefixes (and node key prefixes, and the layout key) that ends in "/"
+// (empty if they share none).
 func commonRoot(rs []kubemodel.Resource) string {
 	if len(rs) == 0 {
 		return ""
 	}
-	root := rs[0].KeyPrefix
-	for _, r := range rs[1:] {
+	prefixes := []string{kubemodel.LayoutKey}
+	for _, r := range rs {
+		prefixes = append(prefixes, r.KeyPrefix)
+		if r.NodeKeyPrefix != "" {
+			prefixes = append(prefixes, r.NodeKeyPrefix)
+		}
+	}
+	root := prefixes[0]
+	for _, p := range prefixes[1:] {
 		n := 0
-		for n < len(root) && n < len(r.KeyPrefix) && root[n] == r.KeyPrefix[n] {
+		for n < len(root) && n < len(p) && root[n] == p[n] {
 			n++
 		}
 		root = root[:n]
 	}
 	return root[:strings.LastIndexByte(root, '/')+1]
+}
+
+// keyRange is the range [start, end) of etcd keys.
+type keyRange struct{ start, end string }
+
+// kubeRanges returns the ranges of the Kubernetes state read and watched
+// in layout: the whole watched range in kubemodel.LayoutFlat; in
+// kubemodel.LayoutNodePods the watched range without the per-node
+// subtrees (the cluster-wide state), and of each per-node subtree the
+// part of Config.NodeName (all of it without a node name). The ranges are
+// disjoint and sorted.
+func (r *registry) kubeRanges(layout int) []keyRange {
+	end := clientv3.GetPrefixRangeEnd(r.kubeWatch)
+	if layout == kubemodel.LayoutFlat || len(r.perNode) == 0 {
+		return []keyRange{{r.kubeWatch, end}}
+	}
+	var holes, own []keyRange
+	for _, res := range r.perNode {
+		sub := r.kubePrefix + res.NodeKeyPrefix
+		holes = append(holes, keyRange{sub, clientv3.GetPrefixRangeEnd(sub)})
+		if r.node != "" {
+			sub += r.node + "/"
+		}
+		own = append(own, keyRange{sub, clientv3.GetPrefixRangeEnd(sub)})
+	}
+	sort.Slice(holes, func(i, j int) bool { return holes[i].start < holes[j].start })
+	var out []keyRange
+	from := r.kubeWatch
+	for _, h := range holes {
+		if h.start > from {
+			out = append(out, keyRange{from, h.start})
+		}
+		from = max(from, h.end)
+	}
+	if from < end {
+		out = append(out, keyRange{from, end})
+	}
+	out = append(out, own...)
+	sort.Slice(out, func(i, j int) bool { return out[i].start < out[j].start })
+	return out
+}
+
+// snapshotRanges returns the ranges a snapshot reads in layout: the
+// Kubernetes ranges and, if set, the external-configuration prefix.
+func (r *registry) snapshotRanges(layout int) []keyRange {
+	out := r.kubeRanges(layout)
+	if r.extPrefix != "" {
+		out = append(out, keyRange{r.extPrefix, clientv3.GetPrefixRangeEnd(r.extPrefix)})
+	}
+	return out
 }
 
 // errNoResource marks a key in the watched range that belongs to no
@@ -96,6 +169,12 @@ const (
 	foreignKey keyKind = iota // neither prefix: ignored silently
 	kubeKey
 	extKey
+	// flatKey is the key of a per-node resource (a pod) under its key
+	// prefix in kubemodel.LayoutNodePods, where it is stored per node: a
+	// leftover of the flat layout, or the write of a reflector of it.
+	flatKey
+	// layoutKey is kubemodel.LayoutKey.
+	layoutKey
 )
 
 // kindOf returns the part of the key space key belongs to and the key
@@ -119,12 +198,50 @@ func (r *registry) kindOf(key string) (keyKind, string) {
 	return foreignKey, ""
 }
 
+// classify is kindOf in a layout: in kubemodel.LayoutNodePods a key under
+// a per-node resource's node key prefix is a Kubernetes key (rel is the
+// object's key, under the resource's key prefix) and a key under its key
+// prefix is a flatKey; in kubemodel.LayoutFlat keys under node key
+// prefixes are foreign. The layout key is layoutKey in either.
+func (r *registry) classify(key string, layout int) (keyKind, string) {
+	if key == r.layoutKey {
+		return layoutKey, kubemodel.LayoutKey
+	}
+	kind, rel := r.kindOf(key)
+	if kind != kubeKey {
+		return kind, rel
+	}
+	for _, res := range r.perNode {
+		if strings.HasPrefix(rel, res.NodeKeyPrefix) {
+			if layout == kubemodel.LayoutFlat {
+				return foreignKey, ""
+			}
+			_, obj, err := res.ParseNodeKey(rel)
+			if err != nil {
+				// Not a key of the resource: reported as a bad key of it.
+				return kubeKey, rel
+			}
+			return kubeKey, obj
+		}
+		if layout != kubemodel.LayoutFlat && strings.HasPrefix(rel, res.KeyPrefix) {
+			return flatKey, rel
+		}
+	}
+	return kubeKey, rel
+}
+
 // resourceOf returns the resource of rel, a key relative to the
 // Kubernetes-state prefix, after checking the key against the resource's
 // key scheme.
 func (r *registry) resourceOf(rel string) (*kubemodel.Resource, error) {
 	for i := range r.resources {
 		res := &r.resources[i]
+		if res.NodeKeyPrefix != "" && strings.HasPrefix(rel, res.NodeKeyPrefix) {
+			if _, _, err := res.ParseNodeKey(rel); err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrBadKey, err)
+			}
+			return res, nil
+		}
 		if !strings.HasPrefix(rel, res.KeyPrefix) {
 			continue
 		}
@@ -141,8 +258,9 @@ func (r *registry) resourceOf(rel string) (*kubemodel.Resource, error) {
 // key scheme; empty when none does.
 func (r *registry) resourceNameOf(rel string) string {
 	for i := range r.resources {
-		if strings.HasPrefix(rel, r.resources[i].KeyPrefix) {
-			return r.resources[i].Name
+		res := &r.resources[i]
+		if strings.HasPrefix(rel, res.KeyPrefix) || (res.NodeKeyPrefix != "" && strings.HasPrefix(rel, res.NodeKeyPrefix)) {
+			return res.Name
 		}
 	}
 	return ""

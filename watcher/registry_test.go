@@ -94,7 +94,7 @@ func TestCommonRoot(t *testing.T) {
 		want string
 	}{
 		{"built-in", kubemodel.Resources(), "k8s/"},
-		{"one", res("k8s/pod/"), "k8s/pod/"},
+		{"one: the layout key k8s/layout is in the range too", res("k8s/pod/"), "k8s/"},
 		{"shared partial segment", res("k8s/pod/", "k8s/policy/"), "k8s/"},
 		{"nothing shared", res("k8s/pod/", "custom/x/"), ""},
 		{"none", nil, ""},

@@ -18,9 +18,10 @@ type entry struct {
 // DBResync plus the changes delivered since. Keys are relative to their
 // prefix. It is owned by the Run goroutine.
 type state struct {
-	rev  int64 // revision of the snapshot
-	kube map[string]*entry
-	ext  map[string]*entry
+	rev    int64 // revision of the snapshot
+	layout int   // key layout of the snapshot (0 for the mirror's)
+	kube   map[string]*entry
+	ext    map[string]*entry
 }
 
 func newState(rev int64) *state {

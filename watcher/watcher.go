@@ -14,6 +14,8 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
 	"github.com/vswitchkit/vswitchkit/internal/retry"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -39,8 +41,9 @@ type Watcher struct {
 	stats counters
 
 	// Test hooks, set before Run.
-	hookAfterSnapshot func(rev int64) // after a remote snapshot was read, before it is pushed
-	hookMirror        func(m *mirror) // after the mirror was opened
+	hookAfterSnapshot func(rev int64)   // after a remote snapshot was read, before it is pushed
+	hookMirror        func(m *mirror)   // after the mirror was opened
+	hookPage          func(n int) error // before the n-th page request (from 1) of a snapshot; an error fails it
 }
 
 // New returns a watcher that creates its own etcd client from cfg.Etcd when
@@ -101,7 +104,8 @@ type Stats struct {
 	// no registered resource (resources this agent does not use).
 	UnknownKeys uint64
 	// ConnectErrors counts failed attempts to create the client or to read a
-	// snapshot.
+	// snapshot, and failed requests for a page of a snapshot (repeated
+	// alone).
 	ConnectErrors uint64
 	// Compactions, Reconnects and WatchErrors count resyncs after a watch
 	// that fell behind the compacted revision, after the connection to etcd
@@ -121,6 +125,12 @@ type Stats struct {
 	// Revision is the highest etcd revision delivered (of a remote snapshot
 	// or of a change); 0 before the first remote snapshot.
 	Revision int64
+	// Layout is the key layout of the latest snapshot read from etcd
+	// (kubemodel.LayoutFlat or kubemodel.LayoutNodePods); 0 before the
+	// first. LayoutChanges counts the resyncs after etcd's layout key
+	// changed (the reflector moved the state to another layout).
+	Layout        int
+	LayoutChanges uint64
 	// SkippedByResource splits BadKeys and BadValues by Kubernetes
 	// resource: it has an entry for every registered resource (by name,
 	// zero when nothing was skipped), so a metric per resource can be
@@ -151,6 +161,8 @@ type counters struct {
 	mirrorWrites, mirrorErrors   atomic.Uint64
 	unkept                       atomic.Uint64
 	revision                     atomic.Int64
+	layout                       atomic.Int64
+	layoutChanges                atomic.Uint64
 	// skipped splits badKeys and badValues by resource name; the map is
 	// fixed at New (one entry per registered resource).
 	skipped         map[string]*skipCounters
@@ -178,16 +190,18 @@ func (w *Watcher) Stats() Stats {
 		Compactions:   c.compactions.Load(), Reconnects: c.reconnects.Load(), WatchErrors: c.watchErrors.Load(),
 		PushRetries: c.pushRetries.Load(), ForcedResyncs: c.forcedResyncs.Load(),
 		MirrorWrites: c.mirrorWrites.Load(), MirrorErrors: c.mirrorErrors.Load(),
-		Unkept:            c.unkept.Load(),
-		Revision:          c.revision.Load(),
+		Unkept:   c.unkept.Load(),
+		Revision: c.revision.Load(),
+		Layout:   int(c.layout.Load()), LayoutChanges: c.layoutChanges.Load(),
 		SkippedByResource: skipped, SkippedExternal: c.skippedExternal.load(),
 	}
 }
 
 // Reasons a watch session ends and the watcher resyncs.
 var (
-	errReconnected = errors.New("connection to etcd re-established")
-	errForced      = errors.New("event loop refused a change for too long")
+	errReconnected   = errors.New("connection to etcd re-established")
+	errForced        = errors.New("event loop refused a change for too long")
+	errLayoutChanged = errors.New("the key layout changed")
 )
 
 // run holds what one Run call owns. It is used by the Run goroutine only.
@@ -277,7 +291,7 @@ func (r *run) loop(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if errors.Is(err, ErrClientConfig) {
+			if errors.Is(err, ErrClientConfig) || errors.Is(err, ErrLayout) {
 				return err
 			}
 			if w.client != nil && w.client.Ctx().Err() != nil {
@@ -320,7 +334,8 @@ func (r *run) loop(ctx context.Context) error {
 		r.st = st
 		w.stats.remoteResyncs.Add(1)
 		w.stats.revision.Store(st.rev)
-		w.log.Info("delivered DBResync from etcd", slog.Int64("revision", st.rev),
+		w.stats.layout.Store(int64(st.layout))
+		w.log.Info("delivered DBResync from etcd", slog.Int64("revision", st.rev), slog.Int("layout", st.layout),
 			slog.Int("kube_keys", len(st.kube)), slog.Int("external_keys", len(st.ext)))
 		r.mirrorDirty = true
 		r.writeMirror()
@@ -334,6 +349,11 @@ func (r *run) loop(ctx context.Context) error {
 		case errors.Is(err, errCompacted):
 			w.stats.compactions.Add(1)
 			w.log.Info("watch fell behind the compacted revision; resyncing", slog.Any("error", err))
+		case errors.Is(err, ErrLayout):
+			return err
+		case errors.Is(err, errLayoutChanged):
+			w.stats.layoutChanges.Add(1)
+			w.log.Info("the key layout of the Kubernetes state changed; resyncing", slog.Int("layout", st.layout))
 		case errors.Is(err, errReconnected):
 			w.stats.reconnects.Add(1)
 			w.log.Info("reconnected to etcd; resyncing")
@@ -391,47 +411,149 @@ func (r *run) ensureClient() error {
 }
 
 // snapshot reads the Kubernetes state and the external configuration at one
-// revision. While the mirror fallback is pending, the attempt ends at
-// fallbackAt at the latest.
+// revision: first the layout key (its revision is the snapshot's), then
+// the ranges of that layout, in pages of Config.SnapshotPageSize keys.
+// Every request is bounded by Config.RequestTimeout and a failed page is
+// repeated alone, after a jittered backoff, at the snapshot's revision,
+// so that a large snapshot read by many agents at once is read once per
+// agent however many requests time out (a snapshot read whole and
+// retried whole costs etcd the whole read again per failure). While the
+// mirror fallback is pending, the attempt ends at fallbackAt at the
+// latest. An error means no snapshot: the layout is refused (wrapping
+// ErrLayout), the revision was compacted meanwhile (the caller starts
+// over), ctx ended, the client is closed, or the fallback is due.
 func (r *run) snapshot(ctx context.Context, fallbackPending bool, fallbackAt time.Time) (*state, error) {
 	if err := r.ensureClient(); err != nil {
 		return nil, err
 	}
 	w := r.w
-	deadline := time.Now().Add(w.cfg.Etcd.DialTimeout)
-	if fallbackPending && fallbackAt.Before(deadline) {
-		deadline = fallbackAt
+	if w.hookPage != nil {
+		if err := w.hookPage(0); err != nil {
+			return nil, err
+		}
 	}
-	actx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	ops := []clientv3.Op{clientv3.OpGet(w.reg.kubeWatch, clientv3.WithPrefix())}
-	if w.cfg.ExternalConfigPrefix != "" {
-		ops = append(ops, clientv3.OpGet(w.cfg.ExternalConfigPrefix, clientv3.WithPrefix()))
-	}
-	resp, err := r.client.Txn(actx).Then(ops...).Commit()
+	lresp, err := r.page(ctx, w.reg.layoutKey, "", 0, fallbackPending, fallbackAt)
 	if err != nil {
-		return nil, fmt.Errorf("read snapshot: %w", err)
+		return nil, err
 	}
-	st := newState(resp.Header.Revision)
-	for _, op := range resp.Responses {
-		for _, kv := range op.GetResponseRange().GetKvs() {
-			key := string(kv.Key)
-			kind, rel := w.reg.kindOf(key)
-			if kind == foreignKey {
-				continue
+	var value []byte
+	if len(lresp.Kvs) > 0 {
+		value = lresp.Kvs[0].Value
+	}
+	layout, err := knownLayout(value)
+	if err != nil {
+		return nil, err
+	}
+	st := newState(lresp.Header.Revision)
+	st.layout = layout
+	bo := retry.NewClientBackoff(w.cfg.RetryMinBackoff, w.cfg.RetryMaxBackoff)
+	deg := retry.NewDegraded(w.log, "reading the snapshot from etcd")
+	pages := 0
+	for _, rg := range w.reg.snapshotRanges(layout) {
+		from := rg.start
+		for {
+			pages++
+			var resp *clientv3.GetResponse
+			var err error
+			if w.hookPage != nil {
+				err = w.hookPage(pages)
 			}
-			res, msg, kept, err := w.decode(kind, rel, kv.Value)
+			if err == nil {
+				resp, err = r.page(ctx, from, rg.end, st.rev, fallbackPending, fallbackAt)
+			}
 			if err != nil {
-				w.reportBad(kind, rel, err)
+				switch {
+				case ctx.Err() != nil, errors.Is(err, rpctypes.ErrCompacted),
+					w.client != nil && w.client.Ctx().Err() != nil,
+					fallbackPending && !time.Now().Before(fallbackAt):
+					return nil, err
+				}
+				w.stats.connectErrors.Add(1)
+				d := bo.NextBackOff()
+				if fallbackPending {
+					d = min(d, time.Until(fallbackAt))
+				}
+				deg.Fail(err, d)
+				if err := retry.Sleep(ctx, d); err != nil {
+					return nil, err
+				}
 				continue
 			}
-			if !kept {
-				continue
+			deg.OK()
+			bo.Reset()
+			for _, kv := range resp.Kvs {
+				r.add(st, kv)
 			}
-			st.part(kind)[rel] = &entry{res: res, raw: kv.Value, msg: msg, rev: kv.ModRevision}
+			if !resp.More || len(resp.Kvs) == 0 {
+				break
+			}
+			from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 		}
 	}
 	return st, nil
+}
+
+// knownLayout returns the layout the value of the layout key names (nil:
+// the key does not exist), or a *LayoutError when the watcher does not
+// read it.
+func knownLayout(value []byte) (int, error) {
+	layout, err := kubemodel.ParseLayout(value)
+	if err != nil || (layout != kubemodel.LayoutFlat && layout != kubemodel.LayoutNodePods) {
+		return 0, &LayoutError{Key: kubemodel.LayoutKey, Value: string(value)}
+	}
+	return layout, nil
+}
+
+// page reads one page of the range [from, end) (the key from when end is
+// empty) at revision rev (the current one when 0), bounded by
+// Config.RequestTimeout and, while the fallback is pending, by fallbackAt.
+func (r *run) page(ctx context.Context, from, end string, rev int64, fallbackPending bool, fallbackAt time.Time) (*clientv3.GetResponse, error) {
+	w := r.w
+	deadline := time.Now().Add(w.cfg.RequestTimeout)
+	if fallbackPending && fallbackAt.Before(deadline) {
+		deadline = fallbackAt
+	}
+	pctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	var opts []clientv3.OpOption
+	if end != "" {
+		opts = append(opts, clientv3.WithRange(end), clientv3.WithLimit(int64(w.cfg.SnapshotPageSize)))
+	}
+	if rev != 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
+	resp, err := r.client.Get(pctx, from, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("read snapshot: %w", err)
+	}
+	return resp, nil
+}
+
+// add adds one key of a snapshot to st (unless it is foreign, bad, not
+// kept or a leftover of the flat layout).
+func (r *run) add(st *state, kv *mvccpb.KeyValue) {
+	w := r.w
+	key := string(kv.Key)
+	kind, rel := w.reg.classify(key, st.layout)
+	switch kind {
+	case foreignKey, layoutKey:
+		return
+	case flatKey:
+		// A leftover of the flat layout: the reflector deletes these
+		// after it moved the state (a write of one ends Run, see
+		// applyKube).
+		w.stats.unknownKeys.Add(1)
+		return
+	}
+	res, msg, kept, err := w.decode(kind, rel, kv.Value, st.layout)
+	if err != nil {
+		w.reportBad(kind, rel, err)
+		return
+	}
+	if !kept {
+		return
+	}
+	st.part(kind)[rel] = &entry{res: res, raw: kv.Value, msg: msg, rev: kv.ModRevision}
 }
 
 // startLocal delivers the mirrored state as a DBResync with Local=true.
@@ -455,7 +577,7 @@ func (r *run) startLocal(ctx context.Context) error {
 	st := newState(snap.rev)
 	for kind, part := range map[keyKind]map[string][]byte{kubeKey: snap.kube, extKey: snap.ext} {
 		for rel, raw := range part {
-			res, msg, kept, err := w.decode(kind, rel, raw)
+			res, msg, kept, err := w.decode(kind, rel, raw, 0)
 			if err != nil {
 				w.reportBad(kind, rel, err)
 				continue
@@ -477,17 +599,27 @@ func (r *run) startLocal(ctx context.Context) error {
 }
 
 // decode decodes the value of rel, a key relative to the prefix of kind,
-// unless Config.Keep leaves it out: then kept is false and nothing is
-// decoded (the value is counted in Stats.Unkept).
-func (w *Watcher) decode(kind keyKind, rel string, raw []byte) (res *kubemodel.Resource, msg proto.Message, kept bool, err error) {
-	if kind != kubeKey || w.cfg.Keep == nil {
+// unless it is left out: then kept is false and nothing is decoded (the
+// value is counted in Stats.Unkept). Config.Keep leaves values out, and so
+// does Config.NodeName the other nodes' pods of the flat layout (layout
+// is the layout the value was read in; 0 for the mirror's values, which
+// were kept when mirrored).
+func (w *Watcher) decode(kind keyKind, rel string, raw []byte, layout int) (res *kubemodel.Resource, msg proto.Message, kept bool, err error) {
+	filterPods := layout == kubemodel.LayoutFlat && w.cfg.NodeName != ""
+	if kind != kubeKey || (w.cfg.Keep == nil && !filterPods) {
 		res, msg, err = w.reg.decodeRel(kind, rel, raw)
 		return res, msg, true, err
 	}
 	if res, err = w.reg.resourceOf(rel); err != nil {
 		return nil, nil, false, err
 	}
-	if !w.cfg.Keep(res.Name, rel, raw) {
+	if filterPods && res.Name == kubemodel.PodResource {
+		if name, ok := podNodeName(raw); ok && string(name) != w.cfg.NodeName {
+			w.stats.unkept.Add(1)
+			return res, nil, false, nil
+		}
+	}
+	if w.cfg.Keep != nil && !w.cfg.Keep(res.Name, rel, raw) {
 		w.stats.unkept.Add(1)
 		return res, nil, false, nil
 	}
@@ -540,27 +672,45 @@ func (r *run) session(ctx context.Context) (progressed bool, err error) {
 	}()
 
 	start := clientv3.WithRev(r.st.rev + 1)
-	kubeCh := r.client.Watch(sctx, w.reg.kubeWatch, clientv3.WithPrefix(), start)
+	// One watch per range of the layout (the cluster-wide state and this
+	// node's part of the per-node state), merged into kubeCh: the events
+	// of one range (of one key) arrive in revision order.
+	kubeCh := make(chan watchItem)
+	for _, rg := range w.reg.kubeRanges(r.st.layout) {
+		ch := r.client.Watch(sctx, rg.start, clientv3.WithRange(rg.end), start)
+		wg.Go(func() {
+			for {
+				resp, ok := <-ch
+				select {
+				case kubeCh <- watchItem{resp, ok}:
+				case <-sctx.Done():
+					return
+				}
+				if !ok {
+					return
+				}
+			}
+		})
+	}
 	var extCh clientv3.WatchChan // nil: never ready
 	if w.cfg.ExternalConfigPrefix != "" {
 		extCh = r.client.Watch(sctx, w.cfg.ExternalConfigPrefix, clientv3.WithPrefix(), start)
 	}
 	for {
-		var resp clientv3.WatchResponse
-		var ok bool
+		var item watchItem
 		var kind keyKind
 		select {
-		case resp, ok = <-kubeCh:
+		case item = <-kubeCh:
 			kind = kubeKey
-		case resp, ok = <-extCh:
+		case item.resp, item.ok = <-extCh:
 			kind = extKey
 		default:
 			// Nothing ready: a good moment to write the batched changes.
 			r.flushMirror()
 			select {
-			case resp, ok = <-kubeCh:
+			case item = <-kubeCh:
 				kind = kubeKey
-			case resp, ok = <-extCh:
+			case item.resp, item.ok = <-extCh:
 				kind = extKey
 			case <-reconnected:
 				return progressed, errReconnected
@@ -568,6 +718,7 @@ func (r *run) session(ctx context.Context) (progressed bool, err error) {
 				return progressed, ctx.Err()
 			}
 		}
+		resp, ok := item.resp, item.ok
 		if !ok {
 			return progressed, errors.New("watch channel closed")
 		}
@@ -586,6 +737,13 @@ func (r *run) session(ctx context.Context) (progressed bool, err error) {
 			return progressed, err
 		}
 	}
+}
+
+// watchItem is a response of one of the Kubernetes-state watches; ok is
+// false when its channel closed.
+type watchItem struct {
+	resp clientv3.WatchResponse
+	ok   bool
 }
 
 // errCompacted marks a watch that started below the compacted revision.
@@ -628,7 +786,7 @@ type change struct {
 func (r *run) diff(stream keyKind, ev *clientv3.Event) (c change, ok bool) {
 	kv := ev.Kv
 	rev := kv.ModRevision
-	kind, rel := r.w.reg.kindOf(string(kv.Key))
+	kind, rel := r.w.reg.classify(string(kv.Key), r.st.layout)
 	if kind != stream || rev <= r.st.rev {
 		// Another stream's key (nested prefixes), or older than the
 		// snapshot (cannot happen with a watch started after it).
@@ -640,7 +798,7 @@ func (r *run) diff(stream keyKind, ev *clientv3.Event) (c change, ok bool) {
 	}
 	var cur *entry
 	if ev.Type == clientv3.EventTypePut {
-		res, msg, kept, err := r.w.decode(kind, rel, kv.Value)
+		res, msg, kept, err := r.w.decode(kind, rel, kv.Value, r.st.layout)
 		switch {
 		case err != nil:
 			// The key no longer holds a usable value: it is skipped,
@@ -677,6 +835,27 @@ func (c change) set(part map[string]*entry) {
 // KubeStateChange per key.
 func (r *run) applyKube(ctx context.Context, events []*clientv3.Event) error {
 	for _, ev := range events {
+		if ev.Kv.ModRevision <= r.st.rev {
+			continue // older than the snapshot (cannot happen with a watch started after it)
+		}
+		switch kind, rel := r.w.reg.classify(string(ev.Kv.Key), r.st.layout); kind {
+		case layoutKey:
+			var value []byte
+			if ev.Type == clientv3.EventTypePut {
+				value = ev.Kv.Value
+			}
+			if layout, err := knownLayout(value); err != nil || layout != r.st.layout {
+				// Resync: the snapshot reads the new layout, or refuses
+				// it.
+				return errLayoutChanged
+			}
+			continue
+		case flatKey:
+			if ev.Type == clientv3.EventTypePut {
+				return &LayoutError{Key: rel, Layout: r.st.layout}
+			}
+			continue // the reflector deletes the flat layout's leftovers
+		}
 		c, ok := r.diff(kubeKey, ev)
 		if !ok {
 			continue

@@ -1,6 +1,8 @@
 package watcher
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -300,4 +302,50 @@ func TestChangesBetweenSnapshotAndWatch(t *testing.T) {
 	waitState(t, ctx, rec, m, &next, func() map[string]string { return etcdState(t, ctx, cli, w.reg) })
 	assert.Equal(t, 1, m.resyncs)
 	assert.Equal(t, 8, m.changes, "4 external and 4 Kubernetes changes")
+}
+
+// TestSnapshotInPages reads a snapshot larger than a page: every key
+// arrives in one DBResync at the revision of the first page (a write
+// between pages comes as a change after it), and a failed page is
+// repeated alone.
+func TestSnapshotInPages(t *testing.T) {
+	ctx := testCtx(t)
+	srv, cli := startEtcd(t)
+	for i := range 25 {
+		putPod(t, ctx, cli, pod("default", fmt.Sprintf("p%02d", i), "10.1.1.2"))
+	}
+	for i := range 7 {
+		putExt(t, ctx, cli, fmt.Sprintf("config/%d", i), "v")
+	}
+	rec := &controllertest.EventRecorder{}
+	cfg := baseConfig(srv)
+	cfg.SnapshotPageSize = 4
+	w, err := NewWithClient(cli, rec, cfg)
+	require.NoError(t, err)
+	var requests []int
+	late := pod("default", "late", "10.1.1.3")
+	w.hookPage = func(n int) error { // 0: the layout key
+		requests = append(requests, n)
+		switch n {
+		case 2:
+			putPod(t, ctx, cli, late) // after the snapshot's revision
+		case 3:
+			return errors.New("page 3 lost")
+		}
+		return nil
+	}
+	start(t, w)
+	evs, err := rec.WaitFor(ctx, 2)
+	require.NoError(t, err)
+	rs := evs[0].(*controller.DBResync)
+	assert.Len(t, rs.KubeState["pod"], 25)
+	assert.Len(t, rs.ExternalConfig, 7)
+	ch := evs[1].(*controller.KubeStateChange)
+	assert.Equal(t, kubemodel.PodKey("default", "late"), ch.Key)
+	assert.Nil(t, ch.PrevValue)
+	// 25 pods in 7 pages, 7 external keys in 2: 9 pages, one of them
+	// twice; the failed page was not read again from the start.
+	assert.Equal(t, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, requests, "the layout key, then the pages")
+	assert.Equal(t, uint64(1), w.Stats().ConnectErrors)
+	assert.Equal(t, uint64(1), w.Stats().RemoteResyncs)
 }

@@ -148,17 +148,26 @@ func Convert(obj *unstructured.Unstructured) (*bgpmodel.PeeringPolicy, error) {
 }
 
 type converter struct {
-	object string
-	errs   []error
+	resource string // "" is the peering policy's
+	object   string
+	errs     []error
 }
 
 func (c *converter) fail(field string, value any, reason string) {
-	c.errs = append(c.errs, &reflector.ObjectError{Resource: bgpmodel.PolicyResourceName, Object: c.object, Field: field, Value: value, Reason: reason})
+	res := c.resource
+	if res == "" {
+		res = bgpmodel.PolicyResourceName
+	}
+	c.errs = append(c.errs, &reflector.ObjectError{Resource: res, Object: c.object, Field: field, Value: value, Reason: reason})
 }
 
-// fill sets the fields of m from the JSON object obj, following fieldNames.
+// fill sets the fields of m from the JSON object obj, following fieldNames
+// (and fieldNamesV2).
 func (c *converter) fill(m protoreflect.Message, obj map[string]any, path string) {
 	names := fieldNames[m.Descriptor().FullName()]
+	if names == nil {
+		names = fieldNamesV2[m.Descriptor().FullName()]
+	}
 	keys := make([]string, 0, len(obj))
 	for k := range obj {
 		keys = append(keys, k)

@@ -40,7 +40,8 @@ var installOnce sync.Once
 
 // installCRDs installs every CRD of the repository (kubetest.CRDFiles: the
 // YAML files that define them, wherever they are) and the reflector's
-// RBAC from deploy/reflector.yaml.
+// RBAC from deploy/reflector.yaml (with the namespace of its Role,
+// deploy/namespace.yaml).
 func installCRDs(t *testing.T, c *kubetest.Cluster) {
 	t.Helper()
 	var err error
@@ -61,13 +62,17 @@ func installCRDs(t *testing.T, c *kubetest.Cluster) {
 		if err = kubetest.InstallCRDs(ctx, c.AdminConfig(), files...); err != nil {
 			return
 		}
-		var b []byte
-		if b, err = os.ReadFile(filepath.Join(root, "deploy", "reflector.yaml")); err != nil {
-			return
-		}
-		objs, derr := kubetest.DecodeYAML(b)
-		if err = derr; err != nil {
-			return
+		var objs []*unstructured.Unstructured
+		for _, f := range []string{"namespace.yaml", "reflector.yaml"} {
+			var b []byte
+			if b, err = os.ReadFile(filepath.Join(root, "deploy", f)); err != nil {
+				return
+			}
+			o, derr := kubetest.DecodeYAML(b)
+			if err = derr; err != nil {
+				return
+			}
+			objs = append(objs, o...)
 		}
 		objs = slices.DeleteFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() == "Deployment" })
 		_, err = kubetest.Apply(ctx, c.AdminConfig(), objs, kubetest.ApplyOptions{})

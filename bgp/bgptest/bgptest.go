@@ -1,10 +1,12 @@
 // Package bgptest provides in-memory fakes for testing code that uses
 // package bgp.
 //
-// [FakeManager] implements [bgp.BGPRouterManager]: it validates the policy
-// like a real manager would, records every call and the resulting desired
-// state, and can inject faults. It has no network side: no sessions, no
-// routes. Use package gobgp with loopback peers for that.
+// [FakeManager] implements [bgp.BGPRouterManager] and [bgp.SpecApplier]:
+// it validates the policy like a real manager would, records every call
+// and the resulting desired state (as a policy for v1 and as a
+// [bgp.NodeSpec] for both APIs), and can inject faults. It has no network
+// side: no sessions, no routes. Use package gobgp with loopback peers for
+// that.
 package bgptest
 
 import (
@@ -21,10 +23,13 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 )
 
-// Call is one recorded ConfigurePeers call. Policy and State are deep copies
-// (nil when the call passed nil).
+// Call is one recorded ConfigurePeers or ApplySpec call. Policy (v1
+// only), Spec (the v1 policy translated with bgp.SpecFromPolicy, or the
+// spec given to ApplySpec) and State are deep copies (nil when the call
+// passed nil).
 type Call struct {
 	Policy *bgp.PeeringPolicy
+	Spec   *bgp.NodeSpec
 	State  *bgp.ControlPlaneState
 	Err    error
 }
@@ -39,16 +44,23 @@ type FakeManager struct {
 	// error is recorded and returned without changing the applied policy.
 	// Use it to inject faults ("fail the 3rd call") or to block.
 	ConfigurePeersFunc func(ctx context.Context, policy *bgp.PeeringPolicy, state *bgp.ControlPlaneState) error
+	// ApplySpecFunc, if set, is called first on every ApplySpec call, like
+	// ConfigurePeersFunc.
+	ApplySpecFunc func(ctx context.Context, spec *bgp.NodeSpec, state *bgp.ControlPlaneState) error
 
-	mu         sync.Mutex
-	calls      []Call
-	applied    *bgp.PeeringPolicy
-	inFlight   int
-	concurrent bool
-	notify     chan struct{}
+	mu          sync.Mutex
+	calls       []Call
+	applied     *bgp.PeeringPolicy
+	appliedSpec *bgp.NodeSpec
+	inFlight    int
+	concurrent  bool
+	notify      chan struct{}
 }
 
-var _ bgp.BGPRouterManager = (*FakeManager)(nil)
+var (
+	_ bgp.BGPRouterManager = (*FakeManager)(nil)
+	_ bgp.SpecApplier      = (*FakeManager)(nil)
+)
 
 // ConfigurePeers records the call. A non-nil policy is validated (after
 // defaults, [bgp.PeeringPolicy.Validate] and
@@ -75,17 +87,59 @@ func (f *FakeManager) ConfigurePeers(ctx context.Context, policy *bgp.PeeringPol
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.inFlight--
-	f.calls = append(f.calls, Call{Policy: policy.Clone(), State: cloneState(state), Err: err})
+	spec := bgp.SpecFromPolicy(policy, state)
+	f.calls = append(f.calls, Call{Policy: policy.Clone(), Spec: spec, State: cloneState(state), Err: err})
 	if err == nil {
 		f.applied = policy.WithDefaults()
+		f.appliedSpec = spec.Clone()
 	}
+	f.notifyLocked()
+	return err
+}
+
+// ApplySpec records the call. A non-nil spec becomes the applied spec
+// (and the applied policy is cleared); nil withdraws it.
+func (f *FakeManager) ApplySpec(ctx context.Context, spec *bgp.NodeSpec, state *bgp.ControlPlaneState) error {
+	f.mu.Lock()
+	f.inFlight++
+	if f.inFlight > 1 {
+		f.concurrent = true
+	}
+	fn := f.ApplySpecFunc
+	f.mu.Unlock()
+
+	var err error
+	if fn != nil {
+		err = fn(ctx, spec, state)
+	}
+
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.inFlight--
+	f.calls = append(f.calls, Call{Spec: spec.Clone(), State: cloneState(state), Err: err})
+	if err == nil {
+		f.applied = nil
+		f.appliedSpec = spec.Clone()
+	}
+	f.notifyLocked()
+	return err
+}
+
+func (f *FakeManager) notifyLocked() {
 	if f.notify != nil {
 		select {
 		case f.notify <- struct{}{}:
 		default:
 		}
 	}
-	return err
+}
+
+// AppliedSpec returns a copy of the applied configuration in the internal
+// model (a v1 policy translated), nil if nothing is applied.
+func (f *FakeManager) AppliedSpec() *bgp.NodeSpec {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.appliedSpec.Clone()
 }
 
 // Calls returns copies of the recorded calls, oldest first.
@@ -95,8 +149,8 @@ func (f *FakeManager) Calls() []Call {
 	return slices.Clone(f.calls)
 }
 
-// Applied returns a copy of the applied policy (with defaults), nil if
-// nothing is applied.
+// Applied returns a copy of the applied v1 policy (with defaults), nil if
+// nothing is applied or a spec was applied with ApplySpec.
 func (f *FakeManager) Applied() *bgp.PeeringPolicy {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -116,3 +116,62 @@ func BenchmarkOneServiceChange10k(b *testing.B) {
 		b.ReportMetric(float64(cpu.Microseconds())/1e3/float64(b.N), "configure-cpu-ms/op")
 	}
 }
+
+// BenchmarkOneServiceChange10kV2 is BenchmarkOneServiceChange10k through
+// the v2 path (ApplySpec): the 10000 services' routes carry an
+// advertisement's community and local preference, through the per-peer
+// export policy (prefix sets edited in place), and the pod CIDR another
+// advertisement's attributes.
+func BenchmarkOneServiceChange10kV2(b *testing.B) {
+	const n = 10000
+	vips := vipRange(n + 1)
+	svcs := make([]bgp.Service, n)
+	for i := range svcs {
+		svcs[i] = bgp.Service{Namespace: "bench", Name: fmt.Sprintf("svc-%d", i), Labels: map[string]string{"bgp": "yes"},
+			LoadBalancerIPs: vips[i : i+1]}
+	}
+	cur := svcs
+	peer := startTestPeer(b, "127.0.0.16", 65015, peerOpts{neighbor: netip.MustParseAddr("127.0.0.15"), asn: 65015})
+	m := runManager(b, Config{Services: bgp.ServiceListerFunc(func() []bgp.Service { return cur })})
+	ctx := context.Background()
+	state := testState(testNode("10.244.15.0/24"))
+	state.IPv4 = netip.MustParseAddr("127.0.0.15").AsSlice()
+	lp := uint32(200)
+	fam := v4Family(
+		bgp.Advert{Type: bgp.PodCIDRAdvert, Attributes: mustAttrs(b, bgp.AttributesSpec{Standard: []string{"65015:1"}})},
+		bgp.Advert{Type: bgp.ServiceAdvert, ServiceSelector: &bgp.LabelSelector{MatchLabels: map[string]string{"bgp": "yes"}},
+			Attributes: mustAttrs(b, bgp.AttributesSpec{Standard: []string{"65015:2"}, LocalPreference: &lp})},
+	)
+	spec := specOf(65015, specPeer(peer, "127.0.0.15", fam))
+	require.NoError(b, m.ApplySpec(ctx, spec, state))
+	waitEstablished(b, m, peer.addr)
+	peer.waitCount(b, "v4", n+1)
+
+	b.ResetTimer()
+	var configure, cpu time.Duration
+	for i := range b.N {
+		next := make([]bgp.Service, n)
+		copy(next, svcs)
+		want := vips[0]
+		if i%2 == 0 {
+			want = vips[n]
+		}
+		next[0].LoadBalancerIPs = []netip.Addr{want}
+		cur = next
+		start := time.Now()
+		cpu0, _ := processCPU()
+		require.NoError(b, m.ApplySpec(ctx, spec, state))
+		configure += time.Since(start)
+		cpu1, _ := processCPU()
+		cpu += cpu1 - cpu0
+		peer.waitPrefix(b, "v4", netip.PrefixFrom(want, 32).String(), true)
+	}
+	b.StopTimer()
+	r := peer.routes(b, "v4")[netip.PrefixFrom(vips[1], 32)]
+	require.Equal(b, []string{"65015:2"}, r.Communities)
+	require.NotNil(b, r.LocalPref)
+	b.ReportMetric(float64(configure.Microseconds())/1e3/float64(b.N), "configure-ms/op")
+	if _, ok := processCPU(); ok {
+		b.ReportMetric(float64(cpu.Microseconds())/1e3/float64(b.N), "configure-cpu-ms/op")
+	}
+}

@@ -5,11 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,14 +13,22 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vswitchkit/vswitchkit/bgp"
+	"github.com/vswitchkit/vswitchkit/bgp/gobgp/gobgptest"
 )
 
-// bird is a BIRD 2 daemon run by a test.
+// bird is a BIRD 2 daemon run by a test (gobgptest.BIRD).
 type bird struct {
+	*gobgptest.BIRD
 	addr netip.Addr
-	port int
-	sock string
-	cli  string
+}
+
+// birdConfig configures startBIRDWith (see gobgptest.BIRDConfig).
+type birdConfig struct {
+	Addr, Neighbor   string
+	ASN, NeighborASN uint32
+	Options          string
+	Import, Export   string
+	Extra            string
 }
 
 // startBIRD runs BIRD 2 with one passive BGP protocol "gobgp" towards
@@ -32,72 +36,28 @@ type bird struct {
 // test when BIRD is not installed.
 func startBIRD(t *testing.T, addr, neighbor string, options string) *bird {
 	t.Helper()
-	birdPath, err := exec.LookPath("bird")
-	if err != nil {
-		birdPath = "/usr/sbin/bird"
-	}
-	birdcPath, errc := exec.LookPath("birdc")
-	if errc != nil {
-		birdcPath = "/usr/sbin/birdc"
-	}
-	for _, p := range []string{birdPath, birdcPath} {
-		if _, err := os.Stat(p); err != nil {
-			t.Skipf("BIRD 2 is not installed (%s missing): install the Debian package bird2 to run this test", p)
-		}
-	}
-	b := &bird{addr: netip.MustParseAddr(addr), port: freePort(t, addr), cli: birdcPath}
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "bird.conf")
-	b.sock = filepath.Join(dir, "bird.ctl")
-	cfg := fmt.Sprintf(`router id 10.255.0.100;
-log "%s" all;
-protocol device {}
-protocol direct { ipv4; ipv6; interface "lo"; }
-protocol bgp gobgp {
-	local %s port %d as 65100;
-	neighbor %s as 65009;
-	passive on;
-	multihop 2;
-	hold time 9;
-	%s
-	ipv4 { import all; export none; };
-	ipv6 { import all; export none; };
+	return startBIRDWith(t, birdConfig{Addr: addr, Neighbor: neighbor, Options: options})
 }
-`, filepath.Join(dir, "bird.log"), addr, b.port, neighbor, options)
-	require.NoError(t, os.WriteFile(cfgPath, []byte(cfg), 0o600))
 
-	cmd := exec.Command(birdPath, "-f", "-c", cfgPath, "-s", b.sock, "-P", filepath.Join(dir, "bird.pid"))
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
-		_ = cmd.Wait()
-		if t.Failed() {
-			if out, err := os.ReadFile(filepath.Join(dir, "bird.log")); err == nil {
-				t.Logf("bird.log:\n%s", out)
-			}
-		}
-	})
-	require.Eventually(t, func() bool { return strings.Contains(b.c("show", "status"), "Daemon is up") },
-		waitFor, 50*time.Millisecond, "bird did not start")
-	return b
+// startBIRDWith runs BIRD 2 as c says; it skips the test when BIRD is not
+// installed.
+func startBIRDWith(t *testing.T, c birdConfig) *bird {
+	t.Helper()
+	b := gobgptest.StartBIRD(t, gobgptest.BIRDConfig{Address: netip.MustParseAddr(c.Addr), Neighbor: netip.MustParseAddr(c.Neighbor),
+		ASN: c.ASN, NeighborASN: c.NeighborASN, Options: c.Options, Import: c.Import, Export: c.Export, Extra: c.Extra})
+	return &bird{BIRD: b, addr: b.Address()}
 }
 
 // c runs birdc.
-func (b *bird) c(args ...string) string {
-	out, _ := exec.Command(b.cli, append([]string{"-s", b.sock}, args...)...).CombinedOutput()
-	return string(out)
-}
+func (b *bird) c(args ...string) string { return b.C(args...) }
 
-func (b *bird) routes() string { return b.c("show", "route", "protocol", "gobgp") }
+func (b *bird) routes() string { return b.Routes() }
 
-func (b *bird) established() bool {
-	return strings.Contains(b.c("show", "protocols", "gobgp"), "Established")
-}
+func (b *bird) established() bool { return b.Established() }
 
 func (b *bird) neighbor(local string) bgp.Neighbor {
 	return bgp.Neighbor{
-		PeerAddress: b.addr, PeerPort: uint16(b.port), PeerASN: 65100,
+		PeerAddress: b.addr, PeerPort: uint16(b.Port()), PeerASN: b.ASN(),
 		LocalAddress: netip.MustParseAddr(local), EBGPMultihopTTL: 2,
 		ConnectRetryTime: MinConnectRetryTime, HoldTime: 9 * time.Second, KeepaliveTime: 3 * time.Second,
 	}
@@ -198,4 +158,75 @@ func TestBIRDGracefulRestart(t *testing.T) {
 	s2.apply(t, speakerSpec{}) // nil policy: explicit withdrawal
 	require.Eventually(t, func() bool { return !strings.Contains(b.routes(), "10.244.117.0/24") },
 		waitFor, 100*time.Millisecond, "an explicit withdrawal flushes at once, not after the 10m restart time")
+}
+
+// TestBIRDCommunitiesLocalPrefAggregation: BIRD, an internal peer, sees
+// the advertisements' standard, well-known and large communities and local
+// preference, and the aggregates instead of their members.
+func TestBIRDCommunitiesLocalPrefAggregation(t *testing.T) {
+	const localAddr = "127.0.0.77"
+	b := startBIRDWith(t, birdConfig{Addr: "127.0.0.78", Neighbor: localAddr, ASN: 65077, NeighborASN: 65077})
+	ctx := context.Background()
+	store := bgp.NewStore(bgp.Signaler{})
+	for i, ip := range []string{"198.51.100.1", "198.51.100.2", "198.51.100.3"} {
+		store.SetService(bgp.Service{Namespace: "n", Name: fmt.Sprint("s", i), LoadBalancerIPs: []netip.Addr{netip.MustParseAddr(ip)}})
+	}
+	m := runManager(t, Config{Services: store})
+	lp := uint32(250)
+	pods := bgp.Advert{Type: bgp.PodCIDRAdvert, Attributes: mustAttrs(t, bgp.AttributesSpec{
+		Standard: []string{"65000:100"}, WellKnown: []string{"no-advertise"}, Large: []string{"65000:7:8"}, LocalPreference: &lp})}
+	svcs := bgp.Advert{Type: bgp.ServiceAdvert, ServiceSelector: &bgp.LabelSelector{}, AggregationLengthIPv4: 24,
+		Attributes: mustAttrs(t, bgp.AttributesSpec{Standard: []string{"65000:200"}})}
+	n := b.neighbor(localAddr)
+	n.Families = []bgp.Family{bgp.IPv4Unicast}
+	spec := specOf(65077, bgp.Peer{Name: "bird", Neighbor: withDefaults(n), PeerFamilies: []bgp.PeerFamily{v4Family(pods, svcs)}})
+	require.NoError(t, m.ApplySpec(ctx, spec, stateAt(localAddr, "10.244.77.0/24")))
+	waitEstablished(t, m, n.PeerAddress)
+	var out string
+	require.Eventually(t, func() bool {
+		out = b.c("show", "route", "all", "protocol", "gobgp")
+		return strings.Contains(out, "10.244.77.0/24") && strings.Contains(out, "198.51.100.0/24")
+	}, waitFor, 100*time.Millisecond, "bird routes: %s", b.c("show", "route", "all"))
+	pod, svc, _ := strings.Cut(out[strings.Index(out, "10.244.77.0/24"):], "198.51.100.0/24")
+	if strings.Index(out, "198.51.100.0/24") < strings.Index(out, "10.244.77.0/24") {
+		svc, pod, _ = strings.Cut(out[strings.Index(out, "198.51.100.0/24"):], "10.244.77.0/24")
+	}
+	assert.Contains(t, pod, "BGP.community: (65000,100) (65535,65282)", "standard and well-known communities: %s", out)
+	assert.Contains(t, pod, "BGP.large_community: (65000, 7, 8)")
+	assert.Contains(t, pod, "BGP.local_pref: 250")
+	assert.Contains(t, svc, "BGP.community: (65000,200)")
+	assert.NotContains(t, out, "198.51.100.1/32", "the aggregate, not its members")
+	assert.Equal(t, 2, strings.Count(b.routes(), "[gobgp "), "exactly the pod CIDR and the aggregate: %s", b.routes())
+}
+
+// TestBIRDLearnedDefaultRoute: BIRD announces a default route (next hop
+// on the node's uplink subnet); a peer family with an import prefix list
+// for it learns it, and forgets it when BIRD withdraws it.
+func TestBIRDLearnedDefaultRoute(t *testing.T) {
+	const localAddr = "127.0.0.79"
+	b := startBIRDWith(t, birdConfig{Addr: "127.0.0.80", Neighbor: localAddr,
+		Extra:  "protocol static defroute { ipv4; route 0.0.0.0/0 blackhole; route 10.80.0.0/16 blackhole; }",
+		Export: `filter { if proto = "defroute" then { bgp_next_hop = 192.168.16.254; accept; } reject; }`,
+	})
+	ctx := context.Background()
+	sig := bgp.NewSignaler()
+	m := runManager(t, Config{LearnedRoutes: sig})
+	n := b.neighbor(localAddr)
+	n.Families = []bgp.Family{bgp.IPv4Unicast}
+	fam := v4Family()
+	fam.Import = []bgp.PrefixMatch{{Prefix: netip.MustParsePrefix("0.0.0.0/0")}}
+	spec := specOf(65009, bgp.Peer{Name: "bird", Neighbor: withDefaults(n), PeerFamilies: []bgp.PeerFamily{fam}})
+	require.NoError(t, m.ApplySpec(ctx, spec, stateAt(localAddr)))
+	waitEstablished(t, m, n.PeerAddress)
+	require.Eventually(t, func() bool { return len(m.LearnedRoutes()) == 1 }, waitFor, 50*time.Millisecond)
+	assert.Equal(t, []bgp.LearnedRoute{{Prefix: netip.MustParsePrefix("0.0.0.0/0"), NextHop: netip.MustParseAddr("192.168.16.254"),
+		LocalASN: 65009, Peer: b.addr}}, m.LearnedRoutes(), "the default route only, with BIRD's next hop")
+	ps, err := m.Peers(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 2, ps[0].Received[bgp.IPv4Unicast])
+	assert.Equal(t, 1, ps[0].Accepted[bgp.IPv4Unicast])
+
+	assert.Contains(t, b.c("disable", "defroute"), "disabled")
+	require.Eventually(t, func() bool { return len(m.LearnedRoutes()) == 0 }, waitFor, 50*time.Millisecond,
+		"withdrawn by BIRD: forgotten")
 }

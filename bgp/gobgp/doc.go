@@ -1,15 +1,34 @@
 // Package gobgp implements [bgp.BGPRouterManager] with GoBGP running as an
 // in-process library.
 //
-// A [Manager] runs one GoBGP server per local ASN (virtual router) of the
-// applied peering policy. Every [Manager.ConfigurePeers] call computes the
-// difference between the applied and the desired state: servers whose
-// identity (router ID, listening port) changed are restarted, neighbors are
-// added, removed or re-created when their configuration changed, and paths
-// (the node's pod CIDRs and the addresses of the selected services, see
-// bgp.VirtualRouter.ServicePrefixes, IPv4 and IPv6) are added or withdrawn
-// individually. Sessions to unreachable peers are retried by GoBGP in the
-// background; they are not errors.
+// A [Manager] runs one GoBGP server per local ASN (virtual router, or
+// instance) of the applied configuration: a v1 peering policy
+// ([Manager.ConfigurePeers]) or the internal model both APIs translate
+// into, a bgp.NodeSpec ([Manager.ApplySpec]); ConfigurePeers translates
+// the policy (bgp.SpecFromPolicy) and applies it the same way. Every call
+// computes the difference between the applied and the desired state:
+// servers whose identity (router ID, listening port) changed are
+// restarted, neighbors are added, removed or re-created when their session
+// configuration changed, and paths (the node's pod CIDRs and the addresses
+// of the selected services, IPv4 and IPv6, aggregated where an
+// advertisement says so) are added or withdrawn individually. Sessions to
+// unreachable peers are retried by GoBGP in the background; they are not
+// errors.
+//
+// # Per-peer routes and attributes
+//
+// Each peer is sent exactly the routes its families' advertisements yield,
+// with their communities (standard, well-known, large) and local
+// preference: every route is originated once, and GoBGP's global export
+// policy holds, per peer and per set of attributes, a statement matching
+// the peer's neighbor set and a prefix set of those routes, which adds the
+// communities, sets the local preference and accepts; everything else is
+// rejected. A change of the routes of an existing set edits its prefix set
+// in place (a one-service change with 10k services advertised touches one
+// prefix); a new peer or a new set of attributes rebuilds the policies.
+// Peers whose choice changes for a route that stays originated get a soft
+// reset (route refresh out). Local preference is sent to internal peers
+// only (RFC 4271).
 //
 // # Next hops and address families
 //
@@ -40,9 +59,20 @@
 // Hard Reset to peers that negotiated RFC 8538, and flushes the routes at
 // once.
 //
-// Routes learned from peers are kept in their Adj-RIB-In (queryable with
-// [Manager.Routes]) but never imported or re-advertised: the speaker is a
-// leaf, not a transit router.
+// # Learned routes
+//
+// Routes received from peers are kept in their Adj-RIB-In (queryable with
+// [Manager.Routes]). By default none is imported. A peer family's import
+// prefix list (exact, ge, le) becomes a statement of the global import
+// policy that accepts the matching routes of that peer into the speaker's
+// RIB; [Manager.LearnedRoutes] reports their best paths (watched with
+// GoBGP's best-path events) and Config.LearnedRoutes is signalled on every
+// change, for a consumer that installs them into the data plane (package
+// render/bgproutes). They go when the peer withdraws them, when its
+// session ends without graceful restart, or when graceful restart's timer
+// for the peer expires. They are never re-advertised: the export policy
+// rejects every route learned from a peer, so the speaker stays a leaf,
+// not a transit router.
 //
 // GoBGP types stay inside this package: the API uses package bgp, netip and
 // standard types only.
@@ -59,9 +89,20 @@
 //
 // # Concurrency
 //
-// Manager is safe for concurrent use. ConfigurePeers calls are serialized by
-// the manager (its contract forbids overlapping calls anyway); status
-// queries ([Manager.Peers], [Manager.Routes]) may run at any time.
+// Manager is safe for concurrent use. ConfigurePeers and ApplySpec calls
+// are serialized by the manager (its contract forbids overlapping calls
+// anyway); status queries ([Manager.Peers], [Manager.Routes],
+// [Manager.LearnedRoutes]) may run at any time.
+//
+// GoBGP delivers best-path events on a goroutine of its own per server,
+// which ends shortly after the server's watch is cancelled (when the
+// virtual router stops); it is GoBGP's, not joined by Run. GoBGP (v4.8.0)
+// converts paths for its API (that watch, ListPath) outside its lock,
+// reading each path's stale flag, which a graceful-restart peer-down sets
+// under a read lock: the race detector reports it when a graceful-restart
+// peer of a running server goes down. The flag is a bool that nothing of
+// ours reads; this package's test of that case runs the manager in a
+// child process.
 //
 // GoBGP keeps its route-selection options in package-level variables that
 // every StartBgp overwrites (with the same defaults here) while other servers

@@ -40,6 +40,10 @@ type Config struct {
 	// annotates a local port for its ASN. Default: all addresses (0.0.0.0
 	// and ::).
 	ListenAddresses []netip.Addr
+	// LearnedRoutes is signalled whenever the routes learned from peers
+	// (those their import prefix lists accept, see [Manager.LearnedRoutes])
+	// change. Default: the zero Signaler, which drops the signals.
+	LearnedRoutes bgp.Signaler
 	// Logger receives the manager's logs and, at Warn level and above,
 	// GoBGP's own. Default: discard.
 	Logger *slog.Logger
@@ -61,6 +65,11 @@ type Manager struct {
 	routers map[uint32]*router // by local ASN
 
 	wg sync.WaitGroup // one per GoBGP Serve goroutine
+
+	// learnMu guards learned: the routes each running router learned, by
+	// local ASN; written by GoBGP's watch goroutines.
+	learnMu sync.Mutex
+	learned map[uint32]*learnedTable
 }
 
 type runState int
@@ -71,7 +80,11 @@ const (
 	stateStopped
 )
 
-var _ bgp.BGPRouterManager = (*Manager)(nil)
+var (
+	_ bgp.BGPRouterManager = (*Manager)(nil)
+	_ bgp.SpecApplier      = (*Manager)(nil)
+	_ bgp.PeerLister       = (*Manager)(nil)
+)
 
 // New returns a manager. It validates cfg, does no I/O and starts no
 // goroutine.
@@ -90,7 +103,8 @@ func New(cfg Config) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{cfg: cfg, log: log.With(slog.String("component", "bgp-gobgp")), routers: make(map[uint32]*router)}, nil
+	return &Manager{cfg: cfg, log: log.With(slog.String("component", "bgp-gobgp")), routers: make(map[uint32]*router),
+		learned: make(map[uint32]*learnedTable)}, nil
 }
 
 // Run makes the manager usable and blocks until ctx is cancelled. It then
@@ -124,9 +138,12 @@ func (m *Manager) Run(ctx context.Context) error {
 // [bgp.PeeringPolicy.WithDefaults] itself and returns the validation error
 // of a flawed policy without changing anything: [bgp.PeeringPolicy.Validate],
 // [bgp.PeeringPolicy.ValidateState] and the limits of GoBGP
-// ([MinConnectRetryTime]). Problems of a single virtual router or neighbor
-// (no router ID, a listening port in use, no node address for any family of
-// a neighbor) are returned joined, after everything else has been applied.
+// ([MinConnectRetryTime]). It then translates the policy into the internal
+// model ([bgp.SpecFromPolicy]) and applies that exactly as
+// [Manager.ApplySpec] does. Problems of a single virtual router or
+// neighbor (no router ID, a listening port in use, no node address for any
+// family of a neighbor) are returned joined, after everything else has
+// been applied.
 //
 // Each address family is advertised with the node's address of that family
 // as the next hop (state.IPv4, state.IPv6). A family the node has no usable
@@ -154,12 +171,53 @@ func (m *Manager) ConfigurePeers(ctx context.Context, policy *bgp.PeeringPolicy,
 	if err := errors.Join(policy.Validate(), policy.ValidateState(state), validateLimits(policy)); err != nil {
 		return fmt.Errorf("policy %q: %w", policy.Name, err)
 	}
+	return m.applyLocked(ctx, bgp.SpecFromPolicy(policy, state), state)
+}
+
+// ApplySpec applies the node's desired state in the internal model (see
+// [bgp.SpecApplier]): one GoBGP server per instance, its peers with their
+// sessions, the routes each peer is sent (per family, the routes its
+// adverts yield, aggregated, with their communities and local
+// preference: see [bgp.AdvertCache.PeerRoutes]) and the routes accepted
+// from it (import prefix lists). A spec that fails [bgp.NodeSpec.Validate]
+// or GoBGP's limits ([MinConnectRetryTime]) is an error and changes
+// nothing; problems of a single instance or peer are returned joined after
+// the rest has been applied, as with ConfigurePeers. A nil spec withdraws
+// everything, as ConfigurePeers(ctx, nil, nil) does.
+//
+// Every peer is sent exactly its own routes with its own attributes: the
+// routes of all peers are advertised once into GoBGP, and a per-peer
+// export policy (a neighbor set and, per attribute set, a prefix set whose
+// statement adds the communities and sets the local preference) lets
+// through only the peer's. Local preference reaches internal peers only.
+// Routes received from a peer are kept in its Adj-RIB-In; those its
+// import prefix lists accept enter the speaker's RIB and are reported by
+// [Manager.LearnedRoutes], never re-advertised (an export policy keeps the
+// speaker a leaf).
+func (m *Manager) ApplySpec(ctx context.Context, spec *bgp.NodeSpec, state *bgp.ControlPlaneState) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.state != stateRunning {
+		return ErrNotRunning
+	}
+	if spec == nil {
+		m.stopAllLocked(false)
+		return nil
+	}
+	if err := errors.Join(spec.Validate(), validateSpecLimits(spec)); err != nil {
+		return fmt.Errorf("%s: %w", spec.Source, err)
+	}
+	return m.applyLocked(ctx, spec, state)
+}
+
+// applyLocked applies a valid spec: the one code path of both APIs.
+func (m *Manager) applyLocked(ctx context.Context, spec *bgp.NodeSpec, state *bgp.ControlPlaneState) error {
 	podCIDRs, err := state.PodCIDRs()
 	if err != nil {
 		return err
 	}
 	var services iter.Seq[*bgp.Service]
-	if m.cfg.Services != nil && slices.ContainsFunc(policy.VirtualRouters, func(vr bgp.VirtualRouter) bool { return vr.ServiceSelector != nil }) {
+	if m.cfg.Services != nil && spec.HasServiceAdverts() {
 		if r, ok := m.cfg.Services.(bgp.ServiceRanger); ok {
 			services = r.RangeServices
 		} else {
@@ -173,10 +231,11 @@ func (m *Manager) ConfigurePeers(ctx context.Context, policy *bgp.PeeringPolicy,
 			}
 		}
 	}
+	cache := bgp.NewAdvertCache(podCIDRs, services)
 
-	desired := make(map[uint32]bool, len(policy.VirtualRouters))
-	for _, vr := range policy.VirtualRouters {
-		desired[vr.LocalASN] = true
+	desired := make(map[uint32]bool, len(spec.Instances))
+	for _, in := range spec.Instances {
+		desired[in.LocalASN] = true
 	}
 	for asn, r := range m.routers {
 		if !desired[asn] {
@@ -186,20 +245,38 @@ func (m *Manager) ConfigurePeers(ctx context.Context, policy *bgp.PeeringPolicy,
 
 	nh := nextHopsOf(state)
 	var errs []error
-	for _, vr := range policy.VirtualRouters {
+	for i := range spec.Instances {
+		in := &spec.Instances[i]
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		want, err := desiredRouter(vr, state, nh, podCIDRs, services)
+		want, err := desiredRouter(in, state, nh, cache)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("virtual router %d: %w", in.LocalASN, err))
 			continue
 		}
 		if err := m.applyRouter(ctx, want); err != nil {
-			errs = append(errs, fmt.Errorf("virtual router %d: %w", vr.LocalASN, err))
+			errs = append(errs, fmt.Errorf("virtual router %d: %w", in.LocalASN, err))
 		}
 		for _, addr := range slices.SortedFunc(maps.Keys(want.unusable), netip.Addr.Compare) {
-			errs = append(errs, fmt.Errorf("virtual router %d: neighbor %s: %w", vr.LocalASN, addr, want.unusable[addr]))
+			errs = append(errs, fmt.Errorf("virtual router %d: neighbor %s: %w", in.LocalASN, addr, want.unusable[addr]))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// validateSpecLimits checks what GoBGP cannot do although a spec allows it.
+func validateSpecLimits(s *bgp.NodeSpec) error {
+	var errs []error
+	for i, in := range s.Instances {
+		for j, p := range in.Peers {
+			if p.ConnectRetryTime < MinConnectRetryTime {
+				errs = append(errs, &bgp.FieldError{
+					Field:  fmt.Sprintf("instances[%d].peers[%d].connectRetryTime", i, j),
+					Value:  p.ConnectRetryTime,
+					Reason: fmt.Sprintf("must be at least %s: GoBGP does not retry connections more often", MinConnectRetryTime),
+				})
+			}
 		}
 	}
 	return errors.Join(errs...)
@@ -252,6 +329,14 @@ func nextHopsOf(state *bgp.ControlPlaneState) nextHops {
 	return nh
 }
 
+// hopOf returns the next hop of prefix p's family.
+func (nh nextHops) hopOf(p netip.Prefix) netip.Addr {
+	if p.Addr().Is4() {
+		return nh.v4
+	}
+	return nh.v6
+}
+
 func (nh nextHops) of(fam bgp.Family) (netip.Addr, string) {
 	if fam == bgp.IPv6Unicast {
 		return nh.v6, nh.v6Reason
@@ -268,7 +353,13 @@ type routerSpec struct {
 	// be offered; unusable are those with none (not configured).
 	neighbors map[netip.Addr]neighborSpec
 	unusable  map[netip.Addr]error
-	paths     map[netip.Prefix]netip.Addr // prefix -> next hop
+	paths     []pathEntry // every peer's routes with their next hops, sorted
+	// export: per configured neighbor, the routes it is sent by
+	// attributes (of the families offered to it, with a next hop);
+	// imports: per configured neighbor, the prefix lists of the families
+	// offered.
+	export  map[netip.Addr][]bgp.RouteGroup
+	imports map[netip.Addr][]bgp.PrefixMatch
 }
 
 // neighborSpec is a neighbor as configured: Families holds only the offered
@@ -278,29 +369,32 @@ type neighborSpec struct {
 	disabled map[bgp.Family]string
 }
 
-func desiredRouter(vr bgp.VirtualRouter, state *bgp.ControlPlaneState, nh nextHops, podCIDRs []netip.Prefix, services iter.Seq[*bgp.Service]) (routerSpec, error) {
-	rid, err := state.RouterID(vr.LocalASN)
-	if err != nil {
-		return routerSpec{}, err
-	}
-	svcPrefixes, err := vr.ServicePrefixesOf(services)
-	if err != nil {
-		return routerSpec{}, err
+func desiredRouter(in *bgp.Instance, state *bgp.ControlPlaneState, nh nextHops, cache *bgp.AdvertCache) (routerSpec, error) {
+	rid := in.RouterID
+	if !rid.IsValid() {
+		var err error
+		if rid, err = state.RouterID(in.LocalASN); err != nil {
+			return routerSpec{}, err
+		}
 	}
 	spec := routerSpec{
-		asn:        vr.LocalASN,
+		asn:        in.LocalASN,
 		routerID:   rid,
 		listenPort: -1,
-		neighbors:  make(map[netip.Addr]neighborSpec, len(vr.Neighbors)),
-		paths:      make(map[netip.Prefix]netip.Addr, len(podCIDRs)+len(svcPrefixes)),
+		neighbors:  make(map[netip.Addr]neighborSpec, len(in.Peers)),
+		export:     make(map[netip.Addr][]bgp.RouteGroup, len(in.Peers)),
+		imports:    make(map[netip.Addr][]bgp.PrefixMatch),
 	}
-	if a, ok := state.Annotations[vr.LocalASN]; ok && a.LocalPort != 0 {
-		spec.listenPort = int32(a.LocalPort)
+	if in.LocalPort != 0 {
+		spec.listenPort = int32(in.LocalPort)
 	}
-	for _, n := range vr.Neighbors {
+	for i := range in.Peers {
+		p := &in.Peers[i]
+		n := p.Neighbor
 		n.PeerAddress = n.PeerAddress.Unmap()
 		ns := neighborSpec{Neighbor: n}
 		ns.Families = nil
+		offered := map[bgp.Family]bool{}
 		for _, f := range n.Families {
 			if _, reason := nh.of(f); reason != "" {
 				if ns.disabled == nil {
@@ -310,33 +404,87 @@ func desiredRouter(vr bgp.VirtualRouter, state *bgp.ControlPlaneState, nh nextHo
 				continue
 			}
 			ns.Families = append(ns.Families, f)
+			offered[f] = true
 		}
+		spec.neighbors[n.PeerAddress] = ns
 		if len(ns.Families) == 0 {
 			if spec.unusable == nil {
 				spec.unusable = make(map[netip.Addr]error)
 			}
 			spec.unusable[n.PeerAddress] = fmt.Errorf("no address family can be offered: %s", joinReasons(ns.disabled))
+			continue
 		}
-		spec.neighbors[n.PeerAddress] = ns
-	}
-	add := func(p netip.Prefix) {
-		fam := bgp.IPv4Unicast
-		if p.Addr().Is6() {
-			fam = bgp.IPv6Unicast
+		groups, err := cache.PeerGroups(p)
+		if err != nil {
+			return routerSpec{}, err
 		}
-		if hop, _ := nh.of(fam); hop.IsValid() {
-			spec.paths[p] = hop
+		// Only the families offered (each has a next hop).
+		for gi := range groups {
+			g := &groups[gi]
+			if !offered[bgp.IPv4Unicast] || !offered[bgp.IPv6Unicast] {
+				g.Prefixes = slices.DeleteFunc(slices.Clone(g.Prefixes), func(p netip.Prefix) bool {
+					return !offered[bgp.IPv4Unicast] && p.Addr().Is4() || !offered[bgp.IPv6Unicast] && p.Addr().Is6()
+				})
+			}
+		}
+		groups = slices.DeleteFunc(groups, func(g bgp.RouteGroup) bool { return len(g.Prefixes) == 0 })
+		spec.export[n.PeerAddress] = groups
+		for _, pf := range p.PeerFamilies {
+			if offered[pf.Family] {
+				spec.imports[n.PeerAddress] = append(spec.imports[n.PeerAddress], pf.Import...)
+			}
 		}
 	}
-	if vr.ExportPodCIDR {
-		for _, p := range podCIDRs {
-			add(p)
+	var all [][]netip.Prefix
+	for _, groups := range spec.export {
+		for _, g := range groups {
+			all = append(all, g.Prefixes)
 		}
 	}
-	for _, p := range svcPrefixes {
-		add(p)
-	}
+	spec.paths = unionPaths(all, nh)
 	return spec, nil
+}
+
+// unionPaths merges sorted prefix lists into one sorted list of paths
+// without duplicates, each with the node's next hop of its family.
+func unionPaths(lists [][]netip.Prefix, nh nextHops) []pathEntry {
+	total := 0
+	for _, l := range lists {
+		total += len(l)
+	}
+	out := make([]pathEntry, 0, total)
+	if len(lists) == 1 {
+		for _, p := range lists[0] {
+			out = append(out, pathEntry{p, nh.hopOf(p)})
+		}
+		return out
+	}
+	pos := make([]int, len(lists))
+	for {
+		var min netip.Prefix
+		found := false
+		for i, l := range lists {
+			if pos[i] < len(l) && (!found || comparePrefixes(l[pos[i]], min) < 0) {
+				min, found = l[pos[i]], true
+			}
+		}
+		if !found {
+			return out
+		}
+		for i, l := range lists {
+			if pos[i] < len(l) && l[pos[i]] == min {
+				pos[i]++
+			}
+		}
+		out = append(out, pathEntry{min, nh.hopOf(min)})
+	}
+}
+
+func comparePrefixes(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return a.Bits() - b.Bits()
 }
 
 func joinReasons(m map[bgp.Family]string) string {
@@ -365,6 +513,9 @@ type router struct {
 	neighbors map[netip.Addr]neighborSpec
 	status    map[netip.Addr]neighborSpec
 	paths     *pathTable
+	policy    *policyTable
+	// stopWatch ends the watch of the best paths (learned routes).
+	stopWatch context.CancelFunc
 }
 
 func (m *Manager) applyRouter(ctx context.Context, want routerSpec) error {
@@ -389,10 +540,30 @@ func (m *Manager) applyRouter(ctx context.Context, want routerSpec) error {
 			configured[addr] = n
 		}
 	}
-	if err := m.reconcileNeighbors(ctx, r, configured); err != nil {
+	// Neighbors that go or change first; then the routes and the policies;
+	// new neighbors last, so that they find their export policy in place.
+	if err := m.removeNeighbors(ctx, r, configured); err != nil {
 		return err
 	}
-	return r.paths.reconcile(want.paths)
+	if err := r.policy.reconcile(ctx, r.paths, want.paths, want.export, want.imports, m.establishedOf(ctx, r)); err != nil {
+		return err
+	}
+	return m.addNeighbors(ctx, r, configured)
+}
+
+// establishedOf returns a function that reports whether r's neighbor addr
+// is Established (soft resets are sent only to those).
+func (m *Manager) establishedOf(ctx context.Context, r *router) func() map[netip.Addr]bool {
+	return func() map[netip.Addr]bool {
+		out := map[netip.Addr]bool{}
+		_ = r.srv.ListPeer(ctx, &api.ListPeerRequest{}, func(p *api.Peer) {
+			if a, err := netip.ParseAddr(p.GetConf().GetNeighborAddress()); err == nil &&
+				p.GetState().GetSessionState() == api.PeerState_SESSION_STATE_ESTABLISHED {
+				out[a] = true
+			}
+		})
+		return out
+	}
 }
 
 func (m *Manager) startLocked(ctx context.Context, spec routerSpec) (*router, error) {
@@ -415,18 +586,22 @@ func (m *Manager) startLocked(ctx context.Context, spec routerSpec) (*router, er
 		srv.Stop()
 		return nil, fmt.Errorf("start GoBGP (router ID %s, listen port %d): %w", spec.routerID, spec.listenPort, err)
 	}
-	// Keep learned routes in the Adj-RIB-In only: no import, hence no
-	// transit. Locally originated paths pass the import policy too, so only
-	// paths from peers (internal or external) are rejected.
-	if err := setLeafPolicy(ctx, srv); err != nil {
-		srv.Stop()
-		return nil, err
-	}
 	r := &router{
 		asn: spec.asn, routerID: spec.routerID, listenPort: spec.listenPort,
 		srv: srv, logLevel: lvl, restarting: true,
 		neighbors: make(map[netip.Addr]neighborSpec),
 		paths:     newPathTable(srv),
+		policy:    newPolicyTable(srv),
+	}
+	// Until the first reconcile: nothing is exported, and only locally
+	// originated paths are imported (no transit, nothing learned).
+	if err := r.policy.init(ctx); err != nil {
+		srv.Stop()
+		return nil, err
+	}
+	if err := m.watchLearned(r); err != nil {
+		srv.Stop()
+		return nil, err
 	}
 	m.routers[spec.asn] = r
 	m.log.Info("virtual router started", slog.Uint64("asn", uint64(spec.asn)), slog.Any("routerID", spec.routerID))
@@ -446,6 +621,7 @@ func (m *Manager) stopAllLocked(graceful bool) {
 // negotiated graceful restart without a NOTIFICATION, so that those peers
 // keep the routes for the restart time; the others get a Cease.
 func (m *Manager) stopLocked(r *router, graceful bool) {
+	m.forgetLearned(r)
 	if graceful {
 		if err := r.srv.StopBgp(context.Background(), &api.StopBgpRequest{AllowGracefulRestart: true}); err != nil {
 			m.log.Warn("graceful stop of GoBGP failed", slog.Uint64("asn", uint64(r.asn)), slog.Any("error", err))
@@ -459,7 +635,9 @@ func (m *Manager) stopLocked(r *router, graceful bool) {
 	m.log.Info("virtual router stopped", slog.Uint64("asn", uint64(r.asn)), slog.Bool("graceful", graceful))
 }
 
-func (m *Manager) reconcileNeighbors(ctx context.Context, r *router, want map[netip.Addr]neighborSpec) error {
+// removeNeighbors deletes the configured neighbors that are not wanted or
+// whose session configuration changed.
+func (m *Manager) removeNeighbors(ctx context.Context, r *router, want map[netip.Addr]neighborSpec) error {
 	var errs []error
 	for _, addr := range slices.SortedFunc(maps.Keys(r.neighbors), netip.Addr.Compare) {
 		cur := r.neighbors[addr]
@@ -473,6 +651,12 @@ func (m *Manager) reconcileNeighbors(ctx context.Context, r *router, want map[ne
 		delete(r.neighbors, addr)
 		m.log.Debug("neighbor removed", slog.Uint64("asn", uint64(r.asn)), slog.Any("peer", addr))
 	}
+	return errors.Join(errs...)
+}
+
+// addNeighbors adds the wanted neighbors that are not configured.
+func (m *Manager) addNeighbors(ctx context.Context, r *router, want map[netip.Addr]neighborSpec) error {
+	var errs []error
 	for _, addr := range slices.SortedFunc(maps.Keys(want), netip.Addr.Compare) {
 		if _, ok := r.neighbors[addr]; ok {
 			continue
@@ -541,32 +725,4 @@ func peerToAPI(localASN uint32, n bgp.Neighbor, restarting bool) *api.Peer {
 		p.AfiSafis = append(p.AfiSafis, as)
 	}
 	return p
-}
-
-// leafPolicy is the name of the import policy that rejects learned routes.
-const leafPolicy = "vswitchkit-leaf"
-
-func setLeafPolicy(ctx context.Context, srv *server.BgpServer) error {
-	reject := func(name string, rt api.Conditions_RouteType) *api.Statement {
-		return &api.Statement{
-			Name:       name,
-			Conditions: &api.Conditions{RouteType: rt},
-			Actions:    &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT},
-		}
-	}
-	if err := srv.AddPolicy(ctx, &api.AddPolicyRequest{Policy: &api.Policy{Name: leafPolicy, Statements: []*api.Statement{
-		reject(leafPolicy+"-external", api.Conditions_ROUTE_TYPE_EXTERNAL),
-		reject(leafPolicy+"-internal", api.Conditions_ROUTE_TYPE_INTERNAL),
-	}}}); err != nil {
-		return fmt.Errorf("add import policy: %w", err)
-	}
-	if err := srv.SetPolicyAssignment(ctx, &api.SetPolicyAssignmentRequest{Assignment: &api.PolicyAssignment{
-		Name:          "global",
-		Direction:     api.PolicyDirection_POLICY_DIRECTION_IMPORT,
-		Policies:      []*api.Policy{{Name: leafPolicy}},
-		DefaultAction: api.RouteAction_ROUTE_ACTION_ACCEPT,
-	}}); err != nil {
-		return fmt.Errorf("assign import policy: %w", err)
-	}
-	return nil
 }

@@ -24,9 +24,11 @@ import (
 // with SIGKILL like a crashing agent.
 const speakerEnv = "VSWITCHKIT_GOBGP_TEST_SPEAKER"
 
-// speakerSpec is one ConfigurePeers call, as JSON on the speaker's stdin.
+// speakerSpec is one ConfigurePeers call (or, with Spec, ApplySpec), as
+// JSON on the speaker's stdin.
 type speakerSpec struct {
 	Policy   *bgp.PeeringPolicy
+	Spec     *bgp.NodeSpec
 	PodCIDRs []string
 	IPv4     netip.Addr
 	IPv6     netip.Addr
@@ -52,6 +54,16 @@ func (s *speakerProcess) apply(t testing.TB, spec speakerSpec) {
 	require.NoError(t, err)
 	_, err = s.Do("apply", string(b))
 	require.NoError(t, err)
+}
+
+// learned returns the manager's learned routes in the child.
+func (s *speakerProcess) learned(t testing.TB) []bgp.LearnedRoute {
+	t.Helper()
+	rep, err := s.Do("learned")
+	require.NoError(t, err)
+	var out []bgp.LearnedRoute
+	require.NoError(t, json.Unmarshal([]byte(rep), &out))
+	return out
 }
 
 // kill kills the child with SIGKILL: no withdrawal, no NOTIFICATION; the
@@ -101,12 +113,20 @@ func speakerCommand(ctx context.Context, m *Manager, cmd, arg string) (string, e
 		// ConfigurePeers may be called before Run has marked the manager
 		// running.
 		for {
-			err := m.ConfigurePeers(ctx, spec.Policy, state)
+			var err error
+			if spec.Spec != nil {
+				err = m.ApplySpec(ctx, spec.Spec, state)
+			} else {
+				err = m.ConfigurePeers(ctx, spec.Policy, state)
+			}
 			if !errors.Is(err, ErrNotRunning) {
 				return "", err
 			}
 			time.Sleep(time.Millisecond)
 		}
+	case "learned":
+		b, err := json.Marshal(m.LearnedRoutes())
+		return string(b), err
 	}
 	return "", fmt.Errorf("unknown command %q", cmd)
 }

@@ -71,9 +71,10 @@ func (m *Manager) Peers(ctx context.Context) ([]bgp.PeerStatus, error) {
 			}
 			out = append(out, bgp.PeerStatus{LocalASN: v.asn, PeerAddress: addr, PeerASN: ns.PeerASN,
 				State: bgp.SessionIdle, Disabled: maps.Clone(ns.disabled),
-				Received: map[bgp.Family]int{}, Advertised: map[bgp.Family]int{}})
+				Received: map[bgp.Family]int{}, Accepted: map[bgp.Family]int{}, Advertised: map[bgp.Family]int{}})
 		}
 	}
+	m.countAccepted(out)
 	slices.SortFunc(out, func(a, b bgp.PeerStatus) int {
 		if a.LocalASN != b.LocalASN {
 			if a.LocalASN < b.LocalASN {
@@ -88,7 +89,7 @@ func (m *Manager) Peers(ctx context.Context) ([]bgp.PeerStatus, error) {
 
 func peerStatus(asn uint32, p *api.Peer) bgp.PeerStatus {
 	st := bgp.PeerStatus{LocalASN: asn, State: bgp.SessionUnknown,
-		Received: make(map[bgp.Family]int), Advertised: make(map[bgp.Family]int)}
+		Received: make(map[bgp.Family]int), Accepted: make(map[bgp.Family]int), Advertised: make(map[bgp.Family]int)}
 	if a, err := netip.ParseAddr(p.GetConf().GetNeighborAddress()); err == nil {
 		st.PeerAddress = a
 	}
@@ -107,8 +108,11 @@ func peerStatus(asn uint32, p *api.Peer) bgp.PeerStatus {
 	case api.PeerState_SESSION_STATE_ESTABLISHED:
 		st.State = bgp.SessionEstablished
 		if up := p.GetTimers().GetState().GetUptime(); up != nil {
-			st.Uptime = max(time.Since(up.AsTime()), 0)
+			st.Since = up.AsTime()
+			st.Uptime = max(time.Since(st.Since), 0)
 		}
+		st.HoldTime = time.Duration(p.GetTimers().GetState().GetNegotiatedHoldTime()) * time.Second
+		st.KeepaliveTime = time.Duration(p.GetTimers().GetState().GetKeepaliveInterval()) * time.Second
 	}
 	if st.State != bgp.SessionEstablished {
 		return st
@@ -124,6 +128,7 @@ func peerStatus(asn uint32, p *api.Peer) bgp.PeerStatus {
 			continue
 		}
 		st.Received[fam] = int(as.GetState().GetReceived())
+		st.Accepted[fam] = 0 // counted from the learned routes
 		st.Advertised[fam] = int(as.GetState().GetAdvertised())
 	}
 	slices.Sort(st.Negotiated)
@@ -183,7 +188,8 @@ type RouteQuery struct {
 	Family bgp.Family
 }
 
-// Routes returns the unicast routes advertised to or received from a peer,
+// Routes returns the unicast routes advertised to (after the export
+// policy: with the attributes the peer is sent) or received from a peer,
 // sorted by prefix. An unknown local ASN is [ErrUnknownRouter].
 func (m *Manager) Routes(ctx context.Context, q RouteQuery) ([]bgp.Route, error) {
 	views, err := m.views()
@@ -231,6 +237,8 @@ func (m *Manager) Routes(ctx context.Context, q RouteQuery) ([]bgp.Route, error)
 	return out, nil
 }
 
+// routeFromPath converts a GoBGP path; its attributes come out normalized
+// (sorted communities).
 func routeFromPath(p netip.Prefix, path *apiutil.Path) bgp.Route {
 	r := bgp.Route{Prefix: p}
 	for _, a := range path.Attrs {
@@ -243,7 +251,49 @@ func routeFromPath(p netip.Prefix, path *apiutil.Path) bgp.Route {
 			for _, seg := range a.Value {
 				r.ASPath = append(r.ASPath, seg.GetAS()...)
 			}
+		case *gobgppkt.PathAttributeCommunities:
+			for _, c := range a.Value {
+				r.Attributes.Communities = append(r.Attributes.Communities, bgp.Community(c))
+			}
+		case *gobgppkt.PathAttributeLargeCommunities:
+			for _, c := range a.Values {
+				r.Attributes.LargeCommunities = append(r.Attributes.LargeCommunities, bgp.LargeCommunity{
+					GlobalAdmin: c.ASN, LocalData1: c.LocalData1, LocalData2: c.LocalData2})
+			}
+		case *gobgppkt.PathAttributeLocalPref:
+			lp := a.Value
+			r.Attributes.LocalPreference = &lp
 		}
 	}
+	r.Attributes = bgp.Attributes{}.Merge(r.Attributes)
 	return r
+}
+
+// countAccepted sets Accepted of every Established peer: its learned
+// routes (accepted by its import prefix lists and in use) per family.
+func (m *Manager) countAccepted(peers []bgp.PeerStatus) {
+	m.learnMu.Lock()
+	defer m.learnMu.Unlock()
+	for i := range peers {
+		p := &peers[i]
+		if p.State != bgp.SessionEstablished {
+			continue
+		}
+		lt := m.learned[p.LocalASN]
+		if lt == nil {
+			continue
+		}
+		for _, r := range lt.routes {
+			if r.Peer != p.PeerAddress.Unmap() {
+				continue
+			}
+			fam := bgp.IPv4Unicast
+			if r.Prefix.Addr().Is6() {
+				fam = bgp.IPv6Unicast
+			}
+			if _, ok := p.Accepted[fam]; ok {
+				p.Accepted[fam]++
+			}
+		}
+	}
 }

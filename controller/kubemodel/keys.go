@@ -3,6 +3,7 @@ package kubemodel
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -57,7 +58,52 @@ const (
 	NetworkPolicyKeyPrefix = KeyRoot + NetworkPolicyResource + "/"
 	// PodPeerKeyPrefix is where PodPeer records are stored.
 	PodPeerKeyPrefix = KeyRoot + PodPeerResource + "/"
+	// NodePodKeyPrefix is where pods are stored in the per-node layout
+	// ([LayoutNodePods]): under NodePodKeyPrefix + <node> + "/" +
+	// <namespace>/<name> (see [NodePodKey]), so that a node's agent reads
+	// and watches its own node's pods alone.
+	NodePodKeyPrefix = KeyRoot + "nodepod/"
 )
+
+// Key layouts: where the reflector stores what. The layout of the
+// Kubernetes state in etcd is the decimal value of [LayoutKey]; without
+// it, the state is in LayoutFlat.
+const (
+	// LayoutFlat stores every object under its key (k8s/pod/<ns>/<name>
+	// for pods): every agent reads and watches every pod of the cluster.
+	// It is the layout of reflectors that write no LayoutKey.
+	LayoutFlat = 1
+	// LayoutNodePods stores pods per node, under [NodePodKey], and every
+	// other object under its key: an agent reads and watches its node's
+	// pods and the cluster-wide rest (services, endpoints, nodes,
+	// namespaces, network policies, the compact pod peer records).
+	LayoutNodePods = 2
+	// CurrentLayout is the layout the reflector of this module writes.
+	CurrentLayout = LayoutNodePods
+)
+
+// LayoutKey is the key, relative to the Kubernetes-state prefix, whose
+// value (the decimal layout number, see [FormatLayout]) tells the layout
+// of the Kubernetes state. The reflector writes it; the watcher reads it
+// and refuses a layout it does not know.
+const LayoutKey = KeyRoot + "layout"
+
+// FormatLayout returns the value of LayoutKey for layout.
+func FormatLayout(layout int) []byte { return []byte(strconv.Itoa(layout)) }
+
+// ParseLayout parses a value of LayoutKey; a missing key (nil) is
+// LayoutFlat. It returns an error for anything but a positive decimal
+// number; whether the layout is known is the reader's business.
+func ParseLayout(value []byte) (int, error) {
+	if value == nil {
+		return LayoutFlat, nil
+	}
+	n, err := strconv.Atoi(string(value))
+	if err != nil || n <= 0 || strconv.Itoa(n) != string(value) {
+		return 0, fmt.Errorf("kubemodel: layout %q is not a positive decimal number", value)
+	}
+	return n, nil
+}
 
 // Resource describes one kind of Kubernetes object stored under a key prefix.
 // The zero value is not usable; see [Resource.Validate].
@@ -72,6 +118,48 @@ type Resource struct {
 	// Namespaced tells whether keys carry a namespace segment
 	// (<prefix><namespace>/<name>) or only a name (<prefix><name>).
 	Namespaced bool
+	// NodeKeyPrefix, when set, is where the resource's values are stored
+	// in the per-node layout ([LayoutNodePods]): the value of key
+	// KeyPrefix + <rest> of an object on node N is stored under
+	// NodeKeyPrefix + N + "/" + <rest> ([Resource.NodeKey]), so that an
+	// agent reads its own node's alone. Keys in controller.KubeStateData
+	// and in events stay KeyPrefix + <rest> in either layout. Only pods
+	// have one ([NodePodKeyPrefix]).
+	NodeKeyPrefix string
+}
+
+// NodeKey returns where the value of key (KeyPrefix + <rest>) of an
+// object on node is stored in the per-node layout: NodeKeyPrefix + node
+// + "/" + <rest>. It returns key unchanged for a resource without
+// NodeKeyPrefix.
+func (r Resource) NodeKey(node, key string) string {
+	rest, ok := strings.CutPrefix(key, r.KeyPrefix)
+	if r.NodeKeyPrefix == "" || !ok {
+		return key
+	}
+	return r.NodeKeyPrefix + node + "/" + rest
+}
+
+// ParseNodeKey is the inverse of [Resource.NodeKey]: it returns the node
+// and the object's key (KeyPrefix + <rest>) of a key under NodeKeyPrefix,
+// checked against the key scheme.
+func (r Resource) ParseNodeKey(stored string) (node, key string, err error) {
+	rest, ok := strings.CutPrefix(stored, r.NodeKeyPrefix)
+	if r.NodeKeyPrefix == "" || !ok {
+		return "", "", &KeyError{Key: stored, Reason: fmt.Sprintf("does not start with %q", r.NodeKeyPrefix)}
+	}
+	node, rest, ok = strings.Cut(rest, "/")
+	if !ok {
+		return "", "", &KeyError{Key: stored, Reason: "want <node>/ after the prefix"}
+	}
+	if err := checkName(node); err != nil {
+		return "", "", &KeyError{Key: stored, Reason: "node: " + err.Error()}
+	}
+	key = r.KeyPrefix + rest
+	if _, _, err := r.ParseKey(key); err != nil {
+		return "", "", &KeyError{Key: stored, Reason: err.(*KeyError).Reason}
+	}
+	return node, key, nil
 }
 
 // Validate reports what makes r unusable.
@@ -85,6 +173,9 @@ func (r Resource) Validate() error {
 	}
 	if r.NewValue == nil {
 		errs = append(errs, fmt.Errorf("resource %q: NewValue is nil", r.Name))
+	}
+	if r.NodeKeyPrefix != "" && (!strings.HasSuffix(r.NodeKeyPrefix, "/") || strings.HasPrefix(r.NodeKeyPrefix, r.KeyPrefix) || strings.HasPrefix(r.KeyPrefix, r.NodeKeyPrefix)) {
+		errs = append(errs, fmt.Errorf("resource %q: node key prefix %q must end in / and not overlap the key prefix %q", r.Name, r.NodeKeyPrefix, r.KeyPrefix))
 	}
 	return errors.Join(errs...)
 }
@@ -120,7 +211,7 @@ func (r Resource) ParseKey(key string) (namespace, name string, err error) {
 // slice is a new copy on every call.
 func Resources() []Resource {
 	return []Resource{
-		{Name: PodResource, KeyPrefix: PodKeyPrefix, NewValue: func() proto.Message { return &Pod{} }, Namespaced: true},
+		{Name: PodResource, KeyPrefix: PodKeyPrefix, NewValue: func() proto.Message { return &Pod{} }, Namespaced: true, NodeKeyPrefix: NodePodKeyPrefix},
 		{Name: ServiceResource, KeyPrefix: ServiceKeyPrefix, NewValue: func() proto.Message { return &Service{} }, Namespaced: true},
 		{Name: EndpointsResource, KeyPrefix: EndpointsKeyPrefix, NewValue: func() proto.Message { return &Endpoints{} }, Namespaced: true},
 		{Name: NodeResource, KeyPrefix: NodeKeyPrefix, NewValue: func() proto.Message { return &Node{} }, Namespaced: false},
@@ -150,6 +241,16 @@ type PodID struct {
 // String returns "namespace/name".
 func (id PodID) String() string { return id.Namespace + "/" + id.Name }
 
+// Compare orders pod IDs by namespace, then name (for slices.SortFunc).
+func (id PodID) Compare(o PodID) int { return compareIDs(id.Namespace, id.Name, o.Namespace, o.Name) }
+
+func compareIDs(ns1, n1, ns2, n2 string) int {
+	if c := strings.Compare(ns1, ns2); c != 0 {
+		return c
+	}
+	return strings.Compare(n1, n2)
+}
+
 // ID returns the identifier of p.
 func (p *Pod) ID() PodID { return PodID{Namespace: p.GetNamespace(), Name: p.GetName()} }
 
@@ -163,6 +264,12 @@ type ServiceID struct {
 // String returns "namespace/name".
 func (id ServiceID) String() string { return id.Namespace + "/" + id.Name }
 
+// Compare orders service IDs by namespace, then name (for
+// slices.SortFunc).
+func (id ServiceID) Compare(o ServiceID) int {
+	return compareIDs(id.Namespace, id.Name, o.Namespace, o.Name)
+}
+
 // PolicyID identifies a network policy by namespace and name. PolicyID is
 // comparable and can be used as a map key.
 type PolicyID struct {
@@ -172,6 +279,12 @@ type PolicyID struct {
 
 // String returns "namespace/name".
 func (id PolicyID) String() string { return id.Namespace + "/" + id.Name }
+
+// Compare orders policy IDs by namespace, then name (for
+// slices.SortFunc).
+func (id PolicyID) Compare(o PolicyID) int {
+	return compareIDs(id.Namespace, id.Name, o.Namespace, o.Name)
+}
 
 // ID returns the identifier of np.
 func (np *NetworkPolicy) ID() PolicyID {
@@ -187,9 +300,33 @@ func (s *Service) ID() ServiceID { return ServiceID{Namespace: s.GetNamespace(),
 // ID returns the identifier of the service that e belongs to.
 func (e *Endpoints) ID() ServiceID { return ServiceID{Namespace: e.GetNamespace(), Name: e.GetName()} }
 
-// PodKey returns the key of pod namespace/name. It does not validate its
-// arguments; keys built from invalid names fail [ParsePodKey].
+// PodKey returns the key of pod namespace/name: its key in
+// controller.KubeStateData and in events, and where [LayoutFlat] stores
+// it ([LayoutNodePods] stores it under [NodePodKey]). It does not
+// validate its arguments; keys built from invalid names fail
+// [ParsePodKey].
 func PodKey(namespace, name string) string { return PodKeyPrefix + namespace + "/" + name }
+
+// NodePodKey returns where [LayoutNodePods] stores pod namespace/name of
+// node: NodePodKeyPrefix + node/namespace/name.
+func NodePodKey(node, namespace, name string) string {
+	return NodePodKeyPrefix + node + "/" + namespace + "/" + name
+}
+
+// NodePodPrefix returns the prefix of the pods of node in
+// [LayoutNodePods]: what that node's agent reads and watches of the pods.
+func NodePodPrefix(node string) string { return NodePodKeyPrefix + node + "/" }
+
+// ParseNodePodKey parses a key built by [NodePodKey].
+func ParseNodePodKey(key string) (node string, pod PodID, err error) {
+	r := Resource{KeyPrefix: PodKeyPrefix, NodeKeyPrefix: NodePodKeyPrefix, Namespaced: true}
+	node, podKey, err := r.ParseNodeKey(key)
+	if err != nil {
+		return "", PodID{}, err
+	}
+	pod, err = ParsePodKey(podKey)
+	return node, pod, err
+}
 
 // ServiceKey returns the key of service namespace/name.
 func ServiceKey(namespace, name string) string { return ServiceKeyPrefix + namespace + "/" + name }

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"google.golang.org/protobuf/proto"
 )
 
 func TestParseKeys(t *testing.T) {
@@ -146,4 +147,86 @@ func TestPolicyAndPeerKeys(t *testing.T) {
 	require.Error(t, err)
 	_, err = kubemodel.ParsePodPeerKey("k8s/podpeer/prod")
 	require.Error(t, err)
+}
+
+func TestNodePodKeys(t *testing.T) {
+	key := kubemodel.NodePodKey("worker-1.example.com", "default", "web-1")
+	require.Equal(t, "k8s/nodepod/worker-1.example.com/default/web-1", key)
+	require.True(t, strings.HasPrefix(key, kubemodel.NodePodPrefix("worker-1.example.com")))
+	node, pod, err := kubemodel.ParseNodePodKey(key)
+	require.NoError(t, err)
+	require.Equal(t, "worker-1.example.com", node)
+	require.Equal(t, kubemodel.PodID{Namespace: "default", Name: "web-1"}, pod)
+
+	var res kubemodel.Resource
+	for _, r := range kubemodel.Resources() {
+		if r.Name == kubemodel.PodResource {
+			res = r
+		}
+	}
+	require.Equal(t, kubemodel.NodePodKeyPrefix, res.NodeKeyPrefix)
+	require.Equal(t, key, res.NodeKey("worker-1.example.com", kubemodel.PodKey("default", "web-1")))
+	_, logical, err := res.ParseNodeKey(key)
+	require.NoError(t, err)
+	require.Equal(t, kubemodel.PodKey("default", "web-1"), logical)
+
+	for _, tc := range []struct{ key, wantErr string }{
+		{"k8s/pod/default/web", `does not start with "k8s/nodepod/"`},
+		{"k8s/nodepod/node-1", "want <node>/"},
+		{"k8s/nodepod/Node/default/web", "node: "},
+		{"k8s/nodepod/node-1/default", "want <namespace>/<name>"},
+		{"k8s/nodepod/node-1/default/web/x", `invalid character '/'`},
+	} {
+		_, _, err := kubemodel.ParseNodePodKey(tc.key)
+		require.ErrorContains(t, err, tc.wantErr, tc.key)
+		var ke *kubemodel.KeyError
+		require.ErrorAs(t, err, &ke, tc.key)
+		require.Equal(t, tc.key, ke.Key)
+	}
+	// A resource without a node key prefix stores every key as it is.
+	svc := kubemodel.Resource{KeyPrefix: kubemodel.ServiceKeyPrefix}
+	require.Equal(t, kubemodel.ServiceKey("a", "b"), svc.NodeKey("node-1", kubemodel.ServiceKey("a", "b")))
+}
+
+func TestLayout(t *testing.T) {
+	for _, tc := range []struct {
+		value   []byte
+		want    int
+		wantErr bool
+	}{
+		{nil, kubemodel.LayoutFlat, false},
+		{[]byte("1"), kubemodel.LayoutFlat, false},
+		{[]byte("2"), kubemodel.LayoutNodePods, false},
+		{[]byte("7"), 7, false},
+		{[]byte(""), 0, true},
+		{[]byte("0"), 0, true},
+		{[]byte("-2"), 0, true},
+		{[]byte("02"), 0, true},
+		{[]byte("two"), 0, true},
+	} {
+		got, err := kubemodel.ParseLayout(tc.value)
+		if tc.wantErr {
+			require.Error(t, err, "%q", tc.value)
+			continue
+		}
+		require.NoError(t, err, "%q", tc.value)
+		require.Equal(t, tc.want, got, "%q", tc.value)
+	}
+	got, err := kubemodel.ParseLayout(kubemodel.FormatLayout(kubemodel.CurrentLayout))
+	require.NoError(t, err)
+	require.Equal(t, kubemodel.CurrentLayout, got)
+	require.Equal(t, "k8s/layout", kubemodel.LayoutKey)
+}
+
+func TestNodeKeyPrefixValidated(t *testing.T) {
+	base := kubemodel.Resource{Name: "x", KeyPrefix: "k8s/x/", NewValue: func() proto.Message { return &kubemodel.Pod{} }}
+	require.NoError(t, base.Validate())
+	for _, prefix := range []string{"k8s/x/node/", "k8s/", "k8s/nodex"} {
+		r := base
+		r.NodeKeyPrefix = prefix
+		require.Error(t, r.Validate(), prefix)
+	}
+	r := base
+	r.NodeKeyPrefix = "k8s/nodex/"
+	require.NoError(t, r.Validate())
 }

@@ -1,6 +1,8 @@
 // Command reflector runs the vswitchkit Kubernetes reflector: it watches
 // the Kubernetes API and writes pods, services, endpoints, nodes,
-// namespaces and (with -bgp) BGP peering policies into etcd, where every
+// namespaces and (with -bgp) the BGP configuration (v1 peering policies,
+// v2 cluster configs, peer configs, advertisements, node overrides and
+// auth secrets) into etcd, where every
 // vswitchkit agent's watcher reads them. Run two or more replicas: one is
 // elected leader and writes, the others stand by with warm caches.
 //
@@ -47,6 +49,9 @@ type options struct {
 	sessionTTL     time.Duration
 	batchSize      int
 	bgp            bool
+	bgpSecrets     string
+	bgpStatus      bool
+	bgpStatusEvery time.Duration
 	statsInterval  time.Duration
 	logLevel       string
 }
@@ -68,7 +73,10 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.identity, "identity", "", "this replica's name in the election key; default: <hostname>-<pid>")
 	fs.DurationVar(&o.sessionTTL, "session-ttl", reflector.DefaultSessionTTL, "lease TTL of the leadership: a dead leader is replaced after at most this long")
 	fs.IntVar(&o.batchSize, "batch-size", reflector.DefaultBatchSize, "operations per etcd transaction; at most the server's --max-txn-ops")
-	fs.BoolVar(&o.bgp, "bgp", false, "also reflect BGPPeeringPolicy objects (vswitchkit.io/v1; install bgp/bgpreflector/crd.yaml first)")
+	fs.BoolVar(&o.bgp, "bgp", false, "also reflect the BGP configuration: BGPPeeringPolicy (vswitchkit.io/v1, bgp/bgpreflector/crd.yaml) and the v2 objects (bgp.vswitchkit.io/v2, bgp/bgpreflector/crd-v2.yaml; install both first)")
+	fs.StringVar(&o.bgpSecrets, "bgp-secret-namespace", bgpreflector.DefaultSecretNamespace, "with -bgp: the namespace whose Secrets (key \"password\") are the BGP auth secrets; every Secret there is reflected")
+	fs.BoolVar(&o.bgpStatus, "bgp-status", true, "with -bgp: the leader writes the agents' BGP status into BGPNodeStatus objects; false switches the writes off")
+	fs.DurationVar(&o.bgpStatusEvery, "bgp-status-interval", bgpreflector.DefaultStatusMinInterval, "with -bgp-status: at most one status write per node per interval")
 	fs.DurationVar(&o.statsInterval, "stats-interval", time.Minute, "how often to log the reflector's counters; 0: never")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -113,12 +121,13 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
 	resources := reflector.KubernetesResources(kube)
+	var dyn dynamic.Interface
 	if o.bgp {
-		dyn, err := dynamic.NewForConfig(restCfg)
-		if err != nil {
+		if dyn, err = dynamic.NewForConfig(restCfg); err != nil {
 			return fmt.Errorf("kubernetes dynamic client: %w", err)
 		}
 		resources = append(resources, bgpreflector.Resource(dyn))
+		resources = append(resources, bgpreflector.V2Resources(dyn, kube, bgpreflector.V2Config{SecretNamespace: o.bgpSecrets})...)
 	}
 	etcd, err := etcdClient(o)
 	if err != nil {
@@ -142,6 +151,18 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		done := make(chan struct{})
 		go func() { defer close(done); logStats(sctx, r, o.statsInterval, log) }()
 		defer func() { stopStats(); <-done }()
+	}
+	if o.bgp {
+		sw, err := bgpreflector.NewStatusWriter(etcd, dyn, func() bool { return r.Stats().Leader }, bgpreflector.StatusWriterConfig{
+			Disabled: !o.bgpStatus, MinInterval: o.bgpStatusEvery, Logger: log,
+		})
+		if err != nil {
+			return err
+		}
+		sctx, stopStatus := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = sw.Run(sctx) }()
+		defer func() { stopStatus(); <-done }()
 	}
 	return r.Run(ctx)
 }

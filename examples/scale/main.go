@@ -10,6 +10,13 @@
 //	go run ./examples/scale -sizes 50,200 -events 50
 //	go run ./examples/scale -profile /tmp/prof    # CPU and heap profiles of the agent
 //	go run ./examples/scale -v                    # log the steps and the agent loop's event times
+//
+// With "cluster" as its first argument it runs the cluster simulation
+// instead: the cluster-facing parts of N agents at once against a
+// three-member etcd (see package clustersim and BENCHMARKS.md):
+//
+//	go run ./examples/scale cluster                       # 500, 1000, 2000 and 5000 agents
+//	go run ./examples/scale cluster -agents 1000 -kill leader
 package main
 
 import (
@@ -28,6 +35,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/vswitchkit/vswitchkit/examples/scale/internal/agentproc"
+	"github.com/vswitchkit/vswitchkit/examples/scale/internal/clustersim"
 	"github.com/vswitchkit/vswitchkit/examples/scale/internal/envelope"
 )
 
@@ -35,10 +43,16 @@ func main() {
 	if agentproc.IsChild() {
 		os.Exit(agentproc.Main())
 	}
+	if clustersim.IsChild() {
+		os.Exit(clustersim.ChildMain())
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "cluster" {
+		return runCluster(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	sizes := fs.String("sizes", "500,1000,2000,5000", "comma-separated cluster sizes (nodes)")
@@ -48,10 +62,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	profile := fs.String("profile", "", "directory for CPU and heap profiles of the agent, per size")
 	logs := fs.String("agent-logs", "", "file for the agent's logs (warnings and errors)")
 	verbose := fs.Bool("v", false, "log the runner's steps")
+	layout := fs.Int("layout", 0, "key layout of the cluster: 1 (every pod under k8s/pod/) or 2 (pods per node, the reflector's; default)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	cfg := envelope.Config{Events: *events, ProfileDir: *profile}
+	cfg := envelope.Config{Events: *events, ProfileDir: *profile, Layout: *layout}
 	for s := range strings.SplitSeq(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil {

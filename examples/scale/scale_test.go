@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/vswitchkit/vswitchkit/examples/scale/internal/agentproc"
+	"github.com/vswitchkit/vswitchkit/examples/scale/internal/clustersim"
 	"github.com/vswitchkit/vswitchkit/examples/scale/internal/envelope"
 )
 
@@ -22,6 +23,9 @@ import (
 func TestMain(m *testing.M) {
 	if agentproc.IsChild() {
 		os.Exit(agentproc.Main())
+	}
+	if clustersim.IsChild() {
+		os.Exit(clustersim.ChildMain())
 	}
 	goleak.VerifyTestMain(m)
 }
@@ -99,4 +103,63 @@ func TestBadFlags(t *testing.T) {
 	stderr.Reset()
 	assert.Equal(t, 1, run([]string{"-sizes", "1"}, &stdout, &stderr))
 	assert.Contains(t, stderr.String(), "want 2 to 10000 nodes")
+}
+
+// TestClusterSmall runs the cluster simulation with 20 agents in two
+// processes against three etcd members, with a short churn: every agent
+// is Ready with a unique ID (1..20), none gives up, the tables have their
+// rows, the results their figures and the plot is a PNG.
+func TestClusterSmall(t *testing.T) {
+	dir := t.TempDir()
+	plot := filepath.Join(dir, "cluster.png")
+	results := filepath.Join(dir, "cluster.json")
+	logs := filepath.Join(dir, "children.log")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"cluster", "-agents", "20", "-processes", "2", "-churn", "40", "-churn-for", "2s",
+		"-plot", plot, "-json", results, "-logs", logs}, &stdout, &stderr)
+	if code != 0 {
+		raw, _ := os.ReadFile(logs)
+		t.Fatalf("exit %d\nstderr:\n%s\nchildren:\n%s", code, stderr.String(), raw)
+	}
+	t.Log("\n" + stdout.String())
+	var rows []string
+	for line := range strings.Lines(stdout.String()) {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == "20" {
+			rows = append(rows, line)
+		}
+	}
+	assert.Len(t, rows, 3, "a cold-start row, its phases and a steady-state row")
+
+	raw, err := os.ReadFile(results)
+	require.NoError(t, err)
+	var rs []clustersim.Result
+	require.NoError(t, json.Unmarshal(raw, &rs))
+	require.Len(t, rs, 1)
+	r := rs[0]
+	assert.Equal(t, 20, r.Agents)
+	assert.Zero(t, r.NotReady)
+	assert.Len(t, r.Ready, 20)
+	assert.Positive(t, r.AllReady)
+	assert.True(t, r.IDsUnique, "IDs unique")
+	assert.True(t, r.IDsDense, "IDs 1..20")
+	assert.Empty(t, r.Failed, "no agent gave up")
+	assert.Len(t, r.EtcdPeakRSS, 3)
+	for i, rss := range r.EtcdPeakRSS {
+		assert.Positive(t, rss, "etcd member %d RSS", i)
+		assert.Positive(t, r.EtcdDBSize[i], "etcd member %d DB size", i)
+	}
+	assert.Positive(t, r.Storm.MsgsOut)
+	assert.Positive(t, r.Storm.BytesIn)
+	require.NotNil(t, r.Churn)
+	assert.Zero(t, r.Churn.Errors, r.Churn.LastErr)
+	pc := r.PerChange()
+	assert.Positive(t, pc.Changes)
+	assert.Positive(t, pc.PeerEvents, "every agent receives the peer records")
+	assert.Positive(t, pc.EtcdCPU)
+
+	f, err := os.Open(plot)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = png.Decode(f)
+	require.NoError(t, err, "the plot is a PNG")
 }

@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -344,6 +347,47 @@ log:
 	assert.Equal(t, "10.1.1.0/24", bgpView.Peers[0].Routes["ipv4-unicast"][0].Prefix)
 	assert.Equal(t, local.String(), bgpView.Peers[0].Routes["ipv4-unicast"][0].NextHop)
 
+	// The index of the debug views, each of which answers; unknown filter
+	// values are refused with the valid ones; every JSON name is camelCase
+	// with a lower-case first word (issue 27, item 8: /debug/ had no index,
+	// ?kind=bogus answered 200 with nothing, a key was "iPv6Frontends").
+	var index struct {
+		Views []struct {
+			Path  string
+			Shows string
+			Query map[string]string
+		}
+	}
+	d.getJSON("/debug/", &index)
+	require.Len(t, index.Views, 8)
+	for _, v := range index.Views {
+		assert.NotEmpty(t, v.Shows, v.Path)
+		var view any
+		d.getJSON(v.Path, &view)
+		checkJSONNames(t, v.Path, view)
+	}
+	code, body = d.get("/debug/policy?pod=default/nobody")
+	assert.Equal(t, http.StatusNotFound, code, body)
+	pm := d.metrics()
+	for _, name := range []string{"vswitchkit_policy_acls", "vswitchkit_policy_peers"} {
+		_, ok := pm.value(name)
+		assert.True(t, ok, "metric %s", name)
+	}
+	inv, ok := pm.value("vswitchkit_policies", "state", "invalid")
+	assert.True(t, ok)
+	assert.Zero(t, inv)
+	code, body = d.get("/debug/vpp?kind=bogus")
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Contains(t, body, `kind: "bogus" is not one of acl, acl-interface, interface, nat44_global, nat44_identity, nat44_interface, nat44_lb, nat44_pool, nat44_static, neighbor, route, vrf`)
+	code, body = d.get("/debug/vpp?state=bogus")
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Contains(t, body, `state: "bogus" is not one of configured, pending, failed, removing`)
+	var natStats struct {
+		NAT44 map[string]any `json:"nat44"`
+	}
+	d.getJSON("/debug/services", &natStats)
+	assert.Contains(t, natStats.NAT44, "ipv6Frontends")
+
 	// SIGTERM: a clean exit; nothing is left: the process, the socket,
 	// the HTTP port, the BGP session (the peer drops the route), the
 	// IPAM store's etcd lease.
@@ -362,9 +406,42 @@ log:
 		assert.True(t, json.Valid([]byte(line)), "JSON log line: %s", line)
 	}
 	joined := strings.Join(logs, "\n")
+	assert.Contains(t, joined, `"msg":"vswitch ready","nodeID":1`, "the daemon says when it is ready")
 	assert.Contains(t, joined, `"msg":"agent stopping"`)
 	assert.Contains(t, joined, `"msg":"vswitch stopped"`)
 	assert.NotContains(t, joined, `"level":"ERROR"`)
+}
+
+// dataMaps are the JSON objects of the debug views whose keys are data
+// (event and handler names, address families, key kinds), not names.
+var dataMaps = map[string]bool{"byEvent": true, "handlerErrors": true, "advertised": true, "received": true,
+	"advertisedRoutes": true, "disabled": true, "failingByKind": true}
+
+// checkJSONNames checks that every name in a debug view is camelCase with
+// a lower-case first word (initialisms after it keep their case:
+// "nodeID", "clusterIPs").
+func checkJSONNames(t *testing.T, path string, v any) {
+	t.Helper()
+	camel := regexp.MustCompile(`^[a-z][a-z0-9]*([A-Z][A-Za-z0-9]*)*$`)
+	var walk func(at string, v any)
+	walk = func(at string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, sub := range v {
+				if !camel.MatchString(k) || regexp.MustCompile(`^[a-z][A-Z]`).MatchString(k) {
+					t.Errorf("%s: %s.%s is not camelCase", path, at, k)
+				}
+				if !dataMaps[k] {
+					walk(at+"."+k, sub)
+				}
+			}
+		case []any:
+			for _, sub := range v {
+				walk(at+"[]", sub)
+			}
+		}
+	}
+	walk("", v)
 }
 
 // TestBadConfig: a bad configuration file exits with status 2 before
@@ -379,7 +456,7 @@ func TestBadConfig(t *testing.T) {
 		{"bad CIDR", "nodeName: n1\nipam:\n  podSubnetCIDR: 10.1.0.0/40\n", []string{"ipam.podSubnetCIDR:", "10.1.0.0/40"}},
 		{"host bits", "nodeName: n1\nipam:\n  serviceCIDR: 10.96.0.1/12\n", []string{"ipam.serviceCIDR: 10.96.0.1/12: has host bits set"}},
 		{"no node name", "etcd:\n  endpoints: [127.0.0.1:2379]\n", []string{"nodeName: required"}},
-		{"missing TLS file", "nodeName: n1\netcd:\n  caFile: /nonexistent/ca.pem\n", []string{"etcd.caFile:", "no such file"}},
+		{"missing TLS file and a bad value", "nodeName: n1\netcd:\n  caFile: /nonexistent/ca.pem\nlinux: fake\n", []string{"etcd.caFile:", "no such file", `linux: "fake"`}},
 		{"fake linux, real VPP", "nodeName: n1\nlinux: fake\n", []string{`linux: "fake" is only for the VPP stand-in`}},
 		{"several", "nodeName: n1\npodInterfaceType: veth\nhttp:\n  listen: nowhere\n", []string{"podInterfaceType:", "http.listen:"}},
 	} {
@@ -403,6 +480,151 @@ func TestBadConfig(t *testing.T) {
 			assert.ErrorIs(t, err, os.ErrNotExist, "nothing started: no state directory")
 		})
 	}
+}
+
+// TestEveryProblemInOneReport: the README's example of a report is what
+// the daemon prints for such a file: every problem at once (issue 27, item
+// 6: the unknown key was reported alone, the others after it was fixed),
+// with a duplicate key, a value of the wrong type and a bad flag value
+// beside them.
+func TestEveryProblemInOneReport(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	_, block, ok := strings.Cut(string(readme), "```\nvswitch: invalid configuration (file /etc/vswitchkit/vswitch.yaml):\n")
+	require.True(t, ok, "the README shows a report")
+	block, _, _ = strings.Cut(block, "```")
+	require.NoFileExists(t, "/etc/vswitchkit/etcd/ca.crt", "the example names a file that does not exist here")
+
+	dir := shortDir(t)
+	cfgFile := filepath.Join(dir, "vswitch.yaml")
+	require.NoError(t, os.WriteFile(cfgFile, []byte("nodeName: n1\ncniSockett: /run/x.sock\nipam:\n  serviceCIDR: 10.96.0.1/12\n"+
+		"etcd:\n  caFile: /etc/vswitchkit/etcd/ca.crt\n"), 0o600))
+	code, stderr := runBinary(t, "-config", cfgFile, "-state-dir", filepath.Join(dir, "state"))
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "vswitch: invalid configuration (file "+cfgFile+"):\n"+block, stderr)
+
+	require.NoError(t, os.WriteFile(cfgFile, []byte("nodeName: n1\nnodeName: n2\nstateDir: [x]\nnodeNam: n1\nhttp: {listen: nowhere}\n"), 0o600))
+	code, stderr = runBinary(t, "-config", cfgFile, "-bgp-ipv4", "x")
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "vswitch: invalid configuration (file "+cfgFile+"):\n"+
+		"  nodeName: duplicate key (lines 1 and 2)\n"+
+		"  nodeNam: unknown field\n"+
+		"  stateDir: cannot unmarshal array into Go value of type string\n"+
+		"  bgp.ipv4 (-bgp-ipv4): ParseAddr(\"x\"): unable to parse IP\n"+
+		"  http.listen: \"nowhere\": address nowhere: missing port in address\n", stderr)
+}
+
+// runBinary runs the daemon to its end (within a minute) and returns its
+// exit status and standard error.
+func runBinary(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	var stderr strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	require.NoError(t, ctx.Err(), "the daemon did not end: %s", stderr.String())
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), stderr.String()
+	}
+	require.NoError(t, err, "%s", stderr.String())
+	return 0, stderr.String()
+}
+
+// TestExitStatuses: every way the daemon cannot start returns its error
+// with the start-up status 3, at once and without a panic; flag errors that
+// are alike exit alike (issue 27, items 1, 2 and 8: a state directory under
+// a plain file or held by another daemon panicked in agent.Close(nil) with
+// status 2, the status of a bad configuration; a taken HTTP port was
+// reported only when the daemon stopped; a missing VPP socket left it
+// running unready; a CNI socket that cannot be made gave 1, a missing TLS
+// file 2).
+func TestExitStatuses(t *testing.T) {
+	dir := shortDir(t)
+	plainFile := filepath.Join(dir, "file")
+	require.NoError(t, os.WriteFile(plainFile, nil, 0o600))
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+
+	// A daemon that holds its state directory: its agent is open once the
+	// debug views answer.
+	held := filepath.Join(dir, "held")
+	first := startDaemon(t, "-log-format=json", "-node-name", "n1", "-vpp=sim", "-linux=fake", "-etcd-endpoints", "127.0.0.1:1",
+		"-http-listen", "127.0.0.1:0", "-state-dir", held, "-cni-socket", filepath.Join(held, "cni.sock"))
+	require.Eventually(t, func() bool {
+		code, _ := first.get("/debug/ipam")
+		return code == http.StatusOK
+	}, time.Minute, 20*time.Millisecond, "the first daemon's agent is open")
+
+	// sim runs the stand-in against an etcd that does not answer (the
+	// agent starts anyway, from local state).
+	sim := func(state string, extra ...string) []string {
+		return append([]string{"-node-name", "n1", "-vpp=sim", "-linux=fake", "-etcd-endpoints", "127.0.0.1:1",
+			"-http-listen", "127.0.0.1:0", "-state-dir", state, "-cni-socket", filepath.Join(dir, "cni.sock")}, extra...)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		// Start-up: the machine does not match a valid configuration.
+		{"state directory under a plain file", sim(filepath.Join(plainFile, "state")), 3, "agent: state directory: mkdir " + plainFile + ": not a directory"},
+		{"state directory held by another daemon", sim(held), 3, "(is another agent running on this node?)"},
+		{"HTTP address taken", sim(filepath.Join(dir, "s1"), "-http-listen", taken.Addr().String()), 3, "bind: address already in use"},
+		{"VPP socket missing", []string{"-node-name", "n1", "-vpp-socket", filepath.Join(dir, "api.sock"), "-http-listen", "127.0.0.1:0",
+			"-state-dir", filepath.Join(dir, "s2"), "-cni-socket", filepath.Join(dir, "cni.sock")}, 3, "vpp: API socket: stat " + filepath.Join(dir, "api.sock") + ": no such file or directory"},
+		{"VPP socket not a socket", []string{"-node-name", "n1", "-vpp-socket", plainFile, "-http-listen", "127.0.0.1:0",
+			"-state-dir", filepath.Join(dir, "s3"), "-cni-socket", filepath.Join(dir, "cni.sock")}, 3, "is not a socket"},
+		{"CNI socket cannot be made", sim(filepath.Join(dir, "s4"), "-cni-socket", filepath.Join(plainFile, "cni.sock")), 3, "cniserver: create socket directory"},
+		{"TLS file missing", sim(filepath.Join(dir, "s5"), "-etcd-ca", filepath.Join(dir, "ca.pem")), 3, "etcd.caFile: open " + filepath.Join(dir, "ca.pem")},
+		{"password file missing", sim(filepath.Join(dir, "s6"), "-etcd-user", "u", "-etcd-password-file", filepath.Join(dir, "pw")), 3, "etcd.passwordFile: open"},
+		{"configuration file missing", []string{"-config", filepath.Join(dir, "vswitch.yaml")}, 3, "no such file or directory"},
+		// Configuration: what is written is wrong.
+		{"unknown flag", sim(filepath.Join(dir, "s7"), "-no-such-flag"), 2, "flag provided but not defined: -no-such-flag"},
+		{"flag without its value", sim(filepath.Join(dir, "s7"), "-log-level"), 2, "flag needs an argument: -log-level"},
+		{"an argument that is no flag", sim(filepath.Join(dir, "s7"), "extra"), 2, `unexpected arguments: ["extra"]`},
+		{"bad flag value", sim(filepath.Join(dir, "s7"), "-bgp-ipv4", "x"), 2, "bgp.ipv4 (-bgp-ipv4)"},
+		{"bad duration flag", sim(filepath.Join(dir, "s7"), "-etcd-dial-timeout", "5"), 2, "etcd.dialTimeout (-etcd-dial-timeout)"},
+		{"bad HTTP address", sim(filepath.Join(dir, "s7"), "-http-listen", "nowhere"), 2, "http.listen:"},
+		{"relative state directory", sim("state"), 2, `stateDir: "state" is not an absolute path`},
+		{"missing file and a bad value", sim(filepath.Join(dir, "s7"), "-etcd-ca", filepath.Join(dir, "ca.pem"), "-log-level", "loud"), 2, "log.level:"},
+		{"help", []string{"-h"}, 0, "Exit statuses:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			code, stderr := runBinary(t, tc.args...)
+			assert.Equal(t, tc.code, code, "%s", stderr)
+			assert.Contains(t, stderr, tc.want)
+			assert.NotContains(t, stderr, "panic")
+			assert.Less(t, time.Since(start), 20*time.Second, "it ends at once")
+			if tc.code == 3 && !strings.Contains(stderr, "invalid configuration") {
+				assert.Contains(t, stderr, `msg="vswitch cannot start"`)
+			}
+		})
+	}
+	_, err = os.Stat(filepath.Join(dir, "s1"))
+	assert.ErrorIs(t, err, os.ErrNotExist, "with its HTTP address taken the daemon started nothing")
+	assert.Equal(t, 0, first.stop(), "the first daemon was not disturbed")
+}
+
+// TestEtcdLoginRefused: wrong etcd credentials end the start-up with
+// status 3 and the reason.
+func TestEtcdLoginRefused(t *testing.T) {
+	etcd := startSecureEtcd(t)
+	dir := shortDir(t)
+	pwFile := filepath.Join(dir, "etcd-password")
+	require.NoError(t, os.WriteFile(pwFile, []byte("wrong\n"), 0o600))
+	code, stderr := runBinary(t, "-node-name", "n1", "-vpp=sim", "-linux=fake", "-http-listen", "127.0.0.1:0",
+		"-state-dir", filepath.Join(dir, "state"), "-cni-socket", filepath.Join(dir, "cni.sock"),
+		"-etcd-endpoints", etcd.url, "-etcd-ca", etcd.certs.CAFile, "-etcd-cert", etcd.certs.ClientCert, "-etcd-key", etcd.certs.ClientKey,
+		"-etcd-user", "vswitchkit", "-etcd-password-file", pwFile)
+	assert.Equal(t, 3, code, "%s", stderr)
+	assert.Contains(t, stderr, `msg="vswitch cannot start"`)
+	assert.Contains(t, stderr, `etcd login as \"vswitchkit\"`)
 }
 
 // TestExampleConfig: the example file decodes strictly, and the only

@@ -10,12 +10,27 @@
 //
 // The configuration is a YAML file with flags overriding it (see
 // README.md); it is validated as a whole before anything starts, and a bad
-// one exits with status 2 and a message naming every bad field. SIGTERM or
-// SIGINT stop the daemon gracefully (status 0): the CNI server stops
-// accepting requests and finishes those in progress, the event in
+// one exits with status 2 and a message naming every problem. Then the
+// daemon binds its HTTP address, connects to etcd, opens its state and
+// runs the agent; it logs "vswitch ready" once the agent can serve pods.
+// SIGTERM or SIGINT stop the daemon gracefully (status 0): the CNI server
+// stops accepting requests and finishes those in progress, the event in
 // progress finishes, etcd and BGP are closed cleanly, and VPP is left
 // configured, so pods keep working until the next agent takes over. A
-// second signal ends the daemon at once. A failure exits with status 1.
+// second signal ends the daemon at once.
+//
+// # Exit statuses
+//
+//   - 0: stopped by SIGTERM or SIGINT (or -h).
+//   - 1: failed while running, after it was ready (logged).
+//   - 2: an invalid command line or configuration: every problem is listed.
+//   - 3: it could not start: the configuration is valid but the machine
+//     does not match it: a file it names (the configuration, TLS, password)
+//     is missing or unreadable, the state directory is unusable or held by
+//     another daemon, the HTTP address is taken, VPP's API socket is
+//     missing, etcd refuses the login, or the agent failed before it was
+//     ready (say, the CNI socket cannot be created). Restarting may help
+//     once the machine is fixed; for status 2 it does not.
 package main
 
 import (
@@ -48,12 +63,22 @@ import (
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
 
-// Exit statuses.
+// Exit statuses (see the package documentation and config.ExitStatuses).
 const (
-	exitOK     = 0
-	exitFailed = 1
-	exitConfig = 2
+	exitOK      = 0
+	exitFailed  = 1
+	exitConfig  = 2
+	exitStartup = 3
 )
+
+// startupError is a failure before the daemon was ready: it exits with
+// exitStartup.
+type startupError struct{ err error }
+
+func (e *startupError) Error() string { return e.err.Error() }
+func (e *startupError) Unwrap() error { return e.err }
+
+func startup(err error) error { return &startupError{err} }
 
 func main() { os.Exit(run(os.Args[1:], os.Stderr)) }
 
@@ -64,6 +89,10 @@ func run(args []string, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "vswitch:", err)
+		var ce *config.Error
+		if errors.As(err, &ce) && ce.FilesOnly() {
+			return exitStartup
+		}
 		return exitConfig
 	}
 	log := newLogger(cfg.Log, stderr)
@@ -77,6 +106,11 @@ func run(args []string, stderr io.Writer) int {
 		stop()
 	}()
 	if err := serve(ctx, cfg, log); err != nil {
+		var se *startupError
+		if errors.As(err, &se) {
+			log.Error("vswitch cannot start", slog.Any("error", err))
+			return exitStartup
+		}
 		log.Error("vswitch failed", slog.Any("error", err))
 		return exitFailed
 	}
@@ -122,11 +156,17 @@ func (h slogHook) Fire(e *logrus.Entry) error {
 	return nil
 }
 
-// serve runs the daemon until ctx ends (nil) or it fails.
+// serve runs the daemon until ctx ends (nil) or it fails: a
+// *startupError when it failed before it was ready.
 func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	log.Info("vswitch starting", slog.String("node", cfg.NodeName), slog.String("vpp", cfg.VPP.Mode),
 		slog.String("linux", cfg.Linux), slog.Any("etcd", cfg.Etcd.Endpoints))
+	// The HTTP address first: a health probe must not reach another
+	// process while this one runs without its endpoint.
 	web := httpapi.New(httpapi.Config{Listen: cfg.HTTP.Listen, Logger: log})
+	if err := web.Listen(); err != nil {
+		return startup(err)
+	}
 	// HTTP outlives the agent: /healthz and /readyz say "stopping" while
 	// the agent shuts down.
 	webCtx, stopWeb := context.WithCancel(context.WithoutCancel(ctx))
@@ -142,13 +182,18 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 }
 
 func runAgent(ctx context.Context, cfg config.Config, log *slog.Logger, web *httpapi.Server) error {
+	if cfg.VPP.Mode == config.VPPSocket {
+		if err := checkVPPSocket(cfg.VPP.APISocket); err != nil {
+			return startup(err)
+		}
+	}
 	web.SetPhase("connecting to etcd")
 	etcd, err := connectEtcd(ctx, cfg, log)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return err
+		return startup(err)
 	}
 	defer etcd.Close()
 
@@ -168,13 +213,43 @@ func runAgent(ctx context.Context, cfg config.Config, log *slog.Logger, web *htt
 	}
 	a, err := agent.Open(cfg.Agent(), deps)
 	if err != nil {
-		return err
+		return startup(err)
 	}
 	web.SetAgent(a)
-	if err := a.Run(ctx); !errors.Is(err, context.Canceled) {
-		return err
+	ready := make(chan struct{})
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		if a.WaitReady(ctx) == nil {
+			close(ready)
+			log.Info("vswitch ready", slog.Uint64("nodeID", uint64(a.NodeSync.GetNodeID())))
+		}
+	}()
+	err = a.Run(ctx)
+	<-waited // WaitReady returns once Run stopped the agent
+	if errors.Is(err, context.Canceled) {
+		return nil // stopped by a signal
 	}
-	return nil // stopped by a signal
+	select {
+	case <-ready:
+		return err
+	default:
+		return startup(err) // failed before it was ready
+	}
+}
+
+// checkVPPSocket checks that VPP's API socket exists: a daemon started
+// without VPP says so at once (status 3) instead of waiting unready. Once
+// running, the VPP driver reconnects by itself when VPP restarts.
+func checkVPPSocket(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("vpp: API socket: %w (is VPP running, with socksvr { socket-name %s }?)", err, path)
+	}
+	if fi.Mode().Type() != os.ModeSocket {
+		return fmt.Errorf("vpp: API socket: %s is not a socket", path)
+	}
+	return nil
 }
 
 // podLinux returns the pod side of pod interfaces and how the VPP

@@ -11,6 +11,8 @@ import (
 // ErrAlreadyRunning is returned (wrapped with the package's name) by a
 // second call of a component's Run. Every package's ErrAlreadyRunning is
 // this value, so errors.Is works across packages.
+//
+//lint:ignore ST1005 the message starts with the method's name
 var ErrAlreadyRunning = errors.New("Run called more than once")
 
 // Once makes Run single-use. The zero value is ready. It is safe for

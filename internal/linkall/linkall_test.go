@@ -21,6 +21,7 @@ import (
 	_ "github.com/vswitchkit/vswitchkit/bgp"
 	"github.com/vswitchkit/vswitchkit/bgp/bgpmodel"
 	_ "github.com/vswitchkit/vswitchkit/bgp/bgpreflector"
+	_ "github.com/vswitchkit/vswitchkit/bgp/bgpstatus"
 	_ "github.com/vswitchkit/vswitchkit/bgp/bgptest"
 	_ "github.com/vswitchkit/vswitchkit/bgp/gobgp"
 	_ "github.com/vswitchkit/vswitchkit/bgp/gobgp/gobgptest"
@@ -52,6 +53,7 @@ import (
 	_ "github.com/vswitchkit/vswitchkit/policy/policytest"
 	_ "github.com/vswitchkit/vswitchkit/reflector"
 	_ "github.com/vswitchkit/vswitchkit/render/aclpolicy"
+	_ "github.com/vswitchkit/vswitchkit/render/bgproutes"
 	_ "github.com/vswitchkit/vswitchkit/render/bgpsource"
 	_ "github.com/vswitchkit/vswitchkit/render/nodeaddr"
 	_ "github.com/vswitchkit/vswitchkit/render/nodeconn"
@@ -107,13 +109,14 @@ func TestEveryPackageLinked(t *testing.T) {
 }
 
 // TestProtoFilesUnique checks that every .proto file of the module is
-// registered under its versioned path vswitchkit/<package>/v1/<file>.proto
+// registered under its versioned path vswitchkit/<package>/v<n>/<file>.proto
 // and declares the versioned package of the same name.
 func TestProtoFilesUnique(t *testing.T) {
 	want := map[string]string{
 		"vswitchkit/kubemodel/v1/kubemodel.proto": "vswitchkit.kubemodel.v1",
 		"vswitchkit/nodesync/v1/nodesync.proto":   "vswitchkit.nodesync.v1",
 		"vswitchkit/bgp/v1/bgp.proto":             "vswitchkit.bgp.v1",
+		"vswitchkit/bgp/v2/bgpv2.proto":           "vswitchkit.bgp.v2",
 		"vswitchkit/vppdriver/v1/vppdriver.proto": "vswitchkit.vppdriver.v1",
 	}
 	got := map[string]string{}

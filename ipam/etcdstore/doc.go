@@ -34,6 +34,11 @@
 //     outage, an operator deleted it, another agent took over) can no
 //     longer write: its calls fail with [ErrOwnershipLost], [Store.Lost]
 //     is closed and Run returns the error;
+//   - a keep-alive that etcd does not answer in time (the client gives
+//     the lease up after its deadline: the dial timeout + 1s for the
+//     first, the TTL for the others), as an overloaded etcd does while the
+//     lease lives on, is not a loss: the store asks etcd whether the lease
+//     lives and, if it does, keeps it alive again;
 //   - a second agent with the same node name waits in Run until the first
 //     releases the key (Run of the first returned, or its lease expired
 //     after a crash: at most [Config.LeaseTTL]); until then its calls wait

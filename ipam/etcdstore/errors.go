@@ -29,3 +29,7 @@ var (
 
 // errStopped is wrapped into the lost error when Run returns normally.
 var errStopped = errors.New("the store's Run returned")
+
+// errClientClosed is wrapped into the lost error when the store's etcd
+// client was closed under it (the agent is going away).
+var errClientClosed = errors.New("the etcd client was closed")

@@ -18,6 +18,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/ipam"
 	"github.com/vswitchkit/vswitchkit/ipam/internal/record"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -180,22 +181,72 @@ func (s *Store) Run(ctx context.Context) error {
 	}
 	close(s.owned)
 	s.log.Info("acquired the node's IPAM records", slog.String("ownerKey", s.ownerKey))
+	deg := retry.NewDegraded(s.log, "keeping the IPAM records' lease alive")
 	for {
 		select {
 		case _, ok := <-ka:
 			if ok {
+				deg.OK()
 				continue
 			}
 			if ctx.Err() != nil {
 				s.lose(fmt.Errorf("%w: %w", ErrOwnershipLost, errStopped))
 				return ctx.Err()
 			}
-			return s.lose(fmt.Errorf("%w: lease %x expired", ErrOwnershipLost, int64(lease)))
+			// The client stopped keeping the lease alive: etcd said it
+			// expired, or did not answer a keep-alive in time (the
+			// first one within the client's dial timeout, later ones
+			// within the TTL), which an overloaded etcd does while the
+			// lease lives on. Ask etcd which.
+			alive, err := s.leaseAlive(ctx, lease, deg)
+			if errors.Is(err, errClientClosed) {
+				return s.lose(fmt.Errorf("%w: %w", ErrOwnershipLost, err))
+			}
+			if err != nil {
+				s.lose(fmt.Errorf("%w: %w", ErrOwnershipLost, errStopped))
+				return err
+			}
+			if !alive {
+				return s.lose(fmt.Errorf("%w: lease %x expired", ErrOwnershipLost, int64(lease)))
+			}
+			if ka, err = s.cli.KeepAlive(kctx, lease); err != nil {
+				return s.lose(fmt.Errorf("%w: keep the lease alive: %w", ErrOwnershipLost, err))
+			}
 		case <-s.lost:
 			return s.Err()
 		case <-ctx.Done():
 			s.lose(fmt.Errorf("%w: %w", ErrOwnershipLost, errStopped))
 			return ctx.Err()
+		}
+	}
+}
+
+// leaseAlive asks etcd whether lease still lives, retrying (with backoff,
+// each request bounded by the lease TTL) until etcd answers or ctx ends;
+// deg reports the episode.
+func (s *Store) leaseAlive(ctx context.Context, lease clientv3.LeaseID, deg *retry.Degraded) (bool, error) {
+	bo := retry.NewClientBackoff(100*time.Millisecond, 5*time.Second)
+	for {
+		if s.cli.Ctx().Err() != nil {
+			return false, errClientClosed
+		}
+		tctx, cancel := context.WithTimeout(ctx, time.Duration(s.ttl)*time.Second)
+		resp, err := s.cli.TimeToLive(tctx, lease)
+		cancel()
+		if err == nil {
+			alive := resp.TTL > 0
+			if alive {
+				deg.Fail(errors.New("no keep-alive answer in time; the lease lives: keeping it alive again"), 0)
+			}
+			return alive, nil
+		}
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return false, nil
+		}
+		d := bo.NextBackOff()
+		deg.Fail(fmt.Errorf("is the lease alive: %w", err), d)
+		if err := retry.Sleep(ctx, d); err != nil {
+			return false, err
 		}
 	}
 }

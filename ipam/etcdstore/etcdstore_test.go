@@ -1,9 +1,12 @@
 package etcdstore_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -467,4 +470,86 @@ func runBench(s *etcdstore.Store) (stop func()) {
 		close(done)
 	}()
 	return func() { cancel(); <-done }
+}
+
+// slowKeepAlives delays every keep-alive answer by delay while armed: the
+// client gives the lease up after its deadline (the first keep-alive's is
+// the dial timeout + 1s), while etcd, which got the keep-alives, keeps
+// the lease alive: what an overloaded etcd does.
+type slowKeepAlives struct {
+	armed atomic.Bool
+	delay time.Duration
+}
+
+func (s *slowKeepAlives) interceptor(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	cs, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil || method != "/etcdserverpb.Lease/LeaseKeepAlive" {
+		return cs, err
+	}
+	return slowStream{ClientStream: cs, s: s}, nil
+}
+
+type slowStream struct {
+	grpc.ClientStream
+	s *slowKeepAlives
+}
+
+func (ss slowStream) RecvMsg(m any) error {
+	err := ss.ClientStream.RecvMsg(m)
+	if ss.s.armed.Load() {
+		time.Sleep(ss.s.delay)
+	}
+	return err
+}
+
+// TestKeepAliveUnansweredInTime: keep-alive answers that come after the
+// client's deadline, while etcd keeps the lease, do not end the
+// ownership: the store asks etcd, finds the lease alive and keeps it alive
+// again, and writes succeed throughout.
+func TestKeepAliveUnansweredInTime(t *testing.T) {
+	srv := startEtcd(t)
+	slow := &slowKeepAlives{delay: 3 * time.Second}
+	slow.armed.Store(true)
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{srv.Endpoint()},
+		DialTimeout: time.Second, // the first keep-alive's deadline: 2s
+		Logger:      zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainStreamInterceptor(slow.interceptor)},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { cli.Close() })
+	logs := &bytes.Buffer{}
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, logs}, nil))
+	s := run(t, cli, "n1", etcdstore.Config{LeaseTTL: 15 * time.Second, Logger: log})
+	waitOwned(t, s.Store)
+	// The client gives the lease up after 2s; the store finds it alive.
+	logged := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(logs.String(), "the lease lives: keeping it alive again")
+	}
+	deadline := time.Now().Add(testTimeout)
+	for !logged() {
+		select {
+		case <-s.Lost():
+			t.Fatalf("ownership lost: %v", s.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+		require.True(t, time.Now().Before(deadline), "the store never checked the lease")
+	}
+	slow.armed.Store(false)
+	require.NoError(t, s.PutAllocation(t.Context(), alloc("ns", "a", "10.1.5.2")))
+	require.Nil(t, s.Err(), "still the owner")
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

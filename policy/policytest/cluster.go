@@ -162,24 +162,8 @@ func (c *Cluster) PodIDs() []kubemodel.PodID {
 	for _, p := range c.Pods {
 		ids = append(ids, p.ID())
 	}
-	slices.SortFunc(ids, comparePodIDs)
+	slices.SortFunc(ids, kubemodel.PodID.Compare)
 	return ids
-}
-
-func comparePodIDs(a, b kubemodel.PodID) int {
-	if a.Namespace != b.Namespace {
-		if a.Namespace < b.Namespace {
-			return -1
-		}
-		return 1
-	}
-	switch {
-	case a.Name < b.Name:
-		return -1
-	case a.Name > b.Name:
-		return 1
-	}
-	return 0
 }
 
 // Check reports what makes c inconsistent: a duplicate node, namespace, pod

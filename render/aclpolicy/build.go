@@ -3,8 +3,10 @@ package aclpolicy
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"net/netip"
 	"slices"
+	"strconv"
 
 	"google.golang.org/protobuf/proto"
 
@@ -23,9 +25,15 @@ const (
 	// of this node's egress-isolated pods, checked after service
 	// translation for connections that leave the node.
 	EgressACL = "np-egress"
-	// podACLPrefix starts the names of the per-rule-set pod ACLs, followed
-	// by a hash of their rules (pods with equal rules share one ACL).
-	podACLPrefix = "np-"
+	// podInputPrefix and podOutputPrefix start the names of a pod's own
+	// ACLs (its overrides), followed by its interface; sharedInputPrefix
+	// and sharedOutputPrefix the names of the shared ACLs, followed by the
+	// interface of the pod that started the group (see the package doc:
+	// Sharing).
+	podInputPrefix     = "np-in-"
+	podOutputPrefix    = "np-out-"
+	sharedInputPrefix  = "np-gin-"
+	sharedOutputPrefix = "np-gout-"
 )
 
 // env is what the builder needs besides the pods' policies.
@@ -51,33 +59,109 @@ type pod struct {
 // interfaces.
 type state struct {
 	acls   map[string]*vppmodel.ACL
+	keys   map[string]string // the content key of each ACL's rules
 	attach map[string]*vppmodel.ACLInterface
 }
 
 // build computes the whole desired state from the local pods' policies.
 // Pods without an interface or an address get nothing.
 func build(pods []pod, e env) state {
-	st := state{acls: map[string]*vppmodel.ACL{}, attach: map[string]*vppmodel.ACLInterface{}}
+	var b builder
+	return b.build(pods, e)
+}
+
+// builder builds the desired state and keeps what it computed per pod,
+// so that a change recomputes only the pods whose ACLs can change: a pod's
+// ACLs depend on its own policy and interface, on the environment (node
+// addresses, service prefixes) and on the egress-isolated pods of the
+// node; the last two form the context, which a change of either renews.
+// The zero value is ready.
+type builder struct {
+	ctx       builderCtx
+	gen       uint64 // of ctx
+	pods      map[kubemodel.PodID]*podACLs
+	egress    []*vppmodel.ACLRule // EgressACL's rules, of gen
+	egressKey string
+	egressOK  bool
+	// in and out share the pods' input and output ACLs.
+	in, out sharing
+}
+
+// builderCtx is what every pod's ACLs may depend on besides its own
+// policy.
+type builderCtx struct {
+	env      env
+	isolated []*policy.PodPolicy // the egress-isolated pods with addresses, by pod
+}
+
+func (c builderCtx) equal(o builderCtx) bool {
+	return slices.Equal(c.env.hostPrefixes, o.env.hostPrefixes) && slices.Equal(c.env.servicePrefixes, o.env.servicePrefixes) &&
+		slices.Equal(c.env.exits, o.env.exits) && slices.Equal(c.isolated, o.isolated)
+}
+
+// podACLs is what the builder computed for one pod, in context gen.
+type podACLs struct {
+	view          *policy.PodPolicy
+	iface         string
+	gen           uint64
+	none          bool // the pod needs no ACL
+	in, out       []*vppmodel.ACLRule
+	inKey, outKey string // the rules' content keys
+}
+
+func (b *builder) build(pods []pod, e env) state {
+	st := state{acls: map[string]*vppmodel.ACL{}, keys: map[string]string{}, attach: map[string]*vppmodel.ACLInterface{}}
 	var isolated []pod // egress-isolated pods with addresses
+	ctx := builderCtx{env: e}
 	for _, p := range pods {
 		if p.view.Egress.Isolated && len(p.view.Addrs) > 0 {
 			isolated = append(isolated, p)
+			ctx.isolated = append(ctx.isolated, p.view)
 		}
 	}
+	if b.pods == nil || !ctx.equal(b.ctx) {
+		b.ctx, b.gen, b.egressOK = ctx, b.gen+1, false
+	}
+	next := make(map[kubemodel.PodID]*podACLs, len(pods))
 	for _, d := range pods {
 		if d.iface == "" || len(d.view.Addrs) == 0 {
 			continue
 		}
-		out, restricted := outputRules(d, isolated, e)
-		if !restricted && !d.view.Isolated() {
-			continue // nothing to enforce on d: no ACL, no sessions
+		c := b.pods[d.view.Pod]
+		if c == nil || c.view != d.view || c.iface != d.iface || c.gen != b.gen {
+			c = &podACLs{view: d.view, iface: d.iface, gen: b.gen}
+			out, restricted := outputRules(d, isolated, e)
+			if !restricted && !d.view.Isolated() {
+				c.none = true // nothing to enforce on d: no ACL, no sessions
+			} else {
+				c.in, c.out = inputRules(d, e), out
+				c.inKey, c.outKey = contentKey(c.in), contentKey(c.out)
+			}
 		}
-		in := inputRules(d, e)
-		st.attach[d.iface] = &vppmodel.ACLInterface{Interface: d.iface, Input: []string{st.add(in)}, Output: []string{st.add(out)}}
+		next[d.view.Pod] = c
+	}
+	b.pods = next
+	in := b.in.assign(next, podInputPrefix, sharedInputPrefix, func(c *podACLs) (string, []*vppmodel.ACLRule) { return c.inKey, c.in })
+	out := b.out.assign(next, podOutputPrefix, sharedOutputPrefix, func(c *podACLs) (string, []*vppmodel.ACLRule) { return c.outKey, c.out })
+	for id, c := range next {
+		if c.none {
+			continue
+		}
+		lists := [2][]string{}
+		for i, a := range []assignment{in[id], out[id]} {
+			st.put(a.private, a.override)
+			st.put(a.shared, a.group)
+			lists[i] = []string{a.private, a.shared}
+		}
+		st.attach[c.iface] = &vppmodel.ACLInterface{Interface: c.iface, Input: lists[0], Output: lists[1]}
 	}
 	if len(isolated) > 0 {
-		st.acls[EgressACL] = &vppmodel.ACL{Name: EgressACL, Rules: egressTable(isolated)}
-		st.acls[ReflectACL] = &vppmodel.ACL{Name: ReflectACL, Rules: reflectAll()}
+		if !b.egressOK {
+			b.egress, b.egressOK = egressTable(isolated), true
+			b.egressKey = contentKey(b.egress)
+		}
+		st.put(EgressACL, &aclGroup{key: b.egressKey, rules: b.egress})
+		st.put(ReflectACL, &aclGroup{key: reflectKey, rules: reflectAll()})
 		for _, x := range e.exits {
 			st.attach[x] = &vppmodel.ACLInterface{Interface: x, Input: []string{ReflectACL}, Output: []string{EgressACL}}
 		}
@@ -85,25 +169,157 @@ func build(pods []pod, e env) state {
 	return st
 }
 
-// add adds an ACL of rules under its content's name and returns the name.
-func (st *state) add(rules []*vppmodel.ACLRule) string {
-	name := aclName(rules)
+// put adds the ACL name with the rules of g, once.
+func (st *state) put(name string, g *aclGroup) {
 	if st.acls[name] == nil {
-		st.acls[name] = &vppmodel.ACL{Name: name, Rules: rules}
+		st.acls[name] = &vppmodel.ACL{Name: name, Rules: g.rules}
+		st.keys[name] = g.key
 	}
-	return name
 }
 
-// aclName names an ACL by its rules: ReflectACL for the reflect-all
-// rules, else podACLPrefix and a hash.
-func aclName(rules []*vppmodel.ACLRule) string {
-	acl := &vppmodel.ACL{Rules: rules}
-	if proto.Equal(acl, &vppmodel.ACL{Rules: reflectAll()}) {
-		return ReflectACL
-	}
-	raw, _ := proto.MarshalOptions{Deterministic: true}.Marshal(acl)
+// reflectKey is the content key of reflectAll's rules.
+var reflectKey = contentKey(reflectAll())
+
+// contentKey identifies a list of rules: equal lists have equal keys.
+func contentKey(rules []*vppmodel.ACLRule) string {
+	raw, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&vppmodel.ACL{Rules: rules})
 	sum := sha256.Sum256(raw)
-	return podACLPrefix + hex.EncodeToString(sum[:8])
+	return string(sum[:16])
+}
+
+// sharing groups the pods' ACLs of one direction so that pods with equal
+// rules share one ACL, while no pod's ACL list ever changes as long as it
+// has ACLs (VPP deletes an interface's sessions when its list changes, and
+// keeps them when an ACL is replaced in place). Every pod's list is two
+// ACLs: its own override, then its group's shared ACL. A pod joins a
+// group (one with its rules, else a new one) when it gets ACLs and stays
+// in it: the group's rules follow what most of its pods need, replaced in
+// place; a pod whose rules differ from its group's has them in its
+// override, which ends in a deny of everything so that the shared ACL is
+// never reached; otherwise its override is empty. The zero value is
+// ready.
+type sharing struct {
+	groups map[string]*aclGroup       // shared ACLs by name
+	of     map[kubemodel.PodID]string // a pod's group, for as long as it has ACLs
+}
+
+// aclGroup is one ACL's rules and their content key.
+type aclGroup struct {
+	key   string
+	rules []*vppmodel.ACLRule
+}
+
+// assignment is a pod's ACLs of one direction: its override (private,
+// with its rules) and its group's shared ACL.
+type assignment struct {
+	private, shared string
+	override, group *aclGroup
+}
+
+// emptyGroup is an override that leaves the decision to the shared ACL.
+var emptyGroup = &aclGroup{key: contentKey(nil)}
+
+// assign returns the ACLs of one direction of every pod that needs ACLs
+// (pods, with rulesOf its rules of this direction and their key).
+func (s *sharing) assign(pods map[kubemodel.PodID]*podACLs, prefix, sharedPrefix string, rulesOf func(*podACLs) (string, []*vppmodel.ACLRule)) map[kubemodel.PodID]assignment {
+	if s.groups == nil {
+		s.groups, s.of = map[string]*aclGroup{}, map[kubemodel.PodID]string{}
+	}
+	s.groups[ReflectACL] = &aclGroup{key: reflectKey, rules: reflectAll()}
+	ids := slices.SortedFunc(maps.Keys(pods), kubemodel.PodID.Compare)
+	members := map[string][]kubemodel.PodID{}
+	for _, id := range ids {
+		c := pods[id]
+		if c.none {
+			continue
+		}
+		g, ok := s.of[id]
+		if !ok || s.groups[g] == nil {
+			// A pod that gets ACLs joins a group with its rules, else
+			// starts one.
+			k, rules := rulesOf(c)
+			g = ""
+			for _, name := range slices.Sorted(maps.Keys(s.groups)) {
+				if s.groups[name].key == k {
+					g = name
+					break
+				}
+			}
+			if g == "" {
+				g = uniqueName(sharedPrefix, c.iface, s.groups)
+				s.groups[g] = &aclGroup{key: k, rules: rules}
+			}
+		}
+		members[g] = append(members[g], id)
+	}
+	// Each group's rules are what most of its pods need (its own on a
+	// tie); ReflectACL's never change.
+	for g, ids := range members {
+		if g == ReflectACL {
+			continue
+		}
+		count := map[string]int{}
+		for _, id := range ids {
+			k, _ := rulesOf(pods[id])
+			count[k]++
+		}
+		best, bestN := s.groups[g].key, count[s.groups[g].key]
+		for _, k := range slices.Sorted(maps.Keys(count)) {
+			if count[k] > bestN {
+				best, bestN = k, count[k]
+			}
+		}
+		if best != s.groups[g].key {
+			for _, id := range ids {
+				if k, rules := rulesOf(pods[id]); k == best {
+					s.groups[g] = &aclGroup{key: k, rules: rules}
+					break
+				}
+			}
+		}
+	}
+	for g := range s.groups {
+		if _, ok := members[g]; !ok && g != ReflectACL {
+			delete(s.groups, g)
+		}
+	}
+	clear(s.of)
+	out := make(map[kubemodel.PodID]assignment, len(pods))
+	for g, ids := range members {
+		for _, id := range ids {
+			s.of[id] = g
+			c := pods[id]
+			a := assignment{private: uniqueName(prefix, c.iface, nil), shared: g, override: emptyGroup, group: s.groups[g]}
+			if k, rules := rulesOf(c); k != a.group.key {
+				rules = append(slices.Clip(rules), denyAll()...)
+				a.override = &aclGroup{key: contentKey(rules), rules: rules}
+			}
+			out[id] = a
+		}
+	}
+	return out
+}
+
+// denyAll denies every packet of both families: the end of an override,
+// so that the shared ACL after it is not reached.
+func denyAll() []*vppmodel.ACLRule {
+	return append(rule(vppmodel.ACLRule_DENY, anyOf(false), anyOf(false), policy.AnyPorts()),
+		rule(vppmodel.ACLRule_DENY, anyOf(true), anyOf(true), policy.AnyPorts())...)
+}
+
+// uniqueName returns prefix+iface (a hash of iface when too long for an
+// ACL name), with a number appended while that names one of groups.
+func uniqueName(prefix, iface string, groups map[string]*aclGroup) string {
+	base := prefix + iface
+	if len(base) > vppmodel.MaxInterfaceNameLen-4 {
+		sum := sha256.Sum256([]byte(iface))
+		base = prefix + "h" + hex.EncodeToString(sum[:10])
+	}
+	name := base
+	for i := 2; groups[name] != nil; i++ {
+		name = base + "-" + strconv.Itoa(i)
+	}
+	return name
 }
 
 // inputRules is a pod's input ACL (the packets it sends): its egress rules

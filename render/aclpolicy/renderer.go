@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	"github.com/vswitchkit/vswitchkit/policy"
@@ -61,18 +59,19 @@ type Renderer struct {
 	mu    sync.Mutex
 	views map[kubemodel.PodID]*policy.PodPolicy
 	env   env
+	b     builder
 	cur   state
 	stats Stats
 }
 
 // Stats describe what the renderer has rendered.
 type Stats struct {
-	ACLs        int           // ACLs in VPP's desired state
-	Rules       int           // their rules
-	Interfaces  int           // interfaces with ACLs
-	PodsWithACL int           // pods with ACLs
-	Writes      uint64        // keys put or deleted since start
-	LastRender  time.Duration // the last render
+	ACLs        int           `json:"acls"`        // ACLs in VPP's desired state
+	Rules       int           `json:"rules"`       // their rules
+	Interfaces  int           `json:"interfaces"`  // interfaces with ACLs
+	PodsWithACL int           `json:"podsWithACL"` // pods with ACLs
+	Writes      uint64        `json:"writes"`      // keys put or deleted since start
+	LastRender  time.Duration `json:"lastRender"`  // the last render
 }
 
 var (
@@ -95,7 +94,7 @@ func New(pods PodInterfaces, cfg Config) (*Renderer, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Renderer{cfg: cfg, pods: pods, log: log.With(slog.String("component", "aclpolicy")),
-		views: map[kubemodel.PodID]*policy.PodPolicy{}, cur: state{acls: map[string]*vppmodel.ACL{}, attach: map[string]*vppmodel.ACLInterface{}}}, nil
+		views: map[kubemodel.PodID]*policy.PodPolicy{}, cur: state{acls: map[string]*vppmodel.ACL{}, keys: map[string]string{}, attach: map[string]*vppmodel.ACLInterface{}}}, nil
 }
 
 // RenderPolicy applies the policy processor's changes.
@@ -210,12 +209,12 @@ func (r *Renderer) readEnv() env {
 func (r *Renderer) apply(rtxn controller.ResyncOperations, txn controller.UpdateOperations, resync bool) int {
 	start := time.Now()
 	pods := make([]pod, 0, len(r.views))
-	for _, id := range slices.SortedFunc(maps.Keys(r.views), cmpPod) {
+	for _, id := range slices.SortedFunc(maps.Keys(r.views), kubemodel.PodID.Compare) {
 		p := pod{view: r.views[id]}
 		p.iface, _ = r.pods.PodInterface(id)
 		pods = append(pods, p)
 	}
-	next := build(pods, r.env)
+	next := r.b.build(pods, r.env)
 	n := 0
 	if resync {
 		if rtxn != nil {
@@ -225,23 +224,43 @@ func (r *Renderer) apply(rtxn controller.ResyncOperations, txn controller.Update
 			}
 		}
 	} else if txn != nil {
-		old, cur := r.cur.values(), next.values()
-		for k, v := range cur {
-			if o, ok := old[k]; !ok || !proto.Equal(o, v) {
-				txn.Put(k, v)
-				n++
-			}
-		}
-		for k := range old {
-			if _, ok := cur[k]; !ok {
-				txn.Delete(k)
-				n++
-			}
-		}
+		n = diff(r.cur, next, txn)
 	}
 	r.cur = next
 	r.stats.Writes += uint64(n)
 	r.stats.LastRender = time.Since(start)
+	return n
+}
+
+// diff writes into txn what turns old into cur and returns the number of
+// keys written: the ACLs that are new or whose rules changed (compared by
+// their content keys), those that are gone, and the lists that changed.
+func diff(old, cur state, txn controller.UpdateOperations) int {
+	n := 0
+	for name, a := range cur.acls {
+		if old.acls[name] == nil || old.keys[name] != cur.keys[name] {
+			txn.Put(vppmodel.ACLKey(name), a)
+			n++
+		}
+	}
+	for name := range old.acls {
+		if cur.acls[name] == nil {
+			txn.Delete(vppmodel.ACLKey(name))
+			n++
+		}
+	}
+	for iface, a := range cur.attach {
+		if o := old.attach[iface]; o == nil || !slices.Equal(o.Input, a.Input) || !slices.Equal(o.Output, a.Output) {
+			txn.Put(vppmodel.ACLInterfaceKey(iface), a)
+			n++
+		}
+	}
+	for iface := range old.attach {
+		if cur.attach[iface] == nil {
+			txn.Delete(vppmodel.ACLInterfaceKey(iface))
+			n++
+		}
+	}
 	return n
 }
 
@@ -256,18 +275,17 @@ func (st state) values() controller.KeyValuePairs {
 	return out
 }
 
-func cmpPod(a, b kubemodel.PodID) int {
-	if a.Namespace != b.Namespace {
-		if a.Namespace < b.Namespace {
-			return -1
+// HostPrefixesOf returns a Config.HostPrefixes that reads addrs at each
+// call and keeps the valid ones as single-address prefixes (addresses
+// that are not known yet are the invalid netip.Addr).
+func HostPrefixesOf(addrs func() []netip.Addr) func() []netip.Prefix {
+	return func() []netip.Prefix {
+		var out []netip.Prefix
+		for _, ip := range addrs() {
+			if ip.IsValid() {
+				out = append(out, netip.PrefixFrom(ip, ip.BitLen()))
+			}
 		}
-		return 1
+		return out
 	}
-	if a.Name < b.Name {
-		return -1
-	}
-	if a.Name > b.Name {
-		return 1
-	}
-	return 0
 }

@@ -2,7 +2,10 @@ package aclpolicy
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,6 +15,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	"github.com/vswitchkit/vswitchkit/policy"
 	"github.com/vswitchkit/vswitchkit/policy/policytest"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 )
 
 // kubeState returns the Kubernetes state an agent's watcher would deliver
@@ -181,6 +185,9 @@ func TestTruthTables(t *testing.T) {
 				}
 				check := func(stage int, what string) {
 					t.Helper()
+					for _, n := range nodes {
+						requireSameState(t, n.r)
+					}
 					require.Empty(t, policytest.Diff(want[stage], matrixOf(c, nodes, want[stage], false)), "stage %d (%s)", stage, what)
 					require.Empty(t, policytest.Diff(want[stage], matrixOf(c, nodes, want[stage], true)), "stage %d (%s) through services", stage, what)
 				}
@@ -199,5 +206,53 @@ func TestTruthTables(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// requireSameState checks that the renderer's incrementally built state
+// means what a fresh build from its pods' policies means: the same rules
+// in and out of every interface (the names of shared ACLs depend on the
+// order in which pods came).
+func requireSameState(t *testing.T, r *Renderer) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var pods []pod
+	for _, id := range slices.SortedFunc(maps.Keys(r.views), kubemodel.PodID.Compare) {
+		p := pod{view: r.views[id]}
+		p.iface, _ = r.pods.PodInterface(id)
+		pods = append(pods, p)
+	}
+	fresh := build(pods, r.env)
+	require.Equal(t, len(fresh.attach), len(r.cur.attach), "interfaces with ACLs")
+	// rules returns the rules a list applies: a pod's own ACL when it has
+	// rules (without the deny of everything that ends it), else the
+	// shared ACL's.
+	rules := func(st state, names []string) []*vppmodel.ACLRule {
+		require.Len(t, names, 2, "a pod's own ACL, then the shared one")
+		if own := st.acls[names[0]].GetRules(); len(own) > 0 {
+			d := denyAll()
+			require.True(t, proto.Equal(&vppmodel.ACL{Rules: d}, &vppmodel.ACL{Rules: own[len(own)-len(d):]}), "%s ends in a deny of everything", names[0])
+			return own[:len(own)-len(d)]
+		}
+		return st.acls[names[1]].GetRules()
+	}
+	for iface, a := range fresh.attach {
+		b := r.cur.attach[iface]
+		require.NotNil(t, b, "interface %s", iface)
+		if !strings.HasPrefix(iface, "pod-") {
+			require.Equal(t, a, b, "exit interface %s", iface)
+			continue
+		}
+		for _, dir := range []struct {
+			name string
+			x, y []string
+		}{{"input", a.Input, b.Input}, {"output", a.Output, b.Output}} {
+			x, y := rules(fresh, dir.x), rules(r.cur, dir.y)
+			require.True(t, proto.Equal(&vppmodel.ACL{Rules: x}, &vppmodel.ACL{Rules: y}), "%s %s differs from a fresh build", iface, dir.name)
+		}
+	}
+	for name, a := range r.cur.acls {
+		require.Equal(t, contentKey(a.GetRules()), r.cur.keys[name], "%s: its key is its rules'", name)
 	}
 }

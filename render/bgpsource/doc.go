@@ -23,7 +23,9 @@
 //     for router ID and next hops ([Config.IPv4]/[Config.IPv6], else the
 //     VPP-side addresses node sync publishes for this node, else the
 //     node object's InternalIP addresses);
-//   - the peering policies stored as bgpmodel.PeeringPolicy (through
+//   - the peering policies stored as bgpmodel.PeeringPolicy and the v2
+//     objects (cluster configs, peer configs, advertisements, node
+//     overrides, auth secrets) stored as their bgpmodel values (through
 //     bgp.EventSource);
 //   - the services: converted from the Kubernetes service objects
 //     (bgp.ServiceFromModel: labels, cluster, external and load-balancer
@@ -32,7 +34,7 @@
 //     computes it.
 //
 // Every change that matters — a resync (IPAM's PodCIDRChange is one), the
-// node object, a policy, a service, the local backends of a service, this
+// node object, a policy or v2 object, a service, the local backends of a service, this
 // node's NodeUpdate — signals the controller's Signaler, which rolls bursts
 // up into one reconcile. Changes that BGP does not see (a service's ports
 // or annotations) do not signal.

@@ -83,8 +83,9 @@ type Config struct {
 //   - a [svcprocessor.ServiceRendererAPI] that learns from the service
 //     processor which services have a ready backend on this node;
 //     register it with the processor (RegisterRenderer);
-//   - the [bgp.NodeSource], [bgp.PolicySource] and [bgp.ServiceLister] of
-//     the controller and the manager.
+//   - the [bgp.NodeSource], [bgp.PolicySource], [bgp.ObjectSource] (the
+//     v2 objects) and [bgp.ServiceLister] of the controller and the
+//     manager.
 //
 // Every change that matters to BGP signals the Signaler given to [New]:
 // bursts roll up into one reconcile of the controller.
@@ -111,6 +112,7 @@ var (
 	_ svcprocessor.ServiceRendererAPI = (*Source)(nil)
 	_ bgp.NodeSource                  = (*Source)(nil)
 	_ bgp.PolicySource                = (*Source)(nil)
+	_ bgp.ObjectSource                = (*Source)(nil)
 	_ bgp.ServiceLister               = (*Source)(nil)
 	_ bgp.ServiceRanger               = (*Source)(nil)
 )
@@ -365,6 +367,9 @@ func (s *Source) Policies() []*bgp.PeeringPolicy { return s.base.Policies() }
 // InvalidPolicies returns the conversion error of every policy left out,
 // by key.
 func (s *Source) InvalidPolicies() map[string]error { return s.base.InvalidPolicies() }
+
+// Objects returns the v2 BGP objects (see bgp.EventSource.Objects).
+func (s *Source) Objects() *bgp.Objects { return s.base.Objects() }
 
 // Node returns this node as the controller should see it: a copy of the
 // Kubernetes node object (labels for policy selection, annotations), whose

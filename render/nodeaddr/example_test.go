@@ -138,6 +138,11 @@ func Example() {
 	g.Go(func() error { return nodeSync.Run(gctx) })
 	g.Go(func() error { return w.Run(gctx) })
 	g.Go(func() error { return loop.Run(gctx) })
+	// The start-up resync (the watcher's DBResync) processed; a forgotten
+	// loop.Run is named within seconds (controller.ErrNotRunning).
+	if err := loop.WaitStartupResync(gctx); err != nil {
+		log.Fatal(err)
+	}
 
 	// What the CNI server does for a new pod.
 	add := controller.NewAddPodEvent(kubemodel.PodID{Namespace: "default", Name: "web"}, "c0ffee", "/var/run/netns/web")

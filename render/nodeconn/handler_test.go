@@ -208,3 +208,23 @@ func TestPublishUsesTheEventContext(t *testing.T) {
 	assert.Equal(t, []string{"resync", "resync"}, pub.ctxs)
 	assert.Equal(t, []string{"IPv4 [192.168.16.1 (192.168.16.0/24)]", "IPv6 []"}, pub.published)
 }
+
+// TestNodeIPs: what the handler publishes for an ID, for
+// nodesync.Config.InitialNodeIPs: IPAM's node-interconnect address, or
+// the uplink's configured one.
+func TestNodeIPs(t *testing.T) {
+	addrs, err := ipam.New(ipamtest.NewNodeID(1), ipam.Config{})
+	require.NoError(t, err)
+	h, err := nodeconn.New(cluster{}, nil, addrs, nodeconn.Config{})
+	require.NoError(t, err)
+	got, err := h.NodeIPs(5)
+	require.NoError(t, err)
+	require.Equal(t, nodesync.IPsWithNetworks{{Address: netip.MustParseAddr("192.168.16.5"), Network: netip.MustParsePrefix("192.168.16.0/24")}}, got)
+
+	fixed := netip.MustParsePrefix("10.0.0.7/16")
+	h, err = nodeconn.New(cluster{}, nil, addrs, nodeconn.Config{Uplink: nodeconn.Uplink{AfPacketHostIf: "eth1", Address: fixed}})
+	require.NoError(t, err)
+	got, err = h.NodeIPs(5)
+	require.NoError(t, err)
+	require.Equal(t, nodesync.IPsWithNetworks{{Address: fixed.Addr(), Network: fixed.Masked()}}, got)
+}

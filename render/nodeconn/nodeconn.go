@@ -262,20 +262,43 @@ func (h *Handler) ExitInterfaces() []string {
 	return out
 }
 
+// nodeIPOf returns this node's address (with the interconnect's prefix
+// length) once its ID is id.
+func (h *Handler) nodeIPOf(id uint32) (netip.Prefix, error) {
+	if h.cfg.Uplink.Address.IsValid() {
+		return h.cfg.Uplink.Address, nil
+	}
+	p, err := h.ipam.NodeAddr(id)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("nodeconn: node IP of node %d: %w", id, err)
+	}
+	return p, nil
+}
+
+// NodeIPs returns the VPP addresses the handler publishes for this node
+// once its ID is id (Config.Uplink's address, or the node-interconnect
+// address IPAM computes from id), for nodesync.Config.InitialNodeIPs:
+// nodesync then writes them with the claim of the ID, and the handler's
+// publication at the start-up resync finds them in place.
+func (h *Handler) NodeIPs(id uint32) (nodesync.IPsWithNetworks, error) {
+	p, err := h.nodeIPOf(id)
+	if err != nil {
+		return nil, err
+	}
+	return nodesync.IPsWithNetworks{{Address: p.Addr(), Network: p.Masked()}}, nil
+}
+
 // computeSelf reads this node's ID and addresses.
 func (h *Handler) computeSelf() (*self, error) {
 	id := h.nodes.GetNodeID()
 	if id == 0 {
 		return nil, fmt.Errorf("%w: no node ID", ErrNotReady)
 	}
-	s := &self{id: id, nodeIP: h.cfg.Uplink.Address}
-	if !s.nodeIP.IsValid() {
-		p, err := h.ipam.NodeAddr(id)
-		if err != nil {
-			return nil, fmt.Errorf("nodeconn: node IP of node %d: %w", id, err)
-		}
-		s.nodeIP = p
+	nodeIP, err := h.nodeIPOf(id)
+	if err != nil {
+		return nil, err
 	}
+	s := &self{id: id, nodeIP: nodeIP}
 	vp, err := h.ipam.VxlanAddr(id)
 	if err != nil {
 		return nil, fmt.Errorf("nodeconn: VXLAN IP of node %d: %w", id, err)

@@ -284,7 +284,7 @@ func (r *Renderer) claim(s *rendered, prev, m *mapping, w writer) {
 	fe := m.spec.fe
 	owners := r.claims[fe]
 	if prev == nil {
-		k, _ := slices.BinarySearchFunc(owners, s.id, func(o *rendered, id kubemodel.ServiceID) int { return cmpServiceID(o.id, id) })
+		k, _ := slices.BinarySearchFunc(owners, s.id, func(o *rendered, id kubemodel.ServiceID) int { return kubemodel.ServiceID.Compare(o.id, id) })
 		owners = slices.Insert(owners, k, s)
 		r.claims[fe] = owners
 		if len(owners) == 2 {
@@ -378,22 +378,6 @@ func (r *Renderer) account(s *rendered, sign int) {
 	if len(s.mappings) > 0 {
 		r.cur.Services += sign
 	}
-}
-
-func cmpServiceID(a, b kubemodel.ServiceID) int {
-	if a.Namespace != b.Namespace {
-		if a.Namespace < b.Namespace {
-			return -1
-		}
-		return 1
-	}
-	switch {
-	case a.Name < b.Name:
-		return -1
-	case a.Name > b.Name:
-		return 1
-	}
-	return 0
 }
 
 // ifaceValue returns the NAT44 features of a frontend or backend

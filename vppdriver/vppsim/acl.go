@@ -348,3 +348,62 @@ func (s *state) aclSnapshot() ([]ACL, []ACLInterface) {
 	}
 	return acls, ifs
 }
+
+// Packet is the part of a packet the ACL plugin matches on.
+type Packet struct {
+	Src, Dst     netip.Addr
+	Proto        uint8 // IP protocol number
+	Sport, Dport uint16
+}
+
+// ACLVerdict tells what the ACLs applied to the interface tagged tag, in
+// the direction given (output: the packets VPP sends on it), do with p:
+// the action of the first rule that matches, searched ACL by ACL in the
+// interface's order; a packet that no rule matches is denied when the
+// interface has ACLs in that direction, permitted when it has none
+// (found is false then). The stand-in keeps no sessions: this is the
+// verdict on the first packet of a connection.
+func (v *VPP) ACLVerdict(tag string, output bool, p Packet) (permit, found bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	s := v.st
+	var sw uint32
+	ok := false
+	for _, i := range s.sortedIfaces() {
+		if i.tag == tag {
+			sw, ok = i.idx, true
+			break
+		}
+	}
+	if !ok {
+		return true, false
+	}
+	lists := s.acl.in
+	if output {
+		lists = s.acl.out
+	}
+	list := lists[sw]
+	if len(list) == 0 {
+		return true, false
+	}
+	for _, idx := range list {
+		for _, r := range s.acl.acls[idx].rules {
+			if aclRuleMatches(r, p) {
+				return r.IsPermit != acl_types.ACL_ACTION_API_DENY, true
+			}
+		}
+	}
+	return false, true
+}
+
+func aclRuleMatches(r acl_types.ACLRule, p Packet) bool {
+	if !vppconv.PrefixOf(r.SrcPrefix).Contains(p.Src) || !vppconv.PrefixOf(r.DstPrefix).Contains(p.Dst) {
+		return false
+	}
+	if r.Proto == 0 {
+		return true
+	}
+	return uint8(r.Proto) == p.Proto &&
+		r.SrcportOrIcmptypeFirst <= p.Sport && p.Sport <= r.SrcportOrIcmptypeLast &&
+		r.DstportOrIcmpcodeFirst <= p.Dport && p.Dport <= r.DstportOrIcmpcodeLast
+}

@@ -2,10 +2,12 @@ package gobgptest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,7 +71,7 @@ func command(ctx context.Context, srv *server.BgpServer, local string, args []st
 		return "pong", nil
 	case args[0] == "neighbor" && len(args) >= 3:
 		return "", addNeighbor(ctx, srv, local, args[1], args[2], args[3:])
-	case args[0] == "path" && len(args) == 3:
+	case (args[0] == "path" || args[0] == "unpath") && len(args) >= 3:
 		pfx, err := netip.ParsePrefix(args[1])
 		if err != nil {
 			return "", err
@@ -90,25 +92,63 @@ func command(ctx context.Context, srv *server.BgpServer, local string, args []st
 		if pfx.Addr().Is6() {
 			fam = gobgppkt.RF_IPv6_UC
 		}
-		p := &apiutil.Path{Family: fam, Nlri: nlri, Attrs: []gobgppkt.PathAttributeInterface{
-			gobgppkt.NewPathAttributeOrigin(gobgppkt.BGP_ORIGIN_ATTR_TYPE_IGP), nhAttr}}
+		attrs := []gobgppkt.PathAttributeInterface{gobgppkt.NewPathAttributeOrigin(gobgppkt.BGP_ORIGIN_ATTR_TYPE_IGP), nhAttr}
+		for _, c := range args[3:] {
+			v, err := bgp.ParseCommunity(c)
+			if err != nil {
+				return "", err
+			}
+			attrs = append(attrs, gobgppkt.NewPathAttributeCommunities([]uint32{uint32(v)}))
+		}
+		p := &apiutil.Path{Family: fam, Nlri: nlri, Attrs: attrs, Withdrawal: args[0] == "unpath"}
+		if p.Withdrawal {
+			return "", srv.DeletePath(apiutil.DeletePathRequest{Paths: []*apiutil.Path{p}})
+		}
 		_, err = srv.AddPath(apiutil.AddPathRequest{Paths: []*apiutil.Path{p}})
 		return "", err
+	case args[0] == "paths" && len(args) >= 2:
+		nh, err := netip.ParseAddr(args[1])
+		if err != nil {
+			return "", err
+		}
+		nhAttr, err := gobgppkt.NewPathAttributeNextHop(nh)
+		if err != nil {
+			return "", err
+		}
+		origin := gobgppkt.NewPathAttributeOrigin(gobgppkt.BGP_ORIGIN_ATTR_TYPE_IGP)
+		var paths []*apiutil.Path
+		for _, a := range args[2:] {
+			pfx, err := netip.ParsePrefix(a)
+			if err != nil {
+				return "", err
+			}
+			nlri, err := gobgppkt.NewIPAddrPrefix(pfx)
+			if err != nil {
+				return "", err
+			}
+			fam := gobgppkt.RF_IPv4_UC
+			if pfx.Addr().Is6() {
+				fam = gobgppkt.RF_IPv6_UC
+			}
+			paths = append(paths, &apiutil.Path{Family: fam, Nlri: nlri, Attrs: []gobgppkt.PathAttributeInterface{origin, nhAttr}})
+		}
+		_, err = srv.AddPath(apiutil.AddPathRequest{Paths: paths})
+		return "", err
 	case args[0] == "rib" && len(args) == 2:
-		var b strings.Builder
+		out := map[string]Route{}
 		err := srv.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: family(args[1])},
 			func(nlri gobgppkt.NLRI, paths []*apiutil.Path) {
 				pfx, ok := nlri.(*gobgppkt.IPAddrPrefix)
 				if !ok || len(paths) == 0 {
 					return
 				}
-				stale := ""
-				if paths[0].Stale {
-					stale = "*"
-				}
-				fmt.Fprintf(&b, "%s=%s%s ", pfx.Prefix, nextHop(paths[0]), stale)
+				out[pfx.Prefix.String()] = routeOf(paths[0])
 			})
-		return b.String(), err
+		if err != nil {
+			return "", err
+		}
+		b, err := json.Marshal(out)
+		return string(b), err
 	case args[0] == "grcap" && len(args) == 2:
 		flags := "none"
 		err := srv.ListPeer(ctx, &api.ListPeerRequest{Address: args[1]}, func(p *api.Peer) {
@@ -129,6 +169,19 @@ func command(ctx context.Context, srv *server.BgpServer, local string, args []st
 			}
 		})
 		return flags, err
+	case args[0] == "nstate" && len(args) == 2:
+		st := NeighborState{State: bgp.SessionUnknown}
+		err := srv.ListPeer(ctx, &api.ListPeerRequest{Address: args[1]}, func(p *api.Peer) {
+			st.State = sessionState(p.GetState().GetSessionState())
+			if a, err := netip.ParseAddr(p.GetState().GetRouterId()); err == nil && st.State == bgp.SessionEstablished {
+				st.RouterID = a
+			}
+		})
+		if err != nil {
+			return "", err
+		}
+		b, err := json.Marshal(st)
+		return string(b), err
 	case args[0] == "count" && len(args) == 2:
 		n, err := count(ctx, srv, family(args[1]))
 		return strconv.FormatUint(n, 10), err
@@ -210,6 +263,47 @@ func addNeighbor(ctx context.Context, srv *server.BgpServer, local, addr, asnStr
 		peer.AfiSafis = append(peer.AfiSafis, as)
 	}
 	return srv.AddPeer(ctx, &api.AddPeerRequest{Peer: peer})
+}
+
+func sessionState(s api.PeerState_SessionState) bgp.SessionState {
+	switch s {
+	case api.PeerState_SESSION_STATE_IDLE:
+		return bgp.SessionIdle
+	case api.PeerState_SESSION_STATE_CONNECT:
+		return bgp.SessionConnect
+	case api.PeerState_SESSION_STATE_ACTIVE:
+		return bgp.SessionActive
+	case api.PeerState_SESSION_STATE_OPENSENT:
+		return bgp.SessionOpenSent
+	case api.PeerState_SESSION_STATE_OPENCONFIRM:
+		return bgp.SessionOpenConfirm
+	case api.PeerState_SESSION_STATE_ESTABLISHED:
+		return bgp.SessionEstablished
+	}
+	return bgp.SessionUnknown
+}
+
+// routeOf returns what a test needs of a path in the RIB.
+func routeOf(p *apiutil.Path) Route {
+	r := Route{NextHop: nextHop(p), Stale: p.Stale}
+	for _, a := range p.Attrs {
+		switch a := a.(type) {
+		case *gobgppkt.PathAttributeCommunities:
+			for _, c := range a.Value {
+				r.Communities = append(r.Communities, bgp.Community(c).String())
+			}
+		case *gobgppkt.PathAttributeLargeCommunities:
+			for _, c := range a.Values {
+				r.LargeCommunities = append(r.LargeCommunities, bgp.LargeCommunity{GlobalAdmin: c.ASN, LocalData1: c.LocalData1, LocalData2: c.LocalData2}.String())
+			}
+		case *gobgppkt.PathAttributeLocalPref:
+			lp := a.Value
+			r.LocalPref = &lp
+		}
+	}
+	slices.Sort(r.Communities)
+	slices.Sort(r.LargeCommunities)
+	return r
 }
 
 func nextHop(p *apiutil.Path) netip.Addr {

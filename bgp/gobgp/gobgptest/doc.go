@@ -5,14 +5,19 @@
 // router, in a child process (the test binary re-executed; its TestMain
 // must call [Main] first). Configure its neighbors with [Peer.AddNeighbor]
 // (passive or active, TCP-MD5, address families, graceful restart as
-// helper with RFC 8538), originate routes with [Peer.AddPath], and read
-// what it learned with [Peer.Routes] (next hops, graceful-restart stale
+// helper with RFC 8538), originate and withdraw routes with [Peer.AddPath]
+// and [Peer.DeletePath], kill it with [Peer.Kill], and read what it learned
+// with [Peer.Routes] (next hops, attributes, graceful-restart stale
 // marks), [Peer.Count], [Peer.WaitCount], [Peer.WaitPrefix] and
-// [Peer.GracefulRestartFlags]. [Peer.NeighborFor] returns the bgp.Neighbor
+// [Peer.GracefulRestartFlags], and a neighbor's session and router ID with
+// [Peer.Neighbor]. [Peer.NeighborFor] returns the bgp.Neighbor
 // that reaches the peer.
 //
+// [StartBIRD] runs BIRD 2 (Debian bird2) as a peer, for interoperability
+// tests; it skips the test when BIRD is not installed.
+//
 // Peers listen only on loopback addresses (127.0.0.0/8, ::1); StartPeer
-// refuses others. The peer is stopped when the test ends.
+// and StartBIRD refuse others. Peers are stopped when the test ends.
 //
 // # Concurrency
 //
@@ -22,5 +27,7 @@
 // # Limitations
 //
 // Unicast IPv4 and IPv6 only; no policies, route reflection or add-path.
+// Originated routes may carry standard communities; the RIB reports the
+// communities, large communities and local preference of what it holds.
 // Polling waits give up after two minutes.
 package gobgptest

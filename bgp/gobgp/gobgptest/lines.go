@@ -55,6 +55,16 @@ func StartChild(t testing.TB, env string) *Child {
 	return c
 }
 
+// Kill kills the process with SIGKILL (no clean-up of its own: its
+// sockets are closed by the kernel) and waits for it.
+func (c *Child) Kill(t testing.TB) {
+	t.Helper()
+	if err := c.Cmd.Process.Kill(); err != nil {
+		t.Fatalf("gobgptest: kill child: %v", err)
+	}
+	_ = c.Cmd.Wait()
+}
+
 // Do sends one command line (the arguments joined by spaces) and returns
 // the reply after "ok", or the child's error message as an error.
 func (c *Child) Do(args ...string) (string, error) {

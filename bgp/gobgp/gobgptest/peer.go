@@ -1,6 +1,7 @@
 package gobgptest
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
@@ -168,10 +169,36 @@ func (p *Peer) AddNeighbor(t testing.TB, n Neighbor) {
 	p.must(t, args...)
 }
 
-// AddPath originates a route at the peer.
-func (p *Peer) AddPath(t testing.TB, prefix netip.Prefix, nextHop netip.Addr) {
+// AddPath originates a route at the peer, with the given standard
+// communities ("65000:1").
+func (p *Peer) AddPath(t testing.TB, prefix netip.Prefix, nextHop netip.Addr, communities ...string) {
 	t.Helper()
-	p.must(t, "path", prefix.String(), nextHop.String())
+	p.must(t, append([]string{"path", prefix.String(), nextHop.String()}, communities...)...)
+}
+
+// AddPaths originates many routes at the peer at once, all with next hop
+// nextHop (for benchmarks: one command, one GoBGP call).
+func (p *Peer) AddPaths(t testing.TB, prefixes []netip.Prefix, nextHop netip.Addr) {
+	t.Helper()
+	args := make([]string, 0, len(prefixes)+2)
+	args = append(args, "paths", nextHop.String())
+	for _, pfx := range prefixes {
+		args = append(args, pfx.String())
+	}
+	p.must(t, args...)
+}
+
+// DeletePath withdraws a route the peer originated with [Peer.AddPath].
+func (p *Peer) DeletePath(t testing.TB, prefix netip.Prefix, nextHop netip.Addr) {
+	t.Helper()
+	p.must(t, "unpath", prefix.String(), nextHop.String())
+}
+
+// Kill kills the peer's process with SIGKILL: no NOTIFICATION, no
+// withdrawal; the kernel closes its sockets, as when a router dies.
+func (p *Peer) Kill(t testing.TB) {
+	t.Helper()
+	p.child.Kill(t)
 }
 
 // Route is a route in the peer's RIB.
@@ -179,17 +206,24 @@ type Route struct {
 	NextHop netip.Addr
 	// Stale marks a route kept by graceful restart and not refreshed yet.
 	Stale bool
+	// Communities and LargeCommunities are the route's communities, sorted
+	// ("65000:1", "65000:1:2"); LocalPref its LOCAL_PREF, nil if absent.
+	Communities      []string `json:",omitempty"`
+	LargeCommunities []string `json:",omitempty"`
+	LocalPref        *uint32  `json:",omitempty"`
 }
 
 // Routes returns the routes of a family in the peer's RIB.
 func (p *Peer) Routes(t testing.TB, fam bgp.Family) map[netip.Prefix]Route {
 	t.Helper()
 	rep := p.must(t, "rib", string(fam))
-	out := make(map[netip.Prefix]Route)
-	for f := range strings.FieldsSeq(rep) {
-		pfx, rest, _ := strings.Cut(f, "=")
-		nh, stale := strings.CutSuffix(rest, "*")
-		out[netip.MustParsePrefix(pfx)] = Route{NextHop: netip.MustParseAddr(nh), Stale: stale}
+	var raw map[string]Route
+	if err := json.Unmarshal([]byte(rep), &raw); err != nil {
+		t.Fatalf("gobgptest: peer %s: rib: %v", p.addr, err)
+	}
+	out := make(map[netip.Prefix]Route, len(raw))
+	for pfx, r := range raw {
+		out[netip.MustParsePrefix(pfx)] = r
 	}
 	return out
 }
@@ -224,6 +258,23 @@ func (p *Peer) WaitPrefix(t testing.TB, prefix netip.Prefix, present bool) {
 		fam = bgp.IPv6Unicast
 	}
 	p.must(t, "waitprefix", string(fam), prefix.String(), strconv.FormatBool(present))
+}
+
+// NeighborState is a neighbor's session as the peer sees it.
+type NeighborState struct {
+	State bgp.SessionState
+	// RouterID is the neighbor's BGP identifier; valid once Established.
+	RouterID netip.Addr
+}
+
+// Neighbor returns the session of the neighbor at addr.
+func (p *Peer) Neighbor(t testing.TB, addr netip.Addr) NeighborState {
+	t.Helper()
+	var st NeighborState
+	if err := json.Unmarshal([]byte(p.must(t, "nstate", addr.String())), &st); err != nil {
+		t.Fatalf("gobgptest: peer %s: nstate: %v", p.addr, err)
+	}
+	return st
 }
 
 // GracefulRestartFlags returns the restart (R) and notification (N) flags

@@ -1,15 +1,20 @@
 // Package rendertest runs the part of a vswitch agent that the reference
-// handlers need, for the tests of nodeconn and podconn: a controller loop
-// committing to a vppdriver.Driver (on the VPP stand-in or a real VPP),
-// nodesync on an in-memory cluster-wide DB, IPAM with an in-memory store,
-// the node and pod connectivity handlers, and a pod server stand-in that
-// records attachments as the CNI pod server does.
+// handlers need, for the tests of nodeconn, podconn and aclpolicy: a
+// controller loop committing to a vppdriver.Driver (on the VPP stand-in or
+// a real VPP), nodesync on an in-memory cluster-wide DB, IPAM with an
+// in-memory store, the node and pod connectivity handlers, and a pod
+// server stand-in that records attachments as the CNI pod server does;
+// optionally the services (svcprocessor with render/svcnat) and the
+// NetworkPolicy processor with render/aclpolicy, wired as the agent wires
+// them.
 package rendertest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -29,8 +34,13 @@ import (
 	"github.com/vswitchkit/vswitchkit/ipam/ipamtest"
 	"github.com/vswitchkit/vswitchkit/nodesync"
 	"github.com/vswitchkit/vswitchkit/nodesync/nodesynctest"
+	"github.com/vswitchkit/vswitchkit/policy"
+	"github.com/vswitchkit/vswitchkit/render/aclpolicy"
+	"github.com/vswitchkit/vswitchkit/render/nodeaddr"
 	"github.com/vswitchkit/vswitchkit/render/nodeconn"
 	"github.com/vswitchkit/vswitchkit/render/podconn"
+	"github.com/vswitchkit/vswitchkit/render/svcnat"
+	"github.com/vswitchkit/vswitchkit/svcprocessor"
 	"github.com/vswitchkit/vswitchkit/vppdriver"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppdrivertest"
 )
@@ -88,9 +98,20 @@ type Options struct {
 	NodeConn      nodeconn.Config
 	PodConn       podconn.Config // Attachments is set to Node unless NoAttachments
 	NoAttachments bool
-	After         []controller.EventHandler // registered after the handlers
-	KubeState     controller.KubeStateData  // for the start-up DBResync
-	Driver        vppdriver.Config
+	// Services adds the service processor with the NAT44 renderer
+	// (render/svcnat) as the agent does: NodePorts on this node's
+	// addresses, the uplink and the host interconnect (when NodeConn
+	// configures them) given to the renderer.
+	Services bool
+	// Policy adds the NetworkPolicy processor and its ACL renderer
+	// (render/aclpolicy) as the agent does: the node's own addresses, the
+	// host's end of the host interconnect and the NAT loopback always
+	// allowed in, the service CIDR checked after translation, nodeconn's
+	// exit interfaces.
+	Policy    bool
+	After     []controller.EventHandler // registered after the handlers
+	KubeState controller.KubeStateData  // for the start-up DBResync
+	Driver    vppdriver.Config
 	// DriverDefaults keeps the driver's default timers (health probe 1s,
 	// reconnect 500ms); otherwise the agent uses short ones.
 	DriverDefaults bool
@@ -107,6 +128,14 @@ type Agent struct {
 	Conn   *nodeconn.Handler
 	Pods   *podconn.Handler
 	Node   *Node
+	// With Options.Services or Options.Policy: this node's addresses.
+	NodeIPs *nodeaddr.NodeIPSet
+	// With Options.Services.
+	Services *svcprocessor.ServiceProcessor
+	NAT      *svcnat.Renderer
+	// With Options.Policy.
+	Policy *policy.Processor
+	ACLs   *aclpolicy.Renderer
 
 	stop func()
 }
@@ -147,14 +176,28 @@ func Start(t testing.TB, o Options) *Agent {
 	}
 	podh, err := podconn.New(pods, pc)
 	require.NoError(t, err)
-	require.NoError(t, loop.Register(append([]controller.EventHandler{ns, pods, conn, podh}, o.After...)...))
+	a := &Agent{Driver: d, Nodes: ns, IPAM: pods, Conn: conn, Pods: podh, Node: o.Node}
+	handlers := []controller.EventHandler{ns, pods, conn}
+	if o.Services || o.Policy {
+		// After nodeconn, which publishes this node's VPP addresses.
+		a.NodeIPs = nodeaddr.NewNodeIPSet(ns, nodeaddr.NodeIPSetConfig{OnlyNode: o.Name})
+		handlers = append(handlers, a.NodeIPs)
+	}
+	handlers = append(handlers, podh)
+	if o.Services {
+		handlers = append(handlers, a.addServices(t, o))
+	}
+	if o.Policy {
+		handlers = append(handlers, a.addPolicy(t, o)...)
+	}
+	require.NoError(t, loop.Register(append(handlers, o.After...)...))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return d.Run(gctx) })
 	g.Go(func() error { return ns.Run(gctx) })
 	g.Go(func() error { return loop.Run(gctx) })
-	a := &Agent{Loop: loop, Driver: d, Nodes: ns, IPAM: pods, Conn: conn, Pods: podh, Node: o.Node}
+	a.Loop = loop
 	var once sync.Once
 	a.stop = func() {
 		once.Do(func() {
@@ -170,21 +213,74 @@ func Start(t testing.TB, o Options) *Agent {
 		ev.KubeState = o.KubeState
 	}
 	require.NoError(t, loop.PushEvent(ev))
-	require.Eventually(t, func() bool { return loop.Stats().StartupResyncDone }, 20*time.Second, 5*time.Millisecond)
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+	// The start-up resync's own error (say a node ID not allocated yet) is
+	// healed; the tests wait for what they need.
+	if err := loop.WaitStartupResync(wctx); errors.Is(err, context.DeadlineExceeded) || errors.Is(err, controller.ErrNotRunning) || errors.Is(err, controller.ErrStopped) {
+		require.NoError(t, err, "the start-up resync of %s", o.Name)
+	}
 	a.Sync(t)
 	return a
+}
+
+// addServices makes the service processor and the NAT44 renderer as the
+// agent does and returns the processor's handler.
+func (a *Agent) addServices(t testing.TB, o Options) controller.EventHandler {
+	t.Helper()
+	var err error
+	a.Services, err = svcprocessor.New(svcprocessor.SubnetsFromIPNet(a.IPAM), a.NodeIPs, a.Pods,
+		svcprocessor.Config{NodeName: o.Name})
+	require.NoError(t, err)
+	var natCfg svcnat.Config
+	if o.NodeConn.Uplink.AfPacketHostIf != "" || o.NodeConn.Uplink.VPPName != "" {
+		natCfg.Uplink = cmp.Or(o.NodeConn.Uplink.Name, nodeconn.DefaultUplinkName)
+	}
+	if o.NodeConn.HostInterconnect.AfPacketHostIf != "" || o.NodeConn.HostInterconnect.TapHostIfName != "" {
+		natCfg.InterconnectInterfaces = []string{cmp.Or(o.NodeConn.HostInterconnect.Name, nodeconn.DefaultHostInterconnectName)}
+	}
+	a.NAT, err = svcnat.New(a.NodeIPs, a.IPAM, natCfg)
+	require.NoError(t, err)
+	require.NoError(t, a.Services.RegisterRenderer(a.NAT))
+	return a.Services.Handler()
+}
+
+// addPolicy makes the NetworkPolicy processor and its ACL renderer as the
+// agent does and returns their handlers.
+func (a *Agent) addPolicy(t testing.TB, o Options) []controller.EventHandler {
+	t.Helper()
+	var err error
+	a.Policy, err = policy.New(policy.Config{
+		NodeName: o.Name,
+		PodAddrs: policy.PodAddrsFrom(a.IPAM.PodAddr),
+	})
+	require.NoError(t, err)
+	var services []netip.Prefix
+	if p := a.IPAM.ServiceNetworkPrefix(); p.IsValid() {
+		services = append(services, p)
+	}
+	a.ACLs, err = aclpolicy.New(a.Pods, aclpolicy.Config{
+		HostPrefixes: aclpolicy.HostPrefixesOf(func() []netip.Addr {
+			return append(a.NodeIPs.NodeIPs(), a.IPAM.HostInterconnectAddrInLinux(), a.IPAM.NatLoopbackAddr())
+		}),
+		ServicePrefixes: services,
+		ExitInterfaces:  a.Conn.ExitInterfaces,
+	})
+	require.NoError(t, err)
+	require.NoError(t, a.Policy.RegisterRenderer(a.ACLs))
+	return []controller.EventHandler{a.Policy.Handler(), a.ACLs}
 }
 
 // Stop stops the agent (VPP keeps its configuration).
 func (a *Agent) Stop() { a.stop() }
 
-// Sync waits until every event pushed before it has been processed (a
-// blocking, empty external configuration change is the barrier).
+// Sync waits until every event pushed before it has been processed
+// (controller.Loop.Sync).
 func (a *Agent) Sync(t testing.TB) {
 	t.Helper()
-	ev := controller.NewExternalConfigChange("rendertest-barrier", true)
-	require.NoError(t, a.Loop.PushEvent(ev))
-	require.NoError(t, ev.Wait())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, a.Loop.Sync(ctx))
 }
 
 // Resync pushes a DBResync of kube (the Kubernetes state) and waits until

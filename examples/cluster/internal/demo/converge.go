@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -90,21 +91,6 @@ func (c *cluster) poll(ctx context.Context, interval time.Duration, f func() (do
 		case <-tick.C:
 		}
 	}
-}
-
-// checkReady: every live agent is ready (start-up resync done, VPP
-// connected).
-func (c *cluster) checkReady(context.Context) (check, error) {
-	var ch check
-	for _, n := range c.liveNodes() {
-		ch.total++
-		if err := n.agent.Ready(); err != nil {
-			ch.miss("%s: %v", n.name, err)
-			continue
-		}
-		ch.done++
-	}
-	return ch, nil
 }
 
 // checkMesh: every live node has a VXLAN tunnel to every other live node
@@ -293,21 +279,27 @@ func (c *cluster) checkServices(ctx context.Context) (check, error) {
 	return ch, nil
 }
 
-// expectedRoutes returns what n's speaker advertises: its pod subnet and
-// the load-balancer and external IPs of the services (for a service with
-// externalTrafficPolicy Local only if n has a ready backend of it), with
-// n's VPP address as next hop.
-func (c *cluster) expectedRoutes(n *simNode) (netip.Addr, []netip.Prefix) {
+// expectedRoutes returns what n's speaker advertises, with n's VPP address
+// as next hop: its pod subnet (with podCommunity), and the load-balancer
+// and external IPs of the services aggregated to /serviceAggregate — for a
+// service with externalTrafficPolicy Local exact, and only if n has a
+// ready backend of it — (with serviceCommunity).
+func (c *cluster) expectedRoutes(n *simNode) (netip.Addr, map[netip.Prefix]string) {
 	nh := n.vppIPv4()
-	out := []netip.Prefix{n.agent.IPAM.PodSubnetThisNodePrefix()}
+	out := map[netip.Prefix]string{n.agent.IPAM.PodSubnetThisNodePrefix(): podCommunity}
 	for _, s := range c.svcs {
 		if s.local && len(c.backends(s, n.name)) == 0 {
 			continue
 		}
 		for _, a := range []netip.Addr{s.lbIP, s.externalIP} {
-			if a.IsValid() {
-				out = append(out, netip.PrefixFrom(a, 32))
+			if !a.IsValid() {
+				continue
 			}
+			p := netip.PrefixFrom(a, 32)
+			if !s.local {
+				p, _ = a.Prefix(serviceAggregate)
+			}
+			out[p] = serviceCommunity
 		}
 	}
 	return nh, out
@@ -329,9 +321,9 @@ func (c *cluster) checkReflector(ctx context.Context) (check, error) {
 		node   string
 		prefix netip.Prefix
 	}
-	have := map[key]netip.Addr{}
+	have := map[key]RRRoute{}
 	for _, r := range routes {
-		have[key{r.From, r.Prefix}] = r.NextHop
+		have[key{r.From, r.Prefix}] = r
 	}
 	for _, n := range c.liveNodes() {
 		ch.total++
@@ -343,13 +335,15 @@ func (c *cluster) checkReflector(ctx context.Context) (check, error) {
 		}
 		nh, want := c.expectedRoutes(n)
 		ch.total += len(want)
-		for _, p := range want {
+		for _, p := range slices.SortedFunc(maps.Keys(want), comparePrefixes) {
 			got, ok := have[key{n.name, p}]
 			switch {
 			case !ok:
 				ch.miss("%s: %s not received", n.name, p)
-			case got != nh:
-				ch.miss("%s: %s with next hop %s, want %s", n.name, p, got, nh)
+			case got.NextHop != nh:
+				ch.miss("%s: %s with next hop %s, want %s", n.name, p, got.NextHop, nh)
+			case !slices.Equal(got.Communities, []string{want[p]}):
+				ch.miss("%s: %s with communities %v, want %s", n.name, p, got.Communities, want[p])
 			default:
 				ch.done++
 			}
@@ -360,4 +354,11 @@ func (c *cluster) checkReflector(ctx context.Context) (check, error) {
 		ch.miss("%s: unexpected route %s", k.node, k.prefix)
 	}
 	return ch, nil
+}
+
+func comparePrefixes(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return a.Bits() - b.Bits()
 }

@@ -22,7 +22,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
@@ -32,6 +31,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/agent"
 	"github.com/vswitchkit/vswitchkit/bgp/bgpmodel"
 	"github.com/vswitchkit/vswitchkit/bgp/bgpreflector"
+	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	"github.com/vswitchkit/vswitchkit/embedetcd"
 	"github.com/vswitchkit/vswitchkit/nodesync"
@@ -133,6 +133,7 @@ func (c *cluster) run(ctx context.Context, out io.Writer, start time.Time) (*Res
 		if err := res.Before.WriteText(out); err != nil {
 			return nil, err
 		}
+		fmt.Fprintf(out, "\n%s\n", wrap(NATLegend, 80))
 	}
 
 	changeStart := time.Now()
@@ -262,14 +263,16 @@ func (c *cluster) setup(ctx context.Context) error {
 		}
 	} else {
 		c.kube = kubefake.NewClientset()
-		c.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-			map[schema.GroupVersionResource]string{bgpreflector.GroupVersionResource(): bgpreflector.ListKind})
+		listKinds := bgpreflector.ListKindsV2()
+		listKinds[bgpreflector.GroupVersionResource()] = bgpreflector.ListKind
+		c.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds)
 		if _, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
 			return err
 		}
 	}
-	refl, err := reflector.New(c.etcd, append(reflector.KubernetesResources(c.kube), bgpreflector.Resource(c.dyn)),
-		reflector.Config{Identity: "demo", Logger: c.log}) // it adds component=reflector
+	resources := append(reflector.KubernetesResources(c.kube), bgpreflector.Resource(c.dyn))
+	resources = append(resources, bgpreflector.V2Resources(c.dyn, c.kube, bgpreflector.V2Config{})...)
+	refl, err := reflector.New(c.etcd, resources, reflector.Config{Identity: "demo", Logger: c.log}) // it adds component=reflector
 	if err != nil {
 		return err
 	}
@@ -283,7 +286,7 @@ func (c *cluster) setup(ctx context.Context) error {
 			return err
 		}
 		c.nodes = append(c.nodes, n)
-		if _, err := c.kube.CoreV1().Nodes().Create(ctx, nodeObject(n.name, i, n.internalIP, n.bgpAddr, n.bgpPort), metav1.CreateOptions{}); err != nil {
+		if _, err := c.kube.CoreV1().Nodes().Create(ctx, nodeObject(n.name, i, n.internalIP), metav1.CreateOptions{}); err != nil {
 			return err
 		}
 	}
@@ -303,16 +306,31 @@ func (c *cluster) setup(ctx context.Context) error {
 			return err
 		}
 	}
-	if _, err := c.dyn.Resource(bgpreflector.GroupVersionResource()).Create(ctx, policyObject(rrAddr), metav1.CreateOptions{}); err != nil {
-		return err
+	plurals := map[string]string{
+		bgpreflector.KindClusterConfig: bgpreflector.PluralClusterConfig, bgpreflector.KindPeerConfig: bgpreflector.PluralPeerConfig,
+		bgpreflector.KindAdvertisement: bgpreflector.PluralAdvertisement, bgpreflector.KindNodeConfigOverride: bgpreflector.PluralNodeConfigOverride,
+	}
+	for _, o := range bgpObjects(rrAddr, c.nodes) {
+		if _, err := c.dyn.Resource(bgpreflector.GroupVersionResourceV2(plurals[o.GetKind()])).Create(ctx, o, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	if c.hasNetpol() {
+		if _, err := c.kube.NetworkingV1().NetworkPolicies(namespace).Create(ctx, netpolObject(), metav1.CreateOptions{}); err != nil {
+			return err
+		}
 	}
 	if err := c.await(ctx, "Kubernetes state in etcd", func(context.Context) (check, error) {
 		st := refl.Stats()
-		ch := check{total: 4}
+		ch := check{total: 7}
 		for _, r := range []struct {
 			name string
 			want int
-		}{{kubemodel.NodeResource, len(c.nodes)}, {kubemodel.ServiceResource, len(c.svcs)}, {bgpmodel.PolicyResourceName, 1}} {
+		}{
+			{kubemodel.NodeResource, len(c.nodes)}, {kubemodel.ServiceResource, len(c.svcs)},
+			{bgpmodel.ClusterConfigResourceName, 1}, {bgpmodel.PeerConfigResourceName, 1}, {bgpmodel.AdvertisementResourceName, 2},
+			{bgpmodel.NodeConfigOverrideResourceName, len(c.nodes)},
+		} {
 			if st.Resources[r.name].Objects >= r.want {
 				ch.done++
 			} else {
@@ -334,10 +352,7 @@ func (c *cluster) setup(ctx context.Context) error {
 	if c.rr, err = startRouteReflector(ctx, rrAddr, c.log); err != nil {
 		return err
 	}
-	for _, n := range c.nodes {
-		n.stop = c.spawn(ctx, n.name, n.agent.Run)
-	}
-	if err := c.await(ctx, "nodes ready", c.checkReady); err != nil {
+	if err := c.startNodes(ctx); err != nil {
 		return err
 	}
 	if err := c.await(ctx, "node mesh (VXLAN tunnels)", c.checkMesh); err != nil {
@@ -349,10 +364,49 @@ func (c *cluster) setup(ctx context.Context) error {
 	if err := c.await(ctx, "services (NAT44 mappings)", c.checkServices); err != nil {
 		return err
 	}
+	if c.hasNetpol() {
+		if err := c.await(ctx, "NetworkPolicy (ACLs on the selected pods)", c.checkPolicy); err != nil {
+			return err
+		}
+	}
 	if err := c.startBGP(ctx); err != nil {
 		return err
 	}
 	return c.await(ctx, "routes at the route reflector", c.checkReflector)
+}
+
+// startNodes starts the nodes' agents one at a time, in node order, each
+// once the previous one is ready (agent.WaitReady: its start-up resync
+// processed, so it has its node ID): node-i claims node ID i, the same in
+// every run. Started all at once they raced for the smallest free ID, and
+// the IDs (and with them pod subnets and addresses) changed from run to
+// run. A node's start-up takes milliseconds; the cost is that sum.
+func (c *cluster) startNodes(ctx context.Context) error {
+	const name = "nodes ready"
+	st := c.prog.stage(name, len(c.nodes))
+	defer st.abort()
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	for i, n := range c.nodes {
+		n.stop = c.spawn(ctx, n.name, n.agent.Run)
+		if err := n.agent.WaitReady(wctx); err != nil {
+			if errors.Is(err, controller.ErrStopped) {
+				// The agent failed: its Run returns the cause, which
+				// spawn records.
+				select {
+				case <-c.failed:
+					err = c.failureErr
+				case <-ctx.Done():
+				}
+			}
+			return fmt.Errorf("%s (%d/%d): %s: %w", name, i, len(c.nodes), n.name, err)
+		}
+		st.set(i+1, len(c.nodes))
+	}
+	st.finish()
+	c.step(name, start)
+	return nil
 }
 
 // startEtcd starts the embedded etcd or connects to the external one.
@@ -513,7 +567,7 @@ func (c *cluster) addPods(ctx context.Context) error {
 	return nil
 }
 
-// startBGP lets the nodes join the peering policy one at a time, each
+// startBGP lets the nodes join the BGP cluster config one at a time, each
 // after the previous one applied it, then connects the route reflector to
 // all of them (see the package documentation for why).
 func (c *cluster) startBGP(ctx context.Context) error {
@@ -526,10 +580,10 @@ func (c *cluster) startBGP(ctx context.Context) error {
 		}
 		err := c.poll(ctx, 10*time.Millisecond, func() (bool, string, error) {
 			s := n.agent.BGP.Controller.Status()
-			if s.Policy == policyName && s.LastError == nil {
+			if s.Policy == configName && s.LastError == nil {
 				return true, "", nil
 			}
-			return false, fmt.Sprintf("%s has not applied the peering policy (last error: %v)", n.name, s.LastError), nil
+			return false, fmt.Sprintf("%s has not applied the BGP cluster config (last error: %v)", n.name, s.LastError), nil
 		})
 		if err != nil {
 			return fmt.Errorf("BGP speakers: %w", err)
@@ -760,6 +814,7 @@ func (c *cluster) summary(ctx context.Context) (Summary, error) {
 		c.mu.Unlock()
 		s.Services = append(s.Services, ss)
 	}
+	s.Policies = c.policySummary()
 	s.RouteReflector = RRSummary{Address: c.rr.addr, ASN: asn}
 	var err error
 	if s.RouteReflector.Sessions, err = c.rr.sessions(ctx); err != nil {
@@ -827,4 +882,22 @@ func (c *cluster) shutdown() error {
 		errs = append(errs, os.RemoveAll(c.dir))
 	}
 	return errors.Join(errs...)
+}
+
+// wrap breaks text into lines of at most width bytes at blanks.
+func wrap(text string, width int) string {
+	var b strings.Builder
+	n := 0
+	for i, w := range strings.Fields(text) {
+		if i > 0 && n+1+len(w) > width {
+			b.WriteString("\n")
+			n = 0
+		} else if i > 0 {
+			b.WriteString(" ")
+			n++
+		}
+		b.WriteString(w)
+		n += len(w)
+	}
+	return b.String()
 }

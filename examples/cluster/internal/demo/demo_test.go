@@ -86,6 +86,23 @@ func TestCluster(t *testing.T) {
 	assert.JSONEq(t, string(want), string(got), "the JSON document is the result")
 
 	before, after := res.Before, res.After
+	// The NetworkPolicy: the api pods are isolated on every node; a web
+	// pod gets through the ACLs on the path, another pod does not.
+	for _, s := range []demo.Summary{before, after} {
+		require.Len(t, s.Policies, 1)
+		pol := s.Policies[0]
+		assert.Equal(t, "default/api-from-web", pol.Name)
+		for _, p := range pol.Isolated {
+			assert.True(t, strings.HasPrefix(p.Pod, "api-"), p.Pod)
+		}
+		require.Len(t, pol.Connections, 2)
+		assert.True(t, strings.HasPrefix(pol.Connections[0].From, "web-"))
+		assert.True(t, pol.Connections[0].Allowed, "%+v", pol.Connections[0])
+		assert.False(t, strings.HasPrefix(pol.Connections[1].From, "web-"))
+		assert.False(t, pol.Connections[1].Allowed, "%+v", pol.Connections[1])
+		assert.Contains(t, pol.Connections[1].DeniedBy, "output", "denied where the api pod receives it")
+	}
+	require.Len(t, before.Policies[0].Isolated, 3, "one api pod per node")
 	require.Len(t, before.Nodes, 3)
 	require.Len(t, before.Services, demo.DefaultServices)
 	checkCluster(t, "before", before, demo.DefaultPodsPerNode)
@@ -175,6 +192,9 @@ func checkCluster(t *testing.T, when string, s demo.Summary, podsPerNode int) {
 	for _, n := range s.Nodes {
 		assert.NotZero(t, n.ID, "%s: %s has an ID", when, n.Name)
 		assert.NotContains(t, ids, n.ID, "%s: ID %d of %s is unique", when, n.ID, n.Name)
+		// Nodes start one at a time: node-i has ID i in every run (issue
+		// 27, item 8: they raced for IDs).
+		assert.Equal(t, fmt.Sprintf("node-%d", n.ID), n.Name, "%s: the node ID of %s", when, n.Name)
 		ids[n.ID] = n.Name
 		require.True(t, n.PodSubnet.IsValid(), "%s: %s has a pod subnet", when, n.Name)
 		assert.NotContains(t, subnets, n.PodSubnet, "%s: pod subnet of %s is unique", when, n.Name)
@@ -228,26 +248,34 @@ func checkCluster(t *testing.T, when string, s demo.Summary, podsPerNode int) {
 	}
 
 	// The route reflector received every node's pod subnet, with the
-	// node's address as next hop, and the load-balancer IP of a service
-	// with externalTrafficPolicy Local only from nodes with a backend.
+	// node's address as next hop and the pod community, and the aggregates
+	// of the services' load-balancer IPs with the service community; the
+	// load-balancer IP of a service with externalTrafficPolicy Local exact,
+	// and only from nodes with a backend.
 	rr := s.RouteReflector
 	assert.Len(t, rr.Sessions, len(s.Nodes), "%s: route reflector sessions", when)
 	for _, ss := range rr.Sessions {
 		assert.Equal(t, "Established", ss.State, "%s: route reflector session with %s", when, ss.Node)
 	}
 	for _, n := range s.Nodes {
-		assert.Contains(t, rr.Routes, demo.RRRoute{Prefix: n.PodSubnet, NextHop: n.VPPAddress, From: n.Name},
+		assert.Contains(t, rr.Routes, demo.RRRoute{Prefix: n.PodSubnet, NextHop: n.VPPAddress, From: n.Name, Communities: []string{"64512:100"}},
 			"%s: the route reflector received %s's pod subnet", when, n.Name)
 		for _, svc := range s.Services {
 			if !svc.LoadBalancerIP.IsValid() {
 				continue
 			}
 			local := slices.ContainsFunc(svc.Backends, func(b demo.PodOnNode) bool { return b.Node == n.Name })
-			route := demo.RRRoute{Prefix: netip.PrefixFrom(svc.LoadBalancerIP, 32), NextHop: n.VPPAddress, From: n.Name}
-			if svc.ExternalTrafficPolicy == "Local" && !local {
-				assert.NotContains(t, rr.Routes, route, "%s: %s has no backend of %s", when, n.Name, svc.Name)
-			} else {
-				assert.Contains(t, rr.Routes, route, "%s: %s advertises %s", when, n.Name, svc.Name)
+			exact := demo.RRRoute{Prefix: netip.PrefixFrom(svc.LoadBalancerIP, 32), NextHop: n.VPPAddress, From: n.Name, Communities: []string{"64512:200"}}
+			aggregate, _ := svc.LoadBalancerIP.Prefix(24)
+			switch {
+			case svc.ExternalTrafficPolicy == "Local" && !local:
+				assert.NotContains(t, rr.Routes, exact, "%s: %s has no backend of %s", when, n.Name, svc.Name)
+			case svc.ExternalTrafficPolicy == "Local":
+				assert.Contains(t, rr.Routes, exact, "%s: %s advertises %s, exact", when, n.Name, svc.Name)
+			default:
+				assert.NotContains(t, rr.Routes, exact, "%s: %s advertises %s in the aggregate, not alone", when, n.Name, svc.Name)
+				assert.Contains(t, rr.Routes, demo.RRRoute{Prefix: aggregate, NextHop: n.VPPAddress, From: n.Name, Communities: []string{"64512:200"}},
+					"%s: %s advertises the aggregate of %s", when, n.Name, svc.Name)
 			}
 		}
 	}
@@ -327,6 +355,8 @@ func TestText(t *testing.T) {
 	} {
 		assert.Contains(t, text, want)
 	}
+	// The /N after NAT44 backends is explained (issue 27, item 8).
+	assert.Contains(t, strings.Join(strings.Fields(text), " "), demo.NATLegend)
 	assert.Len(t, res.Changes, 2, "a pod deleted, a backend added; a single node does not leave")
 	assert.Len(t, res.After.Nodes, 1)
 	for _, d := range res.Diff {

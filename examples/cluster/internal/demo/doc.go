@@ -6,12 +6,15 @@
 //   - etcd: an embedded server on loopback (package embedetcd, temporary
 //     data directory) or an external one ([Options].Etcd);
 //   - the Kubernetes reflector (reflector with the built-in
-//     resources and bgp/bgpreflector's BGPPeeringPolicy) against
-//     client-go's fake clientsets, which the demo fills as a cluster
-//     would be filled: nodes with labels and BGP annotations, pods whose
-//     status.podIP is set from the CNI result (as kubelet does), services
-//     of every kind with EndpointSlices of their pods' addresses (as the
-//     endpoint-slice controller does) and a BGP peering policy;
+//     resources and bgp/bgpreflector's BGP resources) against client-go's
+//     fake clientsets, which the demo fills as a cluster would be filled:
+//     nodes with labels, pods whose status.podIP is set from the CNI
+//     result (as kubelet does), services of every kind with
+//     EndpointSlices of their pods' addresses (as the endpoint-slice
+//     controller does), a NetworkPolicy (the api pods accept tcp/8080
+//     from the web pods only) and the BGP configuration as v2 objects (a
+//     cluster config, a peer config, two advertisements, a node override
+//     per node);
 //   - N simulated nodes, each the full agent of agent in
 //     its own event loop on its own VPP stand-in (vppdriver/vppsim) with a
 //     simulated Linux (cniservertest.FakeLinux) and a GoBGP speaker on its
@@ -22,20 +25,41 @@
 //     route-reflector client for every node.
 //
 // It waits until every node's VPP has the mesh, every service's NAT44
-// mappings have the right backends on every node and the route reflector
-// has received every node's routes, showing progress; prints the
-// [Summary]; makes a scripted change (a pod deleted, a backend added, a
+// mappings have the right backends on every node, the pods the
+// NetworkPolicy selects have ACLs and the route reflector has received
+// every node's routes, showing progress; prints the [Summary] (with the
+// policy's isolated pods and two connections checked against the ACLs on
+// their path, vppsim.VPP.ACLVerdict: one allowed, one denied); makes a scripted change (a pod deleted, a backend added, a
 // node leaving) and prints what changed.
+//
+// # Node IDs
+//
+// The agents start one at a time, in node order, each once the previous
+// one is ready (agent.WaitReady: its start-up resync processed, which
+// includes nodesync's claim of a node ID): node-i gets node ID i, and with
+// it the same pod subnet and addresses, in every run. Started all at once,
+// the agents raced for the smallest free ID.
+//
+// # The text summary's NAT44 lines
+//
+// [NATLegend] explains them; the summary ends with it. A backend written
+// ADDR:PORT/N is one of a load-balanced mapping and N its probability in
+// VPP, relative to the mapping's other backends.
 //
 // # Sessions between the speakers and the route reflector
 //
-// One peering policy applies to every node and names one neighbor, the
-// route reflector. Its sessions are opened by the route reflector: each
-// node's speaker listens on its own 127.0.0.x address (the port is the
-// node's local-port annotation), and the policy marks the neighbor
-// passive. The other way round, every node would connect to 127.0.0.1 from
-// 127.0.0.1 (a policy has one local address for all nodes), and the route
-// reflector could not tell the nodes apart.
+// One BGP cluster config (bgp.vswitchkit.io/v2) applies to every node and
+// names one peer, the route reflector. Its sessions are opened by the route
+// reflector: each node's speaker listens on its own 127.0.0.x address (the
+// router ID and port are the node's BGPNodeConfigOverride), and the peer
+// config is passive. The other way round, every node would connect to
+// 127.0.0.1 from 127.0.0.1, and the route reflector could not tell the
+// nodes apart. The peer config's IPv4 family selects two advertisements:
+// the pod CIDR with community 64512:100, and the load-balancer and
+// external IPs of the services aggregated to /24 with community 64512:200
+// (a service with externalTrafficPolicy Local stays exact, from the nodes
+// with a backend): the route reflector receives the communities and the
+// aggregates.
 //
 // # GoBGP speakers in one process
 //
@@ -43,7 +67,7 @@
 // server writes when it starts and reads while it works (see package
 // bgp/gobgp). A real agent runs one speaker per process; here N+1 share one,
 // so the demo starts them one after the other: the route reflector first,
-// then the nodes join the peering policy one at a time (the demo labels
+// then the nodes join the cluster config one at a time (the demo labels
 // them), each after the previous one has applied it, and the route
 // reflector connects only after all of them have started. Every start is
 // then ordered before the other speakers' work, and the demo (and its

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/vswitchkit/vswitchkit/bgp"
 	"github.com/vswitchkit/vswitchkit/bgp/bgpreflector"
 )
 
@@ -22,11 +21,19 @@ const (
 	namespace = "default"
 	// asn is the ASN of the nodes and the route reflector (iBGP).
 	asn = 64512
-	// bgpLabel selects the nodes of the peering policy; the demo sets it
-	// node by node (see the package documentation).
+	// bgpLabel selects the nodes of the BGP cluster config; the demo sets
+	// it node by node (see the package documentation).
 	bgpLabel = "vswitchkit.io/bgp"
-	// policyName is the peering policy's name.
-	policyName = "demo"
+	// configName is the BGP cluster config's name.
+	configName = "demo"
+	// The communities of the routes the route reflector receives: pod
+	// subnets and the services' aggregates.
+	podCommunity     = "64512:100"
+	serviceCommunity = "64512:200"
+	// serviceAggregate is the length of the aggregates of the services'
+	// load-balancer and external IPs (services with externalTrafficPolicy
+	// Local stay exact, from the nodes with a backend).
+	serviceAggregate = 24
 	// servicePort and targetPort are every service's port and its pods'.
 	servicePort = 80
 	targetPort  = 8080
@@ -85,9 +92,10 @@ type pod struct {
 
 func (p *pod) netns() string { return "/var/run/netns/cni-" + p.containerID[:12] }
 
-// nodeObject is the Kubernetes node of simulated node i (1-based), with
-// its BGP annotation: router ID and listening port of the speaker.
-func nodeObject(name string, i int, internalIP, bgpAddr netip.Addr, bgpPort uint16) *corev1.Node {
+// nodeObject is the Kubernetes node of simulated node i (1-based). Its
+// speaker's router ID and listening port are in its BGP override
+// (bgpObjects).
+func nodeObject(name string, i int, internalIP netip.Addr) *corev1.Node {
 	zones := []string{"zone-a", "zone-b", "zone-c"}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
@@ -97,9 +105,6 @@ func nodeObject(name string, i int, internalIP, bgpAddr netip.Addr, bgpPort uint
 				"kubernetes.io/hostname":      name,
 				"kubernetes.io/os":            "linux",
 				"topology.kubernetes.io/zone": zones[(i-1)%len(zones)],
-			},
-			Annotations: map[string]string{
-				bgp.AnnotationPrefix + strconv.Itoa(asn): fmt.Sprintf("router-id=%s,local-port=%d", bgpAddr, bgpPort),
 			},
 		},
 		Status: corev1.NodeStatus{
@@ -212,31 +217,55 @@ func sliceObject(s *service, pods []*pod) *discoveryv1.EndpointSlice {
 	return es
 }
 
-// policyObject is the BGP peering policy: the nodes labelled bgpLabel run
-// one virtual router that exports the pod CIDR and the load-balancer and
-// external IPs of every service, with one neighbor, the route reflector,
-// which opens the session (passive here).
-func policyObject(rr netip.Addr) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": bgpreflector.Group + "/" + bgpreflector.Version,
-		"kind":       bgpreflector.Kind,
-		"metadata":   map[string]any{"name": policyName},
-		"spec": map[string]any{
+// bgpObjects are the BGP configuration (v2, bgp.vswitchkit.io): the
+// nodes labelled bgpLabel run one BGP instance with one peer, the route
+// reflector, which opens the sessions (the peer config is passive); the
+// peer's IPv4 family takes two advertisements: the pod CIDR with
+// podCommunity, and the load-balancer and external IPs of every service,
+// aggregated to /serviceAggregate, with serviceCommunity. Each node's
+// override sets its router ID and its local port (the speaker listens on
+// its own address).
+func bgpObjects(rr netip.Addr, nodes []*simNode) []*unstructured.Unstructured {
+	obj := func(kind, name string, labels map[string]any, spec map[string]any) *unstructured.Unstructured {
+		meta := map[string]any{"name": name}
+		if labels != nil {
+			meta["labels"] = labels
+		}
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": bgpreflector.GroupV2 + "/" + bgpreflector.VersionV2, "kind": kind, "metadata": meta, "spec": spec,
+		}}
+	}
+	out := []*unstructured.Unstructured{
+		obj(bgpreflector.KindClusterConfig, configName, nil, map[string]any{
 			"nodeSelector": map[string]any{"matchLabels": map[string]any{bgpLabel: "enabled"}},
-			"virtualRouters": []any{map[string]any{
-				"localASN":              int64(asn),
-				"exportPodCIDR":         true,
-				"serviceSelector":       map[string]any{"matchExpressions": []any{map[string]any{"key": "app", "operator": "Exists"}}},
-				"serviceAdvertisements": []any{"LoadBalancerIP", "ExternalIP"},
-				"neighbors": []any{map[string]any{
-					"peerAddress": rr.String(),
-					"peerASN":     int64(asn),
-					"passive":     true,
-					"families":    []any{"ipv4-unicast"},
-				}},
+			"bgpInstances": []any{map[string]any{
+				"name": "demo", "localASN": int64(asn),
+				"peers": []any{map[string]any{"name": "route-reflector", "peerAddress": rr.String(), "peerASN": int64(asn),
+					"peerConfigRef": map[string]any{"name": "route-reflector"}}},
 			}},
-		},
-	}}
+		}),
+		obj(bgpreflector.KindPeerConfig, "route-reflector", nil, map[string]any{
+			"transport": map[string]any{"passive": true},
+			"families": []any{map[string]any{"afi": "ipv4", "safi": "unicast",
+				"advertisements": map[string]any{"matchLabels": map[string]any{"advertise": "route-reflector"}}}},
+		}),
+		obj(bgpreflector.KindAdvertisement, "pod-cidrs", map[string]any{"advertise": "route-reflector"}, map[string]any{
+			"advertisements": []any{map[string]any{"advertisementType": "PodCIDR",
+				"attributes": map[string]any{"communities": map[string]any{"standard": []any{podCommunity}}}}},
+		}),
+		obj(bgpreflector.KindAdvertisement, "services", map[string]any{"advertise": "route-reflector"}, map[string]any{
+			"advertisements": []any{map[string]any{"advertisementType": "Service",
+				"service":    map[string]any{"addresses": []any{"LoadBalancerIP", "ExternalIP"}, "aggregationLengthIPv4": int64(serviceAggregate)},
+				"selector":   map[string]any{"matchExpressions": []any{map[string]any{"key": "app", "operator": "Exists"}}},
+				"attributes": map[string]any{"communities": map[string]any{"standard": []any{serviceCommunity}}}}},
+		}),
+	}
+	for _, n := range nodes {
+		out = append(out, obj(bgpreflector.KindNodeConfigOverride, n.name, nil, map[string]any{
+			"bgpInstances": []any{map[string]any{"name": "demo", "routerID": n.bgpAddr.String(), "localPort": int64(n.bgpPort)}},
+		}))
+	}
+	return out
 }
 
 // sortedPods returns the pods in name order.

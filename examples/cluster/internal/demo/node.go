@@ -36,7 +36,7 @@ type simNode struct {
 	index      int        // 1-based
 	internalIP netip.Addr // the Kubernetes node's InternalIP
 	bgpAddr    netip.Addr // the speaker's address (and router ID)
-	bgpPort    uint16     // the speaker's port (the local-port annotation)
+	bgpPort    uint16     // the speaker's port (its BGP override's local port)
 	socket     string     // the pod server's unix socket
 	vpp        *vppsim.VPP
 	linux      *cniservertest.FakeLinux

@@ -92,11 +92,13 @@ type RRSession struct {
 	Received int        `json:"received"`
 }
 
-// RRRoute is a route the route reflector received from a node.
+// RRRoute is a route the route reflector received from a node, with its
+// communities.
 type RRRoute struct {
-	Prefix  netip.Prefix `json:"prefix"`
-	NextHop netip.Addr   `json:"nextHop"`
-	From    string       `json:"from"`
+	Prefix      netip.Prefix `json:"prefix"`
+	NextHop     netip.Addr   `json:"nextHop"`
+	From        string       `json:"from"`
+	Communities []string     `json:"communities,omitempty"`
 }
 
 // clientNames returns a copy of the node names of the clients, by address.
@@ -150,8 +152,13 @@ func (r *routeReflector) routes(ctx context.Context) ([]RRRoute, error) {
 						rt.NextHop = a.Value
 					case *gobgppkt.PathAttributeMpReachNLRI:
 						rt.NextHop = a.Nexthop
+					case *gobgppkt.PathAttributeCommunities:
+						for _, c := range a.Value {
+							rt.Communities = append(rt.Communities, fmt.Sprintf("%d:%d", c>>16, c&0xffff))
+						}
 					}
 				}
+				slices.Sort(rt.Communities)
 				out = append(out, rt)
 			})
 		if err != nil {

@@ -77,6 +77,7 @@ func (d *Duration) UnmarshalText(b []byte) error {
 type Summary struct {
 	Nodes          []NodeSummary    `json:"nodes"`
 	Services       []ServiceSummary `json:"services"`
+	Policies       []PolicySummary  `json:"policies"`
 	RouteReflector RRSummary        `json:"routeReflector"`
 }
 
@@ -128,12 +129,23 @@ type NATMapping struct {
 	Flags    []string       `json:"flags,omitempty"`
 }
 
-// Backend is a backend of a NAT mapping; Weight is 0 for a static mapping
+// Backend is a backend of a NAT mapping. Probability is VPP's probability
+// of the backend in a load-balanced mapping, relative to the mapping's
+// other backends (render/svcnat sets twice the backend's weight, see
+// svcnat.Config.LocalBackendWeight); 0 for the backend of a static mapping
 // (one backend).
 type Backend struct {
-	Addr   netip.AddrPort `json:"addr"`
-	Weight int            `json:"weight,omitempty"`
+	Addr        netip.AddrPort `json:"addr"`
+	Probability int            `json:"probability,omitempty"`
 }
+
+// NATLegend explains the NAT44 lines of the text summary.
+const NATLegend = `nat44 lines: a NAT44-ED mapping in the node's VPP, "protocol frontend -> backends flags". ` +
+	`A backend written ADDR:PORT/N belongs to a load-balanced mapping and N is its probability in VPP, ` +
+	`relative to the mapping's other backends: equal N, equal shares of the connections. ` +
+	`render/svcnat sets N to twice the backend's weight (so 2 for every backend, unless ` +
+	`svcnat.Config.LocalBackendWeight favours this node's own); a backend without /N is the one ` +
+	`backend of a static mapping.`
 
 // BGPSession is a session of a node's speaker.
 type BGPSession struct {
@@ -156,6 +168,28 @@ type ServiceSummary struct {
 	LoadBalancerIP        netip.Addr  `json:"loadBalancerIP,omitzero"`
 	ExternalTrafficPolicy string      `json:"externalTrafficPolicy,omitempty"`
 	Backends              []PodOnNode `json:"backends"`
+}
+
+// PolicySummary is a NetworkPolicy of the cluster: what it says, the pods
+// it isolates (with their ACLs in VPP) and connections checked against
+// the ACLs the nodes' VPPs hold.
+type PolicySummary struct {
+	Name        string       `json:"name"`
+	Says        string       `json:"says"`
+	Isolated    []PodOnNode  `json:"isolated"`
+	Connections []Connection `json:"connections"`
+}
+
+// Connection is the first packet of a connection from one pod to another,
+// and what VPP's ACLs on its path do with it.
+type Connection struct {
+	From    string `json:"from"`
+	To      string `json:"to"`
+	Port    string `json:"port"` // e.g. "tcp/8080"
+	Allowed bool   `json:"allowed"`
+	// DeniedBy names the interface whose ACLs deny it ("pod-… output on
+	// node-2"); empty when allowed.
+	DeniedBy string `json:"deniedBy,omitempty"`
 }
 
 // PodOnNode is a backend pod of a service.
@@ -248,8 +282,8 @@ func (s Summary) sections() []section {
 		for _, m := range n.NAT44 {
 			be := make([]string, 0, len(m.Backends))
 			for _, b := range m.Backends {
-				if b.Weight > 0 {
-					be = append(be, fmt.Sprintf("%s/%d", b.Addr, b.Weight))
+				if b.Probability > 0 {
+					be = append(be, fmt.Sprintf("%s/%d", b.Addr, b.Probability))
 				} else {
 					be = append(be, b.Addr.String())
 				}
@@ -263,12 +297,33 @@ func (s Summary) sections() []section {
 		out = append(out, sec)
 	}
 
+	for _, p := range s.Policies {
+		sec := section{key: "policy " + p.Name, title: fmt.Sprintf("NetworkPolicy %s: %s", p.Name, p.Says)}
+		var iso []string
+		for _, pod := range p.Isolated {
+			iso = append(iso, pod.Pod+"@"+pod.Node)
+		}
+		sec.lines = append(sec.lines, []string{"isolated", strings.Join(iso, " ")})
+		for _, c := range p.Connections {
+			verdict := "allowed"
+			if !c.Allowed {
+				verdict = "denied by the ACLs on " + c.DeniedBy
+			}
+			sec.lines = append(sec.lines, []string{"connection", c.From + " -> " + c.To + " " + c.Port, verdict})
+		}
+		out = append(out, sec)
+	}
+
 	rr := section{key: "route reflector", title: fmt.Sprintf("Route reflector %s AS%d: sessions and the routes it received", s.RouteReflector.Address, s.RouteReflector.ASN)}
 	for _, ss := range s.RouteReflector.Sessions {
 		rr.lines = append(rr.lines, []string{"session", ss.Node, ss.Peer.String(), ss.State, fmt.Sprintf("received %d", ss.Received)})
 	}
 	for _, r := range s.RouteReflector.Routes {
-		rr.lines = append(rr.lines, []string{"route", r.Prefix.String(), "next hop " + r.NextHop.String(), "from " + r.From})
+		line := []string{"route", r.Prefix.String(), "next hop " + r.NextHop.String(), "from " + r.From}
+		if len(r.Communities) > 0 {
+			line = append(line, "communities "+strings.Join(r.Communities, " "))
+		}
+		rr.lines = append(rr.lines, line)
 	}
 	out = append(out, rr)
 	return out
@@ -467,9 +522,9 @@ func parseNATMapping(line string) (NATMapping, error) {
 		if rest != "" {
 			w, err := strconv.Atoi(rest)
 			if err != nil || w < 0 {
-				return NATMapping{}, fmt.Errorf("NAT44 mapping %q: backend %q: bad weight", line, tok)
+				return NATMapping{}, fmt.Errorf("NAT44 mapping %q: backend %q: bad probability", line, tok)
 			}
-			b.Weight = w
+			b.Probability = w
 		}
 		m.Backends = append(m.Backends, b)
 	}

@@ -22,18 +22,18 @@ func TestParseNATMapping(t *testing.T) {
 				Flags: []string{"out2in-only", "self-twice-nat"}}},
 		{line: "tcp 10.96.0.10:80 -> 10.1.1.3:8080/2 10.1.1.4:8080/1 out2in-only twice-nat",
 			want: NATMapping{Protocol: "tcp", Frontend: ap("10.96.0.10:80"),
-				Backends: []Backend{{Addr: ap("10.1.1.3:8080"), Weight: 2}, {Addr: ap("10.1.1.4:8080"), Weight: 1}},
+				Backends: []Backend{{Addr: ap("10.1.1.3:8080"), Probability: 2}, {Addr: ap("10.1.1.4:8080"), Probability: 1}},
 				Flags:    []string{"out2in-only", "twice-nat"}}},
 		{line: "udp 192.0.2.1:53 -> 10.1.1.3:53 vrf 2",
 			want: NATMapping{Protocol: "udp", Frontend: ap("192.0.2.1:53"), Backends: []Backend{{Addr: ap("10.1.1.3:53")}}}},
 		{line: "tcp 10.96.0.10:80 -> 10.1.1.3:8080/2@vrf3 10.1.1.4:8080/2",
 			want: NATMapping{Protocol: "tcp", Frontend: ap("10.96.0.10:80"),
-				Backends: []Backend{{Addr: ap("10.1.1.3:8080"), Weight: 2}, {Addr: ap("10.1.1.4:8080"), Weight: 2}}}},
+				Backends: []Backend{{Addr: ap("10.1.1.3:8080"), Probability: 2}, {Addr: ap("10.1.1.4:8080"), Probability: 2}}}},
 		{line: "", wantErr: "want"},
 		{line: "tcp 10.96.0.10:80 10.1.1.3:8080 x", wantErr: "want"},
 		{line: "tcp if:uplink:80 -> 10.1.1.3:8080", wantErr: "frontend"},
 		{line: "tcp 10.96.0.10:80 -> out2in-only", wantErr: "no backend"},
-		{line: "tcp 10.96.0.10:80 -> 10.1.1.3:8080/x", wantErr: "bad weight"},
+		{line: "tcp 10.96.0.10:80 -> 10.1.1.3:8080/x", wantErr: "bad probability"},
 	} {
 		t.Run(tc.line, func(t *testing.T) {
 			got, err := parseNATMapping(tc.line)
@@ -62,7 +62,7 @@ func FuzzParseNATMapping(f *testing.F) {
 			t.Fatalf("%q parsed into %+v", line, m)
 		}
 		for _, b := range m.Backends {
-			if !b.Addr.IsValid() || b.Weight < 0 {
+			if !b.Addr.IsValid() || b.Probability < 0 {
 				t.Fatalf("%q: bad backend %+v", line, b)
 			}
 		}

@@ -134,7 +134,13 @@ func run(cfg Config, start time.Time, commands io.Reader, out *reporter) (err er
 
 	// Wait for the start-up: the loop's start-up resync, then every key
 	// configured with no event processed for cfg.Stable.
-	var resyncDone, programmed time.Time
+	select {
+	case err := <-done:
+		return fmt.Errorf("agent stopped during start-up: %w", err)
+	case <-a.Loop.Ready():
+	}
+	resyncDone := time.Now()
+	var programmed time.Time
 	var programmedStats Stats
 	tick := time.NewTicker(time.Millisecond)
 	lastEvents := uint64(0)
@@ -145,12 +151,6 @@ func run(cfg Config, start time.Time, commands io.Reader, out *reporter) (err er
 		case <-tick.C:
 		}
 		ls := a.Loop.Stats()
-		if !ls.StartupResyncDone {
-			continue
-		}
-		if resyncDone.IsZero() {
-			resyncDone = time.Now()
-		}
 		ds := a.Driver.Stats()
 		ok := ds.Connected && ds.Keys > 0 && ds.Configured == ds.Keys && ls.Queued == 0 && a.Ready() == nil
 		switch {

@@ -40,6 +40,10 @@ type Config struct {
 	// LocalPods is the number of pods on the measured node. Default 110
 	// (Kubernetes' default maximum per node).
 	LocalPods int
+	// Layout is the key layout the cluster is written in
+	// (kubemodel.LayoutFlat or kubemodel.LayoutNodePods). Default:
+	// kubemodel.CurrentLayout, the reflector's.
+	Layout int
 	// Executable is the program to start as the agent child: it must run
 	// agentproc.Main when agentproc.EnvConfig is set. Default: this
 	// program (os.Executable).
@@ -83,6 +87,7 @@ type Latency struct {
 // Result is what one cluster size measured.
 type Result struct {
 	Nodes, Pods, Services, Endpoints int
+	Layout                           int // the key layout of the cluster
 	Keys                             int // etcd keys of the cluster
 
 	// ResyncStart, ResyncDone and Programmed are the times from the start
@@ -125,6 +130,9 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	}
 	if cfg.LocalPods <= 0 {
 		cfg.LocalPods = 110
+	}
+	if cfg.Layout == 0 {
+		cfg.Layout = kubemodel.CurrentLayout
 	}
 	if cfg.Executable == "" {
 		exe, err := os.Executable()
@@ -186,7 +194,9 @@ func runSize(ctx context.Context, cfg Config, n int) (res Result, err error) {
 		return res, err
 	}
 	defer cli.Close()
-	s := &sizeRun{cfg: cfg, n: n, spec: synth.New(n, nil), dir: dir, cli: cli,
+	spec := synth.New(n, nil)
+	spec.Layout = cfg.Layout
+	s := &sizeRun{cfg: cfg, n: n, spec: spec, dir: dir, cli: cli,
 		log: cfg.Logger.With(slog.Int("nodes", n)), prog: cfg.Progress}
 	return s.run(ctx, etcd.Endpoints()[0])
 }
@@ -201,7 +211,7 @@ func (s *sizeRun) childConfig(mode agentproc.Mode, etcd string) agentproc.Config
 }
 
 func (s *sizeRun) run(ctx context.Context, etcd string) (Result, error) {
-	res := Result{Nodes: s.n, Latency: map[Measure]Latency{}, Etcd: map[Measure]Latency{}, Agent: map[Measure]Latency{}}
+	res := Result{Nodes: s.n, Layout: s.cfg.Layout, Latency: map[Measure]Latency{}, Etcd: map[Measure]Latency{}, Agent: map[Measure]Latency{}}
 
 	// The measured node first runs alone in the cluster, and gets its pods
 	// through its pod server, as on a node that joined and got pods.
@@ -227,7 +237,7 @@ func (s *sizeRun) run(ctx context.Context, etcd string) (Result, error) {
 	s.spec.LocalPods = local
 	s.spec.Nodes = s.n
 	res.Pods, res.Services, res.Endpoints = s.spec.Pods(), s.spec.Services, s.spec.Endpoints()
-	total := s.spec.Namespaces + 1 + 3*(s.n-1) + res.Pods + 2*res.Services
+	total := s.spec.Namespaces + 1 + 3*(s.n-1) + 2*res.Pods + 2*res.Services
 	st = s.prog.Stage(s.n, fmt.Sprintf("write %d keys", total), total)
 	keys, err := synth.Write(ctx, s.cli, s.spec.Cluster, st.Add)
 	if err != nil {

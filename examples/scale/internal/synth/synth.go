@@ -81,6 +81,18 @@ type Spec struct {
 	// Namespaces is the number of namespaces the pods and services are
 	// spread over.
 	Namespaces int
+	// Layout is the key layout of the Kubernetes state
+	// (kubemodel.LayoutFlat or kubemodel.LayoutNodePods); 0 means
+	// kubemodel.CurrentLayout, the reflector's.
+	Layout int
+}
+
+// layout returns the layout of s.
+func (s Spec) layout() int {
+	if s.Layout == 0 {
+		return kubemodel.CurrentLayout
+	}
+	return s.Layout
 }
 
 // New returns the spec of a cluster of n nodes in Kubernetes' proportions
@@ -203,20 +215,33 @@ func (s Spec) podName(r podRef) (ns, name string) {
 	return Namespace((r.node + r.j) % s.Namespaces), fmt.Sprintf("pod-%05d-%02d", r.node, r.j)
 }
 
-// KV is one etcd key and its value.
+// KV is one etcd key and its value: Value encoded, or Raw as it is.
 type KV struct {
 	Key   string
 	Value proto.Message
+	Raw   []byte
+}
+
+// encode returns the value of kv as stored.
+func (kv KV) encode() ([]byte, error) {
+	if kv.Value == nil {
+		return kv.Raw, nil
+	}
+	return proto.Marshal(kv.Value)
 }
 
 // kube returns the KV of a Kubernetes object under the default prefix.
 func kube(key string, v proto.Message) KV { return KV{Key: kubemodel.EtcdKey("", key), Value: v} }
 
 // MeasuredNodeObjects returns the Kubernetes node object of the measured
-// node and the BGP peering policy: what the cluster holds before the
-// measured agent first starts.
+// node, the BGP peering policy and, in the per-node layout, the layout
+// key: what the cluster holds before the measured agent first starts.
 func (s Spec) MeasuredNodeObjects() []KV {
-	return []KV{kube(kubemodel.NodeKey(MeasuredNode), kubeNode(MeasuredNode, MeasuredNodeID)), s.Policy()}
+	out := []KV{kube(kubemodel.NodeKey(MeasuredNode), KubeNode(MeasuredNode, MeasuredNodeID)), s.Policy()}
+	if s.layout() != kubemodel.LayoutFlat {
+		out = append(out, KV{Key: kubemodel.EtcdKey("", kubemodel.LayoutKey), Raw: kubemodel.FormatLayout(s.layout())})
+	}
+	return out
 }
 
 // Policy returns the BGP peering policy: every node runs AS 64512, exports
@@ -235,7 +260,9 @@ func (s Spec) Policy() KV {
 	})
 }
 
-func kubeNode(name string, id uint32) *kubemodel.Node {
+// KubeNode returns the Kubernetes node object of node name with node ID id
+// (its management address is MgmtIP(id)).
+func KubeNode(name string, id uint32) *kubemodel.Node {
 	return &kubemodel.Node{
 		Name: name,
 		Labels: map[string]string{
@@ -255,7 +282,7 @@ func kubeNode(name string, id uint32) *kubemodel.Node {
 // address) and the claim of its ID, under nodesync's default prefix.
 func NodeKVs(name string, id uint32) []KV {
 	return []KV{
-		kube(kubemodel.NodeKey(name), kubeNode(name, id)),
+		kube(kubemodel.NodeKey(name), KubeNode(name, id)),
 		{Key: nodesync.DefaultPrefix + "id/" + fmt.Sprint(id), Value: &nsmodel.NodeIDClaim{Id: id, Name: name}},
 		{Key: nodesync.DefaultPrefix + "node/" + name, Value: &nsmodel.VswitchNode{Id: id, Name: name,
 			IpAddresses: []*nsmodel.IPWithNetwork{{Address: NodeIP(id).String(), Network: NodeInterconnectCIDR.String()}}}},
@@ -283,14 +310,18 @@ func (s Spec) Cluster(yield func(KV) bool) {
 		}
 	}
 	for j := range s.LocalPods {
-		if !yield(s.podKV(podRef{0, j})) {
-			return
+		for _, kv := range s.podKVs(podRef{0, j}) {
+			if !yield(kv) {
+				return
+			}
 		}
 	}
 	for i := 1; i < s.Nodes; i++ {
 		for j := range s.PodsPerNode {
-			if !yield(s.podKV(podRef{i, j})) {
-				return
+			for _, kv := range s.podKVs(podRef{i, j}) {
+				if !yield(kv) {
+					return
+				}
 			}
 		}
 	}
@@ -305,23 +336,36 @@ func (s Spec) Cluster(yield func(KV) bool) {
 	}
 }
 
-func (s Spec) podKV(r podRef) KV {
+// podKVs returns a pod and its peer record as the reflector stores them
+// in the layout of s.
+func (s Spec) podKVs(r podRef) []KV {
 	ns, name := s.podName(r)
 	node, hostIP := MeasuredNode, MgmtIP(MeasuredNodeID)
 	if r.node != 0 {
 		node, hostIP = NodeName(r.node), MgmtIP(NodeID(r.node))
 	}
 	ip := s.podIP(r).String()
-	return kube(kubemodel.PodKey(ns, name), &kubemodel.Pod{
-		Name: name, Namespace: ns,
-		Labels:        map[string]string{"app": fmt.Sprintf("app-%d", (r.node*s.PodsPerNode+r.j)%max(1, s.Services)), "pod-template-hash": "5d8f7c9b4"},
-		IpAddress:     ip,
-		IpAddresses:   []string{ip},
-		HostIpAddress: hostIP.String(),
-		NodeName:      node,
-		Containers: []*kubemodel.Container{{Name: "app", Ports: []*kubemodel.ContainerPort{
-			{Name: "http", ContainerPort: TargetPort, Protocol: kubemodel.Protocol_TCP}}}},
-	})
+	labels := map[string]string{"app": fmt.Sprintf("app-%d", (r.node*s.PodsPerNode+r.j)%max(1, s.Services)), "pod-template-hash": "5d8f7c9b4"}
+	key := kubemodel.PodKey(ns, name)
+	if s.layout() != kubemodel.LayoutFlat {
+		key = kubemodel.NodePodKey(node, ns, name)
+	}
+	return []KV{
+		kube(key, &kubemodel.Pod{
+			Name: name, Namespace: ns,
+			Labels:        labels,
+			IpAddress:     ip,
+			IpAddresses:   []string{ip},
+			HostIpAddress: hostIP.String(),
+			NodeName:      node,
+			Containers: []*kubemodel.Container{{Name: "app", Ports: []*kubemodel.ContainerPort{
+				{Name: "http", ContainerPort: TargetPort, Protocol: kubemodel.Protocol_TCP}}}},
+		}),
+		kube(kubemodel.PodPeerKey(ns, name), &kubemodel.PodPeer{
+			Name: name, Namespace: ns, IpAddresses: []string{ip}, Labels: labels, NodeName: node,
+			Ports: []*kubemodel.NamedPort{{Name: "http", Port: TargetPort, Protocol: kubemodel.Protocol_TCP}},
+		}),
+	}
 }
 
 // ServiceName returns the namespace and name of service i.

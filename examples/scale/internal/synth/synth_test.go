@@ -65,12 +65,18 @@ func TestClusterKeys(t *testing.T) {
 		require.True(t, ok, kv.Key)
 		switch v := kv.Value.(type) {
 		case *kubemodel.Pod:
-			id, err := kubemodel.ParsePodKey(rel)
+			node, id, err := kubemodel.ParseNodePodKey(rel) // the reflector's layout: per node
 			require.NoError(t, err)
 			assert.Equal(t, id, v.ID())
+			assert.Equal(t, node, v.NodeName)
 			ip := netip.MustParseAddr(v.IpAddress)
 			assert.True(t, PodSubnetCIDR.Contains(ip), "%v", ip)
 			counts["pod"]++
+		case *kubemodel.PodPeer:
+			id, err := kubemodel.ParsePodPeerKey(rel)
+			require.NoError(t, err)
+			assert.Equal(t, id, v.ID())
+			counts["podpeer"]++
 		case *kubemodel.Service:
 			id, err := kubemodel.ParseServiceKey(rel)
 			require.NoError(t, err)
@@ -116,14 +122,25 @@ func TestClusterKeys(t *testing.T) {
 			t.Fatalf("unexpected %T under %s", v, kv.Key)
 		}
 	}
-	assert.Equal(t, map[string]int{"pod": s.Pods(), "service": s.Services, "endpoints": s.Services, "node": 29,
+	assert.Equal(t, map[string]int{"pod": s.Pods(), "podpeer": s.Pods(), "service": s.Services, "endpoints": s.Services, "node": 29,
 		"namespace": s.Namespaces + 1}, counts)
 	assert.Len(t, ids, 29)
 
 	objs := s.MeasuredNodeObjects()
-	require.Len(t, objs, 2)
+	require.Len(t, objs, 3)
 	assert.Equal(t, kubemodel.EtcdKey("", kubemodel.NodeKey(MeasuredNode)), objs[0].Key)
 	assert.Equal(t, kubemodel.EtcdKey("", bgpmodel.PolicyKey(PolicyName)), objs[1].Key)
+	assert.Equal(t, kubemodel.EtcdKey("", kubemodel.LayoutKey), objs[2].Key)
+	assert.Equal(t, kubemodel.FormatLayout(kubemodel.LayoutNodePods), objs[2].Raw)
+
+	// The flat layout: pods under their keys, no layout key.
+	s.Layout = kubemodel.LayoutFlat
+	require.Len(t, s.MeasuredNodeObjects(), 2)
+	for kv := range s.Cluster {
+		if p, ok := kv.Value.(*kubemodel.Pod); ok {
+			require.Equal(t, kubemodel.EtcdKey("", kubemodel.PodKey(p.Namespace, p.Name)), kv.Key)
+		}
+	}
 }
 
 func TestEndpointsWithExtra(t *testing.T) {

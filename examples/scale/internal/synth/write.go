@@ -7,7 +7,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
-	"google.golang.org/protobuf/proto"
 )
 
 // Transaction bounds of [Write]: etcd accepts at most 128 operations per
@@ -53,7 +52,7 @@ func Write(ctx context.Context, cli *clientv3.Client, kvs iter.Seq[KV], progress
 			}
 		}
 		for kv := range kvs {
-			raw, err := proto.Marshal(kv.Value)
+			raw, err := kv.encode()
 			if err != nil {
 				genErr = fmt.Errorf("encode %s: %w", kv.Key, err)
 				return genErr
@@ -78,7 +77,7 @@ func Write(ctx context.Context, cli *clientv3.Client, kvs iter.Seq[KV], progress
 func Txn(ctx context.Context, cli *clientv3.Client, puts []KV, deletes []string) (int64, error) {
 	ops := make([]clientv3.Op, 0, len(puts)+len(deletes))
 	for _, kv := range puts {
-		raw, err := proto.Marshal(kv.Value)
+		raw, err := kv.encode()
 		if err != nil {
 			return 0, fmt.Errorf("encode %s: %w", kv.Key, err)
 		}

@@ -126,7 +126,7 @@ func TestBadConfig(t *testing.T) {
 		{"no node name", "etcd: {endpoints: [127.0.0.1:2379]}\n", nil, []string{"nodeName: required"}},
 		{"unknown field", "nodeName: n1\nnodeNam: n1\n", nil, []string{"nodeNam: unknown field"}},
 		{"unknown nested field", "nodeName: n1\netcd:\n  endpoint: x\n", nil, []string{"etcd.endpoint: unknown field"}},
-		{"duplicate key", "nodeName: n1\nnodeName: n2\n", nil, []string{"not valid YAML", "nodeName"}},
+		{"duplicate key", "nodeName: n1\nnodeName: n2\n", nil, []string{"nodeName: duplicate key (lines 1 and 2)"}},
 		{"not YAML", "nodeName: [n1\n", nil, []string{"not valid YAML"}},
 		{"wrong type", "nodeName: n1\nipamStore: [bolt]\n", nil, []string{"ipamStore: cannot unmarshal array"}},
 		{"bad prefix", "nodeName: n1\nipam:\n  podSubnetCIDR: 10.1.0.0/33\n", nil, []string{"ipam.podSubnetCIDR:", "10.1.0.0/33"}},
@@ -182,12 +182,108 @@ func TestHelpAndMissingFile(t *testing.T) {
 	_, err := config.Load([]string{"-h"}, &usage)
 	require.ErrorIs(t, err, flag.ErrHelp)
 	assert.Contains(t, usage.String(), "-etcd-endpoints")
-	assert.Contains(t, usage.String(), "(etcd.endpoints)", "flags name their field")
+	assert.Contains(t, usage.String(), "(etcd.endpoints; default: 127.0.0.1:2379)", "flags name their field and default")
+	for _, f := range config.Flags() {
+		i := strings.Index(usage.String(), "  "+f[0]+" ")
+		if i < 0 {
+			i = strings.Index(usage.String(), "  "+f[0]+"\n")
+		}
+		require.GreaterOrEqual(t, i, 0, "%s in the usage", f[0])
+		line, _, _ := strings.Cut(usage.String()[i:], "\n  -")
+		assert.Contains(t, line, "("+f[1]+"; default: ", "%s names its field and default", f[0])
+	}
+	assert.Contains(t, usage.String(), config.ExitStatuses)
+	for _, d := range []string{config.DefaultHTTPListen, config.DefaultStateDir, config.DefaultVPPSocket, "/run/vswitchkit/cni.sock", "af_packet", "5s"} {
+		assert.Contains(t, usage.String(), "default: "+d+")")
+	}
 
 	_, err = config.Load([]string{"-config", "/nonexistent/vswitch.yaml"}, io.Discard)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "/nonexistent/vswitch.yaml")
 	assert.True(t, errors.Is(err, os.ErrNotExist))
+	var ce *config.Error
+	require.ErrorAs(t, err, &ce)
+	assert.True(t, ce.FilesOnly(), "a missing file is the machine's problem")
+}
+
+// TestEveryProblemAtOnce: the command line's, the file's (duplicate and
+// unknown keys, wrong types) and the values' problems are reported
+// together, each once (issue 27, item 6: they came in three rounds, the
+// README's three-problem example reported one).
+func TestEveryProblemAtOnce(t *testing.T) {
+	t.Run("the README's example", func(t *testing.T) {
+		file := writeFile(t, "vswitch.yaml", "nodeName: n1\ncniSockett: /run/x.sock\nipam:\n  serviceCIDR: 10.96.0.1/12\netcd:\n  caFile: /nonexistent/etcd/ca.crt\n")
+		_, err := config.Load([]string{"-config", file}, io.Discard)
+		var ce *config.Error
+		require.ErrorAs(t, err, &ce)
+		require.Len(t, ce.Problems, 3, "%v", err)
+		assert.Equal(t, "cniSockett: unknown field", ce.Problems[0].Error())
+		assert.Equal(t, "etcd.caFile: open /nonexistent/etcd/ca.crt: no such file or directory", ce.Problems[1].Error())
+		assert.Equal(t, "ipam.serviceCIDR: 10.96.0.1/12: has host bits set (network is 10.96.0.0/12)", ce.Problems[2].Error())
+		assert.False(t, ce.FilesOnly())
+	})
+	t.Run("every kind", func(t *testing.T) {
+		file := writeFile(t, "vswitch.yaml", `nodeName: [n1]
+stateDir: /var/lib/a
+stateDir: /var/lib/b
+nodeNam: n1
+etcd:
+  endpoints: [127.0.0.1:2379, ftp://x:1]
+  dialTimeout: 5
+ipam:
+  podSubnetCIDR: 10.1.0.1/16
+http: {listen: nowhere}
+`)
+		_, err := config.Load([]string{"-config", file, "-bgp-ipv4", "x", "-log-level", "loud"}, io.Discard)
+		var ce *config.Error
+		require.ErrorAs(t, err, &ce)
+		var got []string
+		for _, p := range ce.Problems {
+			got = append(got, p.Error())
+		}
+		want := []string{
+			"stateDir: duplicate key (lines 2 and 3)",
+			"etcd.dialTimeout: want a duration",
+			"nodeName: cannot unmarshal array",
+			"nodeNam: unknown field",
+			"bgp.ipv4 (-bgp-ipv4):",
+			"etcd.endpoints[1]:",
+			"http.listen:",
+			"log.level:",
+			"ipam.podSubnetCIDR: 10.1.0.1/16: has host bits set",
+		}
+		for _, w := range want {
+			assert.Equal(t, 1, countPrefix(got, w), "%q once in %q", w, got)
+		}
+		assert.Len(t, got, len(want), "nothing else (a field that did not decode is not checked again): %q", got)
+	})
+	t.Run("an unreadable command line stops the checks of the values", func(t *testing.T) {
+		file := writeFile(t, "vswitch.yaml", "nodeName: n1\nnodeNam: x\n")
+		_, err := config.Load([]string{"-config", file, "-no-such-flag", "-node-name", "n2"}, io.Discard)
+		var ce *config.Error
+		require.ErrorAs(t, err, &ce)
+		require.Len(t, ce.Problems, 2, "%v", err)
+		assert.Contains(t, ce.Problems[0].Error(), "flag provided but not defined: -no-such-flag (vswitch -h lists the flags)")
+		assert.Equal(t, "nodeNam: unknown field", ce.Problems[1].Error())
+	})
+	t.Run("only files", func(t *testing.T) {
+		file := writeFile(t, "vswitch.yaml", "nodeName: n1\netcd:\n  caFile: /nonexistent/ca.pem\n  username: u\n  passwordFile: /nonexistent/pw\n")
+		_, err := config.Load([]string{"-config", file}, io.Discard)
+		var ce *config.Error
+		require.ErrorAs(t, err, &ce)
+		require.Len(t, ce.Problems, 2, "%v", err)
+		assert.True(t, ce.FilesOnly(), "%v", err)
+	})
+}
+
+func countPrefix(ss []string, prefix string) int {
+	n := 0
+	for _, s := range ss {
+		if strings.HasPrefix(s, prefix) {
+			n++
+		}
+	}
+	return n
 }
 
 // FuzzDecode: any document decodes or fails with an error; never a panic.

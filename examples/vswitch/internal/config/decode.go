@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	yamlv3 "gopkg.in/yaml.v3"
 	"sigs.k8s.io/yaml"
 )
 
@@ -37,19 +38,71 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // Decode decodes a YAML document into cfg strictly: a key that names no
 // field, a duplicate key or a value of the wrong type is an error naming
 // the field by its path ("ipam.podSubnetCIDR", "etcd.endpoints[1]"). Every
-// such error is reported (joined). Fields absent from the document keep
-// their values in cfg. Durations are strings such as "5s".
+// such error is reported (joined), and every other field is decoded: a
+// duplicate key takes its last value, a field whose value is of the wrong
+// type keeps its value in cfg. Only a document that is not YAML is
+// reported alone. Fields absent from the document keep their values in
+// cfg. Durations are strings such as "5s".
 func Decode(doc []byte, cfg *Config) error {
-	js, err := yaml.YAMLToJSONStrict(doc)
+	_, errs := decode(doc, cfg)
+	return errors.Join(errs...)
+}
+
+// decode is Decode; parsed is false when the document is not YAML (no
+// field was decoded).
+func decode(doc []byte, cfg *Config) (parsed bool, errs []error) {
+	// Duplicate keys are found in the YAML tree; the conversion to JSON
+	// below keeps the last value of each.
+	js, err := yaml.YAMLToJSON(doc)
 	if err != nil {
-		return fmt.Errorf("not valid YAML: %w", err)
+		return false, []error{fmt.Errorf("not valid YAML: %w", err)}
 	}
+	errs = duplicateKeys(doc)
 	if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
-		return nil // an empty document
+		return true, errs // an empty document
+	}
+	decodeValue("", js, reflect.ValueOf(cfg).Elem(), &errs)
+	return true, errs
+}
+
+// duplicateKeys reports every key given twice in a mapping of doc, by its
+// path and lines.
+func duplicateKeys(doc []byte) []error {
+	var root yamlv3.Node
+	if err := yamlv3.Unmarshal(doc, &root); err != nil {
+		return nil // not YAML: YAMLToJSON says why
 	}
 	var errs []error
-	decodeValue("", js, reflect.ValueOf(cfg).Elem(), &errs)
-	return errors.Join(errs...)
+	var walk func(path string, n *yamlv3.Node)
+	walk = func(path string, n *yamlv3.Node) {
+		switch n.Kind {
+		case yamlv3.DocumentNode:
+			for _, c := range n.Content {
+				walk(path, c)
+			}
+		case yamlv3.SequenceNode:
+			for i, c := range n.Content {
+				walk(path+"["+strconv.Itoa(i)+"]", c)
+			}
+		case yamlv3.MappingNode:
+			first := map[string]int{}
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k := n.Content[i]
+				sub := k.Value
+				if path != "" {
+					sub = path + "." + k.Value
+				}
+				if line, dup := first[k.Value]; dup {
+					errs = append(errs, fmt.Errorf("%s: duplicate key (lines %d and %d)", sub, line, k.Line))
+				} else {
+					first[k.Value] = k.Line
+				}
+				walk(sub, n.Content[i+1])
+			}
+		}
+	}
+	walk("", &root)
+	return errs
 }
 
 var (

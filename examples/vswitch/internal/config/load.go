@@ -8,13 +8,19 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+
+	"github.com/vswitchkit/vswitchkit/cniserver"
+	"github.com/vswitchkit/vswitchkit/controller/podiface"
 )
 
 // flagDef is a command-line flag that overrides one field of the file.
 type flagDef struct {
 	name, field, usage string
-	bool               bool
-	set                func(c *Config, v string) error
+	// def is the default -h shows: the field's default when neither the
+	// file nor the flag sets it.
+	def  string
+	bool bool
+	set  func(c *Config, v string) error
 }
 
 func str(p func(*Config) *string) func(*Config, string) error {
@@ -48,31 +54,31 @@ func addr(p func(*Config) *netip.Addr) func(*Config, string) error {
 
 func flags() []flagDef {
 	return []flagDef{
-		{name: "node-name", field: "nodeName", usage: "this node's Kubernetes node name (required)", set: str(func(c *Config) *string { return &c.NodeName })},
-		{name: "state-dir", field: "stateDir", usage: "directory of the agent's local state", set: str(func(c *Config) *string { return &c.StateDir })},
-		{name: "etcd-endpoints", field: "etcd.endpoints", usage: "comma-separated etcd client URLs (host:port, http://..., https://...)", set: strList(func(c *Config) *[]string { return &c.Etcd.Endpoints })},
-		{name: "etcd-ca", field: "etcd.caFile", usage: "PEM file of the CAs of the etcd server certificates (enables TLS)", set: str(func(c *Config) *string { return &c.Etcd.CAFile })},
-		{name: "etcd-cert", field: "etcd.certFile", usage: "PEM client certificate for etcd (mutual TLS; with -etcd-key)", set: str(func(c *Config) *string { return &c.Etcd.CertFile })},
-		{name: "etcd-key", field: "etcd.keyFile", usage: "PEM key of -etcd-cert", set: str(func(c *Config) *string { return &c.Etcd.KeyFile })},
-		{name: "etcd-server-name", field: "etcd.serverName", usage: "name checked against the etcd server certificate", set: str(func(c *Config) *string { return &c.Etcd.ServerName })},
-		{name: "etcd-user", field: "etcd.username", usage: "etcd user; the password from -etcd-password-file, the file's etcd.password or $" + EnvEtcdPassword, set: str(func(c *Config) *string { return &c.Etcd.Username })},
-		{name: "etcd-password-file", field: "etcd.passwordFile", usage: "file holding the etcd password", set: str(func(c *Config) *string { return &c.Etcd.PasswordFile })},
-		{name: "etcd-dial-timeout", field: "etcd.dialTimeout", usage: "bound of one etcd connection and login attempt", set: dur(func(c *Config) *Duration { return &c.Etcd.DialTimeout })},
-		{name: "vpp", field: "vpp.mode", usage: `"socket" (a real VPP) or "sim" (the in-process stand-in)`, set: str(func(c *Config) *string { return &c.VPP.Mode })},
-		{name: "vpp-socket", field: "vpp.apiSocket", usage: "VPP's binary-API socket", set: str(func(c *Config) *string { return &c.VPP.APISocket })},
-		{name: "linux", field: "linux", usage: `pod side of pod interfaces: "netlink" or "fake" (only with -vpp=sim)`, set: str(func(c *Config) *string { return &c.Linux })},
-		{name: "ipam-store", field: "ipamStore", usage: `where pod IP allocations are persisted: "bolt" or "etcd"`, set: str(func(c *Config) *string { return &c.IPAMStore })},
-		{name: "pod-interface-type", field: "podInterfaceType", usage: `default pod interface type: "af_packet", "tap" or "memif"`, set: str(func(c *Config) *string { return &c.PodInterfaceType })},
-		{name: "cni-socket", field: "cniSocket", usage: "unix socket of the CNI server", set: str(func(c *Config) *string { return &c.CNISocket })},
-		{name: "uplink-host-if", field: "uplink.afPacketHostIf", usage: "Linux interface of the uplink (af_packet)", set: str(func(c *Config) *string { return &c.Uplink.AfPacketHostIf })},
-		{name: "uplink-vpp-name", field: "uplink.vppName", usage: "VPP interface of the uplink (a NIC VPP has)", set: str(func(c *Config) *string { return &c.Uplink.VPPName })},
-		{name: "host-interconnect-host-if", field: "hostInterconnect.afPacketHostIf", usage: "host end of the veth pair of the VPP-host link (af_packet)", set: str(func(c *Config) *string { return &c.HostInterconnect.AfPacketHostIf })},
-		{name: "bgp-disabled", field: "bgp.disabled", bool: true, usage: "turn BGP off", set: func(c *Config, v string) error {
+		{name: "node-name", field: "nodeName", def: "none, required", usage: "this node's Kubernetes node name (required)", set: str(func(c *Config) *string { return &c.NodeName })},
+		{name: "state-dir", field: "stateDir", def: DefaultStateDir, usage: "directory of the agent's local state", set: str(func(c *Config) *string { return &c.StateDir })},
+		{name: "etcd-endpoints", field: "etcd.endpoints", def: DefaultEtcdEndpoint, usage: "comma-separated etcd client URLs (host:port, http://..., https://...)", set: strList(func(c *Config) *[]string { return &c.Etcd.Endpoints })},
+		{name: "etcd-ca", field: "etcd.caFile", def: "none, the system's CAs when TLS is on", usage: "PEM file of the CAs of the etcd server certificates (enables TLS)", set: str(func(c *Config) *string { return &c.Etcd.CAFile })},
+		{name: "etcd-cert", field: "etcd.certFile", def: "none", usage: "PEM client certificate for etcd (mutual TLS; with -etcd-key)", set: str(func(c *Config) *string { return &c.Etcd.CertFile })},
+		{name: "etcd-key", field: "etcd.keyFile", def: "none", usage: "PEM key of -etcd-cert", set: str(func(c *Config) *string { return &c.Etcd.KeyFile })},
+		{name: "etcd-server-name", field: "etcd.serverName", def: "the endpoint's host", usage: "name checked against the etcd server certificate", set: str(func(c *Config) *string { return &c.Etcd.ServerName })},
+		{name: "etcd-user", field: "etcd.username", def: "none, the client certificate's user or no authentication", usage: "etcd user; the password from -etcd-password-file, the file's etcd.password or $" + EnvEtcdPassword, set: str(func(c *Config) *string { return &c.Etcd.Username })},
+		{name: "etcd-password-file", field: "etcd.passwordFile", def: "none, $" + EnvEtcdPassword, usage: "file holding the etcd password", set: str(func(c *Config) *string { return &c.Etcd.PasswordFile })},
+		{name: "etcd-dial-timeout", field: "etcd.dialTimeout", def: DefaultDialTimeout.String(), usage: "bound of one etcd connection and login attempt", set: dur(func(c *Config) *Duration { return &c.Etcd.DialTimeout })},
+		{name: "vpp", field: "vpp.mode", def: VPPSocket, usage: `"socket" (a real VPP) or "sim" (the in-process stand-in)`, set: str(func(c *Config) *string { return &c.VPP.Mode })},
+		{name: "vpp-socket", field: "vpp.apiSocket", def: DefaultVPPSocket, usage: "VPP's binary-API socket", set: str(func(c *Config) *string { return &c.VPP.APISocket })},
+		{name: "linux", field: "linux", def: LinuxNetlink, usage: `pod side of pod interfaces: "netlink" or "fake" (only with -vpp=sim)`, set: str(func(c *Config) *string { return &c.Linux })},
+		{name: "ipam-store", field: "ipamStore", def: defaultIPAMStoreKind, usage: `where pod IP allocations are persisted: "bolt" or "etcd"`, set: str(func(c *Config) *string { return &c.IPAMStore })},
+		{name: "pod-interface-type", field: "podInterfaceType", def: string(podiface.AfPacket), usage: `default pod interface type: "af_packet", "tap" or "memif"`, set: str(func(c *Config) *string { return &c.PodInterfaceType })},
+		{name: "cni-socket", field: "cniSocket", def: cniserver.DefaultSocketPath, usage: "unix socket of the CNI server", set: str(func(c *Config) *string { return &c.CNISocket })},
+		{name: "uplink-host-if", field: "uplink.afPacketHostIf", def: "none", usage: "Linux interface of the uplink (af_packet)", set: str(func(c *Config) *string { return &c.Uplink.AfPacketHostIf })},
+		{name: "uplink-vpp-name", field: "uplink.vppName", def: "none", usage: "VPP interface of the uplink (a NIC VPP has)", set: str(func(c *Config) *string { return &c.Uplink.VPPName })},
+		{name: "host-interconnect-host-if", field: "hostInterconnect.afPacketHostIf", def: "none", usage: "host end of the veth pair of the VPP-host link (af_packet)", set: str(func(c *Config) *string { return &c.HostInterconnect.AfPacketHostIf })},
+		{name: "bgp-disabled", field: "bgp.disabled", def: "false", bool: true, usage: "turn BGP off", set: func(c *Config, v string) error {
 			b, err := parseBool(v)
 			c.BGP.Disabled = b
 			return err
 		}},
-		{name: "bgp-listen-addresses", field: "bgp.listenAddresses", usage: "comma-separated addresses the BGP speaker listens on", set: func(c *Config, v string) error {
+		{name: "bgp-listen-addresses", field: "bgp.listenAddresses", def: "all addresses", usage: "comma-separated addresses the BGP speaker listens on", set: func(c *Config, v string) error {
 			var out []netip.Addr
 			for s := range strings.SplitSeq(v, ",") {
 				if s = strings.TrimSpace(s); s == "" {
@@ -87,11 +93,11 @@ func flags() []flagDef {
 			c.BGP.ListenAddresses = out
 			return nil
 		}},
-		{name: "bgp-ipv4", field: "bgp.ipv4", usage: "this node's IPv4 next hop and router ID", set: addr(func(c *Config) *netip.Addr { return &c.BGP.IPv4 })},
-		{name: "bgp-ipv6", field: "bgp.ipv6", usage: "this node's IPv6 next hop", set: addr(func(c *Config) *netip.Addr { return &c.BGP.IPv6 })},
-		{name: "http-listen", field: "http.listen", usage: "host:port of /metrics, /healthz, /readyz and /debug/", set: str(func(c *Config) *string { return &c.HTTP.Listen })},
-		{name: "log-format", field: "log.format", usage: `"text" or "json"`, set: str(func(c *Config) *string { return &c.Log.Format })},
-		{name: "log-level", field: "log.level", usage: `"debug", "info", "warn" or "error"`, set: str(func(c *Config) *string { return &c.Log.Level })},
+		{name: "bgp-ipv4", field: "bgp.ipv4", def: "the VPP address node sync publishes, else the InternalIP", usage: "this node's IPv4 next hop and router ID", set: addr(func(c *Config) *netip.Addr { return &c.BGP.IPv4 })},
+		{name: "bgp-ipv6", field: "bgp.ipv6", def: "the VPP address node sync publishes, else the InternalIP", usage: "this node's IPv6 next hop", set: addr(func(c *Config) *netip.Addr { return &c.BGP.IPv6 })},
+		{name: "http-listen", field: "http.listen", def: DefaultHTTPListen, usage: "host:port of /metrics, /healthz, /readyz and /debug/", set: str(func(c *Config) *string { return &c.HTTP.Listen })},
+		{name: "log-format", field: "log.format", def: LogText, usage: `"text" or "json"`, set: str(func(c *Config) *string { return &c.Log.Format })},
+		{name: "log-level", field: "log.level", def: "info", usage: `"debug", "info", "warn" or "error"`, set: str(func(c *Config) *string { return &c.Log.Level })},
 	}
 }
 
@@ -142,15 +148,48 @@ func (e *Error) Error() string {
 // Unwrap returns the problems.
 func (e *Error) Unwrap() []error { return e.Problems }
 
+// FilesOnly reports whether every problem is with a file the configuration
+// names rather than with the configuration itself: the configuration file,
+// a TLS file or the password file is missing, unreadable, or does not hold
+// what the field wants. What is written is valid, the machine does not (or
+// not yet) match it; the daemon exits with its start-up status then, and
+// with its configuration status when any problem is the configuration's.
+func (e *Error) FilesOnly() bool {
+	for _, p := range e.Problems {
+		var fp *fileError
+		if !errors.As(p, &fp) {
+			return false
+		}
+	}
+	return len(e.Problems) > 0
+}
+
+// fileError is a problem with a file the configuration names.
+type fileError struct{ err error }
+
+func (e *fileError) Error() string { return e.err.Error() }
+func (e *fileError) Unwrap() error { return e.err }
+
+// fileProblem marks err as a problem with a file (see Error.FilesOnly).
+func fileProblem(err error) error { return &fileError{err} }
+
 // Load parses the command line args (without the program name): -config
 // names the YAML file, every other flag overrides one of its fields. It
 // returns the configuration with the defaults filled in once every field
-// is valid, else an *Error that lists every problem; flag.ErrHelp (after
-// printing the usage to usage) for -h. Load reads the files the
-// configuration names (TLS, password) but starts nothing.
+// is valid, else an *Error that lists every problem at once: those of the
+// command line, of the file (YAML, duplicate and unknown keys, values of
+// the wrong type) and of the values (the semantic checks, of the file's
+// fields with the flags applied, leaving out fields already reported). Only
+// a command line that cannot be read to its end (an unknown flag, a flag
+// without its value, an argument that is no flag) stops the checks of the
+// values, and a file that is not YAML at all those of the file. For -h it
+// prints the usage, with every flag's field and default, to usage and
+// returns flag.ErrHelp. Load reads the files the configuration names (TLS,
+// password) but starts nothing.
 func Load(args []string, usage io.Writer) (Config, error) {
 	fs := flag.NewFlagSet("vswitch", flag.ContinueOnError)
-	fs.SetOutput(usage)
+	fs.SetOutput(io.Discard) // errors are reported in the Error, the usage only for -h
+	fs.Usage = func() {}
 	file := fs.String("config", "", "YAML configuration file; flags override its fields")
 	defs := flags()
 	type setFlag struct {
@@ -163,45 +202,56 @@ func Load(args []string, usage io.Writer) (Config, error) {
 			set = append(set, setFlag{d, v})
 			return nil
 		}
-		usage := fmt.Sprintf("%s (%s)", d.usage, d.field)
+		usage := fmt.Sprintf("%s (%s; default: %s)", d.usage, d.field, d.def)
 		if d.bool {
 			fs.BoolFunc(d.name, usage, record)
 		} else {
 			fs.Func(d.name, usage, record)
 		}
 	}
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: vswitch [-config FILE] [flags]\n\nThe vswitchkit per-node daemon: programs VPP for this node's pods, services and BGP.\n\n")
-		fs.PrintDefaults()
-	}
+	var problems []error
+	cmdlineOK := true
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(usage)
+			fmt.Fprintf(usage, "Usage: vswitch [-config FILE] [flags]\n\nThe vswitchkit per-node daemon: programs VPP for this node's pods, services and BGP.\nFlags override the fields of the file (named in parentheses).\n\n")
+			fs.PrintDefaults()
+			fmt.Fprintf(usage, "\n%s\n", ExitStatuses)
 			return Config{}, err
 		}
-		return Config{}, &Error{Problems: []error{err}}
-	}
-	if fs.NArg() > 0 {
-		return Config{}, &Error{Problems: []error{fmt.Errorf("unexpected arguments: %q", fs.Args())}}
+		problems = append(problems, fmt.Errorf("%w (vswitch -h lists the flags)", err))
+		cmdlineOK = false
+	} else if fs.NArg() > 0 {
+		problems = append(problems, fmt.Errorf("unexpected arguments: %q (flags come first; vswitch -h lists them)", fs.Args()))
+		cmdlineOK = false
 	}
 	var cfg Config
+	fileOK := true
 	if *file != "" {
 		doc, err := os.ReadFile(*file)
 		if err != nil {
-			return Config{}, &Error{File: *file, Problems: []error{err}}
-		}
-		if err := Decode(doc, &cfg); err != nil {
-			return Config{}, &Error{File: *file, Problems: unjoin(err)}
+			problems = append(problems, fileProblem(err))
+			fileOK = false
+		} else {
+			var parsed bool
+			var errs []error
+			parsed, errs = decode(doc, &cfg)
+			problems = append(problems, errs...)
+			fileOK = parsed
 		}
 	}
-	var problems []error
 	for _, s := range set {
 		if err := s.def.set(&cfg, s.value); err != nil {
 			problems = append(problems, fmt.Errorf("%s (-%s): %w", s.def.field, s.def.name, err))
 		}
 	}
-	if len(problems) == 0 {
+	if cmdlineOK && fileOK {
 		if err := cfg.Validate(); err != nil {
-			problems = unjoin(err)
+			for _, p := range unjoin(err) {
+				if !coveredBy(p, problems) {
+					problems = append(problems, p)
+				}
+			}
 		}
 	}
 	if len(problems) > 0 {
@@ -209,6 +259,46 @@ func Load(args []string, usage io.Writer) (Config, error) {
 	}
 	cfg.applyDefaults()
 	return cfg, nil
+}
+
+// ExitStatuses documents the daemon's exit statuses; -h prints it.
+const ExitStatuses = `Exit statuses:
+  0  stopped by SIGTERM or SIGINT (or -h)
+  1  failed while running, after it was ready (logged)
+  2  invalid command line or configuration (every problem is listed)
+  3  could not start: the configuration is valid but the machine does not match it
+     (a file it names is missing or unreadable, the state directory is unusable or
+     held by another daemon, the HTTP address is taken, VPP's API socket is missing,
+     etcd refuses the login, or the agent failed before it was ready)`
+
+// fieldOf returns the field a problem names ("ipam.serviceCIDR",
+// "etcd.endpoints[1]"), "" if it names none.
+func fieldOf(err error) string {
+	msg := err.Error()
+	i := strings.IndexFunc(msg, func(r rune) bool {
+		return !(r == '.' || r == '[' || r == ']' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	})
+	if i <= 0 || !(strings.HasPrefix(msg[i:], ": ") || strings.HasPrefix(msg[i:], " (-")) {
+		return ""
+	}
+	return msg[:i]
+}
+
+// coveredBy reports whether a problem of the checks of the values is about
+// a field (or a part of one) that earlier problems already name: a value
+// that did not decode, or was given twice, is not checked again.
+func coveredBy(p error, earlier []error) bool {
+	f := fieldOf(p)
+	if f == "" {
+		return false
+	}
+	for _, e := range earlier {
+		g := fieldOf(e)
+		if g != "" && (f == g || strings.HasPrefix(f, g+".") || strings.HasPrefix(f, g+"[")) {
+			return true
+		}
+	}
+	return false
 }
 
 // unjoin returns the errors joined in err (err itself if it is not a

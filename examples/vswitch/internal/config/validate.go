@@ -211,11 +211,11 @@ func (e Etcd) tlsConfig() (*tls.Config, error) {
 		pem, err := os.ReadFile(e.CAFile)
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("etcd.caFile: %w", err))
+			errs = append(errs, fileProblem(fmt.Errorf("etcd.caFile: %w", err)))
 		default:
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(pem) {
-				errs = append(errs, fmt.Errorf("etcd.caFile: %s holds no PEM certificate", e.CAFile))
+				errs = append(errs, fileProblem(fmt.Errorf("etcd.caFile: %s holds no PEM certificate", e.CAFile)))
 			}
 			tc.RootCAs = pool
 		}
@@ -228,7 +228,7 @@ func (e Etcd) tlsConfig() (*tls.Config, error) {
 	case e.CertFile != "":
 		cert, err := tls.LoadX509KeyPair(e.CertFile, e.KeyFile)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("etcd.certFile: %w", err))
+			errs = append(errs, fileProblem(fmt.Errorf("etcd.certFile: %w", err)))
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}
@@ -246,11 +246,11 @@ func (e Etcd) password() (string, error) {
 	case e.PasswordFile != "":
 		b, err := os.ReadFile(e.PasswordFile)
 		if err != nil {
-			return "", fmt.Errorf("etcd.passwordFile: %w", err)
+			return "", fileProblem(fmt.Errorf("etcd.passwordFile: %w", err))
 		}
 		pw := strings.TrimSpace(string(b))
 		if pw == "" {
-			return "", fmt.Errorf("etcd.passwordFile: %s is empty", e.PasswordFile)
+			return "", fileProblem(fmt.Errorf("etcd.passwordFile: %s is empty", e.PasswordFile))
 		}
 		return pw, nil
 	case os.Getenv(EnvEtcdPassword) != "":

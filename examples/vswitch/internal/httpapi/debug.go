@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -21,8 +22,64 @@ import (
 	"github.com/vswitchkit/vswitchkit/bgp"
 	"github.com/vswitchkit/vswitchkit/bgp/gobgp"
 	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/policy"
+	"github.com/vswitchkit/vswitchkit/render/aclpolicy"
 	"github.com/vswitchkit/vswitchkit/svcprocessor"
+	"github.com/vswitchkit/vswitchkit/vppdriver"
+	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 )
+
+// debugView is one debug view: its path, what it shows and its query
+// parameters (listed by /debug/).
+type debugView struct {
+	Path  string            `json:"path"`
+	Shows string            `json:"shows"`
+	Query map[string]string `json:"query,omitempty"`
+	serve func(*http.Request, *agent.Agent) (any, error)
+}
+
+// debugViews are the debug views, in the order /debug/ lists them.
+var debugViews = []debugView{
+	{Path: "/debug/events", Shows: "the event loop's history with each handler's outcome and duration, counters per event type, handler errors",
+		Query: map[string]string{"n": "only the last n events"}, serve: debugEvents},
+	{Path: "/debug/ipam", Shows: "the address plan, this node's pod pool and every allocation with its pod and container", serve: debugIPAM},
+	{Path: "/debug/nodes", Shows: "the nodes node sync knows: ID, VPP and management addresses, pod CIDRs", serve: debugNodes},
+	{Path: "/debug/services", Shows: "the services as the service processor combined them, the malformed parts it skipped, the NAT44 renderer's counters", serve: debugServices},
+	{Path: "/debug/vpp", Shows: "per VPP key its desired and applied value and its state",
+		Query: map[string]string{
+			"state":  "only keys in this state: " + strings.Join(vppStates, ", "),
+			"kind":   "only keys of this kind, e.g. interface, route, nat44_static (an unknown kind answers 400 with the valid ones)",
+			"prefix": "only keys with this prefix, e.g. vpp/route/",
+		}, serve: debugVPP},
+	{Path: "/debug/policy", Shows: "every NetworkPolicy with its error or the local pods it selects and its unresolved named ports; each local pod's effective ingress and egress rules; the ACL renderer's counters",
+		Query: map[string]string{"pod": "only this pod (namespace/name)"}, serve: debugPolicy},
+	{Path: "/debug/bgp", Shows: "the BGP controller's policy and last error, every session with its state and route counts",
+		Query: map[string]string{"routes": "any value: add the routes advertised to each established peer"}, serve: debugBGP},
+	{Path: "/debug/bgp/status", Shows: "this node's BGP status as it publishes it: configuration source, instances and peers with session state, timers, routes per family, conditions; learned routes", serve: debugBGPStatus},
+}
+
+// vppStates are the states /debug/vpp reports for a key.
+var vppStates = []string{vppdriver.StateConfigured.String(), vppdriver.StatePending.String(), vppdriver.StateFailed.String(), "removing"}
+
+// vppKinds returns the kinds ?kind= accepts: those of every key the VPP
+// model defines, and those of the keys present.
+func vppKinds(present map[string]bool) []string {
+	kinds := map[string]bool{}
+	for _, prefix := range []string{
+		vppmodel.InterfaceKeyPrefix, vppmodel.VrfTableKeyPrefix, vppmodel.RouteKeyPrefix, vppmodel.IPNeighborKeyPrefix,
+		vppmodel.ACLKeyPrefix, vppmodel.ACLInterfaceKeyPrefix, vppmodel.Nat44InterfaceKeyPrefix,
+		vppmodel.Nat44AddressPoolKeyPrefix, vppmodel.Nat44StaticMappingKeyPrefix, vppmodel.Nat44IdentityMappingKeyPrefix,
+		vppmodel.Nat44LbStaticMappingKeyPrefix,
+	} {
+		kinds[KeyKind(prefix+"x")] = true
+	}
+	kinds[KeyKind(vppmodel.Nat44GlobalKey)] = true
+	for k := range present {
+		kinds[KeyKind(k)] = true
+	}
+	return slices.Sorted(maps.Keys(kinds))
+}
 
 // The JSON shapes of the debug views. Durations are strings such as
 // "1.5ms"; errors are strings, empty when there is none.
@@ -259,14 +316,24 @@ func debugServices(_ *http.Request, a *agent.Agent) (any, error) {
 		}
 		return out
 	}
+	type skipped struct {
+		Service string `json:"service"`
+		Reason  string `json:"reason"`
+		Field   string `json:"field"`
+		Value   string `json:"value"`
+	}
 	snap := a.Services.Snapshot()
 	out := struct {
 		Services  []service    `json:"services"`
+		Skipped   []skipped    `json:"skipped"`
 		NodeIPs   []netip.Addr `json:"nodeIPs"`
 		Frontends []string     `json:"frontendInterfaces"`
 		Backends  []string     `json:"backendInterfaces"`
 		NAT44     any          `json:"nat44"`
-	}{Services: []service{}, NodeIPs: snap.NodeIPs, Frontends: snap.Frontends, Backends: snap.Backends, NAT44: lowerCamel(a.NAT.Stats())}
+	}{Services: []service{}, Skipped: []skipped{}, NodeIPs: snap.NodeIPs, Frontends: snap.Frontends, Backends: snap.Backends, NAT44: lowerCamel(a.NAT.Stats())}
+	for _, sk := range a.Services.Skipped() {
+		out.Skipped = append(out.Skipped, skipped{Service: sk.Service.String(), Reason: sk.Reason.String(), Field: sk.Field, Value: sk.Value})
+	}
 	for _, s := range snap.Services {
 		v := service{ID: s.ID.String(), Type: s.Type.String(), ClusterIPs: s.ClusterIPs, ExternalIPs: s.ExternalIPs,
 			ExternalTrafficPolicy: s.ExternalTrafficPolicy.String(), InternalTrafficPolicy: s.InternalTrafficPolicy.String(),
@@ -285,16 +352,22 @@ func debugServices(_ *http.Request, a *agent.Agent) (any, error) {
 func debugVPP(r *http.Request, a *agent.Agent) (any, error) {
 	q := r.URL.Query()
 	wantState, wantKind, prefix := q.Get("state"), q.Get("kind"), q.Get("prefix")
+	if wantState != "" && !slices.Contains(vppStates, wantState) {
+		return nil, fmt.Errorf("state: %q is not one of %s", wantState, strings.Join(vppStates, ", "))
+	}
 	type key struct {
-		Key       string          `json:"key"`
-		Kind      string          `json:"kind"`
-		State     string          `json:"state"`
-		PendingOn []string        `json:"pendingOn,omitempty"`
-		Error     string          `json:"error,omitempty"`
-		Attempts  int             `json:"attempts,omitempty"`
-		NextRetry *time.Time      `json:"nextRetry,omitempty"`
-		Desired   json.RawMessage `json:"desired"`
-		Applied   json.RawMessage `json:"applied"`
+		Key       string     `json:"key"`
+		Kind      string     `json:"kind"`
+		State     string     `json:"state"`
+		PendingOn []string   `json:"pendingOn,omitempty"`
+		Error     string     `json:"error,omitempty"`
+		Attempts  int        `json:"attempts,omitempty"`
+		NextRetry *time.Time `json:"nextRetry,omitempty"`
+		// FailingSince is set while the key keeps failing (see
+		// vppdriver.KeyStatus.FailingSince).
+		FailingSince *time.Time      `json:"failingSince,omitempty"`
+		Desired      json.RawMessage `json:"desired"`
+		Applied      json.RawMessage `json:"applied"`
 	}
 	ds := a.Driver.Stats()
 	out := struct {
@@ -311,6 +384,9 @@ func debugVPP(r *http.Request, a *agent.Agent) (any, error) {
 	for k := range applied {
 		all[k] = true // applied but no longer desired: being removed
 	}
+	if kinds := vppKinds(all); wantKind != "" && !slices.Contains(kinds, wantKind) {
+		return nil, fmt.Errorf("kind: %q is not one of %s", wantKind, strings.Join(kinds, ", "))
+	}
 	for _, k := range slices.Sorted(maps.Keys(all)) {
 		st, isDesired := statuses[k]
 		v := key{Key: k, Kind: KeyKind(k), State: "removing", Desired: protoJSON(desired[k]), Applied: protoJSON(applied[k])}
@@ -318,6 +394,9 @@ func debugVPP(r *http.Request, a *agent.Agent) (any, error) {
 			v.State, v.PendingOn, v.Error, v.Attempts = st.State.String(), st.PendingOn, errString(st.Err), st.Attempts
 			if !st.NextRetry.IsZero() {
 				v.NextRetry = &st.NextRetry
+			}
+			if !st.FailingSince.IsZero() {
+				v.FailingSince = &st.FailingSince
 			}
 		}
 		if (wantState != "" && v.State != wantState) || (wantKind != "" && v.Kind != wantKind) || !strings.HasPrefix(k, prefix) {
@@ -404,15 +483,102 @@ func debugBGP(r *http.Request, a *agent.Agent) (any, error) {
 	return out, nil
 }
 
-// lowerCamel returns the exported fields of struct v by their names with
-// a lower-case first letter, the style of the other JSON fields.
+// lowerCamel returns the exported fields of struct v by their JSON names
+// (jsonName), the style of the other JSON fields.
 func lowerCamel(v any) map[string]any {
 	rv := reflect.ValueOf(v)
 	out := map[string]any{}
 	for i, f := range reflect.VisibleFields(rv.Type()) {
 		if f.IsExported() && !f.Anonymous {
-			out[strings.ToLower(f.Name[:1])+f.Name[1:]] = rv.Field(i).Interface()
+			out[jsonName(f.Name)] = rv.Field(i).Interface()
 		}
 	}
 	return out
+}
+
+// jsonName returns the JSON name of a Go field name: camelCase whose first
+// word is lower-case, an initialism included ("IPv6Frontends" is
+// "ipv6Frontends", "NAT44Mappings" "nat44Mappings", "VPPConnected"
+// "vppConnected"), and whose later initialisms keep their case
+// ("TwiceNATPool" is "twiceNATPool"), as "nodeID" and "clusterIPs" of the
+// views.
+func jsonName(name string) string {
+	for _, ini := range []string{"IPv4", "IPv6"} {
+		if strings.HasPrefix(name, ini) {
+			return strings.ToLower(ini) + name[len(ini):]
+		}
+	}
+	n := strings.IndexFunc(name, func(r rune) bool { return !unicode.IsUpper(r) })
+	switch {
+	case n == -1:
+		return strings.ToLower(name) // all upper case: "NAT"
+	case n == 0:
+		return name
+	case n == 1 || !unicode.IsLower(rune(name[n])):
+		return strings.ToLower(name[:n]) + name[n:] // "Services", "NAT44Mappings"
+	default:
+		return strings.ToLower(name[:n-1]) + name[n-1:] // "VPPConnected": the last capital starts the next word
+	}
+}
+
+func debugPolicy(r *http.Request, a *agent.Agent) (any, error) {
+	if a.Policy == nil {
+		return nil, fmt.Errorf("%w: NetworkPolicy enforcement is disabled", errNotFound)
+	}
+	type status struct {
+		Policy          string   `json:"policy"`
+		Error           string   `json:"error,omitempty"`
+		LocalPods       int      `json:"localPods"`
+		UnresolvedPorts []string `json:"unresolvedPorts,omitempty"`
+	}
+	type direction struct {
+		Isolated bool     `json:"isolated"`
+		Rules    []string `json:"rules,omitempty"`
+	}
+	type pod struct {
+		Pod      string       `json:"pod"`
+		Addrs    []netip.Addr `json:"addrs"`
+		Policies []string     `json:"policies,omitempty"`
+		Ingress  direction    `json:"ingress"`
+		Egress   direction    `json:"egress"`
+	}
+	out := struct {
+		Policies []status        `json:"policies"`
+		Pods     []pod           `json:"pods"`
+		Stats    policy.Stats    `json:"stats"`
+		ACLs     aclpolicy.Stats `json:"acls"`
+	}{Stats: a.Policy.Stats(), ACLs: a.ACLs.Stats()}
+	sts := a.Policy.PolicyStatuses()
+	for _, id := range slices.SortedFunc(maps.Keys(sts), func(x, y kubemodel.PolicyID) int { return strings.Compare(x.String(), y.String()) }) {
+		st := sts[id]
+		s := status{Policy: id.String(), LocalPods: st.LocalPods, UnresolvedPorts: st.UnresolvedPorts}
+		if st.Err != nil {
+			s.Error = st.Err.Error()
+		}
+		out.Policies = append(out.Policies, s)
+	}
+	want := r.URL.Query().Get("pod")
+	for _, v := range a.Policy.PodPolicies() {
+		if want != "" && v.Pod.String() != want {
+			continue
+		}
+		p := pod{Pod: v.Pod.String(), Addrs: v.Addrs}
+		for _, id := range v.Policies {
+			p.Policies = append(p.Policies, id.String())
+		}
+		for _, d := range []struct {
+			to  *direction
+			dir policy.Direction
+		}{{&p.Ingress, v.Ingress}, {&p.Egress, v.Egress}} {
+			d.to.Isolated = d.dir.Isolated
+			for _, r := range d.dir.Rules {
+				d.to.Rules = append(d.to.Rules, r.String())
+			}
+		}
+		out.Pods = append(out.Pods, p)
+	}
+	if want != "" && len(out.Pods) == 0 {
+		return nil, fmt.Errorf("%w: pod %q is not a pod of this node", errNotFound, want)
+	}
+	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"testing"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/vswitchkit/vswitchkit/examples/vswitch/internal/httpapi"
+	"github.com/vswitchkit/vswitchkit/render/svcnat"
+	"github.com/vswitchkit/vswitchkit/vppdriver"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -68,6 +71,7 @@ func TestBeforeTheAgent(t *testing.T) {
 		{"/debug/vpp", http.StatusServiceUnavailable, "no agent yet: connecting to etcd"},
 		{"/metrics", http.StatusOK, "vswitchkit_ready 0"},
 		{"/", http.StatusOK, "/debug/events"},
+		{"/debug/", http.StatusOK, `"path": "/debug/vpp"`},
 		{"/nope", http.StatusNotFound, ""},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
@@ -102,4 +106,25 @@ func TestRun(t *testing.T) {
 	err = httpapi.New(httpapi.Config{Listen: taken.Addr().String()}).Run(context.Background())
 	require.Error(t, err, "the address is taken")
 	assert.Contains(t, err.Error(), "address already in use")
+}
+
+// TestJSONNames: field names become camelCase whose first word is lower
+// case, an initialism included (issue 27, item 8: "IPv6Frontends" was
+// "iPv6Frontends"); the stats the views show are named so.
+func TestJSONNames(t *testing.T) {
+	for name, want := range map[string]string{
+		"Services": "services", "IPv6Frontends": "ipv6Frontends", "IPv4Addresses": "ipv4Addresses", "TwiceNATPool": "twiceNATPool",
+		"NAT44Mappings": "nat44Mappings", "VPPConnected": "vppConnected", "ID": "id", "NodeID": "nodeID", "FailingByKind": "failingByKind",
+		"already": "already",
+	} {
+		assert.Equal(t, want, httpapi.JSONName(name), name)
+	}
+	camel := regexp.MustCompile(`^[a-z][a-z0-9]*([A-Z][A-Za-z0-9]*)*$`)
+	for _, v := range []any{svcnat.Stats{}, vppdriver.Stats{}} {
+		for key := range httpapi.LowerCamel(v) {
+			assert.Regexp(t, camel, key)
+			assert.NotRegexp(t, `^[a-z][A-Z]`, key, "a one-letter first word is a split initialism")
+		}
+	}
+	assert.Contains(t, httpapi.LowerCamel(svcnat.Stats{}), "ipv6Frontends")
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/agent"
 	"github.com/vswitchkit/vswitchkit/bgp"
+	"github.com/vswitchkit/vswitchkit/svcprocessor"
 	"github.com/vswitchkit/vswitchkit/vppdriver"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 )
@@ -33,6 +34,7 @@ var (
 	descCommitErrors  = prometheus.NewDesc("vswitchkit_loop_commit_errors_total", "Commits that returned an error.", nil, nil)
 	descQueueFull     = prometheus.NewDesc("vswitchkit_loop_queue_full_total", "Events refused because the queue was full.", nil, nil)
 	descRejected      = prometheus.NewDesc("vswitchkit_loop_rejected_keys", "Keys rejected for good (invalid values) right now.", nil, nil)
+	descDegraded      = prometheus.NewDesc("vswitchkit_degraded", "1 while /healthz says degraded: keys rejected for good, VPP keys failing, parts of services skipped.", nil, nil)
 
 	descIPAMAllocated = prometheus.NewDesc("vswitchkit_ipam_pool_allocated", "Pod addresses allocated in this node's pod subnet.", []string{"subnet"}, nil)
 	descIPAMCapacity  = prometheus.NewDesc("vswitchkit_ipam_pool_capacity", "Pod addresses this node's pod subnet can hand out.", []string{"subnet"}, nil)
@@ -45,11 +47,23 @@ var (
 	descBackends  = prometheus.NewDesc("vswitchkit_nat44_backends", "Backends in the services' NAT44 mappings.", nil, nil)
 	descConflicts = prometheus.NewDesc("vswitchkit_nat44_conflicts", "Service frontends wanted by more than one service.", nil, nil)
 
+	descSvcSkipped = prometheus.NewDesc("vswitchkit_services_skipped", "Malformed parts of the current services (IPs, ports) that the service processor left out, per reason.", []string{"reason"}, nil)
+	descSvcReports = prometheus.NewDesc("vswitchkit_services_skip_reports_total", "Malformed parts of services reported (each logged at warn once).", nil, nil)
+
+	descPolicies     = prometheus.NewDesc("vswitchkit_policies", "NetworkPolicies the policy processor knows, valid ones and invalid ones (ignored, see /debug/policy).", []string{"state"}, nil)
+	descPolicyPods   = prometheus.NewDesc("vswitchkit_policy_pods_isolated", "This node's pods isolated by a NetworkPolicy, per direction.", []string{"direction"}, nil)
+	descPolicyPeers  = prometheus.NewDesc("vswitchkit_policy_peers", "Pods of the cluster known as NetworkPolicy peers.", nil, nil)
+	descPolicyACLs   = prometheus.NewDesc("vswitchkit_policy_acls", "ACLs the NetworkPolicy renderer has in VPP's desired state.", nil, nil)
+	descPolicyRules  = prometheus.NewDesc("vswitchkit_policy_acl_rules", "Rules of those ACLs.", nil, nil)
+	descPolicyIfs    = prometheus.NewDesc("vswitchkit_policy_acl_interfaces", "Interfaces with NetworkPolicy ACLs (pods and exit interfaces).", nil, nil)
+	descPolicyRender = prometheus.NewDesc("vswitchkit_policy_render_seconds", "Time the last policy change took: the processor's computation and render, and the ACL renderer's part of it.", []string{"part"}, nil)
+
 	descVPPConnected = prometheus.NewDesc("vswitchkit_vpp_connected", "1 while the driver holds a VPP connection and has read VPP's state back.", nil, nil)
 	descVPPConnects  = prometheus.NewDesc("vswitchkit_vpp_connects_total", "Connections made to VPP (the first and every reconnect).", nil, nil)
 	descVPPRequests  = prometheus.NewDesc("vswitchkit_vpp_requests_total", "Binary-API requests sent to VPP.", nil, nil)
 	descVPPFailures  = prometheus.NewDesc("vswitchkit_vpp_failed_attempts_total", "Failed attempts to apply or remove a key in VPP.", nil, nil)
 	descVPPKeys      = prometheus.NewDesc("vswitchkit_vpp_keys", "Desired VPP keys per kind and reconciliation state (configured, pending, failed).", []string{"kind", "state"}, nil)
+	descVPPFailing   = prometheus.NewDesc("vswitchkit_vpp_failing_keys", "VPP keys that keep failing (the driver retries them), per kind.", []string{"kind"}, nil)
 
 	descBGPState      = prometheus.NewDesc("vswitchkit_bgp_session_state", "1 for the current state of each BGP session, 0 for the others.", []string{"local_asn", "peer", "peer_asn", "state"}, nil)
 	descBGPAdvertised = prometheus.NewDesc("vswitchkit_bgp_routes_advertised", "Routes advertised to a peer, per address family.", []string{"local_asn", "peer", "family"}, nil)
@@ -66,16 +80,19 @@ var (
 	descWatchChanges  = prometheus.NewDesc("vswitchkit_watcher_changes_total", "Changes delivered by the etcd watcher (Kubernetes state, external configuration).", []string{"kind"}, nil)
 	descWatchRecovers = prometheus.NewDesc("vswitchkit_watcher_reconnects_total", "Resyncs after the connection to etcd came back.", nil, nil)
 	descWatchRev      = prometheus.NewDesc("vswitchkit_watcher_revision", "Highest etcd revision delivered.", nil, nil)
+	descWatchSkipped  = prometheus.NewDesc("vswitchkit_watcher_skipped_total", "Keys and values in etcd the watcher skipped, per resource (\"external\" for the external configuration): keys that break the resource's key scheme (bad_key), values that do not decode (bad_value).", []string{"resource", "reason"}, nil)
+	descWatchUnknown  = prometheus.NewDesc("vswitchkit_watcher_unknown_keys_total", "Keys in the watched range of no resource the agent uses.", nil, nil)
 )
 
 // allDescs lists every description, for Describe.
 var allDescs = []*prometheus.Desc{
 	descReady, descQueue, descEvents, descEventErrors, descEventDuration, descHandlerErrors, descHealing, descHealingFailed,
-	descCommits, descCommitErrors, descQueueFull, descRejected, descIPAMAllocated, descIPAMCapacity, descNodes, descNodeID,
-	descServices, descMappings, descBackends, descConflicts, descVPPConnected, descVPPConnects, descVPPRequests,
-	descVPPFailures, descVPPKeys, descBGPState, descBGPAdvertised, descBGPReceived, descBGPReconciles, descBGPFailing,
+	descCommits, descCommitErrors, descQueueFull, descRejected, descDegraded, descIPAMAllocated, descIPAMCapacity, descNodes, descNodeID,
+	descServices, descMappings, descBackends, descConflicts, descSvcSkipped, descSvcReports, descVPPConnected, descVPPConnects,
+	descVPPRequests, descVPPFailures, descVPPKeys, descVPPFailing, descBGPState, descBGPAdvertised, descBGPReceived, descBGPReconciles, descBGPFailing,
 	descCNIRequests, descCNIErrors, descCNIDuration, descCNIBad, descWatchResyncs, descWatchChanges, descWatchRecovers,
-	descWatchRev,
+	descWatchRev, descWatchSkipped, descWatchUnknown,
+	descPolicies, descPolicyPods, descPolicyPeers, descPolicyACLs, descPolicyRules, descPolicyIfs, descPolicyRender,
 }
 
 // sessionStates are the BGP session states, each exported per peer.
@@ -130,12 +147,34 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(ch, descNodes, float64(len(a.NodeSync.GetAllNodes())))
 	gauge(ch, descNodeID, float64(a.NodeSync.GetNodeID()))
 
-	ns := a.NAT.Stats()
-	gauge(ch, descServices, float64(ns.Services))
-	gauge(ch, descMappings, float64(ns.Mappings))
-	gauge(ch, descBackends, float64(ns.Backends))
-	gauge(ch, descConflicts, float64(ns.Conflicts))
+	gauge(ch, descDegraded, boolf(len(degradation(a)) > 0))
 
+	if a.NAT != nil {
+		ns := a.NAT.Stats()
+		gauge(ch, descServices, float64(ns.Services))
+		gauge(ch, descMappings, float64(ns.Mappings))
+		gauge(ch, descBackends, float64(ns.Backends))
+		gauge(ch, descConflicts, float64(ns.Conflicts))
+	}
+	ss := a.Services.Stats()
+	for _, r := range svcprocessor.SkipReasons() {
+		gauge(ch, descSvcSkipped, float64(ss.Skipped[r]), r.String())
+	}
+	counter(ch, descSvcReports, ss.SkipReports)
+
+	if a.Policy != nil {
+		ps, rs := a.Policy.Stats(), a.ACLs.Stats()
+		gauge(ch, descPolicies, float64(ps.Policies), "valid")
+		gauge(ch, descPolicies, float64(ps.InvalidPolicies), "invalid")
+		gauge(ch, descPolicyPods, float64(ps.IsolatedIngress), "ingress")
+		gauge(ch, descPolicyPods, float64(ps.IsolatedEgress), "egress")
+		gauge(ch, descPolicyPeers, float64(ps.Peers))
+		gauge(ch, descPolicyACLs, float64(rs.ACLs))
+		gauge(ch, descPolicyRules, float64(rs.Rules))
+		gauge(ch, descPolicyIfs, float64(rs.Interfaces))
+		gauge(ch, descPolicyRender, ps.LastRender.Seconds(), "total")
+		gauge(ch, descPolicyRender, rs.LastRender.Seconds(), "acl")
+	}
 	collectVPP(ch, a)
 	if a.BGP != nil {
 		c.collectBGP(ch, a)
@@ -157,6 +196,14 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(ch, descWatchChanges, ws.ExternalChanges, "external")
 	counter(ch, descWatchRecovers, ws.Reconnects)
 	gauge(ch, descWatchRev, float64(ws.Revision))
+	for _, res := range slices.Sorted(maps.Keys(ws.SkippedByResource)) {
+		sk := ws.SkippedByResource[res]
+		counter(ch, descWatchSkipped, sk.BadKeys, res, "bad_key")
+		counter(ch, descWatchSkipped, sk.BadValues, res, "bad_value")
+	}
+	counter(ch, descWatchSkipped, ws.SkippedExternal.BadKeys, "external", "bad_key")
+	counter(ch, descWatchSkipped, ws.SkippedExternal.BadValues, "external", "bad_value")
+	counter(ch, descWatchUnknown, ws.UnknownKeys)
 }
 
 func collectLoop(ch chan<- prometheus.Metric, a *agent.Agent) {
@@ -220,6 +267,15 @@ func collectVPP(ch chan<- prometheus.Metric, a *agent.Agent) {
 		for _, state := range []vppdriver.State{vppdriver.StateConfigured, vppdriver.StatePending, vppdriver.StateFailed} {
 			gauge(ch, descVPPKeys, float64(counts[ks{kind, state.String()}]), kind, state.String())
 		}
+	}
+	// The driver's kinds (a key's segment after "vpp/"), every one that
+	// exists so far with its count, zero included.
+	failing := map[string]int{"interface": 0, "vrf": 0, "route": 0, "neighbor": 0, "nat44": 0}
+	for kind, n := range ds.FailingByKind {
+		failing[kind] = n
+	}
+	for _, kind := range slices.Sorted(maps.Keys(failing)) {
+		gauge(ch, descVPPFailing, float64(failing[kind]), kind)
 	}
 }
 

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/term"
+
+	"github.com/vswitchkit/vswitchkit/examples/scale/internal/clustersim"
+	"github.com/vswitchkit/vswitchkit/examples/scale/internal/envelope"
+)
+
+// runCluster runs the cluster simulation ("scale cluster ...").
+func runCluster(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("scale cluster", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	agents := fs.String("agents", "500,1000,2000,5000", "comma-separated numbers of agents (nodes), one run each")
+	procs := fs.Int("processes", 4, "agent processes")
+	members := fs.Int("members", 3, "etcd members")
+	election := fs.Uint("election-ms", 1000, "etcd election timeout in ms (heartbeat 100 ms)")
+	pods := fs.Int("pods-per-node", 0, "pods per node before the start")
+	services := fs.Float64("services-per-node", 0, "services per node (10 endpoints each)")
+	layout := fs.Int("layout", 0, "key layout of the Kubernetes state: 1 (every pod under k8s/pod/) or 2 (pods per node, the reflector's; default)")
+	kill := fs.String("kill", "", "kill one etcd member when a quarter of the agents are Ready: leader or follower")
+	churn := fs.Float64("churn", 100, "pod changes per second across the cluster in the steady-state measure (negative: none)")
+	churnFor := fs.Duration("churn-for", 0, "length of the steady-state measure (default 20s)")
+	timeout := fs.Duration("timeout", 0, "how long to wait for every agent to be Ready (default 10m)")
+	gogc := fs.Int("gogc", 100, "GOGC of the agent processes")
+	maxRSS := fs.Float64("max-rss", 16, "GiB: stop when the agent processes together hold more (each gets a GOMEMLIMIT of its share of 80%)")
+	plotPath := fs.String("plot", "cluster.png", "PNG file to write the plot to (empty: none)")
+	jsonOut := fs.String("json", "", "file to write the results to as JSON (durations in nanoseconds)")
+	logs := fs.String("logs", "", "file for the children's standard error")
+	verbose := fs.Bool("v", false, "log the runner's steps")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg := clustersim.Config{Processes: *procs, Members: *members, ElectionMs: *election, PodsPerNode: *pods,
+		ServicesPerNode: *services, Layout: *layout, Kill: *kill, ChurnRate: *churn, ChurnDuration: *churnFor,
+		Timeout: *timeout, GOGC: *gogc, MaxRSS: uint64(*maxRSS * (1 << 30))}
+	for s := range strings.SplitSeq(*agents, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			fmt.Fprintf(stderr, "scale cluster: -agents: %v\n", err)
+			return 2
+		}
+		cfg.Agents = append(cfg.Agents, n)
+	}
+	if *logs != "" {
+		f, err := os.Create(*logs)
+		if err != nil {
+			fmt.Fprintf(stderr, "scale cluster: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		cfg.Logs = f
+	}
+	if *verbose {
+		cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+	}
+	var bars *envelope.BarProgress
+	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) && !*verbose {
+		bars = envelope.Bars(stderr)
+		cfg.Progress = bars
+	} else {
+		cfg.Progress = envelope.Lines(stderr)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	results, err := clustersim.Run(ctx, cfg)
+	if bars != nil {
+		bars.Wait()
+	}
+	if len(results) > 0 {
+		fmt.Fprintln(stdout)
+		if err := clustersim.Table(stdout, results); err != nil {
+			fmt.Fprintf(stderr, "scale cluster: %v\n", err)
+			return 1
+		}
+		if *jsonOut != "" {
+			raw, err := json.MarshalIndent(results, "", "  ")
+			if err == nil {
+				err = os.WriteFile(*jsonOut, append(raw, '\n'), 0o644)
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "scale cluster: %v\n", err)
+				return 1
+			}
+		}
+		if *plotPath != "" {
+			if err := clustersim.Plot(*plotPath, results); err != nil {
+				fmt.Fprintf(stderr, "scale cluster: plot: %v\n", err)
+				return 1
+			}
+			fmt.Fprintf(stdout, "\nplot: %s\n", *plotPath)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "scale cluster: %v\n", err)
+		return 1
+	}
+	return 0
+}
