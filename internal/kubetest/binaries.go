@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"testing"
 )
 
 // Version is the Kubernetes version of the binaries: k8s.io/kubernetes in
@@ -25,9 +26,13 @@ const (
 	// $XDG_CACHE_HOME/vswitchkit/kube, else ~/.cache/vswitchkit/kube); the
 	// binaries are in <base>/<Version>/. tools/kube/build reads it too.
 	EnvCache = "VSWITCHKIT_KUBE_CACHE"
-	// EnvSwitch, set to "off", makes [Shared.Get] skip even when the
-	// binaries are there.
+	// EnvSwitch, set to "off", makes [Need] (and so [Shared.Get]) skip even
+	// when the binaries are there; set to "on", it makes missing binaries
+	// fail the test instead of skipping it ([Required]).
 	EnvSwitch = "VSWITCHKIT_KUBE"
+	// EnvCI is set to "true" by CI systems (and .ci/run): unless
+	// VSWITCHKIT_KUBE=off, missing binaries then fail the tests.
+	EnvCI = "CI"
 )
 
 // ErrNoBinaries is matched (errors.Is) by the error of [FindBinaries] when
@@ -73,6 +78,35 @@ func FindBinaries() (Binaries, error) {
 // Disabled reports whether VSWITCHKIT_KUBE=off asks to skip the tests that
 // need the binaries.
 func Disabled() bool { return strings.EqualFold(os.Getenv(EnvSwitch), "off") }
+
+// Required reports whether the tests that need the binaries must run:
+// VSWITCHKIT_KUBE=on, or CI=true without VSWITCHKIT_KUBE=off. A CI lane
+// that skipped them for want of binaries would pass without testing.
+func Required() bool {
+	if Disabled() {
+		return false
+	}
+	return strings.EqualFold(os.Getenv(EnvSwitch), "on") || strings.EqualFold(os.Getenv(EnvCI), "true")
+}
+
+// Need returns the binaries for a test or benchmark that needs them. It
+// skips it when VSWITCHKIT_KUBE=off, and when the binaries are not built
+// (the message names the build command) unless they are [Required], in
+// which case it fails it.
+func Need(t testing.TB) Binaries {
+	t.Helper()
+	if Disabled() {
+		t.Skipf("kubetest: %s=off: the tests that need a real kube-apiserver are skipped", EnvSwitch)
+	}
+	b, err := FindBinaries()
+	if err != nil {
+		if Required() {
+			t.Fatalf("%v (required: %s=on or %s=true)", err, EnvSwitch, EnvCI)
+		}
+		t.Skip(err.Error())
+	}
+	return b
+}
 
 // ModuleRoot returns the root folder of this module's source tree, where
 // tools/kube/build is (found from this file's compile-time path).

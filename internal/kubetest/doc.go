@@ -11,10 +11,13 @@
 //
 //	nice -n 10 tools/kube/build     # ~35 CPU-minutes and ~4 GB of Go build cache, once
 //
-// [FindBinaries] looks for them there; when they are absent, [Shared.Get]
-// skips the test with a message naming that command, so `go test ./...`
-// stays hermetic and fast. Setting VSWITCHKIT_KUBE=off skips those tests
-// even when the binaries are there (CI runs them in a lane of their own).
+// [FindBinaries] looks for them there; when they are absent, [Need] (and
+// [Shared.Get]) skips the test with a message naming that command, so
+// `go test ./...` stays hermetic and fast, except where they are
+// [Required] (CI=true or VSWITCHKIT_KUBE=on): there it fails the test, so
+// that a CI lane without binaries cannot pass by skipping. Setting
+// VSWITCHKIT_KUBE=off skips those tests even when the binaries are there
+// (CI runs them in a lane of their own).
 //
 // A [Cluster] generates its serving certificate, a service-account signing
 // key and a static token file, starts the API server on a free loopback

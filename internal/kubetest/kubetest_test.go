@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"testing"
 	"time"
 
@@ -52,9 +53,11 @@ func TestVersionIsTheToolsModules(t *testing.T) {
 }
 
 // TestNoBinaries: without the binaries the error names the build command,
-// and Shared.Get skips with it.
+// and Shared.Get skips with it (outside CI).
 func TestNoBinaries(t *testing.T) {
 	t.Setenv(kubetest.EnvCache, t.TempDir())
+	t.Setenv(kubetest.EnvSwitch, "")
+	t.Setenv(kubetest.EnvCI, "")
 	_, err := kubetest.FindBinaries()
 	require.ErrorIs(t, err, kubetest.ErrNoBinaries)
 	assert.Contains(t, err.Error(), kubetest.BuildCommand)
@@ -119,3 +122,43 @@ func TestKubeCluster(t *testing.T) {
 func kubernetesFor(cfg *rest.Config) (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(cfg)
 }
+
+// TestNoBinariesRequired: where the binaries are required (CI=true, or
+// VSWITCHKIT_KUBE=on), their absence fails the test instead of skipping
+// it; VSWITCHKIT_KUBE=off still skips.
+func TestNoBinariesRequired(t *testing.T) {
+	t.Setenv(kubetest.EnvCache, t.TempDir())
+	for _, tc := range []struct {
+		ci, sw          string
+		required, skips bool
+	}{
+		{"", "", false, true},
+		{"true", "", true, false},
+		{"", "on", true, false},
+		{"true", "off", false, true},
+		{"false", "", false, true},
+	} {
+		t.Setenv(kubetest.EnvCI, tc.ci)
+		t.Setenv(kubetest.EnvSwitch, tc.sw)
+		assert.Equal(t, tc.required, kubetest.Required(), "CI=%q %s=%q", tc.ci, kubetest.EnvSwitch, tc.sw)
+		rec := &recordTB{TB: t}
+		done := make(chan struct{})
+		go func() { defer close(done); kubetest.Need(rec) }()
+		<-done
+		assert.Equal(t, tc.skips, rec.skipped, "CI=%q %s=%q: skipped", tc.ci, kubetest.EnvSwitch, tc.sw)
+		assert.Equal(t, !tc.skips, rec.failed, "CI=%q %s=%q: failed", tc.ci, kubetest.EnvSwitch, tc.sw)
+	}
+}
+
+// recordTB records a Skip or a Fatal (and ends the goroutine, as they do)
+// instead of acting on the test.
+type recordTB struct {
+	testing.TB
+	skipped, failed bool
+}
+
+func (r *recordTB) Helper()               {}
+func (r *recordTB) Skip(...any)           { r.skipped = true; runtime.Goexit() }
+func (r *recordTB) Skipf(string, ...any)  { r.skipped = true; runtime.Goexit() }
+func (r *recordTB) Fatal(...any)          { r.failed = true; runtime.Goexit() }
+func (r *recordTB) Fatalf(string, ...any) { r.failed = true; runtime.Goexit() }

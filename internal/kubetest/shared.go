@@ -39,16 +39,11 @@ type Shared struct {
 
 // Get returns the package's cluster, starting it on first use. It skips
 // the test when the binaries are not built (the message names the build
-// command) or VSWITCHKIT_KUBE=off, and fails it when the cluster cannot
-// start.
+// command; in CI it fails instead: [Need]) or VSWITCHKIT_KUBE=off, and
+// fails it when the cluster cannot start.
 func (s *Shared) Get(t testing.TB) *Cluster {
 	t.Helper()
-	if Disabled() {
-		t.Skipf("kubetest: %s=off: the tests that need a real kube-apiserver are skipped", EnvSwitch)
-	}
-	if _, err := FindBinaries(); err != nil {
-		t.Skip(err.Error())
-	}
+	Need(t)
 	s.once.Do(s.start)
 	if s.err != nil {
 		t.Fatal(s.err)

@@ -440,14 +440,9 @@ func TestCancel(t *testing.T) {
 // kube-apiserver and kube-controller-manager on loopback, the EndpointSlices
 // made by the real controller) and checks it converges to the same
 // cluster as with the fake; it skips when the binaries are not built
-// (tools/kube/build) or VSWITCHKIT_KUBE=off.
+// (tools/kube/build; in CI it fails: kubetest.Need) or VSWITCHKIT_KUBE=off.
 func TestKubeCluster(t *testing.T) {
-	if kubetest.Disabled() {
-		t.Skipf("%s=off", kubetest.EnvSwitch)
-	}
-	if _, err := kubetest.FindBinaries(); err != nil {
-		t.Skip(err.Error())
-	}
+	kubetest.Need(t)
 	tmp := tempDir(t)
 	var out, progress bytes.Buffer
 	res, err := demo.Run(context.Background(), demo.Options{Nodes: 3, JSON: true, RealKube: true, Progress: &progress}, &out)
