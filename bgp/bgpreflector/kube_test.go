@@ -13,10 +13,12 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/vswitchkit/vswitchkit/bgp/bgpmodel"
 	"github.com/vswitchkit/vswitchkit/bgp/bgpreflector"
@@ -172,4 +174,113 @@ func TestKubePolicies(t *testing.T) {
 	s := r.Stats().Resources[bgpmodel.PolicyResourceName]
 	assert.Zero(t, s.BadObjects)
 	assert.Zero(t, s.APIErrors, "%s", s.LastAPIError)
+}
+
+// TestKubeV2Objects: the v2 objects (one of every kind with every field
+// set, v2YAML) and an auth secret in a real API server, whose CRDs come
+// from crd-v2.yaml, reach etcd through the reflector's service account
+// and RBAC as their conversions; the CRD's schema refuses what the fake
+// took (a hold time under 3 s). The status writer, through the same
+// account, writes a node's status through the real status subresource
+// and deletes the object when the status goes.
+func TestKubeV2Objects(t *testing.T) {
+	c := kubeCluster.Get(t)
+	installCRDs(t, c)
+	ctx := context.Background()
+	srv, err := etcdtest.Start(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	cli, err := srv.Client()
+	require.NoError(t, err)
+	t.Cleanup(func() { cli.Close() })
+
+	saCfg, err := c.ServiceAccountConfig(ctx, "kube-system", "vswitchkit-reflector")
+	require.NoError(t, err)
+	dyn, err := dynamic.NewForConfig(saCfg)
+	require.NoError(t, err)
+	kube, err := kubernetes.NewForConfig(saCfg)
+	require.NoError(t, err)
+	r, err := reflector.New(cli, bgpreflector.V2Resources(dyn, kube, bgpreflector.V2Config{}), reflector.Config{SessionTTL: 2 * time.Second})
+	require.NoError(t, err)
+	w, err := bgpreflector.NewStatusWriter(cli, dyn, func() bool { return r.Stats().Leader },
+		bgpreflector.StatusWriterConfig{MinInterval: -1, MaxWritesPerSecond: -1})
+	require.NoError(t, err)
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = r.Run(rctx) })
+	wg.Go(func() { _ = w.Run(rctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	admin, err := dynamic.NewForConfig(c.AdminConfig())
+	require.NoError(t, err)
+	plurals := map[string]string{
+		bgpreflector.KindClusterConfig: bgpreflector.PluralClusterConfig, bgpreflector.KindPeerConfig: bgpreflector.PluralPeerConfig,
+		bgpreflector.KindAdvertisement: bgpreflector.PluralAdvertisement, bgpreflector.KindNodeConfigOverride: bgpreflector.PluralNodeConfigOverride,
+	}
+	resources := map[string]string{
+		bgpreflector.KindClusterConfig: bgpmodel.ClusterConfigResourceName, bgpreflector.KindPeerConfig: bgpmodel.PeerConfigResourceName,
+		bgpreflector.KindAdvertisement: bgpmodel.AdvertisementResourceName, bgpreflector.KindNodeConfigOverride: bgpmodel.NodeConfigOverrideResourceName,
+	}
+	bad := objects(t, "apiVersion: bgp.vswitchkit.io/v2\nkind: BGPPeerConfig\nmetadata: {name: short}\nspec: {timers: {holdTimeSeconds: 1}}")[0]
+	_, err = admin.Resource(bgpreflector.GroupVersionResourceV2(bgpreflector.PluralPeerConfig)).Create(ctx, bad, metav1.CreateOptions{})
+	assert.True(t, apierrors.IsInvalid(err), "the CRD's schema refuses a hold time of 1 s: %v", err)
+
+	want := map[string]proto.Message{}
+	for _, o := range objects(t, v2YAML) {
+		u, err := admin.Resource(bgpreflector.GroupVersionResourceV2(plurals[o.GetKind()])).Create(ctx, o, metav1.CreateOptions{})
+		require.NoError(t, err, "%s %s", o.GetKind(), o.GetName())
+		m, err := convertAny(u)
+		require.NoError(t, err)
+		want[bgpmodel.ObjectKey(resources[o.GetKind()], o.GetName())] = m
+	}
+	_, err = c.Admin().CoreV1().Secrets(bgpreflector.DefaultSecretNamespace).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: bgpreflector.DefaultSecretNamespace, Name: "tor-md5"},
+		Data:       map[string][]byte{"password": []byte("s3cret")}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = c.Admin().CoreV1().Secrets(bgpreflector.DefaultSecretNamespace).Delete(ctx, "tor-md5", metav1.DeleteOptions{})
+	})
+	want[bgpmodel.ObjectKey(bgpmodel.AuthSecretResourceName, "tor-md5")] = &bgpmodel.AuthSecret{Name: "tor-md5", Password: "s3cret"}
+	for key, m := range want {
+		require.Eventually(t, func() bool {
+			resp, err := cli.Get(ctx, reflector.DefaultPrefix+key)
+			require.NoError(t, err)
+			if len(resp.Kvs) == 0 {
+				return false
+			}
+			got := m.ProtoReflect().New().Interface()
+			require.NoError(t, proto.Unmarshal(resp.Kvs[0].Value, got))
+			return proto.Equal(m, got)
+		}, time.Minute, 10*time.Millisecond, key)
+	}
+
+	// The status writer through the status subresource.
+	b, err := proto.Marshal(&bgpmodel.NodeStatus{Node: "node-1", Source: "BGPClusterConfig/rack1"})
+	require.NoError(t, err)
+	_, err = cli.Put(ctx, bgpmodel.StatusKey("", "node-1"), string(b))
+	require.NoError(t, err)
+	statuses := admin.Resource(bgpreflector.GroupVersionResourceV2(bgpreflector.PluralNodeStatus))
+	require.Eventually(t, func() bool {
+		o, err := statuses.Get(ctx, "node-1", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		src, _, _ := unstructured.NestedString(o.Object, "status", "source")
+		return src == "BGPClusterConfig/rack1"
+	}, time.Minute, 10*time.Millisecond, "BGPNodeStatus node-1")
+	_, err = cli.Delete(ctx, bgpmodel.StatusKey("", "node-1"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := statuses.Get(ctx, "node-1", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, time.Minute, 10*time.Millisecond, "BGPNodeStatus node-1 deleted")
+	assert.Zero(t, w.Stats().Errors)
+
+	for _, o := range objects(t, v2YAML) {
+		require.NoError(t, admin.Resource(bgpreflector.GroupVersionResourceV2(plurals[o.GetKind()])).Delete(ctx, o.GetName(), metav1.DeleteOptions{}))
+	}
+	for name, rs := range r.Stats().Resources {
+		assert.Zero(t, rs.BadObjects, name)
+		assert.Zero(t, rs.APIErrors, "%s: %s", name, rs.LastAPIError)
+	}
 }
