@@ -36,6 +36,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/render/nodeaddr"
 	"github.com/vswitchkit/vswitchkit/render/nodeconn"
 	"github.com/vswitchkit/vswitchkit/render/podconn"
+	"github.com/vswitchkit/vswitchkit/render/svccnat"
 	"github.com/vswitchkit/vswitchkit/render/svcnat"
 	"github.com/vswitchkit/vswitchkit/svcprocessor"
 	"github.com/vswitchkit/vswitchkit/vppdriver"
@@ -75,6 +76,9 @@ type Agent struct {
 	Watcher  *watcher.Watcher
 	NodeSync *nodesync.NodeSync
 	IPAM     *ipam.IPAM
+	// IPAM6 is the IPv6 IPAM of a dual-stack cluster (Config.IPFamily
+	// "dual"), else nil.
+	IPAM6 *ipam.IPAM
 	// NodeIPs are this node's addresses (NodePorts are exposed on them).
 	NodeIPs  *nodeaddr.NodeIPSet
 	NodeConn *nodeconn.Handler
@@ -83,6 +87,9 @@ type Agent struct {
 	// NAT is the NAT44-ED service renderer; nil when Config.Services is
 	// not "nat44".
 	NAT *svcnat.Renderer
+	// Cnat is the cnat service renderer (also the handler of the pods'
+	// hostPorts); nil when Config.Services is not "cnat".
+	Cnat *svccnat.Renderer
 	// Policy computes the pods' NetworkPolicies and ACLs renders them onto
 	// VPP's ACL plugin; both nil when Config.Policy.Disabled.
 	Policy *policy.Processor
@@ -207,8 +214,9 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 	}
 	a.add("nodesync", stopProducers, a.NodeSync.Run)
 
-	// Pod IPs with a durable store.
-	store, err := a.openIPAMStore(deps.Etcd)
+	// Pod IPs with a durable store; a second IPAM with its own store for
+	// the IPv6 addresses of a dual-stack cluster.
+	store, err := a.openIPAMStore(deps.Etcd, false)
 	if err != nil {
 		return nil, err
 	}
@@ -218,27 +226,46 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 	if err != nil {
 		return nil, err
 	}
+	ipams := []*ipam.IPAM{a.IPAM}
+	if cfg.IPFamily == DualStack {
+		store6, err := a.openIPAMStore(deps.Etcd, true)
+		if err != nil {
+			return nil, err
+		}
+		ipam6Cfg := cfg.IPAM6
+		ipam6Cfg.Store, ipam6Cfg.EventLoop, ipam6Cfg.Logger = store6, a.Loop, log
+		if a.IPAM6, err = ipam.New(a.NodeSync, ipam6Cfg); err != nil {
+			return nil, err
+		}
+		ipams = append(ipams, a.IPAM6)
+	}
 
 	// Node and pod connectivity. podconn rebuilds pods from the pod
 	// server's durable attachments, and the pod server asks podconn for a
 	// pod's interface type (its annotation): they are joined through a.
-	a.NodeConn, err = nodeconn.New(a.NodeSync, a.NodeSync, a.IPAM, nodeconn.Config{
+	// With cnat services, cnat's feature on the tunnels instead of NAT44's.
+	nodeCfg := nodeconn.Config{
 		Uplink: cfg.Uplink, HostInterconnect: cfg.HostInterconnect,
-		NAT44: true, PodCIDRsFromKubernetes: cfg.IPAM.ExternalIPAM, Logger: log,
-	})
-	if err != nil {
-		return nil, err
+		NAT44: cfg.Services != ServicesCnat, Cnat: cfg.Services == ServicesCnat,
+		PodCIDRsFromKubernetes: cfg.IPAM.ExternalIPAM, Logger: log,
 	}
-	a.PodConn, err = podconn.New(a.IPAM, podconn.Config{
+	podCfg := podconn.Config{
 		InterfaceType: cfg.PodInterfaceType,
 		Attachments:   podconn.AttachmentsFunc(func() ([]podiface.Attachment, error) { return a.CNI.PodAttachments() }),
 		Logger:        log,
-	})
-	if err != nil {
+	}
+	if a.IPAM6 != nil {
+		nodeCfg.DualStack, podCfg.DualStack = a.IPAM6, a.IPAM6
+	}
+	if a.NodeConn, err = nodeconn.New(a.NodeSync, a.NodeSync, a.IPAM, nodeCfg); err != nil {
+		return nil, err
+	}
+	if a.PodConn, err = podconn.New(a.IPAM, podCfg); err != nil {
 		return nil, err
 	}
 
-	// Services: NodePorts on this node's addresses, rendered onto NAT44-ED.
+	// Services: NodePorts on this node's addresses, rendered onto NAT44-ED
+	// or cnat.
 	a.NodeIPs = nodeaddr.NewNodeIPSet(a.NodeSync, nodeaddr.NodeIPSetConfig{OnlyNode: cfg.NodeName})
 	a.Services, err = svcprocessor.New(svcprocessor.SubnetsFromIPNet(a.IPAM), a.NodeIPs, a.PodConn,
 		svcprocessor.Config{Logger: log, NodeName: cfg.NodeName})
@@ -246,14 +273,16 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 		return nil, err
 	}
 	if cfg.Services == ServicesNAT44 {
-		natCfg := svcnat.Config{Uplink: a.uplinkName(), Logger: log}
-		if cfg.HostInterconnect.AfPacketHostIf != "" || cfg.HostInterconnect.TapHostIfName != "" {
-			natCfg.InterconnectInterfaces = []string{cmp.Or(cfg.HostInterconnect.Name, nodeconn.DefaultHostInterconnectName)}
-		}
+		natCfg := svcnat.Config{Uplink: a.uplinkName(), InterconnectInterfaces: a.interconnects(), Logger: log}
 		if a.NAT, err = svcnat.New(a.NodeIPs, a.IPAM, natCfg); err != nil {
 			return nil, err
 		}
 		if err := a.Services.RegisterRenderer(a.NAT); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Services == ServicesCnat {
+		if err := a.newCnat(ipams); err != nil {
 			return nil, err
 		}
 	}
@@ -263,7 +292,15 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 	// NodeIPs after nodeconn: nodeconn publishes this node's VPP addresses
 	// (nodesync does not report a node's own VPP addresses as a
 	// NodeUpdate), and NodeIPs reads them in the same resync.
-	handlers := []controller.EventHandler{a.NodeSync, a.IPAM, a.NodeConn, a.NodeIPs, a.PodConn, a.Services.Handler()}
+	handlers := []controller.EventHandler{a.NodeSync, a.IPAM}
+	if a.IPAM6 != nil {
+		handlers = append(handlers, a.IPAM6)
+	}
+	handlers = append(handlers, a.NodeConn, a.NodeIPs, a.PodConn, a.Services.Handler())
+	if a.Cnat != nil {
+		// The renderer is the pods' handler too (their hostPorts).
+		handlers = append(handlers, a.Cnat)
+	}
 	if !cfg.Policy.Disabled {
 		if err := a.newPolicy(); err != nil {
 			return nil, err
@@ -334,16 +371,22 @@ func Open(cfg Config, deps Deps) (a *Agent, err error) {
 	return a, nil
 }
 
-func (a *Agent) openIPAMStore(cli *clientv3.Client) (ipam.Store, error) {
+// openIPAMStore opens the IPAM store, or with ipv6 the store of a
+// dual-stack cluster's IPv6 IPAM (ipam6.db, or /vswitchkit/ipam6/ in etcd).
+func (a *Agent) openIPAMStore(cli *clientv3.Client, ipv6 bool) (ipam.Store, error) {
+	name, file, prefix := "ipam-etcdstore", "ipam.db", etcdstore.DefaultPrefix
+	if ipv6 {
+		name, file, prefix = "ipam6-etcdstore", "ipam6.db", IPAM6EtcdPrefix
+	}
 	if a.cfg.IPAMStore == StoreEtcd {
-		s, err := etcdstore.New(cli, a.cfg.NodeName, etcdstore.Config{Logger: a.log})
+		s, err := etcdstore.New(cli, a.cfg.NodeName, etcdstore.Config{Prefix: prefix, Logger: a.log})
 		if err != nil {
 			return nil, err
 		}
-		a.add("ipam-etcdstore", stopStores, s.Run)
+		a.add(name, stopStores, s.Run)
 		return s, nil
 	}
-	s, err := boltstore.Open(a.cfg.statePath("ipam.db"), boltstore.Config{Logger: a.log})
+	s, err := boltstore.Open(a.cfg.statePath(file), boltstore.Config{Logger: a.log})
 	if err != nil {
 		return nil, fmt.Errorf("agent: IPAM store: %w", err)
 	}
@@ -360,19 +403,26 @@ func (a *Agent) newPolicy() error {
 	var err error
 	a.Policy, err = policy.New(policy.Config{
 		NodeName: a.cfg.NodeName,
-		PodAddrs: policy.PodAddrsFrom(a.IPAM.PodAddr),
+		PodAddrs: policy.PodAddrsFrom(a.podAddrLookups()...),
 		Logger:   a.log,
 	})
 	if err != nil {
 		return err
 	}
+	// NAT44 translates a service address after the pod's input ACL: the
+	// service CIDR is checked after translation. cnat translates before
+	// it: no prefix is deferred.
 	var services []netip.Prefix
-	if p := a.IPAM.ServiceNetworkPrefix(); p.IsValid() {
+	if p := a.IPAM.ServiceNetworkPrefix(); p.IsValid() && a.cfg.Services != ServicesCnat {
 		services = append(services, p)
 	}
 	a.ACLs, err = aclpolicy.New(a.PodConn, aclpolicy.Config{
 		HostPrefixes: aclpolicy.HostPrefixesOf(func() []netip.Addr {
-			return append(a.NodeIPs.NodeIPs(), a.IPAM.HostInterconnectAddrInLinux(), a.IPAM.NatLoopbackAddr())
+			ips := append([]netip.Addr(nil), a.NodeIPs.NodeIPs()...)
+			for _, i := range a.ipams() {
+				ips = append(ips, i.HostInterconnectAddrInLinux(), i.NatLoopbackAddr())
+			}
+			return ips
 		}),
 		ServicePrefixes: services,
 		ExitInterfaces:  a.NodeConn.ExitInterfaces,
@@ -387,7 +437,7 @@ func (a *Agent) newPolicy() error {
 func (a *Agent) newBGP(etcd *clientv3.Client) (*BGP, error) {
 	sig := bgp.NewSignaler()
 	src, err := bgpsource.New(a.cfg.NodeName, sig, bgpsource.Config{
-		PodSubnets: []bgpsource.PodSubnets{a.IPAM},
+		PodSubnets: a.podSubnets(),
 		Nodes:      a.NodeSync,
 		IPv4:       a.cfg.BGP.IPv4,
 		IPv6:       a.cfg.BGP.IPv6,
@@ -410,9 +460,11 @@ func (a *Agent) newBGP(etcd *clientv3.Client) (*BGP, error) {
 	}
 	// Learned routes never shadow the cluster's own ranges.
 	var reserved []netip.Prefix
-	for _, p := range []netip.Prefix{a.IPAM.PodSubnetAllNodesPrefix(), a.IPAM.HostInterconnectSubnetAllNodesPrefix(), a.IPAM.ServiceNetworkPrefix()} {
-		if p.IsValid() {
-			reserved = append(reserved, p)
+	for _, i := range a.ipams() {
+		for _, p := range []netip.Prefix{i.PodSubnetAllNodesPrefix(), i.HostInterconnectSubnetAllNodesPrefix(), i.ServiceNetworkPrefix()} {
+			if p.IsValid() {
+				reserved = append(reserved, p)
+			}
 		}
 	}
 	routes, err := bgproutes.New(mgr, learned, a.Loop, bgproutes.Config{Uplink: a.uplinkName(), Reserved: reserved, Logger: a.log})
@@ -424,6 +476,75 @@ func (a *Agent) newBGP(etcd *clientv3.Client) (*BGP, error) {
 		return nil, err
 	}
 	return &BGP{Source: src, Manager: mgr, Controller: ctrl, Routes: routes, Status: status}, nil
+}
+
+// newCnat builds the cnat service renderer as the agent wires it: node
+// ports on this node's addresses; pod traffic leaving the cluster
+// source-NATed to the uplink's address of its family (the NAT loopbacks
+// where there is no uplink), the cluster's ranges of every family
+// excluded; cnat's feature on the uplink and the host interconnect.
+func (a *Agent) newCnat(ipams []*ipam.IPAM) error {
+	uplink := a.uplinkName()
+	var ranges []svccnat.ClusterRanges
+	for _, i := range ipams {
+		ranges = append(ranges, i)
+	}
+	snat := svccnat.SNATAddrsFunc(func() []netip.Addr {
+		var out []netip.Addr
+		if uplink != "" {
+			for _, i := range ipams {
+				if p, err := i.NodeAddr(i.NodeID()); err == nil {
+					out = append(out, p.Addr())
+				}
+			}
+		}
+		for _, i := range ipams {
+			out = append(out, i.NatLoopbackAddr())
+		}
+		return out
+	})
+	cfg := svccnat.Config{NodeName: a.cfg.NodeName, Uplink: uplink, InterconnectInterfaces: a.interconnects(),
+		ExcludedPrefixes: svccnat.ExcludedPrefixes(ranges...), Logger: a.log}
+	var err error
+	if a.Cnat, err = svccnat.New(a.NodeIPs, snat, cfg); err != nil {
+		return err
+	}
+	return a.Services.RegisterRenderer(a.Cnat)
+}
+
+// ipams returns the IPAM and, in a dual-stack cluster, the IPv6 one.
+func (a *Agent) ipams() []*ipam.IPAM {
+	if a.IPAM6 != nil {
+		return []*ipam.IPAM{a.IPAM, a.IPAM6}
+	}
+	return []*ipam.IPAM{a.IPAM}
+}
+
+// podAddrLookups returns the IPAMs' lookups of a pod's address.
+func (a *Agent) podAddrLookups() []func(kubemodel.PodID) (netip.Addr, bool) {
+	var out []func(kubemodel.PodID) (netip.Addr, bool)
+	for _, i := range a.ipams() {
+		out = append(out, i.PodAddr)
+	}
+	return out
+}
+
+// podSubnets returns the IPAMs as BGP's sources of pod subnets.
+func (a *Agent) podSubnets() []bgpsource.PodSubnets {
+	var out []bgpsource.PodSubnets
+	for _, i := range a.ipams() {
+		out = append(out, i)
+	}
+	return out
+}
+
+// interconnects returns the logical name of the host interconnect, if the
+// agent configures one.
+func (a *Agent) interconnects() []string {
+	if a.cfg.HostInterconnect.AfPacketHostIf == "" && a.cfg.HostInterconnect.TapHostIfName == "" {
+		return nil
+	}
+	return []string{cmp.Or(a.cfg.HostInterconnect.Name, nodeconn.DefaultHostInterconnectName)}
 }
 
 // uplinkName is the logical name of the uplink interface, if the agent

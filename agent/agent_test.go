@@ -295,6 +295,14 @@ func TestShutdownFinishesPodRequests(t *testing.T) {
 func TestValidate(t *testing.T) {
 	good := agent.Config{NodeName: "node-1"}
 	require.NoError(t, good.Validate())
+	for _, c := range []agent.Config{
+		{NodeName: "node-1", Services: agent.ServicesCnat, IPFamily: agent.IPv6},
+		{NodeName: "node-1", Services: agent.ServicesCnat, IPFamily: agent.DualStack},
+		{NodeName: "node-1", Services: agent.ServicesNAT44, IPFamily: agent.DualStack}, // IPv6 services unsupported
+		{NodeName: "node-1", Services: agent.ServicesNone, IPFamily: agent.IPv6},
+	} {
+		require.NoError(t, c.Validate(), "%s %s", c.Services, c.IPFamily)
+	}
 	for _, tc := range []struct {
 		name string
 		edit func(*agent.Config)
@@ -309,6 +317,28 @@ func TestValidate(t *testing.T) {
 			[]string{"healingDelay: -1s is negative", "maxHealingDelay: -1m0s is negative"}},
 		{"ipam prefix with host bits", func(c *agent.Config) { c.IPAM.PodSubnetCIDR = netip.MustParsePrefix("10.1.0.1/16") },
 			[]string{"ipam.podSubnetCIDR: 10.1.0.1/16: has host bits set"}},
+		{"unknown services", func(c *agent.Config) { c.Services = "ipvs" }, []string{`services: "ipvs" is none of "nat44", "cnat" and "none"`}},
+		{"unknown ip family", func(c *agent.Config) { c.IPFamily = "ipv5" }, []string{`ipFamily: "ipv5" is none of "ipv4", "ipv6" and "dual"`}},
+		{"nat44 in an ipv6 cluster", func(c *agent.Config) { c.IPFamily = agent.IPv6 },
+			[]string{`services: "nat44" translates IPv4 only: an "ipv6" cluster needs "cnat" (or "none")`}},
+		{"ipv6 plan with an ipv4 range", func(c *agent.Config) {
+			c.IPFamily, c.Services = agent.IPv6, agent.ServicesCnat
+			c.IPAM.PodSubnetCIDR = netip.MustParsePrefix("10.1.0.0/16")
+		}, []string{"ipam.podSubnetCIDR: 10.1.0.0/16 is not IPv6"}},
+		{"dual-stack with an ipv4 second plan", func(c *agent.Config) {
+			c.IPFamily, c.Services = agent.DualStack, agent.ServicesCnat
+			c.IPAM6.ServiceCIDR = netip.MustParsePrefix("10.96.0.0/12")
+		}, []string{"ipam6.serviceCIDR: 10.96.0.0/12 is not IPv6"}},
+		{"dual-stack with a bad second plan", func(c *agent.Config) {
+			c.IPFamily, c.Services = agent.DualStack, agent.ServicesCnat
+			c.IPAM6 = agent.DefaultIPv6Plan()
+			c.IPAM6.ServiceCIDR = netip.MustParsePrefix("fd00:96::1/108")
+		}, []string{"ipam6.serviceCIDR: fd00:96::1/108"}},
+		{"ipv6 pod subnets per node too wide for cnat's hairpin", func(c *agent.Config) {
+			c.IPFamily, c.Services = agent.DualStack, agent.ServicesCnat
+			c.IPAM6 = agent.DefaultIPv6Plan()
+			c.IPAM6.PodSubnetCIDR, c.IPAM6.PodSubnetOneNodePrefixLen = netip.MustParsePrefix("fd00:1::/48"), 64
+		}, []string{"ipam6.podSubnetOneNodePrefixLen: 64 is below 96"}},
 		{"several", func(c *agent.Config) {
 			c.CNISocket = "cni.sock"
 			c.IPAM.StoreTimeout = -time.Second

@@ -20,6 +20,7 @@ import (
 // Service renderers built into the agent (Config.Services).
 const (
 	ServicesNAT44 = "nat44" // render/svcnat: NAT44-ED, IPv4 (the default)
+	ServicesCnat  = "cnat"  // render/svccnat: cnat, both IP families
 	ServicesNone  = "none"  // no built-in renderer: add your own with Agent.AddServiceRenderer
 )
 
@@ -53,15 +54,32 @@ type Config struct {
 	// are most of the Kubernetes state (memory, start-up time, and a copy
 	// of every pod change to every agent).
 	AllPods bool `json:"allPods"`
+	// IPFamily is the cluster's IP family: "ipv4" (default), "ipv6" (IPAM
+	// is an IPv6 plan) or "dual" (dual-stack: IPAM is the IPv4 plan and
+	// IPAM6 the IPv6 one; every pod gets an address of each family, the
+	// mesh carries both over the IPv4 underlay). IPv6 services need
+	// Services "cnat": "nat44" with "ipv6" is a configuration error, and
+	// with "dual" IPv6 frontends are reported unsupported by the NAT44
+	// renderer (svcnat's stats) and get nothing.
+	IPFamily string `json:"ipFamily"`
 	// IPAM is the address plan (see ipam.Config; Store, EventLoop and
-	// Logger are set by the agent).
+	// Logger are set by the agent): IPv4, or IPv6 with IPFamily "ipv6",
+	// where a plan that sets none of its ranges is DefaultIPv6Plan.
 	IPAM ipam.Config `json:"ipam"`
+	// IPAM6 is the IPv6 address plan with IPFamily "dual" (a second IPAM:
+	// its allocations are kept in ipam6.db, or under /vswitchkit/ipam6/ in
+	// etcd); a plan that sets none of its ranges is DefaultIPv6Plan.
+	// Unused otherwise.
+	IPAM6 ipam.Config `json:"ipam6"`
 	// IPAMStore selects the durable IPAM store: "bolt" (default) or
 	// "etcd".
 	IPAMStore string `json:"ipamStore"`
 	// Services selects the built-in service renderer: "nat44" (default:
-	// render/svcnat onto VPP's NAT44-ED) or "none" (the caller renders
-	// services with its own renderer, see Agent.AddServiceRenderer).
+	// render/svcnat onto VPP's NAT44-ED, IPv4 only), "cnat"
+	// (render/svccnat onto VPP's cnat: both families, Maglev by the
+	// vswitchkit.io/lb annotation, hostPorts, the source NAT of pod
+	// traffic leaving the cluster) or "none" (the caller renders services
+	// with its own renderer, see Agent.AddServiceRenderer).
 	Services string `json:"services"`
 	// PodInterfaceType is the default pod interface type ("tap",
 	// "af_packet", "memif"); a pod's annotation overrides it. Default:
@@ -150,9 +168,35 @@ func (c Config) withDefaults() (Config, error) {
 	switch c.Services {
 	case "":
 		c.Services = ServicesNAT44
-	case ServicesNAT44, ServicesNone:
+	case ServicesNAT44, ServicesCnat, ServicesNone:
 	default:
-		errs = append(errs, fmt.Errorf("services: %q is neither %q nor %q", c.Services, ServicesNAT44, ServicesNone))
+		errs = append(errs, fmt.Errorf("services: %q is none of %q, %q and %q", c.Services, ServicesNAT44, ServicesCnat, ServicesNone))
+	}
+	switch c.IPFamily {
+	case "":
+		c.IPFamily = IPv4
+	case IPv4, DualStack:
+	case IPv6:
+		c.IPAM = withIPv6Defaults(c.IPAM)
+		if c.Services == ServicesNAT44 {
+			errs = append(errs, fmt.Errorf("services: %q translates IPv4 only: an %q cluster needs %q (or %q)", ServicesNAT44, IPv6, ServicesCnat, ServicesNone))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("ipFamily: %q is none of %q, %q and %q", c.IPFamily, IPv4, IPv6, DualStack))
+	}
+	errs = append(errs, checkPlanFamily("ipam", c.IPAM, c.IPFamily == IPv6)...)
+	if c.IPFamily == IPv6 && c.Services == ServicesCnat {
+		errs = append(errs, checkHairpin("ipam", c.IPAM))
+	}
+	if c.IPFamily == DualStack {
+		c.IPAM6 = withIPv6Defaults(c.IPAM6)
+		errs = append(errs, checkPlanFamily("ipam6", c.IPAM6, true)...)
+		if c.Services == ServicesCnat {
+			errs = append(errs, checkHairpin("ipam6", c.IPAM6))
+		}
+		if c.IPAM6.ExternalIPAM && c.IPAM6.NodeName == "" {
+			c.IPAM6.NodeName = c.NodeName
+		}
 	}
 	if c.PodInterfaceType == podiface.Default {
 		c.PodInterfaceType = podiface.AfPacket
@@ -214,7 +258,16 @@ func (c Config) Validate() error {
 		ipamCfg.EventLoop = noLoop{} // Open sets the loop
 	}
 	if _, err := ipam.New(ipam.NodeIDFunc(func() uint32 { return 0 }), ipamCfg); err != nil {
-		errs = append(errs, ipamFieldErrors(err))
+		errs = append(errs, ipamFieldErrors("ipam", err))
+	}
+	if d.IPFamily == DualStack {
+		ipam6 := d.IPAM6
+		if ipam6.ExternalIPAM {
+			ipam6.EventLoop = noLoop{}
+		}
+		if _, err := ipam.New(ipam.NodeIDFunc(func() uint32 { return 0 }), ipam6); err != nil {
+			errs = append(errs, ipamFieldErrors("ipam6", err))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -225,8 +278,8 @@ type noLoop struct{}
 func (noLoop) PushEvent(controller.Event) error { return errors.New("no event loop") }
 
 // ipamFieldErrors renames the fields of ipam's ConfigErrors to their JSON
-// names under "ipam.".
-func ipamFieldErrors(err error) error {
+// names under "<field>." (the plan's own JSON name: "ipam" or "ipam6").
+func ipamFieldErrors(field string, err error) error {
 	var out []error
 	var walk func(error)
 	walk = func(err error) {
@@ -238,10 +291,10 @@ func ipamFieldErrors(err error) error {
 		}
 		var ce *ipam.ConfigError
 		if !errors.As(err, &ce) {
-			out = append(out, fmt.Errorf("ipam: %w", err))
+			out = append(out, fmt.Errorf("%s: %w", field, err))
 			return
 		}
-		name := "ipam." + jsonName(reflect.TypeFor[ipam.Config](), ce.Field)
+		name := field + "." + jsonName(reflect.TypeFor[ipam.Config](), ce.Field)
 		if ce.Value != "" {
 			out = append(out, fmt.Errorf("%s: %s: %s", name, ce.Value, ce.Reason))
 		} else {

@@ -3,10 +3,17 @@
 // committing to the VPP driver, the etcd watcher (with its local mirror),
 // nodesync (with local state), IPAM with a durable store, node and pod
 // connectivity (render/nodeconn, render/podconn), the service processor
-// with a service renderer (render/svcnat, NAT44-ED), the BGP control plane
+// with a service renderer (render/svcnat onto NAT44-ED, or render/svccnat
+// onto cnat: [Config].Services), the BGP control plane
 // (GoBGP) fed by render/bgpsource from the v1 policy or the v2 objects,
 // with the routes it learns installed into VPP by render/bgproutes and its
 // status published in etcd by bgp/bgpstatus, and the CNI pod server.
+//
+// A cluster is IPv4, IPv6 or dual-stack ([Config].IPFamily): in a
+// dual-stack one a second IPAM ([Config].IPAM6) gives every pod an IPv6
+// address beside its IPv4 one, the mesh carries both families, BGP
+// advertises both, and the cnat renderer serves services of both (NAT44
+// translates IPv4 only, and is refused in an IPv6-only cluster).
 //
 // The demo (examples/cluster), the per-node daemon (examples/vswitch) and
 // the scale envelope (examples/scale) run it. Applications use it as it

@@ -29,7 +29,9 @@ type Config struct {
 
 	// HealingDelay is the delay before the first healing resync after a
 	// failed event; it doubles after every failed healing resync up to
-	// MaxHealingDelay. An AbortEventError schedules healing immediately.
+	// MaxHealingDelay, and those later waits are jittered by ±50% (so
+	// that a cluster's agents whose resyncs failed together do not retry
+	// in step). An AbortEventError schedules healing immediately.
 	// Default: 1s.
 	HealingDelay time.Duration
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 )
 
@@ -43,6 +44,13 @@ func (l *Loop) scheduleHealing(err error, immediate, failedHealing bool) {
 		delay = 0
 	}
 	h.nextDelay = min(max(delay, l.cfg.HealingDelay)*2, l.cfg.MaxHealingDelay)
+	// The retries of a failed healing resync wait ±50%: a resync reads
+	// through the agent's clients (the IPAM store, nodesync), and the
+	// agents of a cluster whose resyncs failed together against an
+	// overloaded etcd must not come back in step.
+	if delay > 0 && h.failures > 0 {
+		delay = time.Duration(float64(delay) * (0.5 + rand.Float64()))
+	}
 	h.pending = true
 	h.err = err
 	l.stats.healScheduled.Add(1)

@@ -601,8 +601,10 @@ func TestResyncErrorHealsAndEscalates(t *testing.T) {
 		err := <-runDone
 		require.ErrorIs(t, err, controller.ErrHealingFailed)
 		require.ErrorIs(t, err, errBoom)
-		// Backoff 1s, 2s, 4s, 4s (capped) before the 4th failed healing.
-		require.Equal(t, 11*time.Second, time.Since(start))
+		// Backoff 1s, then 2s, 4s, 4s (capped), each ±50%, before the 4th
+		// failed healing.
+		require.GreaterOrEqual(t, time.Since(start), time.Second+10*time.Second/2)
+		require.LessOrEqual(t, time.Since(start), time.Second+10*time.Second*3/2)
 		st := l.Stats()
 		require.EqualValues(t, 4, st.HealingFailed)
 		require.EqualValues(t, 5, st.Resyncs)
@@ -1179,5 +1181,43 @@ func TestHealingLogsOnce(t *testing.T) {
 		assert.Equal(t, map[string]int{"event processing failed": 1, "healing resync scheduled": 1}, logs.warn)
 		logs.mu.Unlock()
 		require.ErrorIs(t, stop(), context.Canceled)
+	})
+}
+
+// TestHealingRetriesSpread: loops whose resyncs fail at the same moment
+// (a cluster's agents against an overloaded etcd) do not retry their
+// healing resyncs in step: the waits after a failed healing are jittered.
+func TestHealingRetriesSpread(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const loops = 20
+		var mu sync.Mutex
+		ends := map[time.Duration]bool{}
+		start := time.Now()
+		var dones []<-chan error
+		for range loops {
+			fail := func(ev controller.Event) error {
+				if ev.Method() == controller.FullResync {
+					return errBoom
+				}
+				return nil
+			}
+			l := newLoop(t, []controller.EventHandler{handler("a", &callLog{}, fail)}, &controllertest.Southbound{},
+				controller.Config{HealingDelay: time.Second, MaxHealingAttempts: 3})
+			_, done := run(t, l)
+			dones = append(dones, done)
+			require.NoError(t, l.PushEvent(controller.NewDBResync()))
+		}
+		var wg sync.WaitGroup
+		for _, done := range dones {
+			wg.Go(func() {
+				assert.ErrorIs(t, <-done, controller.ErrHealingFailed)
+				mu.Lock()
+				ends[time.Since(start)] = true
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		// Without jitter all 20 would give up at 1+2+4 = 7 s exactly.
+		assert.Greater(t, len(ends), loops/2, "the loops gave up at %d distinct times", len(ends))
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/controllertest"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/internal/testseed"
 	"github.com/vswitchkit/vswitchkit/ipam"
 	"github.com/vswitchkit/vswitchkit/ipam/ipamtest"
 )
@@ -34,9 +35,9 @@ import (
 // Store holds exactly their records (nothing leaked).
 func TestCrashRecoveryModel(t *testing.T) {
 	for _, mode := range []string{"store", "store+faults", "no-store"} {
-		for _, seed := range ipam.TestSeeds(t, 0, 1, 2, 3) {
+		for _, seed := range testseed.Seeds(t, 0, 1, 2, 3) {
 			t.Run(fmt.Sprintf("%s/seed%d", mode, seed), func(t *testing.T) {
-				ipam.LogSeed(t, seed)
+				testseed.Log(t, seed)
 				crashModel(t, seed, mode)
 			})
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/vswitchkit/vswitchkit/internal/testseed"
 	"github.com/vswitchkit/vswitchkit/ipam"
 )
 
@@ -77,8 +78,8 @@ func TestAllocatorModel(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			seed := ipam.TestSeeds(t, uint64(tc.id))[0]
-			ipam.LogSeed(t, seed)
+			seed := testseed.Seeds(t, uint64(tc.id))[0]
+			testseed.Log(t, seed)
 			i := newReady(t, tc.id, tc.cfg)
 			subnet := i.PodSubnetThisNodePrefix()
 			o := newOracle(subnet)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/vswitchkit/vswitchkit/internal/testseed"
 )
 
 // poolOracle is the naive reference: a set and a cursor, scanned linearly.
@@ -46,8 +47,8 @@ func TestPoolModel(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			seed := testSeeds(t, 1)[0]
-			logSeed(t, seed)
+			seed := testseed.Seeds(t, 1)[0]
+			testseed.Log(t, seed)
 			rng := rand.New(rand.NewPCG(seed, tc.lo))
 			p := newPool(tc.lo, tc.hi)
 			o := &poolOracle{lo: tc.lo, hi: tc.hi, cursor: tc.hi, used: map[uint64]bool{}}

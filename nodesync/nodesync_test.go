@@ -21,6 +21,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/controllertest"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/internal/testseed"
 	"github.com/vswitchkit/vswitchkit/nodesync"
 	"github.com/vswitchkit/vswitchkit/nodesync/nodesyncmodel"
 	"github.com/vswitchkit/vswitchkit/nodesync/nodesynctest"
@@ -832,9 +833,9 @@ func TestReleasePendingNode(t *testing.T) {
 // whose record carries its ID.
 func TestConcurrentJoinWithRandomFaults(t *testing.T) {
 	const n = 60
-	for _, seed := range testSeeds(t, 0, 1, 2, 3, 4) {
+	for _, seed := range testseed.Seeds(t, 0, 1, 2, 3, 4) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
-			logSeed(t, seed)
+			testseed.Log(t, seed)
 			db := nodesynctest.NewMemDB()
 			var mu sync.Mutex
 			r := rand.New(rand.NewPCG(seed, 42))

@@ -827,13 +827,17 @@ func (p *Processor) statusOf(pol *compiledPolicy) PolicyStatus {
 	return st
 }
 
-// PodAddrsFrom adapts a lookup of one address per pod (IPAM's PodAddr) to
-// Config.PodAddrs.
-func PodAddrsFrom(lookup func(kubemodel.PodID) (netip.Addr, bool)) func(kubemodel.PodID) []netip.Addr {
+// PodAddrsFrom adapts lookups of one address per pod (IPAM's PodAddr; one
+// lookup per IP family in a dual-stack cluster) to Config.PodAddrs: a pod's
+// addresses in the lookups' order, those a lookup does not know left out.
+func PodAddrsFrom(lookups ...func(kubemodel.PodID) (netip.Addr, bool)) func(kubemodel.PodID) []netip.Addr {
 	return func(id kubemodel.PodID) []netip.Addr {
-		if ip, ok := lookup(id); ok {
-			return []netip.Addr{ip}
+		var out []netip.Addr
+		for _, lookup := range lookups {
+			if ip, ok := lookup(id); ok {
+				out = append(out, ip)
+			}
 		}
-		return nil
+		return out
 	}
 }

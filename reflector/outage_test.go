@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/internal/testseed"
 	"github.com/vswitchkit/vswitchkit/reflector"
 )
 
@@ -26,7 +27,7 @@ import (
 func churn(t *testing.T, k *kube, r *reflector.Reflector, seed uint64, n int, at func(i int)) {
 	t.Helper()
 	ctx := context.Background()
-	rnd := rand.New(rand.NewPCG(testSeed(t, seed), 1))
+	rnd := rand.New(rand.NewPCG(testseed.Fixed(t, seed), 1))
 	core, disc := k.CoreV1(), k.DiscoveryV1()
 	cr, up := metav1.CreateOptions{}, metav1.UpdateOptions{}
 	del := metav1.DeleteOptions{}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/controllertest"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
@@ -130,6 +132,11 @@ func TestServiceAndEndpointsOrder(t *testing.T) {
 			{epsChange(nil, eps), []svcprocessor.RenderKind{upd, back, front}},
 			{epsChange(eps, mkEndpoints("ns", "s", httpSubset(mkAddr("10.1.1.5", "web", thisNode)))), nil},
 		}},
+		{"annotations are part of the view, labels are not", []step{
+			{svcChange(nil, svc), []svcprocessor.RenderKind{add}},
+			{svcChange(svc, annotated(svc, "vswitchkit.io/lb", "maglev")), []svcprocessor.RenderKind{upd}},
+			{svcChange(annotated(svc, "vswitchkit.io/lb", "maglev"), labeled(annotated(svc, "vswitchkit.io/lb", "maglev"))), nil},
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -145,6 +152,10 @@ func TestServiceAndEndpointsOrder(t *testing.T) {
 			snap := f.sp.Snapshot()
 			assert.Equal(t, normSnap(snap), normSnap(f.rec.State()))
 			if tc.name == "unchanged endpoints give no notification" {
+				return
+			}
+			if tc.name == "annotations are part of the view, labels are not" {
+				assert.Equal(t, map[string]string{"vswitchkit.io/lb": "maglev"}, f.sp.Service(sid("ns", "s")).Annotations)
 				return
 			}
 			// Everything deleted: the pod is a plain frontend again, no service left.
@@ -553,4 +564,21 @@ func TestResyncEventData(t *testing.T) {
 		}
 		return 1
 	}))
+}
+
+// annotated returns a copy of svc with one annotation set.
+func annotated(svc *kubemodel.Service, key, value string) *kubemodel.Service {
+	c := proto.Clone(svc).(*kubemodel.Service)
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[key] = value
+	return c
+}
+
+// labeled returns a copy of svc with a label set.
+func labeled(svc *kubemodel.Service) *kubemodel.Service {
+	c := proto.Clone(svc).(*kubemodel.Service)
+	c.Labels = map[string]string{"team": "web"}
+	return c
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/internal/testseed"
 	"github.com/vswitchkit/vswitchkit/svcprocessor"
 	"github.com/vswitchkit/vswitchkit/svcprocessor/svcprocessortest"
 )
@@ -116,7 +117,7 @@ func (w *world) kubeState() controller.KubeStateData {
 func TestResyncEqualsSequentialChanges(t *testing.T) {
 	const sequences, steps = 150, 60
 	ids := []kubemodel.ServiceID{sid("a", "s0"), sid("a", "s1"), sid("b", "s0"), sid("b", "s2")}
-	for seq := range testSeeds(t, sequences) {
+	for seq := range testseed.Range(t, sequences) {
 		r := rand.New(rand.NewPCG(seq, 0x5eed))
 		f := newFixture(t, svcprocessor.Config{FrontendInterfaces: []string{"uplink"}})
 		w := &world{

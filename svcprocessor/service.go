@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -58,6 +59,11 @@ type ContivService struct {
 	// SessionAffinityTimeout is the ClientIP session affinity timeout in
 	// seconds; 0 means no session affinity.
 	SessionAffinityTimeout uint32
+	// Annotations are the service's annotations, for renderers that take
+	// options of their own from them (render/svccnat's load-balancing
+	// annotation). Read-only: the map is shared with the processor's copy
+	// of the service. Nil when the service has none.
+	Annotations map[string]string
 }
 
 // ServicePort is one port of a service with the backends matched to it by
@@ -136,7 +142,7 @@ func (s *ContivService) Equal(o *ContivService) bool {
 	if s.ID != o.ID || s.Type != o.Type || s.ExternalTrafficPolicy != o.ExternalTrafficPolicy ||
 		s.InternalTrafficPolicy != o.InternalTrafficPolicy || s.SessionAffinityTimeout != o.SessionAffinityTimeout ||
 		!slices.Equal(s.ClusterIPs, o.ClusterIPs) || !slices.Equal(s.ExternalIPs, o.ExternalIPs) ||
-		len(s.Ports) != len(o.Ports) {
+		len(s.Ports) != len(o.Ports) || !maps.Equal(s.Annotations, o.Annotations) {
 		return false
 	}
 	for i := range s.Ports {
@@ -319,6 +325,9 @@ func buildView(id kubemodel.ServiceID, meta *kubemodel.Service, eps *kubemodel.E
 		ExternalTrafficPolicy: meta.GetExternalTrafficPolicy(),
 		InternalTrafficPolicy: meta.GetInternalTrafficPolicy(),
 	}}
+	if a := meta.GetAnnotations(); len(a) > 0 {
+		blk.svc.Annotations = a
+	}
 	c := &blk.svc
 	if meta.GetSessionAffinity() == kubemodel.Service_CLIENT_IP {
 		c.SessionAffinityTimeout = DefaultSessionAffinityTimeout

@@ -8,6 +8,7 @@ import (
 
 	"go.fd.io/govpp/api"
 	"go.fd.io/govpp/binapi/interface_types"
+	"go.fd.io/govpp/binapi/ip"
 	"go.fd.io/govpp/binapi/ip_types"
 	"google.golang.org/protobuf/proto"
 
@@ -28,6 +29,7 @@ func cnatMessages() []api.Message {
 		&cnat.CnatTranslationDel{}, &cnat.CnatTranslationDelReply{},
 		&cnat.CnatTranslationDump{}, &cnat.CnatTranslationDetails{},
 		&cnat.CnatSetSnatAddresses{}, &cnat.CnatSetSnatAddressesReply{},
+		&cnat.CnatSetSnatAddressesV2{}, &cnat.CnatSetSnatAddressesV2Reply{},
 		&cnat.CnatGetSnatAddresses{}, &cnat.CnatGetSnatAddressesReply{},
 		&cnat.CnatSnatPolicyAddDelExcludePfx{}, &cnat.CnatSnatPolicyAddDelExcludePfxReply{},
 		&cnat.CnatSetSnatPolicy{}, &cnat.CnatSetSnatPolicyReply{},
@@ -77,10 +79,11 @@ type cnatTrHead struct {
 	vip       netip.Addr
 	port      uint16
 	lbType    uint8
-	realIP    bool // not reported by VPP: from the driver's record
-	allocPort bool // the same
-	noReturn  bool // the same
-	noClient  bool // the same
+	realIP    bool   // not reported by VPP: from the driver's record
+	allocPort bool   // the same
+	noReturn  bool   // the same
+	noClient  bool   // the same
+	fhc       uint32 // the same
 }
 
 // flags returns the translation flags VPP takes.
@@ -117,7 +120,7 @@ func (v *cnatTrVal) equal(o value) bool {
 func (v *cnatTrVal) message() proto.Message {
 	m := &vppmodel.CnatTranslation{Vip: v.vip.String(), Port: uint32(v.port), Protocol: uint32(v.proto),
 		LbType: vppmodel.CnatTranslation_LbType(v.lbType), RealIp: v.realIP, AllocPort: v.allocPort,
-		NoReturnSession: v.noReturn, NoClient: v.noClient}
+		NoReturnSession: v.noReturn, NoClient: v.noClient, FlowHashConfig: v.fhc}
 	for _, p := range v.paths {
 		mp := &vppmodel.CnatPath{DstIp: p.dst.addr.String(), DstPort: uint32(p.dst.port), SrcPort: uint32(p.src.port), NoNat: p.noNAT}
 		if p.src.addr.IsValid() {
@@ -135,7 +138,7 @@ func parseCnatTr(m *vppmodel.CnatTranslation) (*cnatTrVal, error) {
 	}
 	v := &cnatTrVal{cnatTrHead: cnatTrHead{proto: uint8(m.GetProtocol()), vip: vip, port: uint16(m.GetPort()),
 		lbType: uint8(m.GetLbType()), realIP: m.GetRealIp(), allocPort: m.GetAllocPort(),
-		noReturn: m.GetNoReturnSession(), noClient: m.GetNoClient()},
+		noReturn: m.GetNoReturnSession(), noClient: m.GetNoClient(), fhc: m.GetFlowHashConfig()},
 		paths: make([]cnatPathVal, 0, len(m.GetPaths()))}
 	for _, p := range m.GetPaths() {
 		dst, err := netip.ParseAddr(p.GetDstIp())
@@ -160,6 +163,7 @@ type cnatSnatVal struct {
 	ip4, ip6 netip.Addr     // invalid: not set
 	exclude  []netip.Prefix // sorted; VPP does not report them: from the driver's record
 	policy   uint8          // the same
+	noClient bool           // the same
 }
 
 func (v *cnatSnatVal) kind() kind     { return kindCnatSnat }
@@ -167,11 +171,11 @@ func (v *cnatSnatVal) key() string    { return vppmodel.CnatSnatKey }
 func (v *cnatSnatVal) deps() []string { return nil }
 func (v *cnatSnatVal) equal(o value) bool {
 	w := o.(*cnatSnatVal)
-	return v.ip4 == w.ip4 && v.ip6 == w.ip6 && v.policy == w.policy && slices.Equal(v.exclude, w.exclude)
+	return v.ip4 == w.ip4 && v.ip6 == w.ip6 && v.policy == w.policy && v.noClient == w.noClient && slices.Equal(v.exclude, w.exclude)
 }
 
 func (v *cnatSnatVal) message() proto.Message {
-	m := &vppmodel.CnatSnat{Policy: vppmodel.CnatSnat_Policy(v.policy)}
+	m := &vppmodel.CnatSnat{Policy: vppmodel.CnatSnat_Policy(v.policy), NoClient: v.noClient}
 	if v.ip4.IsValid() {
 		m.Ip4 = v.ip4.String()
 	}
@@ -185,7 +189,7 @@ func (v *cnatSnatVal) message() proto.Message {
 }
 
 func parseCnatSnat(m *vppmodel.CnatSnat) (*cnatSnatVal, error) {
-	v := &cnatSnatVal{policy: uint8(m.GetPolicy())}
+	v := &cnatSnatVal{policy: uint8(m.GetPolicy()), noClient: m.GetNoClient()}
 	var err error
 	if s := m.GetIp4(); s != "" {
 		if v.ip4, err = netip.ParseAddr(s); err != nil {
@@ -210,17 +214,25 @@ func parseCnatSnat(m *vppmodel.CnatSnat) (*cnatSnatVal, error) {
 
 var cnatSnatDeps = []string{vppmodel.CnatSnatKey}
 
-// cnatIfaceVal is what cnat does on an interface.
-type cnatIfaceVal struct {
-	iface     string
-	feature   bool
-	pod, host bool
-	depKeys   []string // the interface; the SNAT entry if in a table
+// cnatTables is an interface's membership in the SNAT policy's tables
+// (comparable).
+type cnatTables struct {
+	v4, v6, pod, host bool
 }
 
-func newCnatIface(iface string, feature, pod, host bool) *cnatIfaceVal {
-	v := &cnatIfaceVal{iface: iface, feature: feature, pod: pod, host: host, depKeys: []string{vppmodel.InterfaceKey(iface)}}
-	if pod || host {
+func (t cnatTables) any() bool { return t.v4 || t.v6 || t.pod || t.host }
+
+// cnatIfaceVal is what cnat does on an interface.
+type cnatIfaceVal struct {
+	iface   string
+	feature bool
+	tables  cnatTables
+	depKeys []string // the interface; the SNAT entry if in a table
+}
+
+func newCnatIface(iface string, feature bool, tables cnatTables) *cnatIfaceVal {
+	v := &cnatIfaceVal{iface: iface, feature: feature, tables: tables, depKeys: []string{vppmodel.InterfaceKey(iface)}}
+	if tables.any() {
 		v.depKeys = append(v.depKeys, cnatSnatDeps...)
 	}
 	return v
@@ -235,7 +247,7 @@ func (v *cnatIfaceVal) ifKey() string  { return v.depKeys[0] }
 // leaves the interface in the SNAT tables (the next interface with its
 // index would be in them), so those are removed before, by request.
 func (v *cnatIfaceVal) goesWith() string {
-	if v.pod || v.host {
+	if v.tables.any() {
 		return ""
 	}
 	return v.depKeys[0]
@@ -243,11 +255,12 @@ func (v *cnatIfaceVal) goesWith() string {
 
 func (v *cnatIfaceVal) equal(o value) bool {
 	w := o.(*cnatIfaceVal)
-	return v.iface == w.iface && v.feature == w.feature && v.pod == w.pod && v.host == w.host
+	return v.iface == w.iface && v.feature == w.feature && v.tables == w.tables
 }
 
 func (v *cnatIfaceVal) message() proto.Message {
-	return &vppmodel.CnatInterface{Interface: v.iface, Feature: v.feature, SnatPod: v.pod, SnatHost: v.host}
+	return &vppmodel.CnatInterface{Interface: v.iface, Feature: v.feature, SnatPod: v.tables.pod, SnatHost: v.tables.host,
+		SnatV4: v.tables.v4, SnatV6: v.tables.v6}
 }
 
 // ---- operations
@@ -272,7 +285,7 @@ func cnatEndpoint(a netip.Addr, port uint16, v6 bool) cnat.CnatEndpoint {
 func cnatTrMsg(m *cnatTrVal) *cnat.CnatTranslationUpdate {
 	v6 := m.vip.Is6()
 	t := cnat.CnatTranslation{Vip: cnatEndpoint(m.vip, m.port, v6), ID: noIndex, IPProto: ip_types.IPProto(m.proto),
-		Flags: m.flags(), LbType: cnat.CnatLbType(m.lbType), NPaths: uint32(len(m.paths)),
+		Flags: m.flags(), LbType: cnat.CnatLbType(m.lbType), FlowHashConfig: ip.IPFlowHashConfigV2(m.fhc), NPaths: uint32(len(m.paths)),
 		Paths: make([]cnat.CnatEndpointTuple, len(m.paths))}
 	if m.realIP {
 		t.IsRealIP = 1
@@ -339,26 +352,36 @@ func (d *Driver) cnatTrDelete(it *item, old *cnatTrVal) *op {
 			return nil // none; set again already; or deleted in this pass, which sets them again first
 		}
 		snat, ok := s.have.(*cnatSnatVal)
-		if !ok || (snat.ip4 != old.vip && snat.ip6 != old.vip) {
-			return nil
+		if !ok || snat.noClient || (snat.ip4 != old.vip && snat.ip6 != old.vip) {
+			return nil // an entry without clients shares none
 		}
 		d.cnatReset = batch
-		return []call{{req: snatAddrs(snat.ip4, snat.ip6), done: o.expect()}}
+		return []call{{req: snatAddrs(snat), done: o.expect()}}
 	})
 	return o
 }
 
 // snatAddrs builds cnat_set_snat_addresses (FIB index 0 of both families,
-// addresses only: sw_if_index ~0); all zero deletes the entry.
-func snatAddrs(ip4, ip6 netip.Addr) *cnat.CnatSetSnatAddresses {
-	r := &cnat.CnatSetSnatAddresses{SwIfIndex: interface_types.InterfaceIndex(noIndex)}
+// addresses only: sw_if_index ~0), or its v2 with the NO_CLIENT flag for
+// an entry without clients; a nil v (all zero) deletes the entry.
+func snatAddrs(v *cnatSnatVal) api.Message {
+	var ip4, ip6 netip.Addr
+	if v != nil {
+		ip4, ip6 = v.ip4, v.ip6
+	}
+	var a4 ip_types.IP4Address
+	var a6 ip_types.IP6Address
 	if ip4.IsValid() {
-		r.SnatIP4 = ip4.As4()
+		a4 = ip4.As4()
 	}
 	if ip6.IsValid() {
-		r.SnatIP6 = ip6.As16()
+		a6 = ip6.As16()
 	}
-	return r
+	if v != nil && v.noClient {
+		return &cnat.CnatSetSnatAddressesV2{SnatIP4: a4, SnatIP6: a6, SwIfIndex: interface_types.InterfaceIndex(noIndex),
+			Flags: cnat.CNAT_SNAT_POLICY_F_NO_CLIENT}
+	}
+	return &cnat.CnatSetSnatAddresses{SnatIP4: a4, SnatIP6: a6, SwIfIndex: interface_types.InterfaceIndex(noIndex)}
 }
 
 func excludeMsg(p netip.Prefix, add bool) *cnat.CnatSnatPolicyAddDelExcludePfx {
@@ -381,7 +404,7 @@ func (d *Driver) cnatSnatPut(it *item, m *cnatSnatVal) *op {
 		return o
 	}
 	old, _ := it.have.(*cnatSnatVal)
-	addrs := old == nil || old.ip4 != m.ip4 || old.ip6 != m.ip6
+	addrs := old == nil || old.ip4 != m.ip4 || old.ip6 != m.ip6 || old.noClient != m.noClient
 	if old == nil {
 		old = &cnatSnatVal{}
 	}
@@ -400,7 +423,7 @@ func (d *Driver) cnatSnatPut(it *item, m *cnatSnatVal) *op {
 		policy = append(policy, call{req: &cnat.CnatSetSnatPolicy{Policy: cnat.CnatSnatPolicies(m.policy)}, done: o.expect()})
 	}
 	if addrs || len(policy) > 0 {
-		o.stages = append(o.stages, func() []call { return []call{{req: snatAddrs(m.ip4, m.ip6), done: o.expect()}} })
+		o.stages = append(o.stages, func() []call { return []call{{req: snatAddrs(m), done: o.expect()}} })
 	}
 	if len(policy) > 0 {
 		o.stages = append(o.stages, func() []call { return policy })
@@ -419,11 +442,12 @@ func (d *Driver) cnatSnatDelete(it *item, old *cnatSnatVal) *op {
 		o.err = d.cnatErr
 		return o
 	}
-	o.stages = append(o.stages,
-		func() []call { return []call{{req: snatAddrs(old.ip4, old.ip6), done: o.expect()}} },
-		func() []call {
-			return []call{{req: snatAddrs(netip.Addr{}, netip.Addr{}), done: o.expect(rvFeatureDisabled)}}
-		})
+	if !old.noClient { // an entry without clients shares none
+		o.stages = append(o.stages, func() []call { return []call{{req: snatAddrs(old), done: o.expect()}} })
+	}
+	o.stages = append(o.stages, func() []call {
+		return []call{{req: snatAddrs(nil), done: o.expect(rvFeatureDisabled)}}
+	})
 	return o
 }
 
@@ -467,7 +491,8 @@ func (d *Driver) cnatIfacePut(it *item, m *cnatIfaceVal) *op {
 		for _, t := range []struct {
 			table      cnat.CnatSnatPolicyTable
 			want, have bool
-		}{{cnat.CNAT_POLICY_POD, m.pod, old.pod}, {cnat.CNAT_POLICY_HOST, m.host, old.host}} {
+		}{{cnat.CNAT_POLICY_INCLUDE_V4, m.tables.v4, old.tables.v4}, {cnat.CNAT_POLICY_INCLUDE_V6, m.tables.v6, old.tables.v6},
+			{cnat.CNAT_POLICY_POD, m.tables.pod, old.tables.pod}, {cnat.CNAT_POLICY_HOST, m.tables.host, old.tables.host}} {
 			if t.want != t.have {
 				cs = append(cs, call{req: cnatTableMsg(sw, t.table, t.want), done: o.expect()})
 			}
@@ -497,11 +522,14 @@ func (d *Driver) cnatIfaceDelete(it *item, old *cnatIfaceVal) *op {
 			cs = append(cs, call{req: cnatFeatureMsg(sw, false), done: o.expect(rvInvalidSwIfIndex)})
 		}
 		// -30: the SNAT entry is gone, and its tables with it.
-		if old.pod {
-			cs = append(cs, call{req: cnatTableMsg(sw, cnat.CNAT_POLICY_POD, false), done: o.expect(rvInvalidSwIfIndex, rvFeatureDisabled)})
-		}
-		if old.host {
-			cs = append(cs, call{req: cnatTableMsg(sw, cnat.CNAT_POLICY_HOST, false), done: o.expect(rvInvalidSwIfIndex, rvFeatureDisabled)})
+		for _, t := range []struct {
+			table cnat.CnatSnatPolicyTable
+			in    bool
+		}{{cnat.CNAT_POLICY_INCLUDE_V4, old.tables.v4}, {cnat.CNAT_POLICY_INCLUDE_V6, old.tables.v6},
+			{cnat.CNAT_POLICY_POD, old.tables.pod}, {cnat.CNAT_POLICY_HOST, old.tables.host}} {
+			if t.in {
+				cs = append(cs, call{req: cnatTableMsg(sw, t.table, false), done: o.expect(rvInvalidSwIfIndex, rvFeatureDisabled)})
+			}
 		}
 		return cs
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -111,7 +112,7 @@ func testCnatScenario(t *testing.T, env scenarioVPP) []string {
 	state := kv(t, loop("uplink", true, 0, "192.0.2.1/24", "2001:db8:ff::1/64"), loop("pod", true, 0, "10.1.1.1/24", "fd00:1::1/64"),
 		web, dns6, nodePort, big, snat,
 		&vppmodel.CnatInterface{Interface: "uplink", Feature: true, SnatHost: true},
-		&vppmodel.CnatInterface{Interface: "pod", Feature: true, SnatPod: true})
+		&vppmodel.CnatInterface{Interface: "pod", Feature: true, SnatPod: true, SnatV4: true, SnatV6: true})
 	s.step("create", controller.CommitResync, state, len(state))
 	c := s.cnat()
 	require.Len(t, c.translations, 4)
@@ -139,6 +140,13 @@ func testCnatScenario(t *testing.T, env scenarioVPP) []string {
 	assert.Equal(t, []string{"cnat_translation_del", "cnat_translation_update"}, s.step("lb type", controller.CommitUpdate, kv(t, web), len(state)))
 	assert.Equal(t, uint8(1), s.cnat().translations["tcp 10.96.0.10:80"].lbType)
 
+	web = cnatTr("10.96.0.10", 80, "10.1.1.11:8080", "10.1.1.13:8080")
+	web.LbType, web.FlowHashConfig = vppmodel.CnatTranslation_MAGLEV, vppmodel.CnatFlowHashSrcIP
+	state[cnatTrKey(web)] = web
+	assert.Equal(t, []string{"cnat_translation_del", "cnat_translation_update"}, s.step("flow hash", controller.CommitUpdate, kv(t, web), len(state)),
+		"VPP keeps the flow hash a translation was made with")
+	assert.Empty(t, s.step("resync after the flow hash", controller.CommitResync, state, len(state)))
+
 	snat = &vppmodel.CnatSnat{Ip4: "192.0.2.1", Ip6: "2001:db8:ff::1", ExcludedPrefixes: []string{"10.1.0.0/16", "10.96.0.0/12", "10.2.0.0/16"},
 		Policy: vppmodel.CnatSnat_K8S}
 	state[vppmodel.CnatSnatKey] = snat
@@ -148,8 +156,9 @@ func testCnatScenario(t *testing.T, env scenarioVPP) []string {
 	gone := controller.KeyValuePairs{vppmodel.InterfaceKey("pod"): nil, vppmodel.CnatInterfaceKey("pod"): nil}
 	delete(state, vppmodel.InterfaceKey("pod"))
 	delete(state, vppmodel.CnatInterfaceKey("pod"))
-	assert.Equal(t, []string{"feature_cnat_enable_disable", "cnat_snat_policy_add_del_if", "delete_loopback"},
-		s.step("pod deleted", controller.CommitUpdate, gone, len(state)))
+	assert.Equal(t, []string{"feature_cnat_enable_disable", "cnat_snat_policy_add_del_if", "cnat_snat_policy_add_del_if",
+		"cnat_snat_policy_add_del_if", "delete_loopback"},
+		s.step("pod deleted", controller.CommitUpdate, gone, len(state)), "the SNAT tables are left before the interface goes")
 
 	delete(state, cnatTrKey(nodePort))
 	assert.Equal(t, []string{"cnat_translation_del", "cnat_set_snat_addresses"},
@@ -165,6 +174,18 @@ func testCnatScenario(t *testing.T, env scenarioVPP) []string {
 	// pass: the VPP that answers the dumps after it is alive.
 	state[cnatTrKey(nodePort)] = nodePort
 	s.step("node port again", controller.CommitUpdate, kv(t, nodePort), len(state))
+	snat = &vppmodel.CnatSnat{Ip4: "192.0.2.1", Ip6: "2001:db8:ff::1", ExcludedPrefixes: []string{"10.1.0.0/16", "10.96.0.0/12", "10.2.0.0/16"},
+		Policy: vppmodel.CnatSnat_K8S, NoClient: true}
+	state[vppmodel.CnatSnatKey] = snat
+	got := s.step("no client", controller.CommitUpdate, kv(t, snat), len(state))
+	slices.Sort(got)
+	assert.Equal(t, []string{"cnat_set_snat_addresses", "cnat_set_snat_addresses", "cnat_set_snat_addresses_v2", "cnat_set_snat_policy",
+		"cnat_snat_policy_add_del_exclude_pfx", "cnat_snat_policy_add_del_exclude_pfx", "cnat_snat_policy_add_del_exclude_pfx",
+		"cnat_snat_policy_add_del_if", "cnat_snat_policy_add_del_if", "feature_cnat_enable_disable", "feature_cnat_enable_disable"}, got,
+		"VPP keeps the flags of the first set: the entry is made again (the addresses set first, then deleted), and the uplink's cnat with it")
+	assert.Equal(t, "192.0.2.1 2001:db8:ff::1", s.cnat().snat)
+	assert.Empty(t, s.step("resync without clients", controller.CommitResync, state, len(state)))
+
 	connects := s.d.Stats().Connects
 	s.step("cleanup", controller.CommitResync, controller.KeyValuePairs{}, 0)
 	assert.Equal(t, connects, s.d.Stats().Connects, "VPP did not die: no reconnect")

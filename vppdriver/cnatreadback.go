@@ -65,12 +65,12 @@ func (d *Driver) readCnat(ctx context.Context, ifs *ownedIfaces) ([]found, error
 		if !ok {
 			continue
 		}
-		if (rec.pod || rec.host) && x.snat == nil {
+		if rec.tables.any() && x.snat == nil {
 			// The SNAT entry is gone, and its tables with it.
 			if !rec.feature {
 				continue
 			}
-			rec = newCnatIface(rec.iface, true, false, false)
+			rec = newCnatIface(rec.iface, true, cnatTables{})
 		}
 		out = append(out, found{value: rec, index: noIndex})
 	}
@@ -112,7 +112,7 @@ func (d *Driver) cnatTrFromVPP(t *cnat.CnatTranslation) (*cnatTrVal, bool) {
 		paths: make([]cnatPathVal, 0, len(t.Paths))}
 	for _, known := range []value{applied(it.have), it.want} {
 		if k, ok := known.(*cnatTrVal); ok {
-			v.realIP, v.allocPort, v.noReturn, v.noClient = k.realIP, k.allocPort, k.noReturn, k.noClient
+			v.realIP, v.allocPort, v.noReturn, v.noClient, v.fhc = k.realIP, k.allocPort, k.noReturn, k.noClient, k.fhc
 			break
 		}
 	}
@@ -146,7 +146,7 @@ func (d *Driver) cnatSnatFromVPP(r *cnat.CnatGetSnatAddressesReply) *cnatSnatVal
 		v.ip6 = a
 	}
 	if rec, ok := d.recordOf(vppmodel.CnatSnatKey).(*cnatSnatVal); ok {
-		v.exclude, v.policy = rec.exclude, rec.policy
+		v.exclude, v.policy, v.noClient = rec.exclude, rec.policy, rec.noClient
 	}
 	return v
 }

@@ -104,16 +104,18 @@
 // A cnat translation is created and changed with one
 // cnat_translation_update (VPP finds it by VIP, protocol and port, keeps
 // its id and replaces its paths and flags), with every endpoint given by
-// address (sw_if_index ~0), and deleted by id; VPP keeps the lb type a
-// translation was made with, so a new lb type (or real_ip, no_client)
-// re-creates it. A translation is never sent without paths (VPP 26.06
+// address (sw_if_index ~0), and deleted by id; VPP keeps the lb type and
+// the flow hash a translation was made with, so a new lb type or flow
+// hash (or real_ip, no_client) re-creates it. A translation is never sent without paths (VPP 26.06
 // dies; the model refuses them) and cnat_session_purge is never sent (it
 // deletes every translation). The SNAT entry's addresses
 // (cnat_set_snat_addresses, FIB index 0) are set before every change of
 // its excluded prefixes and policy, in the same op (again when they do not
 // change), and the entry before the interface tables, which depend on it:
 // VPP 26.06 dies on an excluded prefix or a policy without an entry. VPP keeps an address until
-// the entry is deleted, so a value that drops one re-creates the entry.
+// the entry is deleted, and the flags of the entry's first set (no_client:
+// cnat_set_snat_addresses_v2 with NO_CLIENT), so a value that drops one or
+// changes no_client re-creates the entry.
 // A translation of a SNAT address shares the entry's cnat client, which
 // VPP frees with the address's last translation (VPP 26.06 then dies when
 // the entry is deleted): deleting such a translation sets the SNAT

@@ -2,7 +2,6 @@ package vppdriver_test
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -21,27 +20,12 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/vswitchkit/vswitchkit/controller"
+	"github.com/vswitchkit/vswitchkit/internal/testseed"
 	"github.com/vswitchkit/vswitchkit/vppdriver"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppdrivertest"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
 )
-
-// seed makes a randomized test of this package reproducible: go test
-// -run TestModel -args -seed=N replays the run that logged "seed N"
-// (0, the default, picks a new seed from the clock).
-var seed = flag.Uint64("seed", 0, "seed of the randomized tests (0: from the clock)")
-
-// testSeed returns the seed of a randomized test and logs it.
-func testSeed(t testing.TB) uint64 {
-	t.Helper()
-	s := *seed
-	if s == 0 {
-		s = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (reproduce with -args -seed=%d)", s, s)
-	return s
-}
 
 // modelKeys is a small key universe with dependencies between the keys:
 // tables, interfaces in tables, routes through interfaces in tables, the
@@ -114,13 +98,13 @@ func (m modelKeys) random() (string, proto.Message) {
 	case 8:
 		vip := modelVIPs[r.IntN(len(modelVIPs))]
 		t := &vppmodel.CnatTranslation{Vip: vip, Port: 80, Protocol: vppmodel.ProtoTCP, LbType: vppmodel.CnatTranslation_LbType(r.IntN(2)),
-			RealIp: r.IntN(2) == 0, AllocPort: r.IntN(2) == 0}
+			RealIp: r.IntN(2) == 0, AllocPort: r.IntN(2) == 0, FlowHashConfig: uint32(r.IntN(2)) * vppmodel.CnatFlowHashSrcIP}
 		for _, b := range r.Perm(3)[:r.IntN(3)] {
 			t.Paths = append(t.Paths, &vppmodel.CnatPath{DstIp: fmt.Sprint("10.1.0.", 11+b), DstPort: 8080})
 		}
 		v = t // without paths: invalid
 	case 9:
-		sn := &vppmodel.CnatSnat{Policy: vppmodel.CnatSnat_Policy(2 * r.IntN(2))}
+		sn := &vppmodel.CnatSnat{Policy: vppmodel.CnatSnat_Policy(2 * r.IntN(2)), NoClient: r.IntN(2) == 0}
 		if r.IntN(3) != 0 {
 			sn.Ip4 = modelVIPs[r.IntN(2)]
 		}
@@ -133,7 +117,7 @@ func (m modelKeys) random() (string, proto.Message) {
 		v = sn // without addresses: invalid
 	case 10:
 		v = &vppmodel.CnatInterface{Interface: modelIfaces[r.IntN(len(modelIfaces))], Feature: r.IntN(2) == 0,
-			SnatPod: r.IntN(2) == 0, SnatHost: r.IntN(3) == 0} // with nothing: invalid
+			SnatPod: r.IntN(2) == 0, SnatHost: r.IntN(3) == 0, SnatV4: r.IntN(3) == 0, SnatV6: r.IntN(4) == 0} // with nothing: invalid
 	}
 	key, err := vppmodel.KeyOf(v)
 	if err != nil { // an invalid value: store it under the key it would have
@@ -185,7 +169,7 @@ func modelDeps(v proto.Message) []string {
 		deps = append(deps, vppmodel.Nat44GlobalKey)
 	case *vppmodel.CnatInterface:
 		deps = append(deps, vppmodel.InterfaceKey(m.Interface))
-		if m.SnatPod || m.SnatHost {
+		if m.SnatPod || m.SnatHost || m.SnatV4 || m.SnatV6 {
 			deps = append(deps, vppmodel.CnatSnatKey)
 		}
 	case *vppmodel.ACLInterface:
@@ -235,7 +219,7 @@ func oracle(desired map[string]proto.Message) map[string]vppdriver.State {
 // driver's indexes and published statuses are consistent. It logs its
 // seed; -args -seed=N replays a run.
 func TestModel(t *testing.T) {
-	r := rand.New(rand.NewPCG(testSeed(t), 1))
+	r := rand.New(rand.NewPCG(testseed.Clock(t), 1))
 	keys := modelKeys{r}
 	vpp := vppsim.New(vppsim.Config{})
 	d := startDriver(t, vpp, testCfg())
@@ -328,7 +312,7 @@ func writes(reqs []string) []string {
 // to a readback, so a resync before the retry that
 // deletes it leaves it behind (a known limit, see the package doc).
 func TestModelFaults(t *testing.T) {
-	seed := testSeed(t)
+	seed := testseed.Clock(t)
 	synctest.Test(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 2))
 		keys := modelKeys{r}

@@ -110,7 +110,8 @@ func parseValue(msg proto.Message) (value, error) {
 	case *vppmodel.CnatSnat:
 		return parseCnatSnat(m)
 	case *vppmodel.CnatInterface:
-		return newCnatIface(m.GetInterface(), m.GetFeature(), m.GetSnatPod(), m.GetSnatHost()), nil
+		return newCnatIface(m.GetInterface(), m.GetFeature(), cnatTables{v4: m.GetSnatV4(), v6: m.GetSnatV6(),
+			pod: m.GetSnatPod(), host: m.GetSnatHost()}), nil
 	}
 	return nil, fmt.Errorf("unsupported message type %T", msg)
 }
@@ -133,14 +134,16 @@ func needsRecreate(old, new value) bool {
 	case *routeVal, *neighborVal, *aclVal, *aclIfaceVal, *cnatIfaceVal:
 		return false // changed in place (an ACL keeps its index, a list is set again)
 	case *cnatTrVal:
-		// VPP keeps the lb type of a translation from its creation; the
-		// VIP's exclusivity and client are made with it too.
+		// VPP keeps the lb type and the flow hash of a translation from
+		// its creation; the VIP's exclusivity and client are made with it
+		// too.
 		n, ok := new.(*cnatTrVal)
-		return !ok || o.lbType != n.lbType || o.realIP != n.realIP || o.noClient != n.noClient
+		return !ok || o.lbType != n.lbType || o.fhc != n.fhc || o.realIP != n.realIP || o.noClient != n.noClient
 	case *cnatSnatVal:
-		// VPP keeps an address of a family until the entry is deleted.
+		// VPP keeps an address of a family until the entry is deleted,
+		// and the flags of the entry's first set.
 		n, ok := new.(*cnatSnatVal)
-		return !ok || (o.ip4.IsValid() && !n.ip4.IsValid()) || (o.ip6.IsValid() && !n.ip6.IsValid())
+		return !ok || (o.ip4.IsValid() && !n.ip4.IsValid()) || (o.ip6.IsValid() && !n.ip6.IsValid()) || o.noClient != n.noClient
 	case *natIfaceVal:
 		// inside and outside change in place; VPP refuses them on an
 		// interface with the output feature and the reverse.

@@ -15,6 +15,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller/controllertest"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	"github.com/vswitchkit/vswitchkit/embedetcd/etcdtest"
+	"github.com/vswitchkit/vswitchkit/internal/testseed"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -42,7 +43,7 @@ func TestChurnAcrossServerRestarts(t *testing.T) {
 
 	var done atomic.Int64
 	var wg sync.WaitGroup
-	seed := testSeed(t, 0) // writer i uses seed+i
+	seed := testseed.Fixed(t, 0) // writer i uses seed+i
 	for wi := range writers {
 		wg.Add(1)
 		go func() {

@@ -252,8 +252,9 @@ type Config struct {
 
 	// RetryMinBackoff and RetryMaxBackoff bound the exponential backoff
 	// between failed attempts to read a snapshot or to restart a lost
-	// watch (doubling from the minimum, each wait jittered by ±20%), and
-	// between failed writes of the mirror, and the gRPC reconnect backoff
+	// watch (doubling from the minimum, each wait jittered by ±50%, so that
+	// the watchers of a cluster's agents do not retry in waves), and
+	// between failed writes of the mirror (±20%), and the gRPC reconnect backoff
 	// of a client made by [New].
 	// Defaults: [DefaultRetryMinBackoff], [DefaultRetryMaxBackoff].
 	RetryMinBackoff time.Duration

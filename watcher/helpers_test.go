@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -345,19 +344,3 @@ func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 var errRefused = errors.New("refused by test")
 
 func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
-
-// seedFlag is -args -seed=N: the randomized tests use seed N instead of
-// their fixed seeds (CONTRIBUTING R12).
-var seedFlag = flag.Int64("seed", -1, "seed of the randomized tests (default: each test's fixed seeds)")
-
-// testSeed returns the seed a randomized test uses, -args -seed=N or else
-// fixed, and logs it.
-func testSeed(t testing.TB, fixed uint64) uint64 {
-	t.Helper()
-	seed := fixed
-	if *seedFlag >= 0 {
-		seed = uint64(*seedFlag)
-	}
-	t.Logf("seed %d (reproduce with -run '^%s$' -args -seed=%d)", seed, t.Name(), seed)
-	return seed
-}

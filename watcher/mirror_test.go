@@ -396,3 +396,46 @@ func TestSlowMirrorDoesNotDelayChanges(t *testing.T) {
 	assert.Equal(t, []string{"k8s/pod/default/a", "k8s/pod/default/b", "k8s/pod/default/c0", "k8s/pod/default/c1", "k8s/pod/default/c2"}, sortedKeys(got.kube))
 	assert.Zero(t, w.Stats().MirrorErrors)
 }
+
+// TestSlowSnapshotIsReadToTheEnd: a snapshot that etcd serves page after
+// page, each in time but all together slower than MirrorFallbackDelay (a
+// large cluster on a loaded etcd), is read to the end and delivered; the
+// agent does not start from its stale mirror while etcd answers.
+func TestSlowSnapshotIsReadToTheEnd(t *testing.T) {
+	ctx := testCtx(t)
+	srv, cli := startEtcd(t)
+	putPod(t, ctx, cli, pod("default", "a", "10.0.0.1"))
+	mirrorPath := filepath.Join(t.TempDir(), "m.db")
+	cfg := baseConfig(srv)
+	cfg.MirrorPath = mirrorPath
+	cfg.MirrorFallbackDelay = 300 * time.Millisecond
+	cfg.SnapshotPageSize = 4
+	rec1 := &controllertest.EventRecorder{}
+	w1, err := New(rec1, cfg)
+	require.NoError(t, err)
+	r1 := start(t, w1)
+	_, err = rec1.WaitFor(ctx, 1)
+	require.NoError(t, err)
+	r1.stop(t) // the mirror holds one pod
+
+	for i := range 24 {
+		putPod(t, ctx, cli, pod("default", fmt.Sprintf("p%02d", i), "10.1.1.2"))
+	}
+	rec2 := &controllertest.EventRecorder{}
+	w2, err := New(rec2, cfg)
+	require.NoError(t, err)
+	pages := 0
+	w2.hookPage = func(n int) error {
+		pages++
+		time.Sleep(100 * time.Millisecond) // 7+ pages: 0.7 s in all, each page 0.1 s
+		return nil
+	}
+	start(t, w2)
+	evs, err := rec2.WaitFor(ctx, 1)
+	require.NoError(t, err)
+	rs := evs[0].(*controller.DBResync)
+	assert.False(t, rs.Local, "the snapshot from etcd, not the mirror")
+	assert.Len(t, rs.KubeState["pod"], 25)
+	assert.Greater(t, time.Duration(pages)*100*time.Millisecond, cfg.MirrorFallbackDelay, "slower than the fallback delay in all")
+	assert.Zero(t, w2.Stats().LocalResyncs)
+}

@@ -279,8 +279,11 @@ func (r *run) loop(ctx context.Context) error {
 	cfg := &w.cfg
 	fallbackAt := time.Now().Add(cfg.MirrorFallbackDelay)
 	fallbackPending := r.mirror != nil
-	connectBackoff := retry.NewBackoff(cfg.RetryMinBackoff, cfg.RetryMaxBackoff)
-	watchBackoff := retry.NewBackoff(cfg.RetryMinBackoff, cfg.RetryMaxBackoff)
+	// Every agent's watcher is a client of the same etcd: after an etcd
+	// restart or a storm of timeouts they all fail at once, and the wide
+	// jitter of the client backoff keeps them from retrying in waves.
+	connectBackoff := retry.NewClientBackoff(cfg.RetryMinBackoff, cfg.RetryMaxBackoff)
+	watchBackoff := retry.NewClientBackoff(cfg.RetryMinBackoff, cfg.RetryMaxBackoff)
 	failing := false
 	for {
 		if err := ctx.Err(); err != nil {
@@ -419,7 +422,11 @@ func (r *run) ensureClient() error {
 // agent however many requests time out (a snapshot read whole and
 // retried whole costs etcd the whole read again per failure). While the
 // mirror fallback is pending, the attempt ends at fallbackAt at the
-// latest. An error means no snapshot: the layout is refused (wrapping
+// latest, a deadline that every page etcd answers moves to
+// MirrorFallbackDelay from then: a large snapshot that etcd serves slowly
+// (150k peer records on a loaded machine took more than the 5 s default)
+// is read to the end instead of being dropped for a stale mirror, and an
+// etcd that stops answering mid-snapshot still gets the fallback. An error means no snapshot: the layout is refused (wrapping
 // ErrLayout), the revision was compacted meanwhile (the caller starts
 // over), ctx ended, the client is closed, or the fallback is due.
 func (r *run) snapshot(ctx context.Context, fallbackPending bool, fallbackAt time.Time) (*state, error) {
@@ -436,6 +443,12 @@ func (r *run) snapshot(ctx context.Context, fallbackPending bool, fallbackAt tim
 	if err != nil {
 		return nil, err
 	}
+	progress := func() {
+		if fallbackPending {
+			fallbackAt = time.Now().Add(w.cfg.MirrorFallbackDelay)
+		}
+	}
+	progress()
 	var value []byte
 	if len(lresp.Kvs) > 0 {
 		value = lresp.Kvs[0].Value
@@ -481,6 +494,7 @@ func (r *run) snapshot(ctx context.Context, fallbackPending bool, fallbackAt tim
 			}
 			deg.OK()
 			bo.Reset()
+			progress()
 			for _, kv := range resp.Kvs {
 				r.add(st, kv)
 			}

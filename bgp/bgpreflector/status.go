@@ -22,6 +22,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/bgp/bgpmodel"
 	"github.com/vswitchkit/vswitchkit/internal/cfgutil"
 	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
+	"github.com/vswitchkit/vswitchkit/internal/retry"
 )
 
 // Defaults of [StatusWriterConfig].
@@ -150,7 +151,8 @@ type nodeState struct {
 
 // Run follows the statuses in etcd and writes the objects while the
 // replica leads, until ctx ends; then it returns ctx.Err(). Failed
-// requests are retried (etcd: after re-reading the prefix); they are
+// requests are retried (etcd: after re-reading the prefix, with a jittered
+// exponential backoff between failed reads); they are
 // counted and logged at Warn when they start and at Info when they stop.
 // A second call returns an error wrapping ErrAlreadyRunning.
 func (w *StatusWriter) Run(ctx context.Context) error {
@@ -184,14 +186,19 @@ func (w *StatusWriter) Run(ctx context.Context) error {
 	}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	// A failed read of the prefix (or a watch that ends at once) is tried
+	// again after a jittered exponential backoff, not every tick.
+	loadBackoff := retry.NewClientBackoff(100*time.Millisecond, 5*time.Second)
+	var loadAt time.Time
 	for {
-		if watchCh == nil {
+		if watchCh == nil && !time.Now().Before(loadAt) {
 			rev, err := w.load(ctx, nodes)
 			if err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
 				fail(err)
+				loadAt = time.Now().Add(loadBackoff.NextBackOff())
 			} else {
 				watchCh, cancelW = w.watch(ctx, rev+1)
 			}
@@ -203,8 +210,10 @@ func (w *StatusWriter) Run(ctx context.Context) error {
 			if !ok || wr.Err() != nil {
 				cancelW()
 				watchCh = nil // re-read the prefix and watch again
+				loadAt = time.Now().Add(loadBackoff.NextBackOff())
 				continue
 			}
+			loadBackoff.Reset()
 			for _, ev := range wr.Events {
 				w.apply(nodes, strings.TrimPrefix(string(ev.Kv.Key), w.cfg.Prefix), ev.Type == clientv3.EventTypeDelete, ev.Kv.Value)
 			}

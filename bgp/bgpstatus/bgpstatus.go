@@ -17,6 +17,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
 	"github.com/vswitchkit/vswitchkit/internal/cfgutil"
 	"github.com/vswitchkit/vswitchkit/internal/lifecycle"
+	"github.com/vswitchkit/vswitchkit/internal/retry"
 )
 
 // ErrAlreadyRunning is returned (wrapped) by a second call of
@@ -27,6 +28,9 @@ var ErrAlreadyRunning = lifecycle.ErrAlreadyRunning
 const (
 	DefaultInterval         = 2 * time.Second
 	DefaultMinWriteInterval = time.Second
+	// MaxRetryInterval bounds the backoff between failed attempts (unless
+	// Interval is longer).
+	MaxRetryInterval = 30 * time.Second
 )
 
 // Source returns the node's BGP status; *bgp.Controller implements it. It
@@ -169,17 +173,19 @@ func (p *Publisher) Stats() Stats {
 
 // Run reads the status every Interval and writes it when its encoding
 // changed, at most once per MinWriteInterval, until ctx ends; then it
-// returns ctx.Err(). Failed reads and writes are retried at the next
-// interval; they are logged at Warn when they start and at Info when they
-// stop, and counted in [Stats]. A second call returns an error wrapping
+// returns ctx.Err(). Failed reads and writes are retried after a jittered
+// exponential backoff, from Interval up to [MaxRetryInterval] (or
+// Interval, if longer), so that the publishers of a cluster's nodes do not
+// hammer an etcd that is down or overloaded every Interval, in step; they
+// are logged at Warn when they start and at Info when they stop, and
+// counted in [Stats]. A second call returns an error wrapping
 // [ErrAlreadyRunning].
 func (p *Publisher) Run(ctx context.Context) error {
 	if err := p.run.Start("bgpstatus"); err != nil {
 		return err
 	}
 	p.log.Info("started", slog.String("key", p.key))
-	tick := time.NewTicker(p.cfg.Interval)
-	defer tick.Stop()
+	bo := retry.NewClientBackoff(p.cfg.Interval, max(MaxRetryInterval, p.cfg.Interval))
 	var st pubState
 	var failing error
 	for {
@@ -188,22 +194,25 @@ func (p *Publisher) Run(ctx context.Context) error {
 			p.log.Info("stopped")
 			return ctx.Err()
 		}
+		wait := p.cfg.Interval
 		switch {
 		case err != nil:
+			wait = bo.NextBackOff()
 			p.mu.Lock()
 			p.stats.Errors++
 			p.mu.Unlock()
 			if failing == nil || failing.Error() != err.Error() {
-				p.log.Warn("cannot publish the BGP status; retrying", slog.Any("error", err), slog.Duration("interval", p.cfg.Interval))
+				p.log.Warn("cannot publish the BGP status; retrying", slog.Any("error", err), slog.Duration("in", wait))
 			}
 			failing = err
 		case failing != nil:
 			failing = nil
+			bo.Reset()
 			p.log.Info("publishing the BGP status again")
 		}
-		select {
-		case <-ctx.Done():
-		case <-tick.C:
+		if retry.Sleep(ctx, wait) != nil {
+			p.log.Info("stopped")
+			return ctx.Err()
 		}
 	}
 }

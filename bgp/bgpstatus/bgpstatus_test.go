@@ -116,8 +116,9 @@ func TestPublisherWritesChangesAtABoundedRate(t *testing.T) {
 	})
 }
 
-// TestPublisherFailures: failing writes are logged once, retried, and
-// logged again when they succeed.
+// TestPublisherFailures: failing writes are logged once, retried after a
+// growing backoff (not every Interval: a cluster's publishers would hammer
+// a failing etcd in step), and logged again when they succeed.
 func TestPublisherFailures(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var logs strings.Builder
@@ -128,17 +129,26 @@ func TestPublisherFailures(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- p.Run(ctx) }()
-		time.Sleep(10 * time.Second)
+		time.Sleep(2 * time.Minute)
 		synctest.Wait()
 		assert.Equal(t, 1, strings.Count(logs.String(), "level=WARN"), logs.String())
-		assert.GreaterOrEqual(t, p.Stats().Errors, uint64(10))
+		// Waits of 1, 2, 4, 8, 16, 30, 30… s, each ±50%: 120 s hold 5
+		// to 11 attempts (every Interval: 120).
+		errs := p.Stats().Errors
+		assert.GreaterOrEqual(t, errs, uint64(5))
+		assert.LessOrEqual(t, errs, uint64(11))
 		kv.mu.Lock()
 		kv.fail = nil
 		kv.mu.Unlock()
-		time.Sleep(time.Second)
+		time.Sleep(bgpstatus.MaxRetryInterval * 3 / 2)
 		synctest.Wait()
 		assert.Equal(t, 1, kv.count())
 		assert.Contains(t, logs.String(), "publishing the BGP status again")
+		// Back to every Interval after the success.
+		reads := p.Stats().Reads
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		assert.InDelta(t, 10, p.Stats().Reads-reads, 1, "reads every Interval again")
 		cancel()
 		require.ErrorIs(t, <-done, context.Canceled)
 	})

@@ -16,6 +16,9 @@
 //	--nodes N        simulated nodes (default 3)
 //	--pods N         pods per node (default 4)
 //	--services N     services, of every kind in turn (default 5)
+//	--services R     the service renderer: nat44 (default) or cnat; give
+//	                 --services twice for both (--services cnat --services 10)
+//	--ip-family F    ipv4 (default) or dual (dual-stack: needs --services cnat)
 //	--etcd URLS      use this etcd (comma-separated client URLs) instead of an embedded one
 //	--run-for D      keep the cluster running for D after the change, then exit
 //	--json           print the result as JSON (progress goes to stderr)
@@ -37,6 +40,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -63,7 +67,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	)
 	fs.IntVar(&opts.Nodes, "nodes", demo.DefaultNodes, fmt.Sprintf("number of simulated nodes, 1..%d", demo.MaxNodes))
 	fs.IntVar(&opts.PodsPerNode, "pods", demo.DefaultPodsPerNode, fmt.Sprintf("pods per node, 1..%d", demo.MaxPodsPerNode))
-	fs.IntVar(&opts.Services, "services", demo.DefaultServices, fmt.Sprintf("services, 1..%d (ClusterIP, NodePort, LoadBalancer, external IP, LoadBalancer with externalTrafficPolicy Local, in turn)", demo.MaxServices))
+	opts.Services = demo.DefaultServices
+	fs.Func("services", fmt.Sprintf("a number of services, 1..%d (ClusterIP, NodePort, LoadBalancer, external IP, LoadBalancer with externalTrafficPolicy Local, in turn; default %d), or the service renderer: nat44 (default) or cnat; give it twice for both", demo.MaxServices, demo.DefaultServices),
+		func(v string) error {
+			if n, err := strconv.Atoi(v); err == nil {
+				opts.Services = n
+				return nil
+			}
+			if v != "nat44" && v != "cnat" {
+				return fmt.Errorf("%q is neither a number nor nat44 or cnat", v)
+			}
+			opts.ServiceRenderer = v
+			return nil
+		})
+	fs.StringVar(&opts.IPFamily, "ip-family", "ipv4", "the cluster's IP family: ipv4 or dual (dual-stack pods and services; needs --services cnat)")
 	fs.StringVar(&etcd, "etcd", "", "comma-separated client URLs of an etcd to use instead of an embedded one (its /vswitchkit/ keys must be empty)")
 	fs.DurationVar(&opts.RunFor, "run-for", 0, "keep the cluster running this long after the scripted change, then exit (Ctrl-C exits earlier)")
 	fs.BoolVar(&opts.JSON, "json", false, "print the result as JSON on stdout; progress goes to stderr")

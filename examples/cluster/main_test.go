@@ -25,6 +25,7 @@ func TestBadFlags(t *testing.T) {
 		{"no services", []string{"--services", "0"}, "--services must be at least 1"},
 		{"log level", []string{"--log-level", "loud"}, "--log-level"},
 		{"kube", []string{"--kube", "kind"}, "--kube must be fake or real"},
+		{"unknown renderer", []string{"--services", "ipvs"}, `"ipvs" is neither a number nor nat44 or cnat`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -33,6 +34,13 @@ func TestBadFlags(t *testing.T) {
 			assert.Empty(t, stdout.String())
 		})
 	}
+}
+
+// TestDualStackNeedsCnat: dual-stack with NAT44 is the demo's error.
+func TestDualStackNeedsCnat(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, 1, run([]string{"--ip-family", "dual"}, &stdout, &stderr))
+	assert.Contains(t, stderr.String(), `ip-family "dual" needs services "cnat"`)
 }
 
 // TestTooManyNodes: a value the demo cannot do is its error, exit 1.

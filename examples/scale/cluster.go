@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,18 +34,22 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	kill := fs.String("kill", "", "kill one etcd member when a quarter of the agents are Ready: leader or follower")
 	churn := fs.Float64("churn", 100, "pod changes per second across the cluster in the steady-state measure (negative: none)")
 	churnFor := fs.Duration("churn-for", 0, "length of the steady-state measure (default 20s)")
+	leaseTTL := fs.Duration("lease-ttl", 0, "lease TTL of the agents' IPAM etcd stores (default: etcdstore's, 15s)")
 	timeout := fs.Duration("timeout", 0, "how long to wait for every agent to be Ready (default 10m)")
 	gogc := fs.Int("gogc", 100, "GOGC of the agent processes")
 	maxRSS := fs.Float64("max-rss", 16, "GiB: stop when the agent processes together hold more (each gets a GOMEMLIMIT of its share of 80%)")
 	plotPath := fs.String("plot", "cluster.png", "PNG file to write the plot to (empty: none)")
 	jsonOut := fs.String("json", "", "file to write the results to as JSON (durations in nanoseconds)")
+	from := fs.String("from", "", "comma-separated JSON files of earlier runs (-json) to report instead of running")
+	rate := fs.Float64("extrapolate-rate", 100, "pod changes per second of the extrapolation")
+	extraPlot := fs.String("extrapolation-plot", "", "PNG file to write the extrapolation's plot to (empty: none)")
 	logs := fs.String("logs", "", "file for the children's standard error")
 	verbose := fs.Bool("v", false, "log the runner's steps")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	cfg := clustersim.Config{Processes: *procs, Members: *members, ElectionMs: *election, PodsPerNode: *pods,
-		ServicesPerNode: *services, Layout: *layout, Kill: *kill, ChurnRate: *churn, ChurnDuration: *churnFor,
+		ServicesPerNode: *services, Layout: *layout, Kill: *kill, ChurnRate: *churn, ChurnDuration: *churnFor, LeaseTTL: *leaseTTL,
 		Timeout: *timeout, GOGC: *gogc, MaxRSS: uint64(*maxRSS * (1 << 30))}
 	for s := range strings.SplitSeq(*agents, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -73,9 +78,27 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	} else {
 		cfg.Progress = envelope.Lines(stderr)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	results, err := clustersim.Run(ctx, cfg)
+	var results []clustersim.Result
+	var err error
+	if *from != "" {
+		for name := range strings.SplitSeq(*from, ",") {
+			var rs []clustersim.Result
+			raw, rerr := os.ReadFile(strings.TrimSpace(name))
+			if rerr == nil {
+				rerr = json.Unmarshal(raw, &rs)
+			}
+			if rerr != nil {
+				fmt.Fprintf(stderr, "scale cluster: -from: %v\n", rerr)
+				return 1
+			}
+			results = append(results, rs...)
+		}
+		*jsonOut = ""
+	} else {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		results, err = clustersim.Run(ctx, cfg)
+	}
 	if bars != nil {
 		bars.Wait()
 	}
@@ -101,6 +124,20 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 				return 1
 			}
 			fmt.Fprintf(stdout, "\nplot: %s\n", *plotPath)
+		}
+		if slices.ContainsFunc(results, func(r clustersim.Result) bool { return r.Churn != nil }) {
+			fmt.Fprintf(stdout, "\nextrapolation (a line fitted to the measured points per layout) to %.0f pod changes/s:\n", *rate)
+			if err := clustersim.ExtrapolationTable(stdout, results, *rate); err != nil {
+				fmt.Fprintf(stderr, "scale cluster: %v\n", err)
+				return 1
+			}
+			if *extraPlot != "" {
+				if err := clustersim.PlotExtrapolation(*extraPlot, results, *rate); err != nil {
+					fmt.Fprintf(stderr, "scale cluster: extrapolation plot: %v\n", err)
+					return 1
+				}
+				fmt.Fprintf(stdout, "\nextrapolation plot: %s\n", *extraPlot)
+			}
 		}
 	}
 	if err != nil {

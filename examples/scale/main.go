@@ -63,10 +63,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	logs := fs.String("agent-logs", "", "file for the agent's logs (warnings and errors)")
 	verbose := fs.Bool("v", false, "log the runner's steps")
 	layout := fs.Int("layout", 0, "key layout of the cluster: 1 (every pod under k8s/pod/) or 2 (pods per node, the reflector's; default)")
+	policies := fs.Bool("network-policies", false, "two NetworkPolicies per namespace (the agent's policy processor indexes every pod as a peer)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	cfg := envelope.Config{Events: *events, ProfileDir: *profile, Layout: *layout}
+	cfg := envelope.Config{Events: *events, ProfileDir: *profile, Layout: *layout, NetworkPolicies: *policies}
 	for s := range strings.SplitSeq(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil {

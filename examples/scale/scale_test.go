@@ -37,7 +37,7 @@ func TestScaleSmall(t *testing.T) {
 	plot := filepath.Join(dir, "envelope.png")
 	var stdout, stderr bytes.Buffer
 	results := filepath.Join(dir, "envelope.json")
-	code := run([]string{"-sizes", "20,50", "-events", "20", "-plot", plot, "-json", results, "-agent-logs", filepath.Join(dir, "agent.log")}, &stdout, &stderr)
+	code := run([]string{"-sizes", "20,50", "-events", "20", "-network-policies", "-plot", plot, "-json", results, "-agent-logs", filepath.Join(dir, "agent.log")}, &stdout, &stderr)
 	if code != 0 {
 		logs, _ := os.ReadFile(filepath.Join(dir, "agent.log"))
 		t.Fatalf("exit %d\nstderr:\n%s\nagent logs:\n%s", code, stderr.String(), logs)
@@ -47,6 +47,7 @@ func TestScaleSmall(t *testing.T) {
 	var header []string
 	rows := map[string][]string{}
 	split := map[string][]string{}
+	policies := map[string][]string{}
 	for line := range strings.Lines(stdout.String()) {
 		f := strings.Fields(line)
 		switch {
@@ -57,6 +58,8 @@ func TestScaleSmall(t *testing.T) {
 			rows[f[0]] = f
 		case f[0] == "split" && len(f) > 1:
 			split[f[1]] = f
+		case f[0] == "policy" && len(f) > 1:
+			policies[f[1]] = f
 		}
 	}
 	require.NotEmpty(t, header, "table header")
@@ -77,6 +80,13 @@ func TestScaleSmall(t *testing.T) {
 	// The etcd and agent parts of the four measures that write to etcd.
 	for _, n := range []string{"20", "50"} {
 		require.Len(t, split[n], 2+4*2*5, "split of %s nodes: %v", n, split[n])
+	}
+
+	// The NetworkPolicies: two per namespace (one at these sizes, and the
+	// measured node's), every pod a peer, the measured node's 110 pods
+	// isolated.
+	for n, pods := range map[string]string{"20": "680", "50": "1580"} {
+		assert.Equal(t, []string{"policy", n, "4", "4", pods, "110"}, policies[n])
 	}
 
 	raw, err := os.ReadFile(results)

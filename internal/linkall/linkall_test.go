@@ -40,6 +40,7 @@ import (
 	_ "github.com/vswitchkit/vswitchkit/internal/kubetest"
 	_ "github.com/vswitchkit/vswitchkit/internal/lifecycle"
 	_ "github.com/vswitchkit/vswitchkit/internal/retry"
+	_ "github.com/vswitchkit/vswitchkit/internal/testseed"
 	_ "github.com/vswitchkit/vswitchkit/internal/vppconv"
 	_ "github.com/vswitchkit/vswitchkit/ipam"
 	_ "github.com/vswitchkit/vswitchkit/ipam/boltstore"
@@ -58,6 +59,7 @@ import (
 	_ "github.com/vswitchkit/vswitchkit/render/nodeaddr"
 	_ "github.com/vswitchkit/vswitchkit/render/nodeconn"
 	_ "github.com/vswitchkit/vswitchkit/render/podconn"
+	_ "github.com/vswitchkit/vswitchkit/render/svccnat"
 	_ "github.com/vswitchkit/vswitchkit/render/svcnat"
 	_ "github.com/vswitchkit/vswitchkit/svcprocessor"
 	_ "github.com/vswitchkit/vswitchkit/svcprocessor/svcprocessortest"
@@ -106,6 +108,55 @@ func TestEveryPackageLinked(t *testing.T) {
 		}
 	}
 	assert.Empty(t, missing, "packages not linked into this test; add them to the import list of linkall_test.go")
+}
+
+// TestCoreDependencies keeps the heavy dependencies out of the packages
+// that do not need them, so that a program built from the core links what
+// it uses (BENCHMARKS.md, "First steps and build weight": the loop, IPAM
+// and the service processor make a 7 MB binary): the etcd server, client-go
+// and GoBGP only where the package's job is theirs.
+func TestCoreDependencies(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the go command is not on PATH; cannot list the packages' dependencies")
+	}
+	heavy := []string{"go.etcd.io/etcd/server/", "k8s.io/client-go/", "github.com/osrg/gobgp/"}
+	const mod = "github.com/vswitchkit/vswitchkit/"
+	for _, tc := range []struct {
+		pkg   string
+		allow []string // heavy dependencies this package may link
+	}{
+		{pkg: "controller"},
+		{pkg: "controller/kubemodel"},
+		{pkg: "ipam"},
+		{pkg: "svcprocessor"},
+		{pkg: "policy"},
+		{pkg: "nodesync"},
+		{pkg: "bgp"},
+		{pkg: "vppdriver"},
+		{pkg: "watcher"},
+		{pkg: "render/aclpolicy"},
+		{pkg: "render/svcnat"},
+		{pkg: "render/svccnat"},
+		{pkg: "render/podconn"},
+		{pkg: "render/nodeconn"},
+		{pkg: "bgp/gobgp", allow: []string{"github.com/osrg/gobgp/"}},
+		{pkg: "reflector", allow: []string{"k8s.io/client-go/"}},
+	} {
+		t.Run(tc.pkg, func(t *testing.T) {
+			out, err := exec.Command(goTool, "list", "-deps", "-f", "{{.ImportPath}}", mod+tc.pkg).CombinedOutput()
+			require.NoError(t, err, "go list -deps: %s", out)
+			var linked []string
+			for dep := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+				for _, h := range heavy {
+					if strings.HasPrefix(dep, h) && !slices.Contains(tc.allow, h) && !slices.Contains(linked, h) {
+						linked = append(linked, h)
+					}
+				}
+			}
+			assert.Empty(t, linked, "%s links heavy dependencies it should not", tc.pkg)
+		})
+	}
 }
 
 // TestProtoFilesUnique checks that every .proto file of the module is

@@ -17,6 +17,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/controllertest"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/internal/testseed"
 	"github.com/vswitchkit/vswitchkit/ipam"
 	"github.com/vswitchkit/vswitchkit/nodesync"
 	"github.com/vswitchkit/vswitchkit/render/bgpsource"
@@ -295,7 +296,7 @@ func TestServices(t *testing.T) {
 // renders incrementally and compares the result with a fresh resync of the
 // final state.
 func TestServicesModel(t *testing.T) {
-	rng := rand.New(rand.NewPCG(testSeed(t, 1), 2))
+	rng := rand.New(rand.NewPCG(testseed.Fixed(t, 1), 2))
 	sig := bgp.NewSignaler()
 	s, err := bgpsource.New("n1", sig, bgpsource.Config{})
 	require.NoError(t, err)

@@ -51,6 +51,26 @@ type Config struct {
 	// NAT44 plugin itself (Nat44Global) is the service renderer's.
 	NAT44 bool
 
+	// Cnat gives the tunnels to other nodes cnat's feature and puts them
+	// in its SNAT policy's POD table (vppmodel.CnatInterface; the table
+	// needs the SNAT entry, which the service renderer makes): set it when
+	// services are rendered onto cnat (render/svccnat), whose translations
+	// and source NAT run in feature arcs that a flow must pass where it
+	// enters and leaves VPP — the replies of backends on other nodes come
+	// in through the tunnels — and whose source NAT must not act on
+	// traffic that leaves through a tunnel (VPP 26.06 would apply it again
+	// to the VXLAN packet). The uplink and the host interconnect get the
+	// feature from the service renderer. Default false.
+	Cnat bool
+
+	// DualStack is the IPAM of the second IP family in a dual-stack
+	// cluster: the uplink, the host interconnect and the VXLAN loopback get
+	// this node's addresses of that family too, both node IPs are
+	// published, and the routes to the other nodes' subnets of that family
+	// go through the tunnels that carry it (over the first family's
+	// underlay). Default nil: one family, the IPAM's.
+	DualStack IPAM
+
 	// PodCIDRsFromKubernetes routes to other nodes' pod subnets taken from
 	// their Kubernetes node objects (spec.podCIDRs, IPv4 and IPv6 for
 	// dual-stack) instead of IPAM's per-node slice: set it with external

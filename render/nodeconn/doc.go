@@ -21,8 +21,19 @@
 //     node IP (NAT44-ED on the uplink drops VXLAN otherwise), and the IPv4
 //     tunnels as NAT44 inside and outside interfaces (replies of service
 //     backends on other nodes are translated back);
+//   - with [Config].Cnat (services on cnat, render/svccnat), cnat's
+//     feature on every tunnel (the replies of backends on other nodes
+//     come in through them), in the SNAT policy's POD table (nothing that
+//     leaves through a tunnel is source-NATed: see the Config field), and
+//     no NAT44 at all;
 //   - the node IP is published to the other nodes (nodesync's
 //     PublishNodeIPs), on every resync (nodesync writes only on change).
+//
+// In a dual-stack cluster ([Config].DualStack: the second family's IPAM)
+// the uplink, the host interconnect and the VXLAN loopback hold this
+// node's addresses of both families and both node IPs are published; the
+// mesh runs over the first family's node IPs and carries both. An IPv6
+// address plan (every range IPv6) builds the mesh over IPv6 node IPs.
 //
 // # The mesh
 //
@@ -36,8 +47,9 @@
 //	vpp/neighbor/vxlan-<id>/<nh>   static neighbor for the next hop
 //	vpp/route/0/<subnet>           its pod subnet(s) and VPP-host subnet via <nh> through the tunnel
 //
-// The next hop is the node's VXLAN IP for the VXLAN subnet's family, and
-// fe80::<id> (169.254.<id/256>.<id%256>) for the other. The pod subnets are
+// The next hop is the node's VXLAN IP for the VXLAN subnet's family (of
+// either IPAM), and fe80::<id> (169.254.<id/256>.<id%256>) for a family
+// without one. The pod subnets are
 // IPAM's per-node slice, or with [Config].PodCIDRsFromKubernetes the pod
 // CIDRs of the node's Kubernetes object (dual-stack).
 //

@@ -110,8 +110,16 @@ func TestUpdates(t *testing.T) {
 	}
 	n2 := []string{vppmodel.InterfaceKey("vxlan-2"), "vpp/neighbor/vxlan-2/192.168.30.2", "vpp/route/0/10.1.2.0/24", "vpp/route/0/172.30.2.0/24"}
 	slices.Sort(n2)
+	assert.Empty(t, h.ExitInterfaces(), "no uplink configured, no other node")
 	assert.Equal(t, n2, update("node-2", nil, node(2, "192.168.16.2")), "join")
+	assert.Equal(t, []string{"vxlan-2"}, h.ExitInterfaces(), "the tunnel of the node that joined")
 	assert.Equal(t, []string{vppmodel.InterfaceKey("vxlan-2")}, update("node-2", node(2, "192.168.16.2"), node(2, "192.168.16.20")), "new address")
+	assert.Equal(t, []string{"vxlan-2"}, h.ExitInterfaces(), "the tunnel moved, its name stays")
+	held := h.ExitInterfaces()
+	update("node-6", nil, node(6, "192.168.16.6"))
+	assert.Equal(t, []string{"vxlan-2", "vxlan-6"}, h.ExitInterfaces(), "kept up to date as nodes join")
+	assert.Equal(t, []string{"vxlan-2"}, held, "a slice handed out is not changed")
+	update("node-6", node(6, "192.168.16.6"), nil)
 	assert.Empty(t, update("node-2", node(2, "192.168.16.20"), node(2, "192.168.16.20")), "nothing changed")
 	assert.Equal(t, []string{"vxlan-2"}, h.Tunnels("node-2"))
 	assert.Empty(t, update("node-1", node(1, "192.168.16.1"), node(1, "192.168.16.1")), "this node")
@@ -124,6 +132,7 @@ func TestUpdates(t *testing.T) {
 	}
 	assert.Equal(t, gone, update("node-2", node(2, "192.168.16.20"), nil), "leave")
 	assert.Empty(t, h.Tunnels("node-2"))
+	assert.Empty(t, h.ExitInterfaces(), "its tunnel gone with it (the cached answer follows the peers)")
 }
 
 type failingIPAM struct{ nodeconn.IPAM }

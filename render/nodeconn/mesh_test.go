@@ -30,6 +30,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/nodesync/nodesynctest"
 	"github.com/vswitchkit/vswitchkit/render/internal/rendertest"
 	"github.com/vswitchkit/vswitchkit/render/nodeconn"
+	"github.com/vswitchkit/vswitchkit/vppdriver"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppdrivertest"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppsim"
@@ -346,4 +347,91 @@ func TestNAT44IdentityMapping(t *testing.T) {
 	}
 	assert.Equal(t, nat_types.NAT_IS_INSIDE|nat_types.NAT_IS_OUTSIDE, features["vsk:vxlan-2"], "%v", features)
 	assert.Equal(t, nat_types.NAT_IS_OUTSIDE, features["vsk:uplink"], "%v", features)
+}
+
+// ipv6Plan is an IPv6 address plan: node n has pod subnet fd00:1:0:n::/64,
+// VPP-host subnet fd00:30::n00/120, node IP fd00:16::n and VXLAN IP
+// fd00:31::n.
+var ipv6Plan = ipam.Config{
+	PodSubnetCIDR: netip.MustParsePrefix("fd00:1::/48"), PodSubnetOneNodePrefixLen: 64,
+	VPPHostSubnetCIDR:    netip.MustParsePrefix("fd00:30::/112"),
+	NodeInterconnectCIDR: netip.MustParsePrefix("fd00:16::/64"),
+	VXLANCIDR:            netip.MustParsePrefix("fd00:31::/64"),
+	ServiceCIDR:          netip.MustParsePrefix("fd00:96::/108"),
+}
+
+// TestMeshDualStackAndIPv6: with a second family's IPAM (dual-stack) the
+// uplink, the host interconnect and the VXLAN loopback hold both
+// families' addresses, both node IPs are published, and the other nodes'
+// subnets of the second family go through the tunnel that carries it,
+// over the first family's underlay, to the node's VXLAN address of that
+// family. An IPv6-only address plan builds the mesh over IPv6 node IPs.
+// With Cnat every tunnel gets cnat's feature.
+func TestMeshDualStackAndIPv6(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		ipam      ipam.Config
+		dual      *ipam.Config
+		cfg       nodeconn.Config
+		want      map[string]string // on node 1
+		absent    []string
+		published []string
+	}{
+		{"dual-stack IPAMs", ipam.Config{}, &ipv6Plan, meshCfg, map[string]string{
+			"route 10.1.2.0/24":            "via vxlan-2 192.168.30.2",
+			"route fd00:1:0:2::/64":        "via vxlan6-2 fd00:31::2",
+			"route fd00:30::200/120":       "via vxlan6-2 fd00:31::2",
+			"route 172.30.2.0/24":          "via vxlan-2 192.168.30.2",
+			"interface uplink":             "addrs=[192.168.16.1/24 fd00:16::1/64]",
+			"interface vpp-host":           "addrs=[172.30.1.1/24 fd00:30::101/120]",
+			"interface vxlan":              "addrs=[192.168.30.1/32 fd00:31::1/128]",
+			"interface vxlan6-2":           "vxlan=192.168.16.1>192.168.16.2/11/",
+			"neighbor vxlan6-2 fd00:31::2": "02:00:00:00:00:02",
+		}, nil, []string{"192.168.16.1", "fd00:16::1"}},
+		{"IPv6 only", ipv6Plan, nil, func() nodeconn.Config { c := meshCfg; c.Cnat = true; return c }(), map[string]string{
+			"route fd00:1:0:2::/64":  "via vxlan6-2 fd00:31::2",
+			"route fd00:30::200/120": "via vxlan6-2 fd00:31::2",
+			"interface uplink":       "addrs=[fd00:16::1/64]",
+			"interface vxlan6-2":     "vxlan=fd00:16::1>fd00:16::2/11/",
+		}, []string{"interface vxlan-2"}, []string{"fd00:16::1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := nodesynctest.NewMemDB()
+			var vpp1 func() adapter.VppAPI
+			var agents []*rendertest.Agent
+			for i := 1; i <= 2; i++ {
+				_, na := simNode()
+				if i == 1 {
+					vpp1 = na
+				}
+				agents = append(agents, rendertest.Start(t, rendertest.Options{Name: fmt.Sprintf("node-%d", i), DB: db, NewAdapter: na,
+					IPAM: tc.ipam, DualStack: tc.dual, NodeConn: tc.cfg}))
+			}
+			require.EventuallyWithT(t, func(c *assert.CollectT) {
+				tables := rendertest.Tables(c, vpp1)
+				for k, v := range tc.want {
+					assert.Contains(c, tables[k], v, k)
+				}
+				for _, k := range tc.absent {
+					assert.NotContains(c, tables, k)
+				}
+			}, 10*time.Second, 20*time.Millisecond)
+			var published []string
+			for _, a := range agents[1].Nodes.GetAllNodes()["node-1"].VppIPAddresses {
+				published = append(published, a.Address.String())
+			}
+			assert.ElementsMatch(t, tc.published, published)
+			if tc.cfg.Cnat {
+				// The POD table needs the SNAT entry (the service
+				// renderer's).
+				ev := controller.NewExternalConfigChange("svccnat-stand-in", true)
+				ev.UpdatedKVs[vppmodel.CnatSnatKey] = &vppmodel.CnatSnat{Ip6: "fd00:16::1", NoClient: true}
+				require.NoError(t, agents[0].Loop.PushEvent(ev))
+				require.NoError(t, ev.Wait())
+				require.Eventually(t, func() bool {
+					return agents[0].Driver.Statuses()[vppmodel.CnatInterfaceKey("vxlan6-2")].State == vppdriver.StateConfigured
+				}, 10*time.Second, 10*time.Millisecond, "the tunnel has cnat's feature")
+			}
+		})
+	}
 }

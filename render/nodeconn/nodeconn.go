@@ -79,6 +79,7 @@ type Handler struct {
 	self  *self                    // nil until computed
 	own   controller.KeyValuePairs // this node's values
 	peers map[string]*peer         // by node name
+	exits []string                 // ExitInterfaces' answer; nil: to compute (the peers changed)
 }
 
 // self is what the handler knows about this node.
@@ -88,6 +89,9 @@ type self struct {
 	vxlanIP netip.Addr
 	vxlan4  bool // the VXLAN subnet is IPv4
 	hostIP  netip.Prefix
+	// The second family's (Config.DualStack), invalid without.
+	nodeIP2, hostIP2 netip.Prefix
+	vxlanIP2         netip.Addr
 }
 
 // peer is what the handler configured for another node.
@@ -156,6 +160,7 @@ func (h *Handler) Resync(_ controller.Event, _ controller.KubeStateData, _ int, 
 		errs = append(errs, err)
 	}
 	h.peers = map[string]*peer{}
+	h.exits = nil
 	for name, n := range h.nodes.GetAllNodes() {
 		if p := h.peerOf(s, n); p != nil {
 			h.peers[name] = p
@@ -208,6 +213,7 @@ func (h *Handler) Update(ev controller.Event, txn controller.UpdateOperations) (
 	} else {
 		delete(h.peers, nu.NodeName)
 	}
+	h.exits = updateExits(h.exits, peerInterfaces(old), peerInterfaces(next))
 	changed := controller.ReplaceAll(txn, oldVals, newVals)
 	if changed == 0 {
 		return "", nil
@@ -241,10 +247,21 @@ func (h *Handler) Tunnels(node string) []string {
 // ExitInterfaces returns the logical names of the interfaces on which
 // traffic leaves this node's VPP for other nodes and the host: the uplink
 // and the host interconnect (when configured) and every tunnel, sorted.
+// The slice is shared: read-only. It is computed once and then kept up
+// to date as peers join, move and leave (the ACL renderer asks on every
+// event; at 5000 nodes walking every peer's keys each time cost 60% of
+// the agent's CPU in node joins).
 func (h *Handler) ExitInterfaces() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var out []string
+	if h.exits == nil {
+		h.exits = h.exitInterfacesLocked()
+	}
+	return h.exits
+}
+
+func (h *Handler) exitInterfacesLocked() []string {
+	out := []string{}
 	if h.cfg.Uplink.AfPacketHostIf != "" || h.cfg.Uplink.VPPName != "" {
 		out = append(out, h.cfg.Uplink.Name)
 	}
@@ -252,13 +269,45 @@ func (h *Handler) ExitInterfaces() []string {
 		out = append(out, h.cfg.HostInterconnect.Name)
 	}
 	for _, p := range h.peers {
-		for k, v := range p.values {
-			if i, ok := v.(*vppmodel.Interface); ok && k == vppmodel.InterfaceKey(i.GetName()) {
-				out = append(out, i.GetName())
-			}
-		}
+		out = append(out, peerInterfaces(p)...)
 	}
 	slices.Sort(out)
+	return out
+}
+
+// peerInterfaces returns the names of the interfaces among p's keys (its
+// tunnel); none for nil.
+func peerInterfaces(p *peer) []string {
+	if p == nil {
+		return nil
+	}
+	var out []string
+	for k, v := range p.values {
+		if i, ok := v.(*vppmodel.Interface); ok && k == vppmodel.InterfaceKey(i.GetName()) {
+			out = append(out, i.GetName())
+		}
+	}
+	return out
+}
+
+// updateExits returns the sorted exits with the names in gone removed and
+// those in added inserted: a new slice if anything changed (the old one
+// may be held by a caller of ExitInterfaces), exits itself if not; nil
+// stays nil (not computed yet).
+func updateExits(exits, gone, added []string) []string {
+	if exits == nil || slices.Equal(gone, added) {
+		return exits
+	}
+	out := slices.Clone(exits)
+	for _, name := range gone {
+		if i, ok := slices.BinarySearch(out, name); ok {
+			out = slices.Delete(out, i, i+1)
+		}
+	}
+	for _, name := range added {
+		i, _ := slices.BinarySearch(out, name)
+		out = slices.Insert(out, i, name)
+	}
 	return out
 }
 
@@ -311,7 +360,47 @@ func (h *Handler) computeSelf() (*self, error) {
 		}
 		s.hostIP = netip.PrefixFrom(ip, network.Bits())
 	}
+	if d := h.cfg.DualStack; d != nil {
+		p, err := d.NodeAddr(id)
+		if err != nil {
+			return nil, fmt.Errorf("nodeconn: node IP of node %d (the second family's): %w", id, err)
+		}
+		if p.Addr().Is4() == s.nodeIP.Addr().Is4() {
+			return nil, fmt.Errorf("nodeconn: Config.DualStack's node IP %s is of the first family's (%s)", p, s.nodeIP)
+		}
+		s.nodeIP2 = p
+		if vp, err := d.VxlanAddr(id); err == nil && vp.Addr().Is4() != s.vxlanIP.Is4() {
+			s.vxlanIP2 = vp.Addr()
+		}
+		if s.hostIP.IsValid() {
+			ip, network := d.HostInterconnectAddrInVPP(), d.HostInterconnectSubnetThisNodePrefix()
+			if !ip.IsValid() || !network.IsValid() {
+				return nil, fmt.Errorf("%w: no VPP-host interconnect address of the second family", ErrNotReady)
+			}
+			s.hostIP2 = netip.PrefixFrom(ip, network.Bits())
+		}
+	}
 	return s, nil
+}
+
+// addrs returns the valid prefixes of ps as strings.
+func addrs(ps ...netip.Prefix) []string {
+	var out []string
+	for _, p := range ps {
+		if p.IsValid() {
+			out = append(out, p.String())
+		}
+	}
+	return out
+}
+
+// hostPrefix returns a as a host prefix (the invalid prefix for the
+// invalid address).
+func hostPrefix(a netip.Addr) netip.Prefix {
+	if !a.IsValid() {
+		return netip.Prefix{}
+	}
+	return netip.PrefixFrom(a, a.BitLen())
 }
 
 // ownValues returns this node's values: uplink, VPP-host interconnect,
@@ -331,22 +420,22 @@ func (h *Handler) ownValues(s *self) (controller.KeyValuePairs, error) {
 	switch {
 	case up.AfPacketHostIf != "":
 		put(&vppmodel.Interface{Name: up.Name, Type: vppmodel.Interface_AF_PACKET, Enabled: true, MacAddress: macOr(up.MACAddress, 0, s.id),
-			AfPacket: &vppmodel.AfPacketLink{HostIfName: up.AfPacketHostIf}, IpAddresses: []string{s.nodeIP.String()}})
+			AfPacket: &vppmodel.AfPacketLink{HostIfName: up.AfPacketHostIf}, IpAddresses: addrs(s.nodeIP, s.nodeIP2)})
 	case up.VPPName != "":
 		put(&vppmodel.Interface{Name: up.Name, Type: vppmodel.Interface_EXISTING, Enabled: true,
-			Existing: &vppmodel.ExistingLink{VppName: up.VPPName}, IpAddresses: []string{s.nodeIP.String()}})
+			Existing: &vppmodel.ExistingLink{VppName: up.VPPName}, IpAddresses: addrs(s.nodeIP, s.nodeIP2)})
 	}
 	hi := h.cfg.HostInterconnect
 	switch {
 	case hi.AfPacketHostIf != "":
 		put(&vppmodel.Interface{Name: hi.Name, Type: vppmodel.Interface_AF_PACKET, Enabled: true, MacAddress: macOr(hi.MACAddress, 1, s.id),
-			AfPacket: &vppmodel.AfPacketLink{HostIfName: hi.AfPacketHostIf}, IpAddresses: []string{s.hostIP.String()}})
+			AfPacket: &vppmodel.AfPacketLink{HostIfName: hi.AfPacketHostIf}, IpAddresses: addrs(s.hostIP, s.hostIP2)})
 	case hi.TapHostIfName != "":
 		put(&vppmodel.Interface{Name: hi.Name, Type: vppmodel.Interface_TAP, Enabled: true, MacAddress: macOr(hi.MACAddress, 1, s.id),
-			Tap: &vppmodel.TapLink{HostIfName: hi.TapHostIfName}, IpAddresses: []string{s.hostIP.String()}})
+			Tap: &vppmodel.TapLink{HostIfName: hi.TapHostIfName}, IpAddresses: addrs(s.hostIP, s.hostIP2)})
 	}
 	put(&vppmodel.Interface{Name: h.cfg.VxlanLoopbackName, Type: vppmodel.Interface_LOOPBACK, Enabled: true, MacAddress: macOr("", 2, s.id),
-		IpAddresses: []string{netip.PrefixFrom(s.vxlanIP, s.vxlanIP.BitLen()).String()}})
+		IpAddresses: addrs(hostPrefix(s.vxlanIP), hostPrefix(s.vxlanIP2))})
 	if h.cfg.NAT44 && s.nodeIP.Addr().Is4() {
 		put(&vppmodel.Nat44IdentityMapping{Protocol: vppmodel.Nat44Protocol_UDP, Ip: s.nodeIP.Addr().String(), Port: vxlanPort})
 	}
@@ -375,7 +464,11 @@ func (h *Handler) publish(ctx context.Context, s *self) error {
 	if err := publish(mine, v); err != nil {
 		return fmt.Errorf("nodeconn: publish node IP: %w", err)
 	}
-	if err := publish(nil, other); err != nil {
+	var theirs nodesync.IPsWithNetworks
+	if b := s.nodeIP2; b.IsValid() {
+		theirs = nodesync.IPsWithNetworks{{Address: b.Addr(), Network: b.Masked()}}
+	}
+	if err := publish(theirs, other); err != nil {
 		return fmt.Errorf("nodeconn: publish node IP: %w", err)
 	}
 	return nil
@@ -407,15 +500,21 @@ func (h *Handler) peerOf(s *self, n *nodesync.Node) *peer {
 				subnets = append(subnets, p.Masked())
 			}
 		}
-	} else if p, err := h.ipam.PodSubnetOtherNodePrefix(n.ID); err == nil {
-		subnets = append(subnets, p.Masked())
 	} else {
-		h.log.Debug("no pod subnet of node", slog.String("node", n.Name), slog.Any("error", err))
+		for _, a := range h.ipams() {
+			if p, err := a.PodSubnetOtherNodePrefix(n.ID); err == nil {
+				subnets = append(subnets, p.Masked())
+			} else {
+				h.log.Debug("no pod subnet of node", slog.String("node", n.Name), slog.Any("error", err))
+			}
+		}
 	}
-	if p, err := h.ipam.HostInterconnectSubnetOtherNodePrefix(n.ID); err == nil {
-		subnets = append(subnets, p.Masked())
-	} else {
-		h.log.Debug("no VPP-host subnet of node", slog.String("node", n.Name), slog.Any("error", err))
+	for _, a := range h.ipams() {
+		if p, err := a.HostInterconnectSubnetOtherNodePrefix(n.ID); err == nil {
+			subnets = append(subnets, p.Masked())
+		} else {
+			h.log.Debug("no VPP-host subnet of node", slog.String("node", n.Name), slog.Any("error", err))
+		}
 	}
 	out := &peer{id: n.ID, values: controller.KeyValuePairs{}}
 	for _, v6 := range []bool{false, true} {
@@ -442,6 +541,19 @@ func (h *Handler) peerOf(s *self, n *nodesync.Node) *peer {
 			// VPP-host link, so that the replies are translated back.
 			out.values[vppmodel.Nat44InterfaceKey(name)] = &vppmodel.Nat44Interface{Interface: name, Inside: true, Outside: true}
 		}
+		if h.cfg.Cnat {
+			// The replies of backends on that node come in through the
+			// tunnel: cnat must see them where they enter. In the POD
+			// table, what leaves through it is never source-NATed as
+			// "outside to outside" traffic (the host reaching a backend on
+			// that node keeps its address, which the cluster routes back
+			// here): VPP 26.06 applies a source-NATed connection's
+			// rewrite again to the VXLAN packet that carries it, at the
+			// uplink's cnat output node (the session state of the inner
+			// packet survives the encapsulation), which breaks the
+			// connection from its second packet on.
+			out.values[vppmodel.CnatInterfaceKey(name)] = &vppmodel.CnatInterface{Interface: name, Feature: true, SnatPod: true}
+		}
 		out.values[vppmodel.IPNeighborKey(name, nh)] = &vppmodel.IPNeighbor{Interface: name, IpAddress: nh.String(),
 			MacAddress: neighborMAC(n.ID)}
 		for _, p := range fam {
@@ -463,6 +575,11 @@ func (h *Handler) peerOf(s *self, n *nodesync.Node) *peer {
 func (h *Handler) nextHop(s *self, id uint32, v6 bool) netip.Addr {
 	if s.vxlan4 != v6 {
 		if p, err := h.ipam.VxlanAddr(id); err == nil {
+			return p.Addr()
+		}
+	}
+	if s.vxlanIP2.IsValid() && s.vxlanIP2.Is6() == v6 {
+		if p, err := h.cfg.DualStack.VxlanAddr(id); err == nil {
 			return p.Addr()
 		}
 	}
@@ -488,4 +605,13 @@ func macOr(mac string, kind byte, id uint32) string {
 // tunnel carries no Ethernet header: it is never on the wire).
 func neighborMAC(id uint32) string {
 	return fmt.Sprintf("02:00:%02x:%02x:%02x:%02x", byte(id>>24), byte(id>>16), byte(id>>8), byte(id))
+}
+
+// ipams returns the IPAM and, in a dual-stack cluster, the second
+// family's.
+func (h *Handler) ipams() []IPAM {
+	if h.cfg.DualStack != nil {
+		return []IPAM{h.ipam, h.cfg.DualStack}
+	}
+	return []IPAM{h.ipam}
 }

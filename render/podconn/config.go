@@ -44,6 +44,14 @@ type Config struct {
 	// process from VPP until they are added again).
 	Attachments Attachments
 
+	// DualStack is the IPAM of the second IP family in a dual-stack
+	// cluster: every pod gets its address of that family too (on the same
+	// interface, with a host route and a neighbor entry), the gateway
+	// loopback holds that family's pod gateway, and the pod's results
+	// carry both addresses and a default route of each family. Default
+	// nil: one family, the IPAM's.
+	DualStack IPAM
+
 	// Logger receives debug logs, and a Warn for a pod whose interface
 	// type annotation names no type (once per pod and value). Default:
 	// discard.

@@ -15,6 +15,12 @@
 //	vpp/neighbor/pod-<h>/<pod IP>       static neighbor: the pod's MAC 02:fd:<h> (af_packet and tap)
 //	vpp/route/0/<pod IP>/32             host route through the interface
 //
+// In a dual-stack cluster ([Config].DualStack: the second family's IPAM)
+// a pod has an address of each family on its one interface, each with its
+// neighbor and host route, the gateway loopback holds both families' pod
+// gateways, and the pod's results carry both addresses and a default
+// route of each family.
+//
 // where <h> is derived from the container ID and the interface name, so
 // that an attachment gets the same names and MACs after every restart
 // (and a re-created sandbox new ones). The interface type is the AddPod's

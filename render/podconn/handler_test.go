@@ -3,6 +3,7 @@ package podconn_test
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -251,4 +252,39 @@ func TestPodWithoutAddressLeftOut(t *testing.T) {
 	assert.True(t, ok)
 	assert.Contains(t, logs.String(), "level=WARN msg=\"pod left out\" component=podconn pod=default/pod0")
 	assert.Contains(t, logs.String(), podconn.ErrNoPodIP.Error())
+}
+
+// TestDualStackPod: with the second family's IPAM a pod has an address
+// of each family on its interface, each with a host route and a
+// neighbor; the gateway loopback holds both gateways; the results carry
+// both addresses and a default route per family; a resync (an agent
+// restart) builds the same.
+func TestDualStackPod(t *testing.T) {
+	e := simEnv(t)
+	v6 := ipam.Config{PodSubnetCIDR: netip.MustParsePrefix("fd00:1::/48"), PodSubnetOneNodePrefixLen: 64,
+		VPPHostSubnetCIDR: netip.MustParsePrefix("fd00:30::/112"), NodeInterconnectCIDR: netip.MustParsePrefix("fd00:16::/64"),
+		VXLANCIDR: netip.MustParsePrefix("fd00:31::/64"), ServiceCIDR: netip.MustParsePrefix("fd00:96::/108")}
+	node := &rendertest.Node{}
+	o := rendertest.Options{Name: "node-1", DB: e.db, NewAdapter: e.newAdapter, Node: node, DualStack: &v6}
+	a := rendertest.Start(t, o)
+	ev := addPodEvent(e, 0, podiface.AfPacket)
+	require.NoError(t, a.AddPod(t, ev))
+	require.Len(t, ev.Interfaces, 1)
+	assert.Equal(t, []string{"10.1.1.2/32", "fd00:1:0:1::2/128"}, ev.Interfaces[0].IPAddresses)
+	assert.Equal(t, []podiface.Route{{Network: "0.0.0.0/0", Gateway: "10.1.1.1"}, {Network: "::/0", Gateway: "fd00:1:0:1::1"}}, ev.Routes)
+	a.WaitConfigured(t)
+	tables := rendertest.Tables(t, e.newAdapter)
+	assert.Contains(t, tables["interface pod-gw"], "addrs=[10.1.1.1/32 fd00:1:0:1::1/128]")
+	name := "pod-" + strings.TrimPrefix(strings.SplitN(tables["route 10.1.1.2/32"], " ", 3)[1], "pod-")
+	assert.Equal(t, "via "+name+" 10.1.1.2", tables["route 10.1.1.2/32"])
+	assert.Equal(t, "via "+name+" fd00:1:0:1::2", tables["route fd00:1:0:1::2/128"])
+	assert.Contains(t, tables, "neighbor "+name+" 10.1.1.2")
+	assert.Contains(t, tables, "neighbor "+name+" fd00:1:0:1::2")
+
+	a.Stop()
+	writes := e.rec.WriteCount()
+	b := rendertest.Start(t, o)
+	b.WaitConfigured(t)
+	assert.Equal(t, writes, e.rec.WriteCount(), "an agent restart writes nothing: %v", e.rec.Counts())
+	assert.Equal(t, tables, rendertest.Tables(t, e.newAdapter))
 }

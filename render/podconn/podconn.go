@@ -98,12 +98,12 @@ type Handler struct {
 	pods        map[kubemodel.PodID]*pod
 	annotations map[kubemodel.PodID]podiface.Type // pods with the type annotation
 	badTypes    map[kubemodel.PodID]string        // pods whose annotation is no type: the value
-	gw          netip.Addr                        // the gateway the loopback was put with
+	gw          gateways                          // the gateways the loopback was put with
 	resynced    bool                              // a Resync knew the gateway and the pods
 	// Revert of the AddPod being processed.
 	revertEv  controller.Event
 	revertOld *pod // nil: the pod was not attached before
-	revertGW  netip.Addr
+	revertGW  gateways
 	revertN   int // len(ev.Interfaces) before this handler appended
 	revertR   int // len(ev.Routes) before
 }
@@ -115,8 +115,14 @@ type pod struct {
 	name   string // logical name of its VPP interface
 	values controller.KeyValuePairs
 	iface  podiface.Interface
-	route  podiface.Route
+	routes []podiface.Route
 }
+
+// gateways are the pod gateways: the IPAM's, and with Config.DualStack
+// the second family's (invalid otherwise).
+type gateways [2]netip.Addr
+
+func (g gateways) valid() bool { return g[0].IsValid() }
 
 var _ controller.EventHandler = (*Handler)(nil)
 
@@ -282,7 +288,7 @@ func (h *Handler) Resync(_ controller.Event, kube controller.KubeStateData, _ in
 }
 
 func (h *Handler) putAllLocked(txn controller.ResyncOperations) {
-	if h.gw.IsValid() {
+	if h.gw.valid() {
 		k, v := h.gatewayValue(h.gw)
 		txn.Put(k, v)
 	}
@@ -368,7 +374,7 @@ func (h *Handler) addPod(ev *controller.AddPod, txn controller.UpdateOperations)
 	controller.ReplaceAll(txn, oldVals, p.values)
 	h.pods[ev.Pod] = p
 	ev.Interfaces = append(ev.Interfaces, p.iface)
-	ev.Routes = append(ev.Routes, p.route)
+	ev.Routes = append(ev.Routes, p.routes...)
 	return fmt.Sprintf("connected pod %s (%s, %s)", ev.Pod, p.att.InterfaceType, p.name), nil
 }
 
@@ -408,22 +414,33 @@ func (h *Handler) Revert(ev controller.Event) error {
 	return nil
 }
 
-func (h *Handler) gateway() (netip.Addr, error) {
-	a := h.ipam.PodGatewayAddr().Unmap()
-	if !a.IsValid() {
-		return netip.Addr{}, ErrNoGateway
+func (h *Handler) gateway() (gateways, error) {
+	var gw gateways
+	gw[0] = h.ipam.PodGatewayAddr().Unmap()
+	if !gw[0].IsValid() {
+		return gateways{}, ErrNoGateway
 	}
-	return a, nil
+	if h.cfg.DualStack != nil {
+		if gw[1] = h.cfg.DualStack.PodGatewayAddr().Unmap(); !gw[1].IsValid() {
+			return gateways{}, fmt.Errorf("%w (the second family's)", ErrNoGateway)
+		}
+	}
+	return gw, nil
 }
 
-func (h *Handler) gatewayValue(gw netip.Addr) (string, proto.Message) {
-	return vppmodel.InterfaceKey(h.cfg.GatewayName), &vppmodel.Interface{Name: h.cfg.GatewayName, Type: vppmodel.Interface_LOOPBACK,
-		Enabled: true, MacAddress: gatewayMAC, IpAddresses: []string{netip.PrefixFrom(gw, gw.BitLen()).String()}}
+func (h *Handler) gatewayValue(gw gateways) (string, proto.Message) {
+	v := &vppmodel.Interface{Name: h.cfg.GatewayName, Type: vppmodel.Interface_LOOPBACK, Enabled: true, MacAddress: gatewayMAC}
+	for _, a := range gw {
+		if a.IsValid() {
+			v.IpAddresses = append(v.IpAddresses, netip.PrefixFrom(a, a.BitLen()).String())
+		}
+	}
+	return vppmodel.InterfaceKey(h.cfg.GatewayName), v
 }
 
 // build resolves the attachment (interface type, IfName) and makes the
 // values and results of the pod.
-func (h *Handler) build(a podiface.Attachment, gw netip.Addr) (*pod, error) {
+func (h *Handler) build(a podiface.Attachment, gw gateways) (*pod, error) {
 	if a.IfName == "" {
 		a.IfName = "eth0"
 	}
@@ -437,13 +454,23 @@ func (h *Handler) build(a podiface.Attachment, gw netip.Addr) (*pod, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w %s", ErrNoPodIP, a.Pod)
 	}
+	addrs := []netip.Addr{addr}
+	if h.cfg.DualStack != nil {
+		addr2, ok := h.cfg.DualStack.PodAddr(a.Pod)
+		if !ok {
+			return nil, fmt.Errorf("%w %s (of the second family)", ErrNoPodIP, a.Pod)
+		}
+		addrs = append(addrs, addr2)
+	}
 	id := identity(a.ContainerID, a.IfName)
 	p := &pod{att: a, name: "pod-" + hex.EncodeToString(id[:6]), values: controller.KeyValuePairs{}}
 	vppMAC, podMAC := mac(0xfe, id), mac(0xfd, id)
-	host := netip.PrefixFrom(addr, addr.BitLen())
+	var hosts []string
+	for _, ip := range addrs {
+		hosts = append(hosts, netip.PrefixFrom(ip, ip.BitLen()).String())
+	}
 	iface := &vppmodel.Interface{Name: p.name, Enabled: true, MacAddress: vppMAC, Unnumbered: h.cfg.GatewayName}
-	p.iface = podiface.Interface{HostName: a.IfName, Type: a.InterfaceType, IPAddresses: []string{host.String()},
-		GatewayMAC: vppMAC}
+	p.iface = podiface.Interface{HostName: a.IfName, Type: a.InterfaceType, IPAddresses: hosts, GatewayMAC: vppMAC}
 	switch a.InterfaceType {
 	case podiface.AfPacket:
 		if a.HostIfName == "" {
@@ -456,7 +483,7 @@ func (h *Handler) build(a podiface.Attachment, gw netip.Addr) (*pod, error) {
 			return nil, fmt.Errorf("%w: pod %s: tap needs the pod's network namespace", ErrBadRequest, a.Pod)
 		}
 		iface.Type, iface.Tap = vppmodel.Interface_TAP, &vppmodel.TapLink{HostIfName: a.IfName, HostNamespace: a.NetworkNamespace,
-			HostMacAddress: podMAC, HostIpAddresses: []string{host.String()}}
+			HostMacAddress: podMAC, HostIpAddresses: hosts}
 		p.iface.MAC = podMAC
 	case podiface.Memif:
 		sock := filepath.Join(h.cfg.MemifSocketDir, "memif-"+hex.EncodeToString(id[:6])+".sock")
@@ -465,11 +492,15 @@ func (h *Handler) build(a podiface.Attachment, gw netip.Addr) (*pod, error) {
 	default:
 		return nil, fmt.Errorf("%w: pod %s: unknown interface type %q", ErrBadRequest, a.Pod, a.InterfaceType)
 	}
-	vals := []proto.Message{iface, &vppmodel.Route{DstNetwork: host.String(), Paths: []*vppmodel.Path{{OutgoingInterface: p.name}}}}
-	if p.iface.MAC != "" {
-		// The pod's MAC is known: VPP needs no ARP (and no IPv6 neighbor
-		// discovery, which an unnumbered interface does not do) to reach it.
-		vals = append(vals, &vppmodel.IPNeighbor{Interface: p.name, IpAddress: addr.String(), MacAddress: podMAC})
+	vals := []proto.Message{iface}
+	for i, ip := range addrs {
+		vals = append(vals, &vppmodel.Route{DstNetwork: hosts[i], Paths: []*vppmodel.Path{{OutgoingInterface: p.name}}})
+		if p.iface.MAC != "" {
+			// The pod's MAC is known: VPP needs no ARP (and no IPv6
+			// neighbor discovery, which an unnumbered interface does not
+			// do) to reach it.
+			vals = append(vals, &vppmodel.IPNeighbor{Interface: p.name, IpAddress: ip.String(), MacAddress: podMAC})
+		}
 	}
 	for _, v := range vals {
 		k, err := vppmodel.KeyOf(v)
@@ -478,9 +509,15 @@ func (h *Handler) build(a podiface.Attachment, gw netip.Addr) (*pod, error) {
 		}
 		p.values[k] = v
 	}
-	p.route = podiface.Route{Network: "0.0.0.0/0", Gateway: gw.String()}
-	if gw.Is6() {
-		p.route.Network = "::/0"
+	for _, g := range gw {
+		if !g.IsValid() {
+			continue
+		}
+		r := podiface.Route{Network: "0.0.0.0/0", Gateway: g.String()}
+		if g.Is6() {
+			r.Network = "::/0"
+		}
+		p.routes = append(p.routes, r)
 	}
 	p.att = a
 	return p, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/controllertest"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/internal/testseed"
 	"github.com/vswitchkit/vswitchkit/render/svcnat"
 	"github.com/vswitchkit/vswitchkit/svcprocessor"
 	"github.com/vswitchkit/vswitchkit/svcprocessor/svcprocessortest"
@@ -213,7 +214,7 @@ func TestIncrementalEqualsResync(t *testing.T) {
 		{netip.MustParseAddr("10.1.1.4"), "p4"}, {netip.MustParseAddr("10.1.1.5"), "p5"},
 		{ip: netip.MustParseAddr("10.1.2.7")}, {ip: netip.MustParseAddr("10.1.2.8")},
 	}
-	for seed := range testSeeds(t, 30) {
+	for seed := range testseed.Range(t, 30) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			rnd := rand.New(rand.NewPCG(seed, 1))
 			cfg := svcnat.Config{Uplink: uplink, InterconnectInterfaces: []string{hostIC}, LocalBackendWeight: 1 + uint32(seed%3)}

@@ -19,6 +19,21 @@ const (
 // request (about 490 kB; the driver's TestCnatScenario).
 const MaxCnatPaths = 10000
 
+// Bits of CnatTranslation.FlowHashConfig (VPP's ip_flow_hash_config_v2).
+const (
+	CnatFlowHashSrcIP uint32 = 1 << iota
+	CnatFlowHashDstIP
+	CnatFlowHashSrcPort
+	CnatFlowHashDstPort
+	CnatFlowHashProto
+	CnatFlowHashReverse
+	CnatFlowHashSymmetric
+	CnatFlowHashFlowLabel
+	CnatFlowHashGTPv1TEID
+	// MaxCnatFlowHashConfig is every bit VPP 26.06 knows.
+	MaxCnatFlowHashConfig = 1<<9 - 1
+)
+
 // MaxCnatExcludedPrefixes bounds CnatSnat.ExcludedPrefixes.
 const MaxCnatExcludedPrefixes = 1024
 
@@ -79,6 +94,9 @@ func validateCnatTranslation(m *CnatTranslation) (string, error) {
 	}
 	if _, ok := CnatTranslation_LbType_name[int32(m.GetLbType())]; !ok {
 		return "", invalid("cnat translation %s: unknown lb_type %d", name, m.GetLbType())
+	}
+	if m.GetFlowHashConfig() > MaxCnatFlowHashConfig {
+		return "", invalid("cnat translation %s: flow_hash_config %#x has bits VPP does not know (at most %#x)", name, m.GetFlowHashConfig(), MaxCnatFlowHashConfig)
 	}
 	type pathKey struct {
 		dst, src         netip.Addr
@@ -165,8 +183,8 @@ func validateCnatInterface(m *CnatInterface) error {
 	if !validName(m.GetInterface()) {
 		return invalid("cnat interface %q: not an interface name", m.GetInterface())
 	}
-	if !m.GetFeature() && !m.GetSnatPod() && !m.GetSnatHost() {
-		return invalid("cnat interface %s: sets nothing (feature, snat_pod or snat_host; delete the key for none)", m.GetInterface())
+	if !m.GetFeature() && !m.GetSnatPod() && !m.GetSnatHost() && !m.GetSnatV4() && !m.GetSnatV6() {
+		return invalid("cnat interface %s: sets nothing (feature, snat_v4, snat_v6, snat_pod or snat_host; delete the key for none)", m.GetInterface())
 	}
 	return nil
 }

@@ -31,9 +31,12 @@ func TestCnatKeysAndValidation(t *testing.T) {
 			m.Paths = []*vppmodel.CnatPath{{DstIp: "fd00:1::11", DstPort: 53, SrcIp: "fd00:ff::1"}}
 			m.LbType = vppmodel.CnatTranslation_MAGLEV
 		}), "vpp/cnat/translation/udp/[fd00:96::10]:53"},
+		{cnatTr(func(m *vppmodel.CnatTranslation) { m.FlowHashConfig = vppmodel.CnatFlowHashSrcIP }), "vpp/cnat/translation/tcp/10.96.0.10:80"},
 		{&vppmodel.CnatSnat{Ip4: "192.0.2.1", ExcludedPrefixes: []string{"10.0.0.0/8"}, Policy: vppmodel.CnatSnat_K8S}, "vpp/cnat/snat"},
 		{&vppmodel.CnatSnat{Ip6: "2001:db8::1"}, "vpp/cnat/snat"},
 		{&vppmodel.CnatInterface{Interface: "pod-1", SnatPod: true}, "vpp/cnat/interface/pod-1"},
+		{&vppmodel.CnatInterface{Interface: "anchor", SnatV4: true}, "vpp/cnat/interface/anchor"},
+		{&vppmodel.CnatInterface{Interface: "pod-2", SnatV6: true}, "vpp/cnat/interface/pod-2"},
 	} {
 		key, err := vppmodel.KeyOf(tc.msg)
 		require.NoError(t, err)
@@ -57,6 +60,7 @@ func TestCnatKeysAndValidation(t *testing.T) {
 		{"port 0", cnatTr(func(m *vppmodel.CnatTranslation) { m.Port = 0 }), "port 0"},
 		{"sctp", cnatTr(func(m *vppmodel.CnatTranslation) { m.Protocol = vppmodel.ProtoSCTP }), "protocol 132"},
 		{"lb type", cnatTr(func(m *vppmodel.CnatTranslation) { m.LbType = 7 }), "lb_type"},
+		{"flow hash", cnatTr(func(m *vppmodel.CnatTranslation) { m.FlowHashConfig = 1 << 9 }), "flow_hash_config"},
 		{"mixed families", cnatTr(func(m *vppmodel.CnatTranslation) { m.Paths[1].DstIp = "fd00::1" }), "another family"},
 		{"src of another family", cnatTr(func(m *vppmodel.CnatTranslation) { m.Paths[0].SrcIp = "fd00::1" }), "another family"},
 		{"dst port 0", cnatTr(func(m *vppmodel.CnatTranslation) { m.Paths[0].DstPort = 0 }), "dst_port 0"},

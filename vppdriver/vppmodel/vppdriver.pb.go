@@ -2035,9 +2035,19 @@ type CnatTranslation struct {
 	NoReturnSession bool `protobuf:"varint,8,opt,name=no_return_session,json=noReturnSession,proto3" json:"no_return_session,omitempty"`
 	// no_client: VPP makes no cnat client for the VIP
 	// (CNAT_TRANSLATION_NO_CLIENT).
-	NoClient      bool `protobuf:"varint,9,opt,name=no_client,json=noClient,proto3" json:"no_client,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NoClient bool `protobuf:"varint,9,opt,name=no_client,json=noClient,proto3" json:"no_client,omitempty"`
+	// flow_hash_config is what the hash that picks a connection's path is
+	// computed over: VPP's ip_flow_hash_config_v2 bits (1 source address,
+	// 2 destination address, 4 source port, 8 destination port, 16
+	// protocol, 128 IPv6 flow label, ...); 0 is VPP's default (0x9f: the
+	// 5-tuple and the flow label). 1 alone sends every connection of one
+	// client address to the same path while the paths stay the same
+	// (checked with packets on VPP 26.06). VPP keeps it from the
+	// translation's creation, like lb_type: the driver re-creates a
+	// translation whose flow_hash_config changes. VPP does not report it.
+	FlowHashConfig uint32 `protobuf:"varint,10,opt,name=flow_hash_config,json=flowHashConfig,proto3" json:"flow_hash_config,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CnatTranslation) Reset() {
@@ -2131,6 +2141,13 @@ func (x *CnatTranslation) GetNoClient() bool {
 		return x.NoClient
 	}
 	return false
+}
+
+func (x *CnatTranslation) GetFlowHashConfig() uint32 {
+	if x != nil {
+		return x.FlowHashConfig
+	}
+	return 0
 }
 
 // CnatPath is one backend of a CnatTranslation.
@@ -2236,8 +2253,17 @@ type CnatSnat struct {
 	// cluster's pod, service and node ranges), masked, each once.
 	ExcludedPrefixes []string        `protobuf:"bytes,3,rep,name=excluded_prefixes,json=excludedPrefixes,proto3" json:"excluded_prefixes,omitempty"`
 	Policy           CnatSnat_Policy `protobuf:"varint,4,opt,name=policy,proto3,enum=vswitchkit.vppdriver.v1.CnatSnat_Policy" json:"policy,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// no_client: VPP makes no cnat client for the addresses
+	// (CNAT_SNAT_POLICY_F_NO_CLIENT, cnat_set_snat_addresses_v2). A client
+	// puts an exclusive FIB entry on each address that takes every packet
+	// to it for a reply of a translated connection: traffic to the address
+	// that is none (VXLAN between nodes on a node address) is dropped (seen
+	// on VPP 26.06). With cnat's feature on every interface the replies are
+	// found by their sessions and no client is needed. VPP keeps the flags
+	// of the entry's first set: a change re-creates the entry.
+	NoClient      bool `protobuf:"varint,5,opt,name=no_client,json=noClient,proto3" json:"no_client,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CnatSnat) Reset() {
@@ -2298,6 +2324,13 @@ func (x *CnatSnat) GetPolicy() CnatSnat_Policy {
 	return CnatSnat_NONE
 }
 
+func (x *CnatSnat) GetNoClient() bool {
+	if x != nil {
+		return x.NoClient
+	}
+	return false
+}
+
 // CnatInterface is what cnat does on one interface: the cnat feature
 // (feature_cnat_enable_disable: cnat's nodes on the interface's IP
 // input and output arcs) and its membership in the SNAT policy's
@@ -2311,8 +2344,18 @@ type CnatInterface struct {
 	Feature bool `protobuf:"varint,2,opt,name=feature,proto3" json:"feature,omitempty"`
 	// snat_pod puts the interface in the SNAT policy's POD table (a pod's
 	// interface), snat_host in its HOST table.
-	SnatPod       bool `protobuf:"varint,3,opt,name=snat_pod,json=snatPod,proto3" json:"snat_pod,omitempty"`
-	SnatHost      bool `protobuf:"varint,4,opt,name=snat_host,json=snatHost,proto3" json:"snat_host,omitempty"`
+	SnatPod  bool `protobuf:"varint,3,opt,name=snat_pod,json=snatPod,proto3" json:"snat_pod,omitempty"`
+	SnatHost bool `protobuf:"varint,4,opt,name=snat_host,json=snatHost,proto3" json:"snat_host,omitempty"`
+	// snat_v4 and snat_v6 put the interface in the SNAT policy's
+	// INCLUDE_V4 and INCLUDE_V6 tables: connections that come in on it to
+	// a destination outside the excluded prefixes are source-NATed (the
+	// K8S and IF_PFX policies). VPP 26.06 takes an entry whose INCLUDE_V4
+	// table has been emptied for uninitialized: the next interface or
+	// prefix added drops every excluded prefix (11-cnat.json, steps
+	// 99-113). Keep an interface in it for as long as the entry has
+	// excluded prefixes.
+	SnatV4        bool `protobuf:"varint,5,opt,name=snat_v4,json=snatV4,proto3" json:"snat_v4,omitempty"`
+	SnatV6        bool `protobuf:"varint,6,opt,name=snat_v6,json=snatV6,proto3" json:"snat_v6,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2371,6 +2414,20 @@ func (x *CnatInterface) GetSnatPod() bool {
 func (x *CnatInterface) GetSnatHost() bool {
 	if x != nil {
 		return x.SnatHost
+	}
+	return false
+}
+
+func (x *CnatInterface) GetSnatV4() bool {
+	if x != nil {
+		return x.SnatV4
+	}
+	return false
+}
+
+func (x *CnatInterface) GetSnatV6() bool {
+	if x != nil {
+		return x.SnatV6
 	}
 	return false
 }
@@ -2538,7 +2595,7 @@ const file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDesc = "" +
 	"\fACLInterface\x12\x1c\n" +
 	"\tinterface\x18\x01 \x01(\tR\tinterface\x12\x14\n" +
 	"\x05input\x18\x02 \x03(\tR\x05input\x12\x16\n" +
-	"\x06output\x18\x03 \x03(\tR\x06output\"\xfa\x02\n" +
+	"\x06output\x18\x03 \x03(\tR\x06output\"\xa4\x03\n" +
 	"\x0fCnatTranslation\x12\x10\n" +
 	"\x03vip\x18\x01 \x01(\tR\x03vip\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x1a\n" +
@@ -2549,7 +2606,9 @@ const file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDesc = "" +
 	"\n" +
 	"alloc_port\x18\a \x01(\bR\tallocPort\x12*\n" +
 	"\x11no_return_session\x18\b \x01(\bR\x0fnoReturnSession\x12\x1b\n" +
-	"\tno_client\x18\t \x01(\bR\bnoClient\"!\n" +
+	"\tno_client\x18\t \x01(\bR\bnoClient\x12(\n" +
+	"\x10flow_hash_config\x18\n" +
+	" \x01(\rR\x0eflowHashConfig\"!\n" +
 	"\x06LbType\x12\v\n" +
 	"\aDEFAULT\x10\x00\x12\n" +
 	"\n" +
@@ -2559,20 +2618,23 @@ const file_vswitchkit_vppdriver_v1_vppdriver_proto_rawDesc = "" +
 	"\bdst_port\x18\x02 \x01(\rR\adstPort\x12\x15\n" +
 	"\x06src_ip\x18\x03 \x01(\tR\x05srcIp\x12\x19\n" +
 	"\bsrc_port\x18\x04 \x01(\rR\asrcPort\x12\x15\n" +
-	"\x06no_nat\x18\x05 \x01(\bR\x05noNat\"\xba\x01\n" +
+	"\x06no_nat\x18\x05 \x01(\bR\x05noNat\"\xd7\x01\n" +
 	"\bCnatSnat\x12\x10\n" +
 	"\x03ip4\x18\x01 \x01(\tR\x03ip4\x12\x10\n" +
 	"\x03ip6\x18\x02 \x01(\tR\x03ip6\x12+\n" +
 	"\x11excluded_prefixes\x18\x03 \x03(\tR\x10excludedPrefixes\x12@\n" +
-	"\x06policy\x18\x04 \x01(\x0e2(.vswitchkit.vppdriver.v1.CnatSnat.PolicyR\x06policy\"\x1b\n" +
+	"\x06policy\x18\x04 \x01(\x0e2(.vswitchkit.vppdriver.v1.CnatSnat.PolicyR\x06policy\x12\x1b\n" +
+	"\tno_client\x18\x05 \x01(\bR\bnoClient\"\x1b\n" +
 	"\x06Policy\x12\b\n" +
 	"\x04NONE\x10\x00\x12\a\n" +
-	"\x03K8S\x10\x02\"\x7f\n" +
+	"\x03K8S\x10\x02\"\xb1\x01\n" +
 	"\rCnatInterface\x12\x1c\n" +
 	"\tinterface\x18\x01 \x01(\tR\tinterface\x12\x18\n" +
 	"\afeature\x18\x02 \x01(\bR\afeature\x12\x19\n" +
 	"\bsnat_pod\x18\x03 \x01(\bR\asnatPod\x12\x1b\n" +
-	"\tsnat_host\x18\x04 \x01(\bR\bsnatHost*K\n" +
+	"\tsnat_host\x18\x04 \x01(\bR\bsnatHost\x12\x17\n" +
+	"\asnat_v4\x18\x05 \x01(\bR\x06snatV4\x12\x17\n" +
+	"\asnat_v6\x18\x06 \x01(\bR\x06snatV6*K\n" +
 	"\rNat44Protocol\x12\x1e\n" +
 	"\x1aNAT44_PROTOCOL_UNSPECIFIED\x10\x00\x12\b\n" +
 	"\x04ICMP\x10\x01\x12\a\n" +

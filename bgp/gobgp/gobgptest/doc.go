@@ -13,11 +13,15 @@
 // [Peer.Neighbor]. [Peer.NeighborFor] returns the bgp.Neighbor
 // that reaches the peer.
 //
-// [StartBIRD] runs BIRD 2 (Debian bird2) as a peer, for interoperability
-// tests; it skips the test when BIRD is not installed.
+// [StartBIRD] runs BIRD 2 (Debian bird2) and [StartFRR] FRR's bgpd alone
+// (Debian frr; no zebra, nothing installed in the kernel) as a peer, for
+// interoperability tests; they skip the test when the daemon is not
+// installed. FRR refuses routes whose next hop is a loopback address (a
+// martian next hop resets the session): give the speaker under test other
+// node addresses than its session's.
 //
-// Peers listen only on loopback addresses (127.0.0.0/8, ::1); StartPeer
-// and StartBIRD refuse others. Peers are stopped when the test ends.
+// Peers listen only on loopback addresses (127.0.0.0/8, ::1); StartPeer,
+// StartBIRD and StartFRR refuse others. Peers are stopped when the test ends.
 //
 // # Concurrency
 //

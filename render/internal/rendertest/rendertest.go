@@ -4,9 +4,9 @@
 // a real VPP), nodesync on an in-memory cluster-wide DB, IPAM with an
 // in-memory store, the node and pod connectivity handlers, and a pod
 // server stand-in that records attachments as the CNI pod server does;
-// optionally the services (svcprocessor with render/svcnat) and the
-// NetworkPolicy processor with render/aclpolicy, wired as the agent wires
-// them.
+// optionally the services (svcprocessor with render/svcnat or
+// render/svccnat) and the NetworkPolicy processor with render/aclpolicy,
+// wired as the agent wires them, and a second IPAM for dual-stack.
 package rendertest
 
 import (
@@ -39,6 +39,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/render/nodeaddr"
 	"github.com/vswitchkit/vswitchkit/render/nodeconn"
 	"github.com/vswitchkit/vswitchkit/render/podconn"
+	"github.com/vswitchkit/vswitchkit/render/svccnat"
 	"github.com/vswitchkit/vswitchkit/render/svcnat"
 	"github.com/vswitchkit/vswitchkit/svcprocessor"
 	"github.com/vswitchkit/vswitchkit/vppdriver"
@@ -52,6 +53,7 @@ type Node struct {
 	atts    map[kubemodel.PodID]podiface.Attachment
 	listErr error
 	Store   ipamtest.MemStore
+	Store2  ipamtest.MemStore // the second family's IPAM (Options.DualStack)
 }
 
 // SetListError makes PodAttachments fail with err (nil: succeed).
@@ -90,11 +92,15 @@ func (n *Node) record(a podiface.Attachment, add bool) {
 
 // Options configure an [Agent].
 type Options struct {
-	Name          string                // node name
-	DB            *nodesynctest.MemDB   // the cluster-wide DB
-	NewAdapter    func() adapter.VppAPI // VPP
-	Node          *Node                 // durable state of the node; nil: a fresh one
-	IPAM          ipam.Config           // Store is set to Node.Store
+	Name       string                // node name
+	DB         *nodesynctest.MemDB   // the cluster-wide DB
+	NewAdapter func() adapter.VppAPI // VPP
+	Node       *Node                 // durable state of the node; nil: a fresh one
+	IPAM       ipam.Config           // Store is set to Node.Store
+	// DualStack, when set, is the address plan of the second IP family:
+	// a second IPAM (its Store is Node.Store2), given to nodeconn and
+	// podconn (and the service renderer) as the agent does.
+	DualStack     *ipam.Config
 	NodeConn      nodeconn.Config
 	PodConn       podconn.Config // Attachments is set to Node unless NoAttachments
 	NoAttachments bool
@@ -103,6 +109,10 @@ type Options struct {
 	// addresses, the uplink and the host interconnect (when NodeConn
 	// configures them) given to the renderer.
 	Services bool
+	// ServiceRenderer chooses the renderer with Services: "nat44" (the
+	// default, render/svcnat) or "cnat" (render/svccnat, with cnat's
+	// feature on the tunnels instead of NAT44's, as the agent does).
+	ServiceRenderer string
 	// Policy adds the NetworkPolicy processor and its ACL renderer
 	// (render/aclpolicy) as the agent does: the node's own addresses, the
 	// host's end of the host interconnect and the NAT loopback always
@@ -125,14 +135,18 @@ type Agent struct {
 	Driver *vppdriver.Driver
 	Nodes  *nodesync.NodeSync
 	IPAM   *ipam.IPAM
-	Conn   *nodeconn.Handler
-	Pods   *podconn.Handler
-	Node   *Node
+	// IPAM2 is the second family's IPAM (Options.DualStack), else nil.
+	IPAM2 *ipam.IPAM
+	Conn  *nodeconn.Handler
+	Pods  *podconn.Handler
+	Node  *Node
 	// With Options.Services or Options.Policy: this node's addresses.
 	NodeIPs *nodeaddr.NodeIPSet
 	// With Options.Services.
 	Services *svcprocessor.ServiceProcessor
 	NAT      *svcnat.Renderer
+	// With Options.ServiceRenderer "cnat" instead of NAT.
+	CNAT *svccnat.Renderer
 	// With Options.Policy.
 	Policy *policy.Processor
 	ACLs   *aclpolicy.Renderer
@@ -168,16 +182,29 @@ func Start(t testing.TB, o Options) *Agent {
 	ic.Store = &o.Node.Store
 	pods, err := ipam.New(ns, ic)
 	require.NoError(t, err)
-	conn, err := nodeconn.New(ns, ns, pods, o.NodeConn)
+	a := &Agent{Driver: d, Nodes: ns, IPAM: pods, Node: o.Node}
+	handlers := []controller.EventHandler{ns, pods}
+	ncfg, pc := o.NodeConn, o.PodConn
+	if o.DualStack != nil {
+		ic2 := *o.DualStack
+		ic2.Store = &o.Node.Store2
+		a.IPAM2, err = ipam.New(ns, ic2)
+		require.NoError(t, err)
+		handlers = append(handlers, a.IPAM2)
+		ncfg.DualStack, pc.DualStack = a.IPAM2, a.IPAM2
+	}
+	if o.Services && o.ServiceRenderer == "cnat" {
+		ncfg.NAT44, ncfg.Cnat = false, true
+	}
+	conn, err := nodeconn.New(ns, ns, pods, ncfg)
 	require.NoError(t, err)
-	pc := o.PodConn
 	if !o.NoAttachments {
 		pc.Attachments = o.Node
 	}
 	podh, err := podconn.New(pods, pc)
 	require.NoError(t, err)
-	a := &Agent{Driver: d, Nodes: ns, IPAM: pods, Conn: conn, Pods: podh, Node: o.Node}
-	handlers := []controller.EventHandler{ns, pods, conn}
+	a.Conn, a.Pods = conn, podh
+	handlers = append(handlers, conn)
 	if o.Services || o.Policy {
 		// After nodeconn, which publishes this node's VPP addresses.
 		a.NodeIPs = nodeaddr.NewNodeIPSet(ns, nodeaddr.NodeIPSetConfig{OnlyNode: o.Name})
@@ -185,7 +212,7 @@ func Start(t testing.TB, o Options) *Agent {
 	}
 	handlers = append(handlers, podh)
 	if o.Services {
-		handlers = append(handlers, a.addServices(t, o))
+		handlers = append(handlers, a.addServices(t, o)...)
 	}
 	if o.Policy {
 		handlers = append(handlers, a.addPolicy(t, o)...)
@@ -224,25 +251,52 @@ func Start(t testing.TB, o Options) *Agent {
 	return a
 }
 
-// addServices makes the service processor and the NAT44 renderer as the
-// agent does and returns the processor's handler.
-func (a *Agent) addServices(t testing.TB, o Options) controller.EventHandler {
+// addServices makes the service processor and the service renderer as the
+// agent does and returns their handlers.
+func (a *Agent) addServices(t testing.TB, o Options) []controller.EventHandler {
 	t.Helper()
 	var err error
 	a.Services, err = svcprocessor.New(svcprocessor.SubnetsFromIPNet(a.IPAM), a.NodeIPs, a.Pods,
 		svcprocessor.Config{NodeName: o.Name})
 	require.NoError(t, err)
-	var natCfg svcnat.Config
+	var uplink string
+	var interconnects []string
 	if o.NodeConn.Uplink.AfPacketHostIf != "" || o.NodeConn.Uplink.VPPName != "" {
-		natCfg.Uplink = cmp.Or(o.NodeConn.Uplink.Name, nodeconn.DefaultUplinkName)
+		uplink = cmp.Or(o.NodeConn.Uplink.Name, nodeconn.DefaultUplinkName)
 	}
 	if o.NodeConn.HostInterconnect.AfPacketHostIf != "" || o.NodeConn.HostInterconnect.TapHostIfName != "" {
-		natCfg.InterconnectInterfaces = []string{cmp.Or(o.NodeConn.HostInterconnect.Name, nodeconn.DefaultHostInterconnectName)}
+		interconnects = []string{cmp.Or(o.NodeConn.HostInterconnect.Name, nodeconn.DefaultHostInterconnectName)}
 	}
-	a.NAT, err = svcnat.New(a.NodeIPs, a.IPAM, natCfg)
+	if o.ServiceRenderer == "cnat" {
+		ipams := []*ipam.IPAM{a.IPAM}
+		ranges := []svccnat.ClusterRanges{a.IPAM}
+		if a.IPAM2 != nil {
+			ipams, ranges = append(ipams, a.IPAM2), append(ranges, a.IPAM2)
+		}
+		snat := svccnat.SNATAddrsFunc(func() []netip.Addr {
+			var out []netip.Addr
+			if uplink != "" {
+				for _, i := range ipams {
+					if p, err := i.NodeAddr(i.NodeID()); err == nil {
+						out = append(out, p.Addr())
+					}
+				}
+			}
+			for _, i := range ipams {
+				out = append(out, i.NatLoopbackAddr())
+			}
+			return out
+		})
+		a.CNAT, err = svccnat.New(a.NodeIPs, snat, svccnat.Config{NodeName: o.Name, Uplink: uplink, InterconnectInterfaces: interconnects,
+			ExcludedPrefixes: svccnat.ExcludedPrefixes(ranges...)})
+		require.NoError(t, err)
+		require.NoError(t, a.Services.RegisterRenderer(a.CNAT))
+		return []controller.EventHandler{a.Services.Handler(), a.CNAT}
+	}
+	a.NAT, err = svcnat.New(a.NodeIPs, a.IPAM, svcnat.Config{Uplink: uplink, InterconnectInterfaces: interconnects})
 	require.NoError(t, err)
 	require.NoError(t, a.Services.RegisterRenderer(a.NAT))
-	return a.Services.Handler()
+	return []controller.EventHandler{a.Services.Handler()}
 }
 
 // addPolicy makes the NetworkPolicy processor and its ACL renderer as the
@@ -252,16 +306,33 @@ func (a *Agent) addPolicy(t testing.TB, o Options) []controller.EventHandler {
 	var err error
 	a.Policy, err = policy.New(policy.Config{
 		NodeName: o.Name,
-		PodAddrs: policy.PodAddrsFrom(a.IPAM.PodAddr),
+		PodAddrs: func() func(kubemodel.PodID) []netip.Addr {
+			var lookups []func(kubemodel.PodID) (netip.Addr, bool)
+			for _, i := range a.ipams() {
+				lookups = append(lookups, i.PodAddr)
+			}
+			return policy.PodAddrsFrom(lookups...)
+		}(),
 	})
 	require.NoError(t, err)
+	// NAT44 translates a service address after the pod's input ACL: the
+	// service CIDRs are checked after translation. cnat translates before
+	// it: no prefix is deferred.
 	var services []netip.Prefix
-	if p := a.IPAM.ServiceNetworkPrefix(); p.IsValid() {
-		services = append(services, p)
+	if o.ServiceRenderer != "cnat" {
+		for _, i := range a.ipams() {
+			if p := i.ServiceNetworkPrefix(); p.IsValid() {
+				services = append(services, p)
+			}
+		}
 	}
 	a.ACLs, err = aclpolicy.New(a.Pods, aclpolicy.Config{
 		HostPrefixes: aclpolicy.HostPrefixesOf(func() []netip.Addr {
-			return append(a.NodeIPs.NodeIPs(), a.IPAM.HostInterconnectAddrInLinux(), a.IPAM.NatLoopbackAddr())
+			ips := slices.Clone(a.NodeIPs.NodeIPs())
+			for _, i := range a.ipams() {
+				ips = append(ips, i.HostInterconnectAddrInLinux(), i.NatLoopbackAddr())
+			}
+			return ips
 		}),
 		ServicePrefixes: services,
 		ExitInterfaces:  a.Conn.ExitInterfaces,
@@ -269,6 +340,14 @@ func (a *Agent) addPolicy(t testing.TB, o Options) []controller.EventHandler {
 	require.NoError(t, err)
 	require.NoError(t, a.Policy.RegisterRenderer(a.ACLs))
 	return []controller.EventHandler{a.Policy.Handler(), a.ACLs}
+}
+
+// ipams returns the IPAM and the second family's, if any.
+func (a *Agent) ipams() []*ipam.IPAM {
+	if a.IPAM2 != nil {
+		return []*ipam.IPAM{a.IPAM, a.IPAM2}
+	}
+	return []*ipam.IPAM{a.IPAM}
 }
 
 // Stop stops the agent (VPP keeps its configuration).

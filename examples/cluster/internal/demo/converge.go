@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vswitchkit/vswitchkit/agent"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppdrivertest"
 )
 
@@ -234,8 +235,12 @@ func (n *simNode) vppIPv4() netip.Addr {
 }
 
 // checkServices: every live node's VPP has exactly the expected NAT44
-// mappings, with the right backends.
+// mappings, with the right backends (with the cnat renderer:
+// checkCnatServices).
 func (c *cluster) checkServices(ctx context.Context) (check, error) {
+	if c.opts.ServiceRenderer == agent.ServicesCnat {
+		return c.checkCnatServices(ctx)
+	}
 	var ch check
 	for _, n := range c.liveNodes() {
 		ips := n.nodeIPv4s()
@@ -361,4 +366,79 @@ func comparePrefixes(a, b netip.Prefix) int {
 		return c
 	}
 	return a.Bits() - b.Bits()
+}
+
+// cnatTranslations reads n's cnat translations from its VPP, as
+// vppdrivertest.ReadCnat formats them ("tcp 10.96.0.10:80 -> 10.1.1.2:8080
+// 10.1.2.2:8080").
+func (n *simNode) cnatTranslations(ctx context.Context) ([]string, error) {
+	cn, err := vppdrivertest.ReadCnat(ctx, n.vpp.NewAdapter())
+	if err != nil {
+		return nil, fmt.Errorf("%s: read cnat: %w", n.name, err)
+	}
+	return cn.Translations, nil
+}
+
+// expectedCnat returns the cluster-IP translations every node must have
+// with the cnat renderer, by frontend: each cluster IP of each family to
+// every ready backend of that family, none where there is no backend.
+// (Node ports and external IPs are served by each node's own backends
+// only and are not checked here: the summary lists them.)
+func (c *cluster) expectedCnat() map[string]string {
+	want := map[string]string{}
+	for _, s := range c.svcs {
+		for _, fam := range []struct {
+			vip netip.Addr
+			ip  func(*pod) netip.Addr
+		}{{s.clusterIP, func(p *pod) netip.Addr { return p.ip }}, {s.clusterIP6, func(p *pod) netip.Addr { return p.ip6 }}} {
+			if !fam.vip.IsValid() {
+				continue
+			}
+			var paths []string
+			c.mu.Lock()
+			for _, p := range c.pods {
+				if p.service == s.name && fam.ip(p).IsValid() {
+					paths = append(paths, netip.AddrPortFrom(fam.ip(p), targetPort).String())
+				}
+			}
+			c.mu.Unlock()
+			if len(paths) == 0 {
+				continue
+			}
+			slices.Sort(paths)
+			fe := "tcp " + netip.AddrPortFrom(fam.vip, servicePort).String()
+			want[fe] = fe + " -> " + strings.Join(paths, " ")
+		}
+	}
+	return want
+}
+
+// checkCnatServices: every live node's VPP has the cluster IPs of every
+// service, of each family, as cnat translations to the right backends.
+func (c *cluster) checkCnatServices(ctx context.Context) (check, error) {
+	var ch check
+	want := c.expectedCnat()
+	for _, n := range c.liveNodes() {
+		ch.total += len(want)
+		have, err := n.cnatTranslations(ctx)
+		if err != nil {
+			return ch, err
+		}
+		got := map[string]string{}
+		for _, l := range have {
+			fe, _, _ := strings.Cut(l, " -> ")
+			got[fe] = strings.TrimSuffix(l, " maglev")
+		}
+		for fe, w := range want {
+			switch g, ok := got[fe]; {
+			case !ok:
+				ch.miss("%s: no translation %s", n.name, fe)
+			case g != w:
+				ch.miss("%s: %s, want %s", n.name, g, w)
+			default:
+				ch.done++
+			}
+		}
+	}
+	return ch, nil
 }

@@ -133,7 +133,11 @@ func (c *cluster) run(ctx context.Context, out io.Writer, start time.Time) (*Res
 		if err := res.Before.WriteText(out); err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(out, "\n%s\n", wrap(NATLegend, 80))
+		legend := NATLegend
+		if c.opts.ServiceRenderer == agent.ServicesCnat {
+			legend = CnatLegend
+		}
+		fmt.Fprintf(out, "\n%s\n", wrap(legend, 80))
 	}
 
 	changeStart := time.Now()
@@ -281,7 +285,7 @@ func (c *cluster) setup(ctx context.Context) error {
 	// The nodes (agents opened, not running yet) and their Kubernetes
 	// objects.
 	for i := 1; i <= c.opts.Nodes; i++ {
-		n, err := newSimNode(i, c.dir, c.etcd, agent.Deps{Logger: c.log})
+		n, err := newSimNode(i, c.dir, c.etcd, agent.Deps{Logger: c.log}, c.opts)
 		if err != nil {
 			return err
 		}
@@ -292,6 +296,9 @@ func (c *cluster) setup(ctx context.Context) error {
 	}
 	for i := range c.opts.Services {
 		s := newService(i)
+		if c.opts.IPFamily == agent.DualStack {
+			s.clusterIP6 = serviceIPv6(i)
+		}
 		c.svcs = append(c.svcs, s)
 		if _, err := c.kube.CoreV1().Services(namespace).Create(ctx, serviceObject(s), metav1.CreateOptions{}); err != nil {
 			return err
@@ -302,8 +309,10 @@ func (c *cluster) setup(ctx context.Context) error {
 		if c.opts.RealKube {
 			continue // the controller manager makes the slices
 		}
-		if _, err := c.kube.DiscoveryV1().EndpointSlices(namespace).Create(ctx, sliceObject(s, nil), metav1.CreateOptions{}); err != nil {
-			return err
+		for _, es := range sliceObjects(s, nil) {
+			if _, err := c.kube.DiscoveryV1().EndpointSlices(namespace).Create(ctx, es, metav1.CreateOptions{}); err != nil {
+				return err
+			}
 		}
 	}
 	plurals := map[string]string{
@@ -361,7 +370,7 @@ func (c *cluster) setup(ctx context.Context) error {
 	if err := c.addPods(ctx); err != nil {
 		return err
 	}
-	if err := c.await(ctx, "services (NAT44 mappings)", c.checkServices); err != nil {
+	if err := c.await(ctx, "services ("+c.opts.ServiceRenderer+")", c.checkServices); err != nil {
 		return err
 	}
 	if c.hasNetpol() {
@@ -477,12 +486,12 @@ func (c *cluster) podUp(ctx context.Context, n *simNode, p *pod) error {
 		return err
 	}
 	p.uid = created.UID // a real API server gives the pod its own
-	ip, err := n.addPod(ctx, p)
+	ip, ip6, err := n.addPod(ctx, p)
 	if err != nil {
 		return err
 	}
 	obj := podObject(p)
-	p.ip = ip
+	p.ip, p.ip6 = ip, ip6
 	obj.Status = runningStatus(p, n.internalIP)
 	if _, err := c.kube.CoreV1().Pods(namespace).UpdateStatus(ctx, obj, metav1.UpdateOptions{}); err != nil {
 		return err
@@ -509,8 +518,10 @@ func (c *cluster) syncSlices(ctx context.Context, svcs ...*service) error {
 			}
 		}
 		c.mu.Unlock()
-		if _, err := c.kube.DiscoveryV1().EndpointSlices(namespace).Update(ctx, sliceObject(s, pods), metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("endpoint slice of %s: %w", s.name, err)
+		for _, es := range sliceObjects(s, pods) {
+			if _, err := c.kube.DiscoveryV1().EndpointSlices(namespace).Update(ctx, es, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("endpoint slice of %s: %w", s.name, err)
+			}
 		}
 	}
 	return nil
@@ -773,7 +784,7 @@ func (c *cluster) summary(ctx context.Context) (Summary, error) {
 		c.mu.Lock()
 		for _, p := range sortedPods(c.pods) {
 			if p.node == n.name {
-				ns.Pods = append(ns.Pods, PodSummary{Name: p.name, Service: p.service, IP: p.ip})
+				ns.Pods = append(ns.Pods, PodSummary{Name: p.name, Service: p.service, IP: p.ip, IP6: p.ip6})
 			}
 		}
 		c.mu.Unlock()
@@ -789,6 +800,11 @@ func (c *cluster) summary(ctx context.Context) (Summary, error) {
 		if ns.NAT44, err = n.nat44(ctx); err != nil {
 			return s, err
 		}
+		if c.opts.ServiceRenderer == agent.ServicesCnat {
+			if ns.Cnat, err = n.cnatTranslations(ctx); err != nil {
+				return s, err
+			}
+		}
 		peers, err := n.agent.BGP.Manager.Peers(ctx)
 		if err != nil {
 			return s, fmt.Errorf("%s: BGP peers: %w", n.name, err)
@@ -797,7 +813,7 @@ func (c *cluster) summary(ctx context.Context) (Summary, error) {
 		s.Nodes = append(s.Nodes, ns)
 	}
 	for _, svc := range c.svcs {
-		ss := ServiceSummary{Name: svc.name, Kind: svc.kind, ClusterIP: svc.clusterIP, Port: servicePort,
+		ss := ServiceSummary{Name: svc.name, Kind: svc.kind, ClusterIP: svc.clusterIP, ClusterIP6: svc.clusterIP6, Port: servicePort,
 			NodePort: svc.nodePort, ExternalIP: svc.externalIP, LoadBalancerIP: svc.lbIP, Backends: []PodOnNode{}}
 		if svc.nodePort != 0 {
 			ss.ExternalTrafficPolicy = "Cluster"

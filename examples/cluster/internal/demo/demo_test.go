@@ -455,3 +455,51 @@ func TestKubeCluster(t *testing.T) {
 	checkCluster(t, "after", res.After, 0)
 	require.Len(t, res.Changes, 3)
 }
+
+// TestCnatDualStack runs the demo with the cnat renderer in a dual-stack
+// cluster (--services cnat --ip-family dual) in text mode: every pod has
+// an address of each family, every service a cluster IP of each family,
+// and every node's VPP has both cluster IPs of every service with
+// backends as cnat translations to the backends of their family; the
+// summary shows both, with the cnat legend; the scripted change goes
+// through (the convergence checks wait for the translations).
+func TestCnatDualStack(t *testing.T) {
+	tmp := tempDir(t)
+	var out bytes.Buffer
+	res, err := demo.Run(context.Background(), demo.Options{Nodes: 2, PodsPerNode: 2, Services: 3,
+		ServiceRenderer: "cnat", IPFamily: "dual"}, &out)
+	require.NoError(t, err)
+	assertEmptyDir(t, tmp)
+	text := out.String()
+	assert.Contains(t, strings.Join(strings.Fields(text), " "), demo.CnatLegend)
+	assert.NotContains(t, text, "nat44 ")
+	for _, sum := range []demo.Summary{res.Before, res.After} {
+		ip6 := map[string]netip.Addr{}
+		for _, n := range sum.Nodes {
+			assert.Empty(t, n.NAT44, "no NAT44 mappings with cnat")
+			for _, p := range n.Pods {
+				require.True(t, p.IP.Is4() && p.IP6.Is6(), "%s: %v %v", p.Name, p.IP, p.IP6)
+				ip6[p.Name] = p.IP6
+				assert.Contains(t, text, " "+p.IP.String()+" "+p.IP6.String()+" ", "the pod line shows both")
+			}
+		}
+		for _, s := range sum.Services {
+			require.True(t, s.ClusterIP.Is4() && s.ClusterIP6.Is6(), "%s: %v %v", s.Name, s.ClusterIP, s.ClusterIP6)
+			if len(s.Backends) == 0 {
+				continue
+			}
+			var be4, be6 []string
+			for _, b := range s.Backends {
+				be4 = append(be4, netip.AddrPortFrom(b.IP, b.Port).String())
+				be6 = append(be6, netip.AddrPortFrom(ip6[b.Pod], b.Port).String())
+			}
+			slices.Sort(be4)
+			slices.Sort(be6)
+			for _, n := range sum.Nodes {
+				assert.Contains(t, n.Cnat, "tcp "+netip.AddrPortFrom(s.ClusterIP, s.Port).String()+" -> "+strings.Join(be4, " "), "%s on %s", s.Name, n.Name)
+				assert.Contains(t, n.Cnat, "tcp "+netip.AddrPortFrom(s.ClusterIP6, s.Port).String()+" -> "+strings.Join(be6, " "), "%s on %s", s.Name, n.Name)
+			}
+		}
+	}
+	assert.NotEmpty(t, res.Changes)
+}

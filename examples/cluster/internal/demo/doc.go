@@ -32,6 +32,19 @@
 // their path, vppsim.VPP.ACLVerdict: one allowed, one denied); makes a scripted change (a pod deleted, a backend added, a
 // node leaving) and prints what changed.
 //
+// # Services on cnat, dual-stack
+//
+// With [Options].ServiceRenderer "cnat" the agents render services onto
+// VPP's cnat (render/svccnat) and the wait checks every node's cnat
+// translations of the services' cluster IPs instead of NAT44 mappings;
+// with [Options].IPFamily "dual" (which needs cnat) the cluster is
+// dual-stack (agent.DefaultIPv6Plan): every pod gets an IPv6 address
+// beside its IPv4 one, every service an IPv6 cluster IP (fd00:96::…) with
+// an IPv6 EndpointSlice beside the IPv4 one, and the summary shows both
+// addresses of every pod and every node's cnat translations of both
+// families, explained by [CnatLegend] (the command's --services cnat
+// --ip-family dual).
+//
 // # Node IDs
 //
 // The agents start one at a time, in node order, each once the previous

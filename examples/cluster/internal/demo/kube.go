@@ -56,6 +56,7 @@ var kindNames = []string{"web", "api", "shop", "legacy", "edge"}
 type service struct {
 	name, kind string
 	clusterIP  netip.Addr
+	clusterIP6 netip.Addr // dual-stack: the IPv6 cluster IP; else invalid
 	nodePort   uint16     // 0: none
 	externalIP netip.Addr // invalid: none
 	lbIP       netip.Addr // invalid: none
@@ -82,12 +83,21 @@ func newService(i int) *service {
 	return s
 }
 
+// serviceIPv6 returns the IPv6 cluster IP of the i-th service in a
+// dual-stack cluster: fd00:96::<10+i> (agent.DefaultIPv6Plan's range).
+func serviceIPv6(i int) netip.Addr {
+	a := netip.MustParseAddr("fd00:96::").As16()
+	a[14], a[15] = byte((10+i)>>8), byte(10+i)
+	return netip.AddrFrom16(a)
+}
+
 // pod is a pod of the demo cluster.
 type pod struct {
 	name, node, service string
 	uid                 types.UID
 	containerID         string
 	ip                  netip.Addr // from the CNI result; invalid until then
+	ip6                 netip.Addr // dual-stack: the IPv6 address from the CNI result
 }
 
 func (p *pod) netns() string { return "/var/run/netns/cni-" + p.containerID[:12] }
@@ -142,7 +152,7 @@ func runningStatus(p *pod, hostIP netip.Addr) corev1.PodStatus {
 	return corev1.PodStatus{
 		Phase:   corev1.PodRunning,
 		PodIP:   p.ip.String(),
-		PodIPs:  []corev1.PodIP{{IP: p.ip.String()}},
+		PodIPs:  podIPs(p),
 		HostIP:  hostIP.String(),
 		HostIPs: []corev1.HostIP{{IP: hostIP.String()}},
 		Conditions: []corev1.PodCondition{
@@ -150,6 +160,15 @@ func runningStatus(p *pod, hostIP netip.Addr) corev1.PodStatus {
 			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue},
 		},
 	}
+}
+
+// podIPs are the pod's addresses in its status: IPv4, then IPv6.
+func podIPs(p *pod) []corev1.PodIP {
+	out := []corev1.PodIP{{IP: p.ip.String()}}
+	if p.ip6.IsValid() {
+		out = append(out, corev1.PodIP{IP: p.ip6.String()})
+	}
+	return out
 }
 
 // serviceObject is the Kubernetes service of s.
@@ -168,6 +187,12 @@ func serviceObject(s *service) *corev1.Service {
 			}},
 			SessionAffinity: corev1.ServiceAffinityNone,
 		},
+	}
+	if s.clusterIP6.IsValid() {
+		dual := corev1.IPFamilyPolicyRequireDualStack
+		svc.Spec.IPFamilyPolicy = &dual
+		svc.Spec.ClusterIPs = append(svc.Spec.ClusterIPs, s.clusterIP6.String())
+		svc.Spec.IPFamilies = append(svc.Spec.IPFamilies, corev1.IPv6Protocol)
 	}
 	cluster := corev1.ServiceInternalTrafficPolicyCluster
 	svc.Spec.InternalTrafficPolicy = &cluster
@@ -189,8 +214,24 @@ func serviceObject(s *service) *corev1.Service {
 	return svc
 }
 
-// sliceObject is the EndpointSlice of s with the given ready pods, as the
-// endpoint-slice controller maintains it.
+// sliceObjects are the EndpointSlices of s with the given ready pods, as
+// the endpoint-slice controller maintains them: one of IPv4 addresses,
+// and for a dual-stack service one of IPv6 addresses.
+func sliceObjects(s *service, pods []*pod) []*discoveryv1.EndpointSlice {
+	out := []*discoveryv1.EndpointSlice{sliceObject(s, pods)}
+	if s.clusterIP6.IsValid() {
+		es := sliceObject(s, pods)
+		es.Name, es.AddressType = s.name+"-demo-v6", discoveryv1.AddressTypeIPv6
+		for i, p := range pods {
+			es.Endpoints[i].Addresses = []string{p.ip6.String()}
+		}
+		out = append(out, es)
+	}
+	return out
+}
+
+// sliceObject is the EndpointSlice of s with the given ready pods' IPv4
+// addresses, as the endpoint-slice controller maintains it.
 func sliceObject(s *service, pods []*pod) *discoveryv1.EndpointSlice {
 	ready, serving, terminating := true, true, false
 	portName, port, proto := "http", int32(targetPort), corev1.ProtocolTCP

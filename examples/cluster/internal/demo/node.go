@@ -52,7 +52,7 @@ func nodeAddr(i int) netip.Addr { return netip.AddrFrom4([4]byte{127, 0, 0, byte
 // newSimNode prepares node i (1-based): its state directory under dir, a
 // free port on its loopback address, its VPP stand-in and the agent
 // (opened, not running).
-func newSimNode(i int, dir string, cli *clientv3.Client, deps agent.Deps) (*simNode, error) {
+func newSimNode(i int, dir string, cli *clientv3.Client, deps agent.Deps, opts Options) (*simNode, error) {
 	n := &simNode{
 		name:       fmt.Sprintf("node-%d", i),
 		index:      i,
@@ -88,6 +88,8 @@ func newSimNode(i int, dir string, cli *clientv3.Client, deps agent.Deps) (*simN
 		CNISocket:        n.socket,
 		Uplink:           nodeconn.Uplink{AfPacketHostIf: uplinkIf},
 		HostInterconnect: nodeconn.HostInterconnect{AfPacketHostIf: interconnectIf},
+		Services:         opts.ServiceRenderer,
+		IPFamily:         opts.IPFamily,
 		BGP:              agent.BGPConfig{ListenAddresses: []netip.Addr{n.bgpAddr}},
 	}, deps)
 	if err != nil {
@@ -136,14 +138,15 @@ func (n *simNode) cniArgs(p *pod) *skel.CmdArgs {
 
 // addPod sets up p's sandbox network as the runtime does: a network
 // namespace, then the plugin's ADD through the agent's pod server. It
-// returns the pod's address from the CNI result.
-func (n *simNode) addPod(ctx context.Context, p *pod) (netip.Addr, error) {
+// returns the pod's addresses from the CNI result: IPv4, and IPv6 in a
+// dual-stack cluster (else invalid).
+func (n *simNode) addPod(ctx context.Context, p *pod) (ip4, ip6 netip.Addr, err error) {
 	if err := n.linux.AddNetns(p.netns()); err != nil {
-		return netip.Addr{}, err
+		return ip4, ip6, err
 	}
 	out, err := cniplugin.Call(ctx, n.socket, "ADD", n.cniArgs(p))
 	if err != nil {
-		return netip.Addr{}, fmt.Errorf("CNI ADD of %s on %s: %w", p.name, n.name, err)
+		return ip4, ip6, fmt.Errorf("CNI ADD of %s on %s: %w", p.name, n.name, err)
 	}
 	var res struct {
 		IPs []struct {
@@ -151,14 +154,19 @@ func (n *simNode) addPod(ctx context.Context, p *pod) (netip.Addr, error) {
 		} `json:"ips"`
 	}
 	if err := json.Unmarshal(out, &res); err != nil {
-		return netip.Addr{}, fmt.Errorf("CNI ADD of %s on %s: result %s: %w", p.name, n.name, out, err)
+		return ip4, ip6, fmt.Errorf("CNI ADD of %s on %s: result %s: %w", p.name, n.name, out, err)
 	}
 	for _, ip := range res.IPs {
-		if pfx, err := netip.ParsePrefix(ip.Address); err == nil && pfx.Addr().Is4() {
-			return pfx.Addr(), nil
+		if pfx, err := netip.ParsePrefix(ip.Address); err == nil && pfx.Addr().Is4() && !ip4.IsValid() {
+			ip4 = pfx.Addr()
+		} else if err == nil && pfx.Addr().Is6() && !ip6.IsValid() {
+			ip6 = pfx.Addr()
 		}
 	}
-	return netip.Addr{}, fmt.Errorf("CNI ADD of %s on %s: no IPv4 address in the result %s", p.name, n.name, out)
+	if !ip4.IsValid() {
+		return ip4, ip6, fmt.Errorf("CNI ADD of %s on %s: no IPv4 address in the result %s", p.name, n.name, out)
+	}
+	return ip4, ip6, nil
 }
 
 // deletePod tears p's sandbox network down as the runtime does: the

@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/vswitchkit/vswitchkit/agent"
 )
 
 // Defaults of [Options].
@@ -71,6 +73,13 @@ type Options struct {
 	// Logger receives the logs of every component (agents, reflector,
 	// route reflector). Default: discard.
 	Logger *slog.Logger
+	// ServiceRenderer is the agents' service renderer: "nat44" (default;
+	// render/svcnat onto NAT44-ED) or "cnat" (render/svccnat onto cnat).
+	ServiceRenderer string
+	// IPFamily is the cluster's IP family: "ipv4" (default) or "dual"
+	// (dual-stack: pods and services of both families; needs
+	// ServiceRenderer "cnat").
+	IPFamily string
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -94,6 +103,24 @@ func (o Options) withDefaults() (Options, error) {
 		o.Timeout = DefaultTimeout
 	case o.Timeout < 0:
 		errs = append(errs, fmt.Errorf("timeout: %v is negative", o.Timeout))
+	}
+	switch o.ServiceRenderer {
+	case "":
+		o.ServiceRenderer = agent.ServicesNAT44
+	case agent.ServicesNAT44, agent.ServicesCnat:
+	default:
+		errs = append(errs, fmt.Errorf("services: %q is neither %q nor %q", o.ServiceRenderer, agent.ServicesNAT44, agent.ServicesCnat))
+	}
+	switch o.IPFamily {
+	case "":
+		o.IPFamily = agent.IPv4
+	case agent.IPv4:
+	case agent.DualStack:
+		if o.ServiceRenderer == agent.ServicesNAT44 {
+			errs = append(errs, fmt.Errorf("ip-family %q needs services %q: NAT44 translates IPv4 only", agent.DualStack, agent.ServicesCnat))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("ip-family: %q is neither %q nor %q", o.IPFamily, agent.IPv4, agent.DualStack))
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard

@@ -94,7 +94,10 @@ type NodeSummary struct {
 	Tunnels    []Tunnel       `json:"tunnels"`
 	Routes     []Route        `json:"routes"`
 	NAT44      []NATMapping   `json:"nat44"`
-	BGP        []BGPSession   `json:"bgp"`
+	// Cnat are the node's cnat translations (with the cnat renderer), as
+	// "protocol frontend -> backends", " maglev" for that lb type.
+	Cnat []string     `json:"cnat,omitempty"`
+	BGP  []BGPSession `json:"bgp"`
 }
 
 // PodSummary is a pod and its address.
@@ -102,6 +105,7 @@ type PodSummary struct {
 	Name    string     `json:"name"`
 	Service string     `json:"service,omitempty"`
 	IP      netip.Addr `json:"ip"`
+	IP6     netip.Addr `json:"ip6,omitzero"` // dual-stack: the IPv6 address
 }
 
 // Tunnel is a VXLAN tunnel in a node's VPP.
@@ -147,6 +151,12 @@ const NATLegend = `nat44 lines: a NAT44-ED mapping in the node's VPP, "protocol 
 	`svcnat.Config.LocalBackendWeight favours this node's own); a backend without /N is the one ` +
 	`backend of a static mapping.`
 
+// CnatLegend explains the cnat lines of the text summary.
+const CnatLegend = `cnat lines: a cnat translation in the node's VPP (render/svccnat), "protocol frontend -> backends": ` +
+	`cluster IPs of each family to every ready backend of that family, node ports (on the node's addresses of ` +
+	`each family), external and load-balancer IPs to the node's own backends; connections are spread evenly ` +
+	`(ecmp, or Maglev with the vswitchkit.io/lb annotation).`
+
 // BGPSession is a session of a node's speaker.
 type BGPSession struct {
 	Peer       netip.Addr `json:"peer"`
@@ -162,6 +172,7 @@ type ServiceSummary struct {
 	Name                  string      `json:"name"`
 	Kind                  string      `json:"kind"`
 	ClusterIP             netip.Addr  `json:"clusterIP"`
+	ClusterIP6            netip.Addr  `json:"clusterIP6,omitzero"` // dual-stack
 	Port                  uint16      `json:"port"`
 	NodePort              uint16      `json:"nodePort,omitempty"`
 	ExternalIP            netip.Addr  `json:"externalIP,omitzero"`
@@ -240,6 +251,9 @@ func (s Summary) sections() []section {
 	for _, svc := range s.Services {
 		var fe []string
 		fe = append(fe, netip.AddrPortFrom(svc.ClusterIP, svc.Port).String())
+		if svc.ClusterIP6.IsValid() {
+			fe = append(fe, netip.AddrPortFrom(svc.ClusterIP6, svc.Port).String())
+		}
 		if svc.NodePort != 0 {
 			fe = append(fe, "nodePort "+strconv.Itoa(int(svc.NodePort)))
 		}
@@ -267,7 +281,11 @@ func (s Summary) sections() []section {
 		sec := section{key: "node " + n.Name, title: fmt.Sprintf("%s: ID %d, pod subnet %s, VPP address %s, InternalIP %s, BGP speaker %s",
 			n.Name, n.ID, n.PodSubnet, n.VPPAddress, n.InternalIP, n.BGPSpeaker)}
 		for _, p := range n.Pods {
-			sec.lines = append(sec.lines, []string{"pod", p.Name, p.IP.String(), cmp.Or(p.Service, "-")})
+			addr := p.IP.String()
+			if p.IP6.IsValid() {
+				addr += " " + p.IP6.String()
+			}
+			sec.lines = append(sec.lines, []string{"pod", p.Name, addr, cmp.Or(p.Service, "-")})
 		}
 		for _, t := range n.Tunnels {
 			sec.lines = append(sec.lines, []string{"tunnel", t.Interface, t.Src.String() + " -> " + t.Dst.String(), fmt.Sprintf("VNI %d", t.VNI)})
@@ -289,6 +307,10 @@ func (s Summary) sections() []section {
 				}
 			}
 			sec.lines = append(sec.lines, []string{"nat44", m.Protocol + " " + m.Frontend.String(), "-> " + strings.Join(be, " "), strings.Join(m.Flags, " ")})
+		}
+		for _, l := range n.Cnat {
+			fe, be, _ := strings.Cut(l, " -> ")
+			sec.lines = append(sec.lines, []string{"cnat", fe, "-> " + be, ""})
 		}
 		for _, b := range n.BGP {
 			sec.lines = append(sec.lines, []string{"bgp", fmt.Sprintf("%s AS%d", b.Peer, b.PeerASN), b.State,

@@ -122,6 +122,8 @@ func run(cfg Config, start time.Time, commands io.Reader, out *reporter) (err er
 		ds, ls, vs := a.Driver.Stats(), a.Loop.Stats(), vpp.Stats()
 		st := Stats{VPPRequests: vs.Requests, DriverRequests: ds.Requests, Keys: ds.Keys, Configured: ds.Configured,
 			Pending: ds.Pending, Failed: ds.Failed, Events: ls.Processed, EventErrors: ls.Failed}
+		ps := a.Policy.Stats()
+		st.Policies, st.PolicyPeers, st.PolicyIsolated = ps.Policies, ps.Peers, ps.IsolatedIngress
 		if gc {
 			runtime.GC()
 			var ms runtime.MemStats

@@ -121,6 +121,10 @@ type Stats struct {
 	Failed         int
 	Events         uint64 // events the loop processed
 	EventErrors    uint64 // of which failed
+	// Policies, PolicyPeers and PolicyIsolated are the policy processor's
+	// valid NetworkPolicies, pods known as peers (its peer index) and
+	// local pods isolated for ingress.
+	Policies, PolicyPeers, PolicyIsolated int
 	Memory
 	LiveHeap uint64 // heap after a forced GC, bytes
 	HeapSys  uint64 // heap memory obtained from the OS, bytes

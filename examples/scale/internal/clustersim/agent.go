@@ -59,6 +59,7 @@ type agent struct {
 type agentOptions struct {
 	Endpoints []string
 	Layout    int
+	LeaseTTL  time.Duration
 	Logger    *slog.Logger
 }
 
@@ -91,7 +92,7 @@ func startAgent(ctx context.Context, idx int, o agentOptions, onReady func(*agen
 	if a.ns, err = nodesync.New(a.name, db, a.loop, nodesync.Config{Logger: log, InitialNodeIPs: nodeIPs}); err != nil {
 		return nil, err
 	}
-	if a.store, err = etcdstore.New(cli, a.name, etcdstore.Config{Logger: log}); err != nil {
+	if a.store, err = etcdstore.New(cli, a.name, etcdstore.Config{Logger: log, LeaseTTL: o.LeaseTTL}); err != nil {
 		return nil, err
 	}
 	ipamCfg := synth.IPAMConfig()

@@ -36,6 +36,7 @@ type groupConfig struct {
 	Nodes        int // agents in the whole simulation
 	Endpoints    []string
 	Layout       int
+	LeaseTTL     time.Duration // the IPAM etcd stores' lease TTL (0: etcdstore's default)
 	Seed         uint64
 }
 
@@ -180,7 +181,7 @@ func (g *group) run(commands io.Reader) error {
 // of its own, as many processes on many nodes would.
 func (g *group) startAll(ctx context.Context) error {
 	log := slog.New(g.warns)
-	opts := agentOptions{Endpoints: g.cfg.Endpoints, Layout: g.cfg.Layout, Logger: log}
+	opts := agentOptions{Endpoints: g.cfg.Endpoints, Layout: g.cfg.Layout, LeaseTTL: g.cfg.LeaseTTL, Logger: log}
 	agents := make([]*agent, g.cfg.Count)
 	errs := make([]error, g.cfg.Count)
 	var wg sync.WaitGroup

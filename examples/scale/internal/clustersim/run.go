@@ -19,6 +19,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -95,6 +96,9 @@ type Config struct {
 	// 20s; a negative rate skips it.
 	ChurnRate     float64
 	ChurnDuration time.Duration
+	// LeaseTTL is the lease TTL of every agent's IPAM etcd store.
+	// Default: etcdstore's (15s).
+	LeaseTTL time.Duration
 	// Timeout bounds the wait for every agent to be Ready. Default: 10m.
 	Timeout time.Duration
 	// GOGC is the GOGC of the agent processes. Default: 100.
@@ -178,10 +182,14 @@ type Result struct {
 	// store": the node's IPAM records owned; "ready"), sorted, the time
 	// from the start of the storm to each agent's end of it.
 	Phases map[string][]time.Duration
-	// NotReady is the number of agents not Ready within Config.Timeout.
-	NotReady int
-	// IDsUnique and IDsDense: the node IDs are distinct and exactly 1..N.
+	// NotReady is the number of agents not Ready within Config.Timeout;
+	// LateReady those of them that became Ready while the stats were
+	// collected.
+	NotReady, LateReady int
+	// IDsUnique and IDsDense: the node IDs the agents have are distinct,
+	// and they are exactly 1..N; NoID is the number of agents without one.
 	IDsUnique, IDsDense bool
+	NoID                int
 	MaxID               uint32
 	// Failed lists agents whose component gave up (its Run ended with an
 	// error); Warnings counts the Warn lines of all agents by message.
@@ -246,6 +254,9 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	var out []Result
 	for _, n := range cfg.Agents {
 		r, err := runOne(ctx, cfg, n)
+		if errors.Is(err, errNotAllReady) {
+			out = append(out, r) // the table shows how far it got
+		}
 		if err != nil {
 			return out, fmt.Errorf("%d agents: %w", n, err)
 		}
@@ -434,7 +445,7 @@ func runOne(ctx context.Context, cfg Config, n int) (res Result, err error) {
 	for p := range procs {
 		count := n/procs + b2i(p < n%procs)
 		g, err := startGroup(cfg.Executable, groupConfig{First: first, Count: count, Nodes: n, Endpoints: r.etcd.endpoints(),
-			Layout: cfg.Layout, Seed: uint64(n)}, cfg.GOGC, cfg.MaxRSS*8/10/uint64(procs), cfg.Logs)
+			Layout: cfg.Layout, LeaseTTL: cfg.LeaseTTL, Seed: uint64(n)}, cfg.GOGC, cfg.MaxRSS*8/10/uint64(procs), cfg.Logs)
 		if err != nil {
 			return res, err
 		}
@@ -463,10 +474,13 @@ func runOne(ctx context.Context, cfg Config, n int) (res Result, err error) {
 	}
 	st.Done()
 
-	if err := r.storm(ctx); err != nil {
-		return r.res, err
+	// A storm that did not end with every agent Ready still reports what
+	// it measured (etcd's memory, who gave up), without the churn.
+	stormErr := r.storm(ctx)
+	if stormErr != nil && !errors.Is(stormErr, errNotAllReady) {
+		return r.res, stormErr
 	}
-	if cfg.ChurnRate > 0 {
+	if cfg.ChurnRate > 0 && stormErr == nil {
 		if err := r.churn(ctx); err != nil {
 			return r.res, err
 		}
@@ -482,8 +496,12 @@ func runOne(ctx context.Context, cfg Config, n int) (res Result, err error) {
 		r.res.SimPeakRSS = append(r.res.SimPeakRSS, r.smp.peakRSS(groupName(p)))
 	}
 	r.res.LoadAfter = loadAverage()
-	return r.res, nil
+	return r.res, stormErr
 }
+
+// errNotAllReady is returned (wrapped) by a run whose agents were not all
+// Ready within Config.Timeout.
+var errNotAllReady = errors.New("not every agent Ready")
 
 func memberName(i int) string { return "etcd-" + strconv.Itoa(i) }
 func groupName(i int) string  { return "agents-" + strconv.Itoa(i) }
@@ -606,7 +624,10 @@ func (r *run) storm(ctx context.Context) error {
 		}
 	}
 	slices.Sort(ids)
-	r.res.IDsUnique = len(slices.Compact(slices.Clone(ids))) == len(ids) && (len(ids) == 0 || ids[0] != 0)
+	r.res.NoID = len(ids)
+	ids = slices.DeleteFunc(ids, func(id uint32) bool { return id == 0 })
+	r.res.NoID -= len(ids)
+	r.res.IDsUnique = len(slices.Compact(slices.Clone(ids))) == len(ids)
 	r.res.IDsDense = len(ids) == n
 	for i, id := range ids {
 		if id != uint32(i+1) {
@@ -617,7 +638,7 @@ func (r *run) storm(ctx context.Context) error {
 		r.res.MaxID = ids[len(ids)-1]
 	}
 	if r.res.NotReady > 0 {
-		return fmt.Errorf("%d of %d agents not Ready within %v", r.res.NotReady, n, r.cfg.Timeout)
+		return fmt.Errorf("%w: %d of %d agents not Ready within %v", errNotAllReady, r.res.NotReady, n, r.cfg.Timeout)
 	}
 	return nil
 }
@@ -648,11 +669,16 @@ func (r *run) stats(ctx context.Context) ([]groupStats, error) {
 		}
 	}
 	out := make([]groupStats, len(r.groups))
-	for range r.groups {
+	for got := 0; got < len(r.groups); {
 		rep, err := r.next(ctx, 5*time.Minute)
 		if err != nil {
 			return nil, err
 		}
+		if rep.Type == "ready" {
+			r.res.LateReady++ // after Config.Timeout
+			continue
+		}
+		got++
 		if rep.Type != "stats" {
 			return nil, fmt.Errorf("agent group %d: got %q, want stats", rep.group, rep.Type)
 		}

@@ -44,6 +44,11 @@ type Config struct {
 	// (kubemodel.LayoutFlat or kubemodel.LayoutNodePods). Default:
 	// kubemodel.CurrentLayout, the reflector's.
 	Layout int
+	// NetworkPolicies: the cluster has two NetworkPolicies per namespace
+	// (synth.Spec.NetworkPolicies), so that the agent's policy processor
+	// holds a peer index of every pod and renders ACLs for its own.
+	// Default: none (the envelope's bars were set without).
+	NetworkPolicies bool
 	// Executable is the program to start as the agent child: it must run
 	// agentproc.Main when agentproc.EnvConfig is set. Default: this
 	// program (os.Executable).
@@ -107,6 +112,12 @@ type Result struct {
 	// EtcdRSS is the resident set of the runner's process, which holds
 	// etcd, after the cluster was written (not the agent's).
 	EtcdRSS uint64
+	// NetworkPolicies is the number of NetworkPolicies in the cluster;
+	// Policies, PolicyPeers and PolicyIsolated what the agent's policy
+	// processor held after start-up: valid policies, pods in its peer
+	// index, local pods isolated for ingress.
+	NetworkPolicies                       int
+	Policies, PolicyPeers, PolicyIsolated int
 
 	Latency map[Measure]Latency
 	// Etcd is, for the measures that write to etcd, the part of their
@@ -195,6 +206,7 @@ func runSize(ctx context.Context, cfg Config, n int) (res Result, err error) {
 	}
 	defer cli.Close()
 	spec := synth.New(n, nil)
+	spec.NetworkPolicies = cfg.NetworkPolicies
 	spec.Layout = cfg.Layout
 	s := &sizeRun{cfg: cfg, n: n, spec: spec, dir: dir, cli: cli,
 		log: cfg.Logger.With(slog.Int("nodes", n)), prog: cfg.Progress}
@@ -237,7 +249,8 @@ func (s *sizeRun) run(ctx context.Context, etcd string) (Result, error) {
 	s.spec.LocalPods = local
 	s.spec.Nodes = s.n
 	res.Pods, res.Services, res.Endpoints = s.spec.Pods(), s.spec.Services, s.spec.Endpoints()
-	total := s.spec.Namespaces + 1 + 3*(s.n-1) + 2*res.Pods + 2*res.Services
+	res.NetworkPolicies = s.spec.NetworkPolicyCount()
+	total := s.spec.Namespaces + 1 + res.NetworkPolicies + 3*(s.n-1) + 2*res.Pods + 2*res.Services
 	st = s.prog.Stage(s.n, fmt.Sprintf("write %d keys", total), total)
 	keys, err := synth.Write(ctx, s.cli, s.spec.Cluster, st.Add)
 	if err != nil {
@@ -279,11 +292,13 @@ func (s *sizeRun) run(ctx context.Context, etcd string) (Result, error) {
 	res.Programmed = time.Unix(0, up.Programmed).Sub(c.started)
 	res.VPPRequests, res.VPPKeys = up.VPPRequests, up.Keys
 	res.StartupRSS, res.LiveHeap = up.PeakRSS, up.LiveHeap
+	res.Policies, res.PolicyPeers, res.PolicyIsolated = up.Policies, up.PolicyPeers, up.PolicyIsolated
 	st.Add(1)
 	st.Done()
 	s.log.Info("start-up", slog.Duration("resyncStart", res.ResyncStart), slog.Duration("resyncDone", res.ResyncDone), slog.Duration("programmed", res.Programmed),
 		slog.Uint64("requests", res.VPPRequests), slog.Int("keys", res.VPPKeys), slog.Uint64("liveHeap", res.LiveHeap),
-		slog.Uint64("heapSys", up.HeapSys), slog.Any("memory", up.Memory), slog.Uint64("runnerRSS", res.EtcdRSS))
+		slog.Uint64("heapSys", up.HeapSys), slog.Any("memory", up.Memory), slog.Uint64("runnerRSS", res.EtcdRSS),
+		slog.Int("policies", res.Policies), slog.Int("policyPeers", res.PolicyPeers), slog.Int("isolated", res.PolicyIsolated))
 	if up.Failed > 0 || up.Pending > 0 {
 		return res, fmt.Errorf("start-up: %d keys failed, %d pending", up.Failed, up.Pending)
 	}

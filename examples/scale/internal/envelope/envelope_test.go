@@ -76,10 +76,15 @@ func TestPlot(t *testing.T) {
 func TestLines(t *testing.T) {
 	var b bytes.Buffer
 	st := Lines(&b).Stage(500, "write", 10)
-	st.Add(10)
+	st.Add(3)
+	st.Add(1)
+	st.Add(6)
 	st.Done()
 	st.Done()
 	out := b.String()
 	assert.Contains(t, out, "  500 nodes: write ...\n")
+	assert.Contains(t, out, "  500 nodes: write 30% (3/10) after ")
+	assert.Contains(t, out, "  500 nodes: write 40% (4/10) after ")
+	assert.NotContains(t, out, "100%", "the end is the done line")
 	assert.Equal(t, 1, strings.Count(out, "write done in"))
 }

@@ -49,18 +49,34 @@ func (l *lines) Stage(n int, name string, total int) Stage {
 	l.mu.Lock()
 	fmt.Fprintf(l.w, "%5d nodes: %s ...\n", n, name)
 	l.mu.Unlock()
-	return &lineStage{l: l, n: n, name: name, start: time.Now()}
+	return &lineStage{l: l, n: n, name: name, total: total, start: time.Now()}
 }
 
 type lineStage struct {
-	l     *lines
-	n     int
-	name  string
-	start time.Time
-	once  sync.Once
+	l      *lines
+	n      int
+	name   string
+	total  int
+	start  time.Time
+	once   sync.Once
+	done   int // guarded by l.mu, as is tenths
+	tenths int // the last tenth of total reported
 }
 
-func (s *lineStage) Add(int) {}
+// Add counts progress and writes a line at every tenth of the total, so
+// that a long stage shows its progress in a log too.
+func (s *lineStage) Add(k int) {
+	if s.total <= 0 {
+		return
+	}
+	s.l.mu.Lock()
+	defer s.l.mu.Unlock()
+	s.done += k
+	if t := min(s.done*10/s.total, 10); t > s.tenths && t < 10 {
+		s.tenths = t
+		fmt.Fprintf(s.l.w, "%5d nodes: %s %d%% (%d/%d) after %v\n", s.n, s.name, t*10, s.done, s.total, time.Since(s.start).Round(time.Millisecond))
+	}
+}
 
 func (s *lineStage) Done() {
 	s.once.Do(func() {

@@ -38,6 +38,17 @@ func Table(w io.Writer, results []Result) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if slices.ContainsFunc(results, func(r Result) bool { return r.NetworkPolicies > 0 }) {
+		fmt.Fprintln(w, "\nNetworkPolicy: the agent's policy processor after start-up:")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "\tnodes\tNetworkPolicies\tvalid\tpeers indexed\tlocal pods isolated\t")
+		for _, r := range results {
+			fmt.Fprintf(tw, "policy\t%d\t%d\t%d\t%d\t%d\t\n", r.Nodes, r.NetworkPolicies, r.Policies, r.PolicyPeers, r.PolicyIsolated)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	// The part of the latencies that is etcd's, where there is one.
 	var ms []Measure
 	for _, m := range Measures {

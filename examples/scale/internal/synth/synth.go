@@ -81,6 +81,15 @@ type Spec struct {
 	// Namespaces is the number of namespaces the pods and services are
 	// spread over.
 	Namespaces int
+	// NetworkPolicies: with it, every namespace (the measured node's
+	// too) has the two NetworkPolicies of [Spec.Policies], and the
+	// namespaces carry a team label; the agent's policy processor then
+	// holds a peer index of every pod's peer record, as in a cluster that
+	// uses NetworkPolicy.
+	NetworkPolicies bool
+	// Teams is the number of team labels of the namespaces (namespace k:
+	// team t<k mod Teams>). Default: 10.
+	Teams int
 	// Layout is the key layout of the Kubernetes state
 	// (kubemodel.LayoutFlat or kubemodel.LayoutNodePods); 0 means
 	// kubemodel.CurrentLayout, the reflector's.
@@ -101,6 +110,73 @@ func (s Spec) layout() int {
 // service in a hundred with a full slice of 250.
 func New(n int, localPods []netip.Addr) Spec {
 	return Spec{Nodes: n, PodsPerNode: 30, LocalPods: localPods, Services: 2 * n, BigEvery: 100, Namespaces: max(1, n/50)}
+}
+
+// teams returns the number of team labels of s.
+func (s Spec) teams() int {
+	if s.Teams <= 0 {
+		return 10
+	}
+	return s.Teams
+}
+
+// Team returns the team label of namespace k (the measured node's
+// namespace: k = -1) in s.
+func (s Spec) Team(k int) string {
+	if k < 0 {
+		return "t0"
+	}
+	return fmt.Sprint("t", k%s.teams())
+}
+
+// namespaceObject returns namespace k (-1: the measured node's).
+func (s Spec) namespaceObject(k int) KV {
+	name := LocalPodNamespace
+	if k >= 0 {
+		name = Namespace(k)
+	}
+	ns := &kubemodel.Namespace{Name: name}
+	if s.NetworkPolicies {
+		ns.Labels = map[string]string{"team": s.Team(k), "kubernetes.io/metadata.name": name}
+	}
+	return kube(kubemodel.NamespaceKey(name), ns)
+}
+
+// Policies returns the NetworkPolicies of namespace k (-1: the measured
+// node's) when s has them: a default deny of ingress to every pod of the
+// namespace, and an allow of TCP "http" to every pod of it from the pods
+// of the namespace and from those of the namespaces of the same team (at
+// 5000 nodes: 1500 pods of its own and 15,000 of its team).
+func (s Spec) Policies(k int) []KV {
+	if !s.NetworkPolicies {
+		return nil
+	}
+	ns := LocalPodNamespace
+	if k >= 0 {
+		ns = Namespace(k)
+	}
+	all := &kubemodel.LabelSelector{}
+	return []KV{
+		kube(kubemodel.NetworkPolicyKey(ns, "default-deny"), &kubemodel.NetworkPolicy{Namespace: ns, Name: "default-deny",
+			PodSelector: all, PolicyTypes: []kubemodel.PolicyType{kubemodel.PolicyType_INGRESS}}),
+		kube(kubemodel.NetworkPolicyKey(ns, "allow-team"), &kubemodel.NetworkPolicy{Namespace: ns, Name: "allow-team",
+			PodSelector: all, PolicyTypes: []kubemodel.PolicyType{kubemodel.PolicyType_INGRESS},
+			Ingress: []*kubemodel.NetworkPolicyIngressRule{{
+				From: []*kubemodel.NetworkPolicyPeer{
+					{PodSelector: &kubemodel.LabelSelector{}},
+					{NamespaceSelector: &kubemodel.LabelSelector{MatchLabels: map[string]string{"team": s.Team(k)}}},
+				},
+				Ports: []*kubemodel.NetworkPolicyPort{{PortName: "http", Protocol: kubemodel.Protocol_TCP}},
+			}}}),
+	}
+}
+
+// NetworkPolicyCount is the number of NetworkPolicies of s.
+func (s Spec) NetworkPolicyCount() int {
+	if !s.NetworkPolicies {
+		return 0
+	}
+	return 2 * (s.Namespaces + 1)
 }
 
 // MeasuredNode is the name of the measured agent's node.
@@ -290,17 +366,19 @@ func NodeKVs(name string, id uint32) []KV {
 }
 
 // Cluster calls yield with every object of the cluster but the measured
-// node's node object and the policy (see MeasuredNodeObjects): namespaces,
-// the other nodes, all pods, services and endpoints. It stops when yield
+// node's node object and the policy (see MeasuredNodeObjects): namespaces
+// (with their NetworkPolicies, if any), the other nodes, all pods, services and endpoints. It stops when yield
 // returns false.
 func (s Spec) Cluster(yield func(KV) bool) {
-	for k := range s.Namespaces {
-		if !yield(kube(kubemodel.NamespaceKey(Namespace(k)), &kubemodel.Namespace{Name: Namespace(k)})) {
+	for k := -1; k < s.Namespaces; k++ {
+		if !yield(s.namespaceObject(k)) {
 			return
 		}
-	}
-	if !yield(kube(kubemodel.NamespaceKey(LocalPodNamespace), &kubemodel.Namespace{Name: LocalPodNamespace})) {
-		return
+		for _, kv := range s.Policies(k) {
+			if !yield(kv) {
+				return
+			}
+		}
 	}
 	for i := 1; i < s.Nodes; i++ {
 		for _, kv := range NodeKVs(NodeName(i), NodeID(i)) {

@@ -57,9 +57,11 @@ func TestPodOrder(t *testing.T) {
 // addresses fit the agent's address plan.
 func TestClusterKeys(t *testing.T) {
 	s := New(30, localPods(110))
+	s.NetworkPolicies = true
 	counts := map[string]int{}
 	ids := map[uint32]string{}
 	nodePorts := map[int32]string{}
+	teams := map[string][]string{} // team → namespaces
 	for kv := range s.Cluster {
 		rel, ok := strings.CutPrefix(kv.Key, kubemodel.DefaultPrefix)
 		require.True(t, ok, kv.Key)
@@ -108,7 +110,17 @@ func TestClusterKeys(t *testing.T) {
 			name, err := kubemodel.ParseNamespaceKey(rel)
 			require.NoError(t, err)
 			assert.Equal(t, name, v.Name)
+			assert.Equal(t, name, v.Labels["kubernetes.io/metadata.name"])
+			require.NotEmpty(t, v.Labels["team"])
+			teams[v.Labels["team"]] = append(teams[v.Labels["team"]], name)
 			counts["namespace"]++
+		case *kubemodel.NetworkPolicy:
+			id, err := kubemodel.ParseNetworkPolicyKey(rel)
+			require.NoError(t, err)
+			assert.Equal(t, id, v.ID())
+			require.NotNil(t, v.PodSelector, "selects every pod of its namespace")
+			assert.Empty(t, v.PodSelector.MatchLabels)
+			counts["networkpolicy"]++
 		case *nsmodel.NodeIDClaim:
 			assert.Equal(t, nodesync.DefaultPrefix+"id/"+strings.TrimPrefix(kv.Key, nodesync.DefaultPrefix+"id/"), kv.Key)
 			require.Empty(t, ids[v.Id], "ID %d twice", v.Id)
@@ -123,7 +135,10 @@ func TestClusterKeys(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string]int{"pod": s.Pods(), "podpeer": s.Pods(), "service": s.Services, "endpoints": s.Services, "node": 29,
-		"namespace": s.Namespaces + 1}, counts)
+		"namespace": s.Namespaces + 1, "networkpolicy": 2 * (s.Namespaces + 1)}, counts)
+	assert.Equal(t, s.NetworkPolicyCount(), counts["networkpolicy"])
+	assert.Contains(t, teams["t0"], LocalPodNamespace, "the measured node's pods are in a team too")
+	assert.Len(t, teams, min(s.Namespaces, 10))
 	assert.Len(t, ids, 29)
 
 	objs := s.MeasuredNodeObjects()

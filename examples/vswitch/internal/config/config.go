@@ -59,6 +59,19 @@ type Config struct {
 	// node). Defaults: ipam's (pods 10.1.0.0/16 with a /24 per node,
 	// services 10.96.0.0/12, ...).
 	IPAM ipam.Config `json:"ipam"`
+	// IPFamily is the cluster's IP family: "ipv4" (default), "ipv6" (ipam
+	// is an IPv6 plan; needs services "cnat") or "dual" (ipam the IPv4
+	// plan, ipam6 the IPv6 one: pods get an address of each family).
+	IPFamily string `json:"ipFamily"`
+	// IPAM6 is the IPv6 address plan with ipFamily "dual" (ipam.Config;
+	// the same on every node). Default: pods fd00:1::/104 with a /120 per
+	// node, services fd00:96::/108, ... (agent.DefaultIPv6Plan). Unused
+	// otherwise.
+	IPAM6 ipam.Config `json:"ipam6"`
+	// Services is the service renderer: "nat44" (default; NAT44-ED, IPv4
+	// only), "cnat" (VPP's cnat: both families, Maglev by the
+	// vswitchkit.io/lb annotation, hostPorts) or "none".
+	Services string `json:"services"`
 	// IPAMStore is where pod IP allocations are persisted: "bolt"
 	// (default; a file in StateDir) or "etcd".
 	IPAMStore string `json:"ipamStore"`

@@ -51,6 +51,10 @@ ipam:
   serviceCIDR: 10.97.0.0/16
   storeTimeout: 2s
 ipamStore: etcd
+ipFamily: dual
+ipam6:
+  podSubnetCIDR: fd00:2::/104
+services: nat44
 podInterfaceType: memif
 cniSocket: /run/vsk/cni.sock
 uplink:
@@ -70,7 +74,7 @@ log:
 healingDelay: 2s
 stopTimeout: 1m
 `)
-	cfg, err := config.Load([]string{"-config", file, "-log-level", "warn", "-etcd-endpoints", "https://127.0.0.1:2379", "-bgp-disabled"}, io.Discard)
+	cfg, err := config.Load([]string{"-config", file, "-log-level", "warn", "-etcd-endpoints", "https://127.0.0.1:2379", "-bgp-disabled", "-services", "cnat"}, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, "node-1", cfg.NodeName)
 	assert.Equal(t, []string{"https://127.0.0.1:2379"}, cfg.Etcd.Endpoints, "flag wins")
@@ -88,6 +92,9 @@ stopTimeout: 1m
 	assert.Equal(t, time.Minute, ac.StopTimeout)
 	assert.Equal(t, 2*time.Second, ac.HealingDelay)
 	assert.Equal(t, "etcd", ac.IPAMStore)
+	assert.Equal(t, "cnat", ac.Services, "flag wins")
+	assert.Equal(t, "dual", ac.IPFamily)
+	assert.Equal(t, netip.MustParsePrefix("fd00:2::/104"), ac.IPAM6.PodSubnetCIDR)
 
 	cc, err := cfg.EtcdClientConfig()
 	require.NoError(t, err)
@@ -149,6 +156,9 @@ func TestBadConfig(t *testing.T) {
 		{"bad node name", "nodeName: Node_1\n", nil, []string{"nodeName:", "Node_1"}},
 		{"bad flag value", "nodeName: n1\n", []string{"-bgp-ipv4", "x"}, []string{"bgp.ipv4 (-bgp-ipv4):"}},
 		{"unknown flag", "nodeName: n1\n", []string{"-no-such-flag"}, []string{"flag provided but not defined: -no-such-flag"}},
+		{"nat44 in an ipv6 cluster", "nodeName: n1\nipFamily: ipv6\n", nil, []string{`services: "nat44" translates IPv4 only: an "ipv6" cluster needs "cnat"`}},
+		{"bad services and family flags", "nodeName: n1\n", []string{"-services", "ipvs", "-ip-family", "ipv5"}, []string{`services: "ipvs" is none of`, `ipFamily: "ipv5" is none of`}},
+		{"ipv4 range in the ipv6 plan", "nodeName: n1\nipFamily: dual\nservices: cnat\nipam6:\n  serviceCIDR: 10.96.0.0/12\n", nil, []string{"ipam6.serviceCIDR: 10.96.0.0/12 is not IPv6"}},
 		{"several at once", "nodeName: n1\nstateDir: rel\nipam:\n  serviceCIDR: 10.96.0.1/12\nhttp: {listen: x}\n", nil,
 			[]string{"stateDir:", "ipam.serviceCIDR:", "http.listen:"}},
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/vswitchkit/vswitchkit/agent"
 	"github.com/vswitchkit/vswitchkit/cniserver"
 	"github.com/vswitchkit/vswitchkit/controller/podiface"
 )
@@ -67,6 +68,8 @@ func flags() []flagDef {
 		{name: "vpp", field: "vpp.mode", def: VPPSocket, usage: `"socket" (a real VPP) or "sim" (the in-process stand-in)`, set: str(func(c *Config) *string { return &c.VPP.Mode })},
 		{name: "vpp-socket", field: "vpp.apiSocket", def: DefaultVPPSocket, usage: "VPP's binary-API socket", set: str(func(c *Config) *string { return &c.VPP.APISocket })},
 		{name: "linux", field: "linux", def: LinuxNetlink, usage: `pod side of pod interfaces: "netlink" or "fake" (only with -vpp=sim)`, set: str(func(c *Config) *string { return &c.Linux })},
+		{name: "ip-family", field: "ipFamily", def: agent.IPv4, usage: `the cluster's IP family: "ipv4", "ipv6" or "dual"`, set: str(func(c *Config) *string { return &c.IPFamily })},
+		{name: "services", field: "services", def: agent.ServicesNAT44, usage: `service renderer: "nat44" (NAT44-ED, IPv4), "cnat" (both families) or "none"`, set: str(func(c *Config) *string { return &c.Services })},
 		{name: "ipam-store", field: "ipamStore", def: defaultIPAMStoreKind, usage: `where pod IP allocations are persisted: "bolt" or "etcd"`, set: str(func(c *Config) *string { return &c.IPAMStore })},
 		{name: "pod-interface-type", field: "podInterfaceType", def: string(podiface.AfPacket), usage: `default pod interface type: "af_packet", "tap" or "memif"`, set: str(func(c *Config) *string { return &c.PodInterfaceType })},
 		{name: "cni-socket", field: "cniSocket", def: cniserver.DefaultSocketPath, usage: "unix socket of the CNI server", set: str(func(c *Config) *string { return &c.CNISocket })},

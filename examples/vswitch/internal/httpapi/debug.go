@@ -45,7 +45,7 @@ var debugViews = []debugView{
 		Query: map[string]string{"n": "only the last n events"}, serve: debugEvents},
 	{Path: "/debug/ipam", Shows: "the address plan, this node's pod pool and every allocation with its pod and container", serve: debugIPAM},
 	{Path: "/debug/nodes", Shows: "the nodes node sync knows: ID, VPP and management addresses, pod CIDRs", serve: debugNodes},
-	{Path: "/debug/services", Shows: "the services as the service processor combined them, the malformed parts it skipped, the NAT44 renderer's counters", serve: debugServices},
+	{Path: "/debug/services", Shows: "the services as the service processor combined them, the malformed parts it skipped, the service renderer's counters (nat44, or cnat with its problems: parts of services and pods' hostPorts not rendered, and why)", serve: debugServices},
 	{Path: "/debug/vpp", Shows: "per VPP key its desired and applied value and its state",
 		Query: map[string]string{
 			"state":  "only keys in this state: " + strings.Join(vppStates, ", "),
@@ -275,8 +275,8 @@ func debugNodes(_ *http.Request, a *agent.Agent) (any, error) {
 	return out, nil
 }
 
-// debugServices: the combined service views and the NAT44 renderer's
-// counters.
+// debugServices: the combined service views and the service renderer's
+// counters (NAT44's, or cnat's with its problems).
 func debugServices(_ *http.Request, a *agent.Agent) (any, error) {
 	type backend struct {
 		IP          netip.Addr `json:"ip"`
@@ -329,8 +329,12 @@ func debugServices(_ *http.Request, a *agent.Agent) (any, error) {
 		NodeIPs   []netip.Addr `json:"nodeIPs"`
 		Frontends []string     `json:"frontendInterfaces"`
 		Backends  []string     `json:"backendInterfaces"`
-		NAT44     any          `json:"nat44"`
-	}{Services: []service{}, Skipped: []skipped{}, NodeIPs: snap.NodeIPs, Frontends: snap.Frontends, Backends: snap.Backends, NAT44: lowerCamel(a.NAT.Stats())}
+		NAT44     any          `json:"nat44,omitempty"`
+		Cnat      any          `json:"cnat,omitempty"`
+	}{Services: []service{}, Skipped: []skipped{}, NodeIPs: snap.NodeIPs, Frontends: snap.Frontends, Backends: snap.Backends, Cnat: cnatView(a)}
+	if a.NAT != nil {
+		out.NAT44 = lowerCamel(a.NAT.Stats())
+	}
 	for _, sk := range a.Services.Skipped() {
 		out.Skipped = append(out.Skipped, skipped{Service: sk.Service.String(), Reason: sk.Reason.String(), Field: sk.Field, Value: sk.Value})
 	}

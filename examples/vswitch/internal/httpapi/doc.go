@@ -15,7 +15,8 @@
 //	/debug/events     the event loop's history (?n= the last n) and counters per event
 //	/debug/ipam       the address plan, this node's pool and its allocations
 //	/debug/nodes      the nodes node sync knows
-//	/debug/services   the services as the service processor combined them, NAT44 stats
+//	/debug/services   the services as the service processor combined them, the
+//	                  renderer's stats (NAT44, or cnat with its problems)
 //	/debug/vpp        desired against applied value and status per VPP key
 //	                  (?state=, ?kind=, ?prefix= filter; an unknown state or kind
 //	                  answers 400 with the valid ones)
@@ -29,12 +30,15 @@
 // What the agent cannot apply makes it degraded: keys the loop rejected for
 // good (controller.Loop.Healthy), VPP keys that keep failing
 // (vppdriver.Driver.Degraded) and malformed parts of services the service
-// processor skipped (svcprocessor.ServiceProcessor.Skipped). /healthz
+// processor skipped (svcprocessor.ServiceProcessor.Skipped), and with the
+// cnat renderer the parts of services and pods' hostPorts it does not
+// render (svccnat.Renderer.Problems: an unknown lb annotation, a family
+// without a node address, a frontend or hostPort taken by another). /healthz
 // names each and still answers 200, and /readyz is unaffected: the agent
 // runs and serves its other pods, and restarting it would not help. The
 // metric vswitchkit_degraded is 1 meanwhile; vswitchkit_loop_rejected_keys,
 // vswitchkit_vpp_failing_keys (per kind) and vswitchkit_services_skipped
-// (per reason) count them, and vswitchkit_watcher_skipped_total counts the
+// (per reason) and vswitchkit_cnat_problems (per reason) count them, and vswitchkit_watcher_skipped_total counts the
 // values in etcd the watcher could not decode, per resource.
 //
 // # Lifecycle and concurrency

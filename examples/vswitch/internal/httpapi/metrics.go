@@ -34,7 +34,7 @@ var (
 	descCommitErrors  = prometheus.NewDesc("vswitchkit_loop_commit_errors_total", "Commits that returned an error.", nil, nil)
 	descQueueFull     = prometheus.NewDesc("vswitchkit_loop_queue_full_total", "Events refused because the queue was full.", nil, nil)
 	descRejected      = prometheus.NewDesc("vswitchkit_loop_rejected_keys", "Keys rejected for good (invalid values) right now.", nil, nil)
-	descDegraded      = prometheus.NewDesc("vswitchkit_degraded", "1 while /healthz says degraded: keys rejected for good, VPP keys failing, parts of services skipped.", nil, nil)
+	descDegraded      = prometheus.NewDesc("vswitchkit_degraded", "1 while /healthz says degraded: keys rejected for good, VPP keys failing, parts of services skipped or not rendered.", nil, nil)
 
 	descIPAMAllocated = prometheus.NewDesc("vswitchkit_ipam_pool_allocated", "Pod addresses allocated in this node's pod subnet.", []string{"subnet"}, nil)
 	descIPAMCapacity  = prometheus.NewDesc("vswitchkit_ipam_pool_capacity", "Pod addresses this node's pod subnet can hand out.", []string{"subnet"}, nil)
@@ -268,9 +268,13 @@ func collectVPP(ch chan<- prometheus.Metric, a *agent.Agent) {
 			gauge(ch, descVPPKeys, float64(counts[ks{kind, state.String()}]), kind, state.String())
 		}
 	}
-	// The driver's kinds (a key's segment after "vpp/"), every one that
-	// exists so far with its count, zero included.
+	// The driver's kinds (a key's segment after "vpp/"): the basic ones and
+	// every one that has keys (ACLs, cnat…), zero included, so that a
+	// series does not appear only when something fails.
 	failing := map[string]int{"interface": 0, "vrf": 0, "route": 0, "neighbor": 0, "nat44": 0}
+	for kind := range kinds {
+		failing[kind] = 0
+	}
 	for kind, n := range ds.FailingByKind {
 		failing[kind] = n
 	}

@@ -55,7 +55,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With(slog.String("component", "http")), registry: prometheus.NewRegistry()}
 	s.SetPhase("starting")
-	s.registry.MustRegister(collector{s}, bgpStatusCollector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.registry.MustRegister(collector{s}, bgpStatusCollector{s}, cnatCollector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn), ErrorHandling: promhttp.ContinueOnError,
@@ -207,7 +207,9 @@ const maxSkipped = 10
 // (controller.Loop.Healthy), the VPP keys that keep failing
 // (vppdriver.Driver.Degraded, the driver retries them), and the malformed
 // parts of services that the service processor skipped
-// (svcprocessor.ServiceProcessor.Skipped). Each says what and why; the
+// (svcprocessor.ServiceProcessor.Skipped), and the parts of services and
+// pods' hostPorts the cnat renderer does not render (svccnat.Problem).
+// Each says what and why; the
 // input (or VPP) must change for it to end.
 func degradation(a *agent.Agent) []string {
 	var out []string
@@ -228,7 +230,7 @@ func degradation(a *agent.Agent) []string {
 		}
 		out = append(out, fmt.Sprintf("svcprocessor: %d malformed parts of services skipped: %s", len(skipped), strings.Join(parts, "; ")))
 	}
-	return out
+	return append(out, cnatDegradation(a)...)
 }
 
 // readyz answers 200 once the agent is ready.

@@ -1,0 +1,11 @@
+package svccnat_test
+
+import (
+	"testing"
+
+	"github.com/vswitchkit/vswitchkit/render/internal/svctest"
+)
+
+// TestScenarios runs the service scenarios that both service renderers
+// share (render/internal/svctest) against the cnat renderer.
+func TestScenarios(t *testing.T) { svctest.Run(t, svctest.Cnat) }
