@@ -25,6 +25,9 @@ const (
 	DefaultWriteTimeout    = 10 * time.Second
 	DefaultRetryMinBackoff = 100 * time.Millisecond
 	DefaultRetryMaxBackoff = 5 * time.Second
+	// DefaultAPIRetryMaxBackoff is the default of
+	// Config.APIRetryMaxBackoff.
+	DefaultAPIRetryMaxBackoff = time.Second
 )
 
 // maxTxnBytes bounds the size of the values in one transaction, well below
@@ -87,6 +90,21 @@ type Config struct {
 	RetryMinBackoff time.Duration
 	RetryMaxBackoff time.Duration
 
+	// APIRetryMaxBackoff bounds the backoff of the informers (client-go
+	// reflectors) between attempts to list and watch: from
+	// RetryMinBackoff, doubling, with 20% jitter, back to RetryMinBackoff
+	// after two minutes without a failure. It applies after every failed
+	// request (the API server is down, or answers 403 for a moment after
+	// it started, before its RBAC state is loaded) and before every
+	// re-list (a watch that got 410 Gone: a restarted API server cannot
+	// resume watches from before its start). client-go's shared informers
+	// fix it at 0.8 s doubling to 30 s, plus up to as much again of
+	// jitter: a few API server restarts within two minutes grow it into
+	// pauses of 25 to 50 s before changes flow again. The reflector is one
+	// client per cluster, so retrying quickly costs the API server
+	// little. Default: [DefaultAPIRetryMaxBackoff].
+	APIRetryMaxBackoff time.Duration
+
 	// Logger receives lifecycle messages (Info: started, elected, lost
 	// leadership, reconciled), degraded states (Warn: etcd errors, bad
 	// objects) and one Debug record per transaction. Values are never
@@ -115,9 +133,13 @@ func (c Config) withDefaults() (Config, error) {
 		{Name: "WriteTimeout", Value: &c.WriteTimeout, Default: DefaultWriteTimeout},
 		{Name: "RetryMinBackoff", Value: &c.RetryMinBackoff, Default: DefaultRetryMinBackoff},
 		{Name: "RetryMaxBackoff", Value: &c.RetryMaxBackoff, Default: DefaultRetryMaxBackoff},
+		{Name: "APIRetryMaxBackoff", Value: &c.APIRetryMaxBackoff, Default: DefaultAPIRetryMaxBackoff},
 	})...)
 	if c.RetryMaxBackoff < c.RetryMinBackoff {
 		errs = append(errs, fmt.Errorf("RetryMaxBackoff %v is less than RetryMinBackoff %v", c.RetryMaxBackoff, c.RetryMinBackoff))
+	}
+	if c.APIRetryMaxBackoff < c.RetryMinBackoff {
+		errs = append(errs, fmt.Errorf("APIRetryMaxBackoff %v is less than RetryMinBackoff %v", c.APIRetryMaxBackoff, c.RetryMinBackoff))
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -2,6 +2,7 @@ package reflector_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -399,6 +400,8 @@ func TestNewValidates(t *testing.T) {
 		{"empty resource", append(good[:1:1], reflector.Resource{}), reflector.Config{},
 			[]string{"resource name is empty", "key prefix", "ListWatch is nil", "Object is nil", "Convert is nil", "Key is nil"}},
 		{"duplicate", append(good[:1:1], good[0]), reflector.Config{}, []string{`resource "node": duplicate name`, "overlap"}},
+		{"API backoff", good, reflector.Config{RetryMinBackoff: time.Second, APIRetryMaxBackoff: time.Millisecond},
+			[]string{"APIRetryMaxBackoff 1ms is less than RetryMinBackoff 1s"}},
 		{"election under a resource", good, reflector.Config{ElectionPrefix: "/vswitchkit/k8s/pod/leader"}, []string{`ElectionPrefix "/vswitchkit/k8s/pod/leader" overlaps the keys of resource "pod"`}},
 	}
 	for _, tc := range tests {

@@ -1,5 +1,6 @@
 // Package reflector writes the Kubernetes state that vswitchkit agents read
-// into etcd: it watches the Kubernetes API with client-go shared informers,
+// into etcd: it lists and watches the Kubernetes API with client-go
+// reflectors into caches (an informer per resource),
 // converts each object into its protobuf model (package kubemodel, or a
 // user-supplied model), and stores it under the key scheme that the etcd
 // watcher (watcher) reads. It is the cluster-wide component that
@@ -62,7 +63,7 @@
 //
 // The leader reconciles etcd with the informer caches when it becomes
 // leader, after every failed etcd request, and after an informer re-lists
-// (its watch expired): it reads the keys under each resource's prefix,
+// (its watch expired, or the API server restarted): it reads the keys under each resource's prefix,
 // puts what is missing or different and deletes the keys of objects that
 // no longer exist. It never deletes the whole prefix, nor the key of an
 // object that exists, so a watching agent only ever sees real changes.
@@ -99,6 +100,22 @@
 // is written. Failed requests are counted ([Stats] WriteErrors and
 // CampaignErrors); the outage is logged at Warn once when it starts and at
 // Info once when it ends, not per retry.
+//
+// # Kubernetes API outages
+//
+// An informer whose request fails (the API server is down or restarting,
+// or answers 403 for a moment after it started, before its RBAC state is
+// loaded) retries it after a backoff from [Config.RetryMinBackoff] to
+// [Config.APIRetryMaxBackoff] (1 s), and re-lists as soon as its watch
+// cannot be resumed (a restarted API server answers 410 Gone to watches
+// from before its start); the re-list is followed by a reconcile. The
+// informers are client-go reflectors over caches of the package's own,
+// because client-go's shared informers fix that backoff at 0.8 s doubling
+// to 30 s with as much jitter again, which after a few API server
+// restarts within two minutes holds changes back for 25 to 50 s. Failed
+// requests are counted per resource ([ResourceStats] APIErrors and
+// LastAPIError) and logged at Warn once when they start and at Info once
+// when they end.
 //
 // # Metrics
 //

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -29,7 +31,17 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	code := m.Run()
+	// The real control plane of the tests that need one (kube_test.go),
+	// if one started; its clients' connections end with it.
+	kubeCluster.Stop()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // testTimeout bounds waits in tests; generous because -race on a busy
@@ -180,10 +192,10 @@ func encode(t testing.TB, m proto.Message) string {
 	return string(b)
 }
 
-// wantState converts what the fake API server holds, independently of the
-// reflector's caches, into the etcd state the reflector must reach. Bad
-// objects are left out.
-func wantState(t testing.TB, k *kube) map[string]string {
+// wantState converts what the API server (the fake or a real one) holds,
+// independently of the reflector's caches, into the etcd state the
+// reflector must reach. Bad objects are left out.
+func wantState(t testing.TB, k kubernetes.Interface) map[string]string {
 	t.Helper()
 	ctx := context.Background()
 	out := map[string]string{kubemodel.LayoutKey: string(kubemodel.FormatLayout(kubemodel.CurrentLayout))}
@@ -246,9 +258,18 @@ func wantState(t testing.TB, k *kube) map[string]string {
 // waitState waits until etcd holds exactly want (keys relative to prefix).
 func waitState(t testing.TB, cli *clientv3.Client, want map[string]string) {
 	t.Helper()
-	var got map[string]string
+	waitStateOf(t, cli, func() map[string]string { return want })
+}
+
+// waitStateOf waits until etcd holds exactly want() (keys relative to
+// prefix), calling want again on every attempt: the state of a real API
+// server moves on its own (its controllers update EndpointSlices).
+func waitStateOf(t testing.TB, cli *clientv3.Client, wantFn func() map[string]string) {
+	t.Helper()
+	var got, want map[string]string
 	deadline := time.Now().Add(testTimeout)
 	for {
+		want = wantFn()
 		got = etcdState(t, cli)
 		if maps.Equal(got, want) {
 			return

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/vswitchkit/vswitchkit/internal/retry"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -63,10 +65,11 @@ type resState struct {
 
 	events, puts, deletes, badReports atomic.Uint64
 	objects, bad                      atomic.Int64
+	apiErrors                         atomic.Uint64
+	lastAPIError                      atomic.Pointer[string]
 
-	informer cache.SharedIndexInformer // set by Run before the informer starts
-	lists    atomic.Int64              // full lists seen by the informer
-	sharers  []*resState               // resources using this one's informer (set by Run before it starts)
+	cache *store       // set by Run before the informers start; shared with SharedWith
+	lists atomic.Int64 // full lists (Replace) of the cache
 
 	// Owned by the writer (the Run goroutine).
 	written map[string][]byte // relative key -> value as in etcd, while leader
@@ -180,7 +183,8 @@ type Stats struct {
 // ResourceStats are the counters of one resource, a copy (safe for
 // concurrent use).
 type ResourceStats struct {
-	// Events counts informer notifications (add, update, delete).
+	// Events counts informer notifications: adds, updates and deletes,
+	// and each object of a full list.
 	Events uint64
 	// Objects is the number of this resource's keys in etcd, as known to
 	// the leader (kept by the replica while it leads).
@@ -196,6 +200,12 @@ type ResourceStats struct {
 	// Relists counts full lists of the informer after the first one; each
 	// one is followed by a reconcile of the resource.
 	Relists uint64
+	// APIErrors counts the failed list and watch requests of the
+	// resource's informer (each one retried), and LastAPIError is the
+	// latest one's message ("" if none), e.g. a 403 naming the
+	// permission the reflector's identity lacks.
+	APIErrors    uint64
+	LastAPIError string
 }
 
 // Stats returns the current state and counters.
@@ -220,6 +230,10 @@ func (r *Reflector) Stats() Stats {
 			BadObjects: int(rs.bad.Load()),
 			BadReports: rs.badReports.Load(),
 			Relists:    uint64(max(rs.lists.Load()-1, 0)),
+			APIErrors:  rs.apiErrors.Load(),
+		}
+		if e := rs.lastAPIError.Load(); e != nil {
+			st.LastAPIError = *e
 		}
 		s.Puts += st.Puts
 		s.Deletes += st.Deletes
@@ -260,24 +274,21 @@ func (r *Reflector) Run(ctx context.Context) error {
 		wg.Wait()
 	}()
 	var synced []cache.InformerSynced
-	var own []cache.SharedIndexInformer
+	var own []*resState
 	for _, rs := range r.res {
 		if rs.SharedWith != "" {
 			owner := r.res[slices.IndexFunc(r.res, func(o *resState) bool { return o.Name == rs.SharedWith })]
-			rs.informer = owner.informer
-			owner.sharers = append(owner.sharers, rs)
+			rs.cache = owner.cache
+			rs.cache.feeds = append(rs.cache.feeds, rs)
 		} else {
-			rs.informer = r.newInformer(rs)
-			own = append(own, rs.informer)
+			rs.cache = newStore(r, rs)
+			own = append(own, rs)
+			synced = append(synced, rs.cache.synced.Load)
 		}
-		reg, err := rs.informer.AddEventHandler(handler{r: r, rs: rs})
-		if err != nil {
-			return fmt.Errorf("reflector: resource %s: %w", rs.Name, err)
-		}
-		synced = append(synced, reg.HasSynced)
 	}
-	for _, inf := range own { // after every sharer is known: a relist marks them all
-		wg.Go(func() { inf.RunWithContext(ictx) })
+	for _, rs := range own { // after every sharer is known: a relist marks them all
+		refl := r.newClientReflector(rs)
+		wg.Go(func() { refl.RunWithContext(ictx) })
 	}
 	r.log.Info("reflector started", slog.String("prefix", r.cfg.Prefix), slog.String("identity", identity), slog.Int("resources", len(r.res)))
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
@@ -310,33 +321,19 @@ func (r *Reflector) newBackoff() *backoff.ExponentialBackOff {
 	return retry.NewBackoff(r.cfg.RetryMinBackoff, r.cfg.RetryMaxBackoff)
 }
 
-// newInformer builds the informer of rs on a list-watch that reports
-// re-lists.
-func (r *Reflector) newInformer(rs *resState) cache.SharedIndexInformer {
-	lw := newCountingListWatch(rs.ListWatch, func() {
-		if rs.lists.Add(1) > 1 {
-			r.mu.Lock()
-			r.relist[rs.idx] = true
-			for _, s := range rs.sharers {
-				r.relist[s.idx] = true
-			}
-			r.mu.Unlock()
-			r.signal()
-		}
+// newClientReflector builds the client-go reflector that lists and
+// watches rs into its cache, through a list-watch that counts and logs
+// failed requests, with a backoff between attempts from
+// Config.RetryMinBackoff to Config.APIRetryMaxBackoff.
+func (r *Reflector) newClientReflector(rs *resState) *cache.Reflector {
+	return cache.NewReflectorWithOptions(newCountingListWatch(rs.ListWatch, r, rs), rs.Object, rs.cache, cache.ReflectorOptions{
+		Name:            "vswitchkit reflector " + rs.Name,
+		TypeDescription: rs.Name,
+		Backoff: &wait.Backoff{
+			Duration: r.cfg.RetryMinBackoff, Factor: 2, Jitter: 0.2, Cap: r.cfg.APIRetryMaxBackoff,
+			Steps: math.MaxInt32,
+		},
 	})
-	var indexers cache.Indexers
-	if rs.merged {
-		indexers = cache.Indexers{serviceIndex: sliceServiceIndex}
-	}
-	inf := cache.NewSharedIndexInformerWithOptions(lw, rs.Object, cache.SharedIndexInformerOptions{
-		Indexers:          indexers,
-		ObjectDescription: rs.Name,
-	})
-	// Managed fields are the largest part of most objects and never
-	// reflected; dropping them keeps the caches small. The error only
-	// reports an informer that already started.
-	_ = inf.SetTransform(cache.TransformFunc(stripManagedFields))
-	return inf
 }
 
 func (r *Reflector) signal() {

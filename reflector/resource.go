@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
@@ -43,7 +45,8 @@ type Resource struct {
 
 	// ListWatch lists and watches the objects, typically a
 	// *cache.ListWatch around a typed or dynamic client. The reflector
-	// builds a shared informer on it in Run. Wrap a *cache.ListWatch with
+	// builds an informer (a client-go reflector and a cache) on it in
+	// Run. Wrap a *cache.ListWatch with
 	// cache.ToListWatcherWithWatchListSemantics, as client-go's generated
 	// informers do, so that client-go's fake clientsets work.
 	ListWatch cache.ListerWatcher
@@ -266,17 +269,24 @@ func typed[T any, M proto.Message](f func(T) (M, error)) func(any) (proto.Messag
 	}
 }
 
-// countingListWatch wraps a ListerWatcher and reports every full list: a
-// List call, or a watch that starts with the initial events (WatchList).
-// It keeps the wrapped WatchList capability.
+// countingListWatch wraps a ListerWatcher to count and log its failed
+// requests; client-go's reflector retries them (with the reflector's
+// backoff, see Config.APIRetryMaxBackoff). It keeps the wrapped WatchList
+// capability. Its requests come from one goroutine, the client-go
+// reflector's.
 type countingListWatch struct {
 	inner       cache.ListerWatcherWithContext
 	unsupported bool
-	onList      func()
+	r           *Reflector
+	rs          *resState
+
+	failing      bool // the latest request failed (a failing state is being logged)
+	failingSince time.Time
+	failures     int
 }
 
-func newCountingListWatch(lw cache.ListerWatcher, onList func()) *countingListWatch {
-	c := &countingListWatch{inner: cache.ToListerWatcherWithContext(lw), onList: onList}
+func newCountingListWatch(lw cache.ListerWatcher, r *Reflector, rs *resState) *countingListWatch {
+	c := &countingListWatch{inner: cache.ToListerWatcherWithContext(lw), r: r, rs: rs}
 	if u, ok := lw.(interface{ IsWatchListSemanticsUnSupported() bool }); ok {
 		c.unsupported = u.IsWatchListSemanticsUnSupported()
 	}
@@ -296,21 +306,42 @@ func (c *countingListWatch) Watch(o metav1.ListOptions) (watch.Interface, error)
 // ListWithContext implements cache.ListerWithContext.
 func (c *countingListWatch) ListWithContext(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 	obj, err := c.inner.ListWithContext(ctx, o)
-	if err == nil && o.Continue == "" {
-		c.onList()
-	}
+	c.note(ctx, "list", err)
 	return obj, err
 }
 
 // WatchWithContext implements cache.WatcherWithContext.
 func (c *countingListWatch) WatchWithContext(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 	w, err := c.inner.WatchWithContext(ctx, o)
-	if err == nil && o.SendInitialEvents != nil && *o.SendInitialEvents {
-		c.onList()
-	}
+	c.note(ctx, "watch", err)
 	return w, err
 }
 
 // IsWatchListSemanticsUnSupported passes the wrapped list-watch's answer on
 // to client-go's reflector.
 func (c *countingListWatch) IsWatchListSemanticsUnSupported() bool { return c.unsupported }
+
+// note counts a failed request and logs a failing state once when it
+// starts and once when it ends (CONTRIBUTING R10).
+func (c *countingListWatch) note(ctx context.Context, verb string, err error) {
+	if err == nil {
+		if c.failing {
+			c.failing = false
+			c.r.log.Info("kubernetes API answers again", slog.String("resource", c.rs.Name),
+				slog.Int("failures", c.failures), slog.Duration("after", time.Since(c.failingSince)))
+		}
+		return
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	c.rs.apiErrors.Add(1)
+	msg := err.Error()
+	c.rs.lastAPIError.Store(&msg)
+	if !c.failing {
+		c.failing, c.failingSince, c.failures = true, time.Now(), 0
+		c.r.log.Warn("kubernetes API request failing; retrying", slog.String("resource", c.rs.Name),
+			slog.String("verb", verb), slog.Any("error", err))
+	}
+	c.failures++
+}

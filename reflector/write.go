@@ -23,36 +23,6 @@ import (
 
 var marshalOpts = proto.MarshalOptions{Deterministic: true}
 
-// handler turns informer notifications into dirty item IDs. It runs on the
-// informer's notification goroutine and never blocks.
-type handler struct {
-	r  *Reflector
-	rs *resState
-}
-
-func (h handler) OnAdd(obj any, _ bool) {
-	h.rs.events.Add(1)
-	h.r.markDirty(h.rs, h.rs.itemIDs(obj)...)
-}
-
-func (h handler) OnUpdate(oldObj, newObj any) {
-	h.rs.events.Add(1)
-	ids := h.rs.itemIDs(newObj)
-	if h.rs.merged { // a slice may move to another service
-		for _, id := range h.rs.itemIDs(oldObj) {
-			if len(ids) == 0 || id != ids[0] {
-				ids = append(ids, id)
-			}
-		}
-	}
-	h.r.markDirty(h.rs, ids...)
-}
-
-func (h handler) OnDelete(obj any) {
-	h.rs.events.Add(1)
-	h.r.markDirty(h.rs, h.rs.itemIDs(obj)...)
-}
-
 // serviceIndex indexes endpoint slices by "namespace/service".
 const serviceIndex = "service"
 
@@ -78,7 +48,7 @@ func sliceServiceIndex(obj any) ([]string, error) {
 	return nil, nil
 }
 
-// stripManagedFields is the informers' transform.
+// stripManagedFields is the caches' transform.
 func stripManagedFields(obj any) (any, error) {
 	if a, err := meta.Accessor(obj); err == nil && a.GetManagedFields() != nil {
 		a.SetManagedFields(nil)
@@ -105,7 +75,7 @@ func (rs *resState) itemIDs(obj any) []string {
 
 // allItemIDs lists the IDs of every value the cache holds.
 func (rs *resState) allItemIDs() []string {
-	idx := rs.informer.GetIndexer()
+	idx := rs.cache.Indexer
 	if rs.merged {
 		return idx.ListIndexFuncValues(serviceIndex)
 	}
@@ -120,7 +90,7 @@ func (rs *resState) desired(id string) (key string, value []byte, bad error) {
 	if err != nil {
 		return "", nil, err
 	}
-	idx := rs.informer.GetIndexer()
+	idx := rs.cache.Indexer
 	var msg proto.Message
 	if rs.merged {
 		key = kubemodel.EndpointsKey(ns, name)

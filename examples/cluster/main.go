@@ -24,6 +24,8 @@
 //	--json           print the result as JSON (progress goes to stderr)
 //	--timeout D      how long to wait for the cluster to converge (default 2m)
 //	--log-level L    log the components at this level to stderr (debug, info, warn, error; default: off)
+//	--kube K         the Kubernetes API: fake (client-go's fake clientsets, the default) or real (kube-apiserver
+//	                 and kube-controller-manager on loopback; the first run builds them: ~35 CPU-minutes)
 //
 // Ctrl-C stops it at any time; everything it started is stopped and its
 // temporary files are removed.
@@ -61,6 +63,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		opts     demo.Options
 		etcd     string
 		logLevel string
+		kube     string
 	)
 	fs.IntVar(&opts.Nodes, "nodes", demo.DefaultNodes, fmt.Sprintf("number of simulated nodes, 1..%d", demo.MaxNodes))
 	fs.IntVar(&opts.PodsPerNode, "pods", demo.DefaultPodsPerNode, fmt.Sprintf("pods per node, 1..%d", demo.MaxPodsPerNode))
@@ -83,6 +86,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&opts.JSON, "json", false, "print the result as JSON on stdout; progress goes to stderr")
 	fs.DurationVar(&opts.Timeout, "timeout", demo.DefaultTimeout, "how long to wait for the cluster to converge before giving up")
 	fs.StringVar(&logLevel, "log-level", "", "log the components at this level (debug, info, warn, error) to stderr; default: no logs")
+	fs.StringVar(&kube, "kube", "fake", `the Kubernetes API: "fake" (client-go's fake clientsets) or "real" (kube-apiserver and kube-controller-manager on loopback; the first run builds them, ~35 CPU-minutes)`)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -101,6 +105,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "cluster: --%s must be at least 1\n", f.name)
 			return 2
 		}
+	}
+	switch kube {
+	case "fake":
+	case "real":
+		opts.RealKube = true
+	default:
+		fmt.Fprintf(stderr, "cluster: --kube must be fake or real, not %q\n", kube)
+		return 2
 	}
 	for _, e := range strings.Split(etcd, ",") {
 		if e = strings.TrimSpace(e); e != "" {

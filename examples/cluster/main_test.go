@@ -24,6 +24,7 @@ func TestBadFlags(t *testing.T) {
 		{"negative pods", []string{"--pods", "-1"}, "--pods must be at least 1"},
 		{"no services", []string{"--services", "0"}, "--services must be at least 1"},
 		{"log level", []string{"--log-level", "loud"}, "--log-level"},
+		{"kube", []string{"--kube", "kind"}, "--kube must be fake or real"},
 		{"unknown renderer", []string{"--services", "ipvs"}, `"ipvs" is neither a number nor nat44 or cnat`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

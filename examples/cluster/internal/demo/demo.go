@@ -23,7 +23,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/vswitchkit/vswitchkit/agent"
@@ -89,8 +91,8 @@ type cluster struct {
 	endpoints []string
 	ownKeys   bool // statePrefix was empty at the start: delete it at the end
 
-	kube *kubefake.Clientset
-	dyn  *dynamicfake.FakeDynamicClient
+	kube kubernetes.Interface // client-go's fake, or a real API server's client (Options.RealKube)
+	dyn  dynamic.Interface
 
 	rr    *routeReflector
 	nodes []*simNode
@@ -257,13 +259,20 @@ func (c *cluster) setup(ctx context.Context) error {
 		return err
 	}
 
-	// The simulated Kubernetes API, the reflector writing it into etcd.
-	c.kube = kubefake.NewClientset()
-	listKinds := bgpreflector.ListKindsV2()
-	listKinds[bgpreflector.GroupVersionResource()] = bgpreflector.ListKind
-	c.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds)
-	if _, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
-		return err
+	// The simulated Kubernetes API (or a real one), the reflector writing
+	// it into etcd.
+	if c.opts.RealKube {
+		if err := c.startRealKube(ctx); err != nil {
+			return err
+		}
+	} else {
+		c.kube = kubefake.NewClientset()
+		listKinds := bgpreflector.ListKindsV2()
+		listKinds[bgpreflector.GroupVersionResource()] = bgpreflector.ListKind
+		c.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds)
+		if _, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+			return err
+		}
 	}
 	resources := append(reflector.KubernetesResources(c.kube), bgpreflector.Resource(c.dyn))
 	resources = append(resources, bgpreflector.V2Resources(c.dyn, c.kube, bgpreflector.V2Config{})...)
@@ -293,6 +302,12 @@ func (c *cluster) setup(ctx context.Context) error {
 		c.svcs = append(c.svcs, s)
 		if _, err := c.kube.CoreV1().Services(namespace).Create(ctx, serviceObject(s), metav1.CreateOptions{}); err != nil {
 			return err
+		}
+		if err := c.setServiceStatus(ctx, s); err != nil {
+			return err
+		}
+		if c.opts.RealKube {
+			continue // the controller manager makes the slices
 		}
 		for _, es := range sliceObjects(s, nil) {
 			if _, err := c.kube.DiscoveryV1().EndpointSlices(namespace).Create(ctx, es, metav1.CreateOptions{}); err != nil {
@@ -466,9 +481,11 @@ func (c *cluster) newPod(node string, svc func(g int) string) *pod {
 // the sandbox's network through the pod server (the CNI plugin's ADD), and
 // the pod's status with the address from the CNI result (kubelet).
 func (c *cluster) podUp(ctx context.Context, n *simNode, p *pod) error {
-	if _, err := c.kube.CoreV1().Pods(namespace).Create(ctx, podObject(p), metav1.CreateOptions{}); err != nil {
+	created, err := c.kube.CoreV1().Pods(namespace).Create(ctx, podObject(p), metav1.CreateOptions{})
+	if err != nil {
 		return err
 	}
+	p.uid = created.UID // a real API server gives the pod its own
 	ip, ip6, err := n.addPod(ctx, p)
 	if err != nil {
 		return err
@@ -486,8 +503,12 @@ func (c *cluster) podUp(ctx context.Context, n *simNode, p *pod) error {
 }
 
 // syncSlices updates the EndpointSlice of every service in svcs to its
-// ready pods, as the endpoint-slice controller does.
+// ready pods, as the endpoint-slice controller does (a real one does
+// itself with a real API server).
 func (c *cluster) syncSlices(ctx context.Context, svcs ...*service) error {
+	if c.opts.RealKube {
+		return nil
+	}
 	for _, s := range svcs {
 		c.mu.Lock()
 		var pods []*pod
@@ -644,7 +665,7 @@ func (c *cluster) change(ctx context.Context) ([]string, error) {
 		if err := first.deletePod(ctx, victim); err != nil {
 			return nil, err
 		}
-		if err := c.kube.CoreV1().Pods(namespace).Delete(ctx, victim.name, metav1.DeleteOptions{}); err != nil {
+		if err := c.deletePodObject(ctx, victim.name); err != nil {
 			return nil, err
 		}
 		changes = append(changes, fmt.Sprintf("pod %s (%s, a backend of %s) deleted on %s: dropped from the EndpointSlice, CNI DEL through the pod server, pod object deleted",
@@ -711,7 +732,7 @@ func (c *cluster) change(ctx context.Context) ([]string, error) {
 		}
 	}
 	for _, name := range podsGone {
-		if err := c.kube.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		if err := c.deletePodObject(ctx, name); err != nil {
 			return nil, err
 		}
 	}

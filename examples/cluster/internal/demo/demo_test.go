@@ -22,6 +22,7 @@ import (
 
 	"github.com/vswitchkit/vswitchkit/embedetcd"
 	"github.com/vswitchkit/vswitchkit/examples/cluster/internal/demo"
+	"github.com/vswitchkit/vswitchkit/internal/kubetest"
 )
 
 // TestMain checks that Run leaves no goroutine behind, with one exception
@@ -433,6 +434,26 @@ func TestCancel(t *testing.T) {
 			assertEmptyDir(t, tmp)
 		})
 	}
+}
+
+// TestKubeCluster runs the demo on a real control plane (Options.RealKube:
+// kube-apiserver and kube-controller-manager on loopback, the EndpointSlices
+// made by the real controller) and checks it converges to the same
+// cluster as with the fake; it skips when the binaries are not built
+// (tools/kube/build; in CI it fails: kubetest.Need) or VSWITCHKIT_KUBE=off.
+func TestKubeCluster(t *testing.T) {
+	kubetest.Need(t)
+	tmp := tempDir(t)
+	var out, progress bytes.Buffer
+	res, err := demo.Run(context.Background(), demo.Options{Nodes: 3, JSON: true, RealKube: true, Progress: &progress}, &out)
+	require.NoError(t, err, "progress:\n%s", progress.String())
+	assertEmptyDir(t, tmp)
+	t.Logf("setup %s, change %s", mustText(res.Timings.Setup), mustText(res.Timings.Change))
+	require.Len(t, res.Before.Nodes, 3)
+	checkCluster(t, "before", res.Before, demo.DefaultPodsPerNode)
+	require.Len(t, res.After.Nodes, 2, "a node left")
+	checkCluster(t, "after", res.After, 0)
+	require.Len(t, res.Changes, 3)
 }
 
 // TestCnatDualStack runs the demo with the cnat renderer in a dual-stack

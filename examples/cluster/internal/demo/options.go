@@ -62,6 +62,14 @@ type Options struct {
 	// Timeout bounds every wait for the cluster to converge; Run fails
 	// with what is missing when it passes. Default 2m.
 	Timeout time.Duration
+	// RealKube runs a real Kubernetes control plane (kube-apiserver and
+	// kube-controller-manager on loopback, internal/kubetest) instead of
+	// client-go's fake clientsets: the objects go through its validation
+	// and admission, its controller manager makes the EndpointSlices. The
+	// first run builds the binaries (tools/kube/build: ~35 CPU-minutes,
+	// ~4 GB of Go build cache); then the control plane adds ~10 s and
+	// ~400 MB. Default false: the fake, fast, no build.
+	RealKube bool
 	// Logger receives the logs of every component (agents, reflector,
 	// route reflector). Default: discard.
 	Logger *slog.Logger
