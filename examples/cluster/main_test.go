@@ -43,6 +43,14 @@ func TestDualStackNeedsCnat(t *testing.T) {
 	assert.Contains(t, stderr.String(), `ip-family "dual" needs services "cnat"`)
 }
 
+// TestDualStackNotWithRealKube: the real control plane serves IPv4
+// services only; dual-stack with it is refused before anything starts.
+func TestDualStackNotWithRealKube(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, 1, run([]string{"--kube", "real", "--services", "cnat", "--ip-family", "dual"}, &stdout, &stderr))
+	assert.Contains(t, stderr.String(), "not available with the real control plane")
+}
+
 // TestTooManyNodes: a value the demo cannot do is its error, exit 1.
 func TestTooManyNodes(t *testing.T) {
 	var stdout, stderr bytes.Buffer

@@ -119,6 +119,9 @@ func (o Options) withDefaults() (Options, error) {
 		if o.ServiceRenderer == agent.ServicesNAT44 {
 			errs = append(errs, fmt.Errorf("ip-family %q needs services %q: NAT44 translates IPv4 only", agent.DualStack, agent.ServicesCnat))
 		}
+		if o.RealKube {
+			errs = append(errs, fmt.Errorf("ip-family %q is not available with the real control plane: its API server has an IPv4 service range only", agent.DualStack))
+		}
 	default:
 		errs = append(errs, fmt.Errorf("ip-family: %q is neither %q nor %q", o.IPFamily, agent.IPv4, agent.DualStack))
 	}
