@@ -25,7 +25,7 @@ func (r *Renderer) HandlesEvent(ev controller.Event) bool {
 // too: whichever of the processor's handler and this one comes last
 // leaves the whole state in txn).
 func (r *Renderer) Resync(_ controller.Event, ksd controller.KubeStateData, _ int, txn controller.ResyncOperations) error {
-	w := writer{res: txn}
+	w := writer{Res: txn}
 	want := map[kubemodel.PodID]*hostPod{}
 	for _, v := range ksd[kubemodel.PodResource] {
 		if p, ok := v.(*kubemodel.Pod); ok {
@@ -43,9 +43,9 @@ func (r *Renderer) Resync(_ controller.Event, ksd controller.KubeStateData, _ in
 	for _, id := range sortedHostPods(want) {
 		r.pod(id, want[id], writer{})
 	}
-	for fe, owners := range r.claims {
+	for fe, owners := range r.claims.All() {
 		t := owners[0].find(fe)
-		w.put(t.key, t.msg)
+		w.Put(t.key, t.msg)
 	}
 	r.known = nil
 	r.publish()
@@ -75,7 +75,7 @@ func (r *Renderer) Update(ev controller.Event, txn controller.UpdateOperations) 
 		return "", nil
 	}
 	before := r.cur.Translations
-	r.pod(id, cur, writer{upd: txn})
+	r.pod(id, cur, writer{Upd: txn})
 	r.publish()
 	return fmt.Sprintf("hostPorts of pod %s: %d translations (%+d)", id, len(r.pods[id].trsOrNil()), r.cur.Translations-before), nil
 }

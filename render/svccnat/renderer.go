@@ -7,10 +7,9 @@ import (
 	"slices"
 	"sync"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/render/internal/claims"
 	"github.com/vswitchkit/vswitchkit/svcprocessor"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 )
@@ -39,14 +38,14 @@ type Renderer struct {
 	b         builder
 	services  map[kubemodel.ServiceID]*rendered
 	pods      map[kubemodel.PodID]*rendered
-	claims    map[frontend][]*rendered // the owners that want a frontend, ordered; the first has it
-	conflicts map[frontend][]Problem   // the FrontendTaken problems of a frontend's other owners
-	front     map[string]bool          // the processor's frontend interfaces
-	back      map[string]bool          // the processor's backend interfaces
-	nodeIPs   []netip.Addr             // this node's addresses, sorted
-	snat      [2]netip.Addr            // the source-NAT address of each family rendered (invalid: none)
-	cur       Stats                    // the gauges, kept incrementally
-	snatWarn  [2]bool                  // a family without a source-NAT address was logged
+	claims    *claims.Table[frontend, *rendered, *translation] // the owners that want a frontend, ordered; the first has it
+	conflicts map[frontend][]Problem                           // the FrontendTaken problems of a frontend's other owners
+	front     map[string]bool                                  // the processor's frontend interfaces
+	back      map[string]bool                                  // the processor's backend interfaces
+	nodeIPs   []netip.Addr                                     // this node's addresses, sorted
+	snat      [2]netip.Addr                                    // the source-NAT address of each family rendered (invalid: none)
+	cur       Stats                                            // the gauges, kept incrementally
+	snatWarn  [2]bool                                          // a family without a source-NAT address was logged
 	// known are the problems before a resync, which the resync does not
 	// log again; nil outside resyncs.
 	known map[Problem]struct{}
@@ -123,7 +122,7 @@ func New(nodeIPs NodeIPs, snat SNATAddrs, cfg Config) (*Renderer, error) {
 		static:   map[string]bool{AnchorInterface: true},
 		services: map[kubemodel.ServiceID]*rendered{},
 		pods:     map[kubemodel.PodID]*rendered{},
-		claims:   map[frontend][]*rendered{},
+		claims:   newClaims(),
 		front:    map[string]bool{},
 		back:     map[string]bool{},
 		problems: map[Problem]struct{}{},
@@ -162,33 +161,13 @@ func (r *Renderer) Problems() []Problem {
 func (r *Renderer) publish() {
 	r.mu.Lock()
 	r.cur.Problems = len(r.problems)
+	r.cur.Conflicts = r.claims.Conflicts()
 	r.stats = r.cur
 	r.mu.Unlock()
 }
 
-// writer is where one call writes: the update transaction, the resync
-// transaction, or nowhere (no transaction: the processor was called
-// directly, or is reverting a failed event whose transaction the loop
-// dropped; the renderer then only keeps its record up to date).
-type writer struct {
-	upd controller.UpdateOperations
-	res controller.ResyncOperations
-}
-
-func (w writer) put(key string, v proto.Message) {
-	switch {
-	case w.upd != nil:
-		w.upd.Put(key, v)
-	case w.res != nil:
-		w.res.Put(key, v)
-	}
-}
-
-func (w writer) del(key string) {
-	if w.upd != nil {
-		w.upd.Delete(key)
-	}
-}
+// writer is where one call writes (see claims.Writer).
+type writer = claims.Writer
 
 // Render turns one notification of the service processor into cnat
 // configuration: it writes the keys that change into ev.Txn (or, on
@@ -200,7 +179,7 @@ func (w writer) del(key string) {
 // addresses). Render returns no errors: what cannot be rendered is logged
 // and listed in [Renderer.Problems].
 func (r *Renderer) Render(ev svcprocessor.RenderEvent) error {
-	w := writer{upd: ev.Txn, res: ev.ResyncTxn}
+	w := writer{Upd: ev.Txn, Res: ev.ResyncTxn}
 	if ev.Kind != svcprocessor.Resync {
 		r.known = nil
 	}
@@ -342,80 +321,61 @@ func (r *Renderer) replaceOwner(old, cur *rendered, w writer) {
 // rebind replaces old by cur in the claims of the frontends cur kept.
 func (r *Renderer) rebind(old, cur *rendered) {
 	for _, t := range cur.trs {
-		owners := r.claims[t.spec.fe]
-		if k := slices.Index(owners, old); k >= 0 {
-			owners[k] = cur
-		}
+		r.claims.Rebind(t.spec.fe, old, cur)
 	}
 }
 
 // claim records that s wants translation t (prev: its translation of the
 // same frontend so far) and writes it if s has the frontend.
 func (r *Renderer) claim(s *rendered, prev, t *translation, w writer) {
-	fe := t.spec.fe
-	owners := r.claims[fe]
+	old, cur, changed := r.claims.Want(t.spec.fe, s, prev, t)
 	if prev == nil {
-		k, _ := slices.BinarySearchFunc(owners, s.owner, func(o *rendered, id owner) int { return cmpOwner(o.owner, id) })
-		owners = slices.Insert(owners, k, s)
-		r.claims[fe] = owners
-		if len(owners) == 2 {
-			r.cur.Conflicts++
+		if owners := r.claims.Owners(t.spec.fe); len(owners) > 1 {
+			r.noteConflict(t.spec.fe, owners)
 		}
-		if len(owners) > 1 {
-			r.noteConflict(fe, owners)
-		}
-		if k != 0 {
-			return // another owner has it
-		}
-		if len(owners) > 1 { // s takes it from the owner that had it
-			had := owners[1].find(fe)
-			r.cur.Paths += len(t.spec.paths) - len(had.spec.paths)
-			r.replace(had, t, w)
-			return
-		}
-		r.replace(nil, t, w)
-		r.cur.Translations++
-		r.cur.Paths += len(t.spec.paths)
-		return
 	}
-	if owners[0].owner != s.owner {
-		return
+	if changed {
+		r.swap(old, cur, w)
 	}
-	r.cur.Paths += len(t.spec.paths) - len(prev.spec.paths)
-	r.replace(prev, t, w)
 }
 
 // release records that s no longer wants translation t, handing the
 // frontend to the next owner that wants it.
 func (r *Renderer) release(s *rendered, t *translation, w writer) {
-	fe := t.spec.fe
-	owners := r.claims[fe]
-	k := slices.Index(owners, s)
-	if k < 0 {
+	if r.claims.Owners(t.spec.fe) == nil {
 		return
 	}
-	owners = slices.Delete(owners, k, k+1)
-	if len(owners) == 1 {
-		r.cur.Conflicts--
+	old, cur, changed := r.claims.Drop(t.spec.fe, s, t)
+	r.noteConflict(t.spec.fe, r.claims.Owners(t.spec.fe))
+	if changed {
+		r.swap(old, cur, w)
 	}
-	if len(owners) == 0 {
-		delete(r.claims, fe)
-	} else {
-		r.claims[fe] = owners
+}
+
+// swap writes the change of a frontend's translation from old to cur
+// (either may be nil) and counts it.
+func (r *Renderer) swap(old, cur *translation, w writer) {
+	switch {
+	case old == nil:
+		r.cur.Translations++
+	case cur == nil:
+		r.cur.Translations--
 	}
-	r.noteConflict(fe, owners)
-	if k != 0 {
-		return
+	r.cur.Paths += pathsOf(cur) - pathsOf(old)
+	r.replace(old, cur, w)
+}
+
+func pathsOf(t *translation) int {
+	if t == nil {
+		return 0
 	}
-	if len(owners) > 0 {
-		next := owners[0].find(fe)
-		r.cur.Paths += len(next.spec.paths) - len(t.spec.paths)
-		r.replace(t, next, w)
-		return
-	}
-	r.replace(t, nil, w)
-	r.cur.Translations--
-	r.cur.Paths -= len(t.spec.paths)
+	return len(t.spec.paths)
+}
+
+// newClaims returns an empty table of the owners that want each
+// frontend, services before pods, each by namespace and name.
+func newClaims() *claims.Table[frontend, *rendered, *translation] {
+	return claims.New(func(a, b *rendered) int { return cmpOwner(a.owner, b.owner) }, (*rendered).find)
 }
 
 // replace writes the change of one frontend's translation from old to cur
@@ -423,9 +383,9 @@ func (r *Renderer) release(s *rendered, t *translation, w writer) {
 func (r *Renderer) replace(old, cur *translation, w writer) {
 	switch {
 	case cur == nil:
-		w.del(old.key)
+		w.Delete(old.key)
 	case old == nil || old.msg != cur.msg:
-		w.put(cur.key, cur.msg)
+		w.Put(cur.key, cur.msg)
 	}
 }
 
@@ -519,11 +479,11 @@ func (r *Renderer) interfaces(set map[string]bool, old, cur []string, w writer) 
 		case after != nil:
 			if before == nil {
 				r.cur.Interfaces++
-				w.put(vppmodel.CnatInterfaceKey(name), after)
+				w.Put(vppmodel.CnatInterfaceKey(name), after)
 			}
 		case before != nil:
 			r.cur.Interfaces--
-			w.del(vppmodel.CnatInterfaceKey(name))
+			w.Delete(vppmodel.CnatInterfaceKey(name))
 		}
 	}
 	i, j := 0, 0
@@ -554,9 +514,9 @@ func (r *Renderer) setSNAT(snat [2]netip.Addr, w writer) {
 	r.cur.SNAT4, r.cur.SNAT6 = snat[0], snat[1]
 	r.noteSNAT()
 	if r.snatOn() {
-		w.put(vppmodel.CnatSnatKey, r.snatValue())
+		w.Put(vppmodel.CnatSnatKey, r.snatValue())
 	} else {
-		w.del(vppmodel.CnatSnatKey)
+		w.Delete(vppmodel.CnatSnatKey)
 	}
 	if wasOn == r.snatOn() {
 		return
@@ -564,12 +524,12 @@ func (r *Renderer) setSNAT(snat [2]netip.Addr, w writer) {
 	r.putStatic(w, !r.snatOn())
 	for name := range r.back {
 		if v := r.ifaceValue(name); v != nil {
-			w.put(vppmodel.CnatInterfaceKey(name), v)
+			w.Put(vppmodel.CnatInterfaceKey(name), v)
 		}
 	}
 	for name := range r.front {
 		if v := r.ifaceValue(name); v != nil && !r.back[name] {
-			w.put(vppmodel.CnatInterfaceKey(name), v)
+			w.Put(vppmodel.CnatInterfaceKey(name), v)
 		}
 	}
 }
@@ -613,17 +573,17 @@ func (r *Renderer) snatValue() *vppmodel.CnatSnat {
 // update that turns source NAT off).
 func (r *Renderer) putStatic(w writer, del bool) {
 	if up := r.cfg.Uplink; up != "" {
-		w.put(vppmodel.CnatInterfaceKey(up), &vppmodel.CnatInterface{Interface: up, Feature: true})
+		w.Put(vppmodel.CnatInterfaceKey(up), &vppmodel.CnatInterface{Interface: up, Feature: true})
 	}
 	for _, name := range r.cfg.InterconnectInterfaces {
-		w.put(vppmodel.CnatInterfaceKey(name), &vppmodel.CnatInterface{Interface: name, Feature: true, SnatHost: r.snatOn()})
+		w.Put(vppmodel.CnatInterfaceKey(name), &vppmodel.CnatInterface{Interface: name, Feature: true, SnatHost: r.snatOn()})
 	}
 	if r.snatOn() {
-		w.put(vppmodel.InterfaceKey(AnchorInterface), &vppmodel.Interface{Name: AnchorInterface, Type: vppmodel.Interface_LOOPBACK})
-		w.put(vppmodel.CnatInterfaceKey(AnchorInterface), &vppmodel.CnatInterface{Interface: AnchorInterface, SnatV4: true})
+		w.Put(vppmodel.InterfaceKey(AnchorInterface), &vppmodel.Interface{Name: AnchorInterface, Type: vppmodel.Interface_LOOPBACK})
+		w.Put(vppmodel.CnatInterfaceKey(AnchorInterface), &vppmodel.CnatInterface{Interface: AnchorInterface, SnatV4: true})
 	} else if del {
-		w.del(vppmodel.CnatInterfaceKey(AnchorInterface))
-		w.del(vppmodel.InterfaceKey(AnchorInterface))
+		w.Delete(vppmodel.CnatInterfaceKey(AnchorInterface))
+		w.Delete(vppmodel.InterfaceKey(AnchorInterface))
 	}
 }
 
@@ -639,7 +599,7 @@ func (r *Renderer) resync(snap *svcprocessor.Snapshot, w writer) {
 	pods := r.pods
 	r.services = make(map[kubemodel.ServiceID]*rendered, len(snap.Services))
 	r.pods = map[kubemodel.PodID]*rendered{}
-	r.claims = make(map[frontend][]*rendered, len(snap.Services))
+	r.claims = newClaims()
 	r.conflicts = map[frontend][]Problem{}
 	r.known = r.takeProblems() // not logged again (until the handler's Resync is done)
 	resyncs, renders := r.cur.Resyncs, r.cur.Renders
@@ -658,7 +618,7 @@ func (r *Renderer) resync(snap *svcprocessor.Snapshot, w writer) {
 	}
 
 	if r.snatOn() {
-		w.put(vppmodel.CnatSnatKey, r.snatValue())
+		w.Put(vppmodel.CnatSnatKey, r.snatValue())
 	}
 	r.putStatic(w, false)
 	clear(r.front)
@@ -671,7 +631,7 @@ func (r *Renderer) resync(snap *svcprocessor.Snapshot, w writer) {
 	}
 	put := func(name string) {
 		if v := r.ifaceValue(name); v != nil {
-			w.put(vppmodel.CnatInterfaceKey(name), v)
+			w.Put(vppmodel.CnatInterfaceKey(name), v)
 			r.cur.Interfaces++
 		}
 	}

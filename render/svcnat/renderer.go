@@ -9,8 +9,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
+	"github.com/vswitchkit/vswitchkit/render/internal/claims"
 	"github.com/vswitchkit/vswitchkit/svcprocessor"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 )
@@ -34,11 +34,11 @@ type Renderer struct {
 	// Owned by the goroutine that calls Render.
 	b        builder
 	services map[kubemodel.ServiceID]*rendered
-	claims   map[frontend][]*rendered // services that want a frontend, by ID; the first has it
-	front    map[string]bool          // the processor's frontend interfaces
-	back     map[string]bool          // the processor's backend interfaces
-	nodeIPs  []netip.Addr             // this node's IPv4 addresses, sorted
-	cur      Stats                    // the gauges, kept incrementally
+	claims   *claims.Table[frontend, *rendered, *mapping] // services that want a frontend, by ID; the first has it
+	front    map[string]bool                              // the processor's frontend interfaces
+	back     map[string]bool                              // the processor's backend interfaces
+	nodeIPs  []netip.Addr                                 // this node's IPv4 addresses, sorted
+	cur      Stats                                        // the gauges, kept incrementally
 	// loopbackProblem is the NAT loopback problem logged last ("" none),
 	// so that it is logged once, not at every resync.
 	loopbackProblem string
@@ -116,7 +116,7 @@ func New(nodeIPs NodeIPs, loopback NATLoopback, cfg Config) (*Renderer, error) {
 		static:   map[string]bool{},
 		b:        builder{localWeight: cfg.LocalBackendWeight},
 		services: map[kubemodel.ServiceID]*rendered{},
-		claims:   map[frontend][]*rendered{},
+		claims:   newClaims(),
 		front:    map[string]bool{},
 		back:     map[string]bool{},
 	}
@@ -136,29 +136,8 @@ func (r *Renderer) Stats() Stats {
 	return r.stats
 }
 
-// writer is where one Render call writes: the update transaction, the
-// resync transaction, or nowhere (no transaction: the processor was called
-// directly, or is reverting a failed event whose transaction the loop
-// dropped; the renderer then only keeps its record up to date).
-type writer struct {
-	upd controller.UpdateOperations
-	res controller.ResyncOperations
-}
-
-func (w writer) put(key string, v proto.Message) {
-	switch {
-	case w.upd != nil:
-		w.upd.Put(key, v)
-	case w.res != nil:
-		w.res.Put(key, v)
-	}
-}
-
-func (w writer) del(key string) {
-	if w.upd != nil {
-		w.upd.Delete(key)
-	}
-}
+// writer is where one call writes (see claims.Writer).
+type writer = claims.Writer
 
 // Render turns one notification of the service processor into NAT44
 // configuration: it writes the keys that change into ev.Txn (or, on
@@ -168,7 +147,7 @@ func (w writer) del(key string) {
 // state. Render returns no errors: what cannot be rendered is logged and
 // counted in [Stats].
 func (r *Renderer) Render(ev svcprocessor.RenderEvent) error {
-	w := writer{upd: ev.Txn, res: ev.ResyncTxn}
+	w := writer{Upd: ev.Txn, Res: ev.ResyncTxn}
 	switch ev.Kind {
 	case svcprocessor.Resync:
 		r.resync(ev.Snapshot, w)
@@ -192,6 +171,7 @@ func (r *Renderer) Render(ev svcprocessor.RenderEvent) error {
 		r.interfaces(r.back, ev.OldInterfaces, ev.NewInterfaces, w)
 	}
 	r.cur.Renders++
+	r.cur.Conflicts = r.claims.Conflicts()
 	r.mu.Lock()
 	r.stats = r.cur
 	r.mu.Unlock()
@@ -271,81 +251,61 @@ func (r *Renderer) noteUnsupported(old, cur *rendered) {
 // rebind replaces old by cur in the claims of the frontends cur kept.
 func (r *Renderer) rebind(old, cur *rendered) {
 	for _, m := range cur.mappings {
-		owners := r.claims[m.spec.fe]
-		if k := slices.Index(owners, old); k >= 0 {
-			owners[k] = cur
-		}
+		r.claims.Rebind(m.spec.fe, old, cur)
 	}
 }
 
 // claim records that service s wants mapping m (prev: its mapping of the
 // same frontend so far) and writes it if s has the frontend.
 func (r *Renderer) claim(s *rendered, prev, m *mapping, w writer) {
-	fe := m.spec.fe
-	owners := r.claims[fe]
-	if prev == nil {
-		k, _ := slices.BinarySearchFunc(owners, s.id, func(o *rendered, id kubemodel.ServiceID) int { return kubemodel.ServiceID.Compare(o.id, id) })
-		owners = slices.Insert(owners, k, s)
-		r.claims[fe] = owners
-		if len(owners) == 2 {
-			r.cur.Conflicts++
-		}
-		if len(owners) > 1 {
-			r.log.Warn("services want the same NAT44 frontend; the first by namespace/name gets it",
-				slog.String("frontend", fe.addr.String()), slog.String("protocol", fe.proto.String()),
-				slog.String("service", s.id.String()), slog.String("owner", owners[0].id.String()))
-		}
-		if k != 0 {
-			return // another service has it
-		}
-		if len(owners) > 1 { // s takes it from the service that had it
-			had := owners[1].find(fe)
-			r.cur.Backends += len(m.spec.backends) - len(had.spec.backends)
-			r.replace(had, m, w)
-			return
-		}
-		r.replace(nil, m, w)
-		r.cur.Mappings++
-		r.cur.Backends += len(m.spec.backends)
-		return
+	old, cur, changed := r.claims.Want(m.spec.fe, s, prev, m)
+	if owners := r.claims.Owners(m.spec.fe); prev == nil && len(owners) > 1 {
+		r.warnConflict(m.spec.fe, s, owners[0])
 	}
-	if owners[0].id != s.id {
-		return
+	if changed {
+		r.swap(old, cur, w)
 	}
-	r.cur.Backends += len(m.spec.backends) - len(prev.spec.backends)
-	r.replace(prev, m, w)
 }
 
 // release records that service s no longer wants mapping m, handing the
 // frontend to the next service that wants it.
 func (r *Renderer) release(s *rendered, m *mapping, w writer) {
-	fe := m.spec.fe
-	owners := r.claims[fe]
-	k := slices.Index(owners, s)
-	if k < 0 {
-		return
+	if old, cur, changed := r.claims.Drop(m.spec.fe, s, m); changed {
+		r.swap(old, cur, w)
 	}
-	owners = slices.Delete(owners, k, k+1)
-	if len(owners) == 1 {
-		r.cur.Conflicts--
+}
+
+// warnConflict logs that service s wants a frontend owner has.
+func (r *Renderer) warnConflict(fe frontend, s, owner *rendered) {
+	r.log.Warn("services want the same NAT44 frontend; the first by namespace/name gets it",
+		slog.String("frontend", fe.addr.String()), slog.String("protocol", fe.proto.String()),
+		slog.String("service", s.id.String()), slog.String("owner", owner.id.String()))
+}
+
+// swap writes the change of a frontend's mapping from old to cur (either
+// may be nil) and counts it.
+func (r *Renderer) swap(old, cur *mapping, w writer) {
+	switch {
+	case old == nil:
+		r.cur.Mappings++
+	case cur == nil:
+		r.cur.Mappings--
 	}
-	if len(owners) == 0 {
-		delete(r.claims, fe)
-	} else {
-		r.claims[fe] = owners
+	r.cur.Backends += backendsOf(cur) - backendsOf(old)
+	r.replace(old, cur, w)
+}
+
+// newClaims returns an empty table of the services that want each
+// frontend, ordered by service ID.
+func newClaims() *claims.Table[frontend, *rendered, *mapping] {
+	return claims.New(func(a, b *rendered) int { return kubemodel.ServiceID.Compare(a.id, b.id) }, (*rendered).find)
+}
+
+func backendsOf(m *mapping) int {
+	if m == nil {
+		return 0
 	}
-	if k != 0 {
-		return
-	}
-	if len(owners) > 0 {
-		next := owners[0].find(fe)
-		r.cur.Backends += len(next.spec.backends) - len(m.spec.backends)
-		r.replace(m, next, w)
-		return
-	}
-	r.replace(m, nil, w)
-	r.cur.Mappings--
-	r.cur.Backends -= len(m.spec.backends)
+	return len(m.spec.backends)
 }
 
 // replace writes the change of one frontend's mapping from old to cur
@@ -353,16 +313,16 @@ func (r *Renderer) release(s *rendered, m *mapping, w writer) {
 func (r *Renderer) replace(old, cur *mapping, w writer) {
 	switch {
 	case cur == nil:
-		w.del(old.key)
+		w.Delete(old.key)
 	case old == nil:
-		w.put(cur.key, cur.msg)
+		w.Put(cur.key, cur.msg)
 	case old == cur:
 	default:
 		if old.key != cur.key {
-			w.del(old.key) // static <-> load-balanced
+			w.Delete(old.key) // static <-> load-balanced
 		}
 		if old.key != cur.key || old.msg != cur.msg {
-			w.put(cur.key, cur.msg)
+			w.Put(cur.key, cur.msg)
 		}
 	}
 }
@@ -414,11 +374,11 @@ func (r *Renderer) interfaces(set map[string]bool, old, cur []string, w writer) 
 				r.cur.Interfaces++
 			}
 			if before == nil || !proto.Equal(before, after) {
-				w.put(vppmodel.Nat44InterfaceKey(name), after)
+				w.Put(vppmodel.Nat44InterfaceKey(name), after)
 			}
 		case before != nil:
 			r.cur.Interfaces--
-			w.del(vppmodel.Nat44InterfaceKey(name))
+			w.Delete(vppmodel.Nat44InterfaceKey(name))
 		}
 	}
 	i, j := 0, 0
@@ -443,7 +403,7 @@ func (r *Renderer) resync(snap *svcprocessor.Snapshot, w writer) {
 	r.readNodeIPs()
 	prev, prevClaims := r.services, r.claims
 	r.services = make(map[kubemodel.ServiceID]*rendered, len(snap.Services))
-	r.claims = make(map[frontend][]*rendered, len(snap.Services))
+	r.claims = newClaims()
 	resyncs := r.cur.Resyncs
 	renders := r.cur.Renders
 	r.cur = Stats{Resyncs: resyncs, Renders: renders}
@@ -453,30 +413,22 @@ func (r *Renderer) resync(snap *svcprocessor.Snapshot, w writer) {
 		r.services[s.ID] = cur
 		r.account(cur, +1)
 		for _, m := range cur.mappings {
-			owners := append(r.claims[m.spec.fe], cur)
-			r.claims[m.spec.fe] = owners
-			switch len(owners) {
-			case 1:
-				w.put(m.key, m.msg)
-				r.cur.Mappings++
-				r.cur.Backends += len(m.spec.backends)
-			case 2:
-				r.cur.Conflicts++
-				if len(prevClaims[m.spec.fe]) < 2 { // a new conflict
-					r.log.Warn("services want the same NAT44 frontend; the first by namespace/name gets it",
-						slog.String("frontend", m.spec.fe.addr.String()), slog.String("protocol", m.spec.fe.proto.String()),
-						slog.String("service", s.ID.String()), slog.String("owner", owners[0].id.String()))
-				}
+			old, now, changed := r.claims.Want(m.spec.fe, cur, nil, m)
+			if owners := r.claims.Owners(m.spec.fe); len(owners) == 2 && len(prevClaims.Owners(m.spec.fe)) < 2 { // a new conflict
+				r.warnConflict(m.spec.fe, cur, owners[0])
+			}
+			if changed {
+				r.swap(old, now, w)
 			}
 		}
 	}
 
 	// The plugin, its pools and the interfaces of the configuration.
-	w.put(vppmodel.Nat44GlobalKey, &vppmodel.Nat44Global{Sessions: r.cfg.MaxSessions, Forwarding: true})
+	w.Put(vppmodel.Nat44GlobalKey, &vppmodel.Nat44Global{Sessions: r.cfg.MaxSessions, Forwarding: true})
 	problem := ""
 	if a := r.loopback.NatLoopbackAddr().Unmap(); a.IsValid() {
 		if a.Is4() {
-			w.put(vppmodel.Nat44AddressPoolKey(a, a, true),
+			w.Put(vppmodel.Nat44AddressPoolKey(a, a, true),
 				&vppmodel.Nat44AddressPool{FirstIp: a.String(), Vrf: ^uint32(0), TwiceNat: true})
 		} else {
 			problem = "the NAT loopback address is not IPv4: no twice-NAT pool"
@@ -496,13 +448,13 @@ func (r *Renderer) resync(snap *svcprocessor.Snapshot, w writer) {
 	r.loopbackProblem = problem
 	r.cur.TwiceNATPool = problem == ""
 	if up := r.cfg.Uplink; up != "" {
-		w.put(vppmodel.Nat44InterfaceKey(up), &vppmodel.Nat44Interface{Interface: up, OutputFeature: true})
+		w.Put(vppmodel.Nat44InterfaceKey(up), &vppmodel.Nat44Interface{Interface: up, OutputFeature: true})
 		if !r.cfg.DisableSNAT {
-			w.put(vppmodel.Nat44InterfaceAddressPoolKey(up, false), &vppmodel.Nat44AddressPool{Interface: up})
+			w.Put(vppmodel.Nat44InterfaceAddressPoolKey(up, false), &vppmodel.Nat44AddressPool{Interface: up})
 		}
 	}
 	for _, name := range r.cfg.InterconnectInterfaces {
-		w.put(vppmodel.Nat44InterfaceKey(name), &vppmodel.Nat44Interface{Interface: name, Inside: true, Outside: true})
+		w.Put(vppmodel.Nat44InterfaceKey(name), &vppmodel.Nat44Interface{Interface: name, Inside: true, Outside: true})
 	}
 	clear(r.front)
 	clear(r.back)
@@ -514,7 +466,7 @@ func (r *Renderer) resync(snap *svcprocessor.Snapshot, w writer) {
 	}
 	put := func(name string) {
 		if v := r.ifaceValue(name); v != nil {
-			w.put(vppmodel.Nat44InterfaceKey(name), v)
+			w.Put(vppmodel.Nat44InterfaceKey(name), v)
 			r.cur.Interfaces++
 		}
 	}
