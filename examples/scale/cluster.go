@@ -103,27 +103,10 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 		bars.Wait()
 	}
 	if len(results) > 0 {
-		fmt.Fprintln(stdout)
-		if err := clustersim.Table(stdout, results); err != nil {
+		if err := report(stdout, func(w io.Writer) error { return clustersim.Table(w, results) }, results,
+			*jsonOut, *plotPath, func(path string) error { return clustersim.Plot(path, results) }); err != nil {
 			fmt.Fprintf(stderr, "scale cluster: %v\n", err)
 			return 1
-		}
-		if *jsonOut != "" {
-			raw, err := json.MarshalIndent(results, "", "  ")
-			if err == nil {
-				err = os.WriteFile(*jsonOut, append(raw, '\n'), 0o644)
-			}
-			if err != nil {
-				fmt.Fprintf(stderr, "scale cluster: %v\n", err)
-				return 1
-			}
-		}
-		if *plotPath != "" {
-			if err := clustersim.Plot(*plotPath, results); err != nil {
-				fmt.Fprintf(stderr, "scale cluster: plot: %v\n", err)
-				return 1
-			}
-			fmt.Fprintf(stdout, "\nplot: %s\n", *plotPath)
 		}
 		if slices.ContainsFunc(results, func(r clustersim.Result) bool { return r.Churn != nil }) {
 			fmt.Fprintf(stdout, "\nextrapolation (a line fitted to the measured points per layout) to %.0f pod changes/s:\n", *rate)

@@ -109,27 +109,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		bars.Wait()
 	}
 	if len(results) > 0 {
-		fmt.Fprintln(stdout)
-		if err := envelope.Table(stdout, results); err != nil {
+		if err := report(stdout, func(w io.Writer) error { return envelope.Table(w, results) }, results,
+			*jsonOut, *out, func(path string) error { return envelope.Plot(path, results) }); err != nil {
 			fmt.Fprintf(stderr, "scale: %v\n", err)
 			return 1
-		}
-		if *jsonOut != "" {
-			raw, err := json.MarshalIndent(results, "", "  ")
-			if err == nil {
-				err = os.WriteFile(*jsonOut, append(raw, '\n'), 0o644)
-			}
-			if err != nil {
-				fmt.Fprintf(stderr, "scale: %v\n", err)
-				return 1
-			}
-		}
-		if *out != "" {
-			if err := envelope.Plot(*out, results); err != nil {
-				fmt.Fprintf(stderr, "scale: plot: %v\n", err)
-				return 1
-			}
-			fmt.Fprintf(stdout, "\nplot: %s\n", *out)
 		}
 	}
 	if err != nil {
@@ -137,4 +120,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// report prints a run's table and writes its results as JSON and its plot
+// where asked (empty paths: not).
+func report(stdout io.Writer, table func(io.Writer) error, results any, jsonPath, plotPath string, plot func(string) error) error {
+	fmt.Fprintln(stdout)
+	if err := table(stdout); err != nil {
+		return err
+	}
+	if jsonPath != "" {
+		raw, err := json.MarshalIndent(results, "", "  ")
+		if err == nil {
+			err = os.WriteFile(jsonPath, append(raw, '\n'), 0o644)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if plotPath != "" {
+		if err := plot(plotPath); err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+		fmt.Fprintf(stdout, "\nplot: %s\n", plotPath)
+	}
+	return nil
 }
