@@ -30,10 +30,18 @@
 // been written since this store's last write (its mod revision); the
 // transaction writes the record and the owner key. So
 //
-//   - an agent that lost the owner key (its lease expired during an etcd
-//     outage, an operator deleted it, another agent took over) can no
-//     longer write: its calls fail with [ErrOwnershipLost], [Store.Lost]
-//     is closed and Run returns the error;
+//   - an agent that lost the owner key (another agent took over, an
+//     operator deleted it, or its lease expired and another agent owned
+//     the key since) can no longer write: its calls fail with
+//     [ErrOwnershipLost], [Store.Lost] is closed and Run returns the
+//     error;
+//   - a lease that expired (etcd heard no keep-alive within the TTL: an
+//     etcd overloaded by thousands of agents starting at once, a long
+//     pause) while no other agent took the key is not a loss: Run creates
+//     the owner key again with a new lease, and keeps it only if the key's
+//     history since the store's last write holds no other agent's key
+//     (if that history was compacted, the records are lost); writes made
+//     meanwhile wait for this, at most two TTLs;
 //   - a keep-alive that etcd does not answer in time (the client gives
 //     the lease up after its deadline: the dial timeout + 1s for the
 //     first, the TTL for the others), as an overloaded etcd does while the

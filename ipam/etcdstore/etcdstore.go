@@ -70,9 +70,10 @@ type Store struct {
 	lost  chan struct{} // closed when the store stops owning them (or Run returned)
 
 	mu        sync.Mutex
-	createRev int64 // guarded by mu; create revision of our owner key, set before owned is closed
-	modRev    int64 // guarded by mu; mod revision of the owner key after this store's last write
-	lostErr   error // guarded by mu; set when lost is closed
+	createRev int64         // guarded by mu; create revision of our owner key, set before owned is closed
+	modRev    int64         // guarded by mu; mod revision of the owner key after this store's last write
+	lostErr   error         // guarded by mu; set when lost is closed
+	retaken   chan struct{} // guarded by mu; closed and replaced when Run retakes the owner key
 }
 
 var _ ipam.Store = (*Store)(nil)
@@ -114,6 +115,7 @@ func New(cli *clientv3.Client, nodeName string, cfg Config) (*Store, error) {
 		pageSize:  listPage,
 		owned:     make(chan struct{}),
 		lost:      make(chan struct{}),
+		retaken:   make(chan struct{}),
 	}, nil
 }
 
@@ -151,7 +153,8 @@ func (s *Store) lose(err error) error {
 }
 
 // Run acquires the node's records and keeps them until ctx is done or
-// ownership is lost. While another agent owns them it waits (logging who
+// ownership is lost (a lease that expired while no other agent took the
+// records is taken again: see the package documentation). While another agent owns them it waits (logging who
 // does); etcd errors are retried with exponential backoff from 100ms up to
 // 5s with ±50% jitter (so that agents do not retry in waves), logged when
 // they start and when they end. On return it revokes its lease, which
@@ -172,7 +175,7 @@ func (s *Store) Run(ctx context.Context) error {
 		s.lose(fmt.Errorf("%w: %w before acquiring them: %w", ErrOwnershipLost, errStopped, err))
 		return err
 	}
-	defer s.revoke(lease)
+	defer func() { s.revoke(lease) }() // the lease held when Run returns
 	kctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ka, err := s.cli.KeepAlive(kctx, lease)
@@ -207,7 +210,17 @@ func (s *Store) Run(ctx context.Context) error {
 				return err
 			}
 			if !alive {
-				return s.lose(fmt.Errorf("%w: lease %x expired", ErrOwnershipLost, int64(lease)))
+				// The lease expired (etcd did not hear a keep-alive
+				// within the TTL: an overloaded etcd, a long pause):
+				// the owner key is gone with it. Take it again if no
+				// other agent took it in between.
+				next, err := s.retake(ctx)
+				if err != nil {
+					return s.lose(fmt.Errorf("%w: lease %x expired: %w", ErrOwnershipLost, int64(lease), err))
+				}
+				s.log.Warn("the lease of the node's IPAM records expired; no other agent took them: retook them",
+					slog.String("ownerKey", s.ownerKey))
+				lease = next
 			}
 			if ka, err = s.cli.KeepAlive(kctx, lease); err != nil {
 				return s.lose(fmt.Errorf("%w: keep the lease alive: %w", ErrOwnershipLost, err))
@@ -249,6 +262,70 @@ func (s *Store) leaseAlive(ctx context.Context, lease clientv3.LeaseID, deg *ret
 			return false, err
 		}
 	}
+}
+
+// retake creates the owner key again with a new lease after this store's
+// lease expired, and keeps it only if no other agent owned the key in
+// between: the key's history from this store's last write to the new
+// key may hold this store's own writes and the key's deletion, nothing
+// else (another agent's owner key would be a put with another create
+// revision). Writes waiting for the verdict go on with the new key.
+func (s *Store) retake(ctx context.Context) (clientv3.LeaseID, error) {
+	s.mu.Lock()
+	create, from := s.createRev, s.modRev
+	s.mu.Unlock()
+	g, err := s.cli.Grant(ctx, s.ttl)
+	if err != nil {
+		return 0, fmt.Errorf("a new lease: %w", err)
+	}
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(s.ownerKey), "=", 0)).
+		Then(clientv3.OpPut(s.ownerKey, s.identity, clientv3.WithLease(g.ID))).
+		Commit()
+	if err != nil || !resp.Succeeded {
+		s.revoke(g.ID)
+		if err != nil {
+			return 0, fmt.Errorf("creating the owner key again: %w", err)
+		}
+		return 0, errors.New("another agent owns them now")
+	}
+	rev := resp.Header.Revision
+	if err := s.ownedAlone(ctx, create, from, rev); err != nil {
+		s.revoke(g.ID)
+		return 0, err
+	}
+	s.mu.Lock()
+	s.createRev, s.modRev = rev, rev
+	close(s.retaken)
+	s.retaken = make(chan struct{})
+	s.mu.Unlock()
+	return g.ID, nil
+}
+
+// ownedAlone reads the owner key's history after revision from up to
+// revision until and returns an error if another owner key (a create
+// revision other than create) appears in it, or if the history cannot be
+// read (compacted).
+func (s *Store) ownedAlone(ctx context.Context, create, from, until int64) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for wr := range s.cli.Watch(wctx, s.ownerKey, clientv3.WithRev(from+1)) {
+		if err := wr.Err(); err != nil {
+			return fmt.Errorf("reading the owner key's history: %w", err)
+		}
+		for _, ev := range wr.Events {
+			if ev.Kv.ModRevision >= until {
+				return nil
+			}
+			if ev.Type == mvccpb.PUT && ev.Kv.CreateRevision != create {
+				return fmt.Errorf("another agent (%s) owned them meanwhile", ev.Kv.Value)
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return errors.New("the watch of the owner key's history ended")
 }
 
 // revoke revokes the lease (deleting the owner key if it is still ours),
@@ -394,8 +471,17 @@ func (s *Store) write(ctx context.Context, op clientv3.Op) error {
 			return nil
 		}
 		kvs := resp.Responses[0].GetResponseRange().GetKvs()
-		if len(kvs) == 0 || kvs[0].CreateRevision != create {
-			return s.lose(fmt.Errorf("%w: the owner key %s was deleted or taken over", ErrOwnershipLost, s.ownerKey))
+		if len(kvs) == 0 {
+			// Deleted: its lease expired (Run retakes it if no other
+			// agent took it) or an operator deleted it. Wait for Run's
+			// verdict, at most two TTLs.
+			if err := s.awaitRetake(ctx, create); err != nil {
+				return err
+			}
+			continue
+		}
+		if kvs[0].CreateRevision != create {
+			return s.lose(fmt.Errorf("%w: the owner key %s was taken over", ErrOwnershipLost, s.ownerKey))
 		}
 		// Still ours, but written since our last write we know of: an
 		// earlier write of ours whose outcome we did not learn, or a
@@ -404,6 +490,30 @@ func (s *Store) write(ctx context.Context, op clientv3.Op) error {
 		if attempt == 100 {
 			return fmt.Errorf("etcdstore: write of %s conflicts with concurrent writes, giving up", s.ownerKey)
 		}
+	}
+}
+
+// awaitRetake waits until Run has retaken the owner key whose create
+// revision was create (nil: the write is tried again), the store lost it,
+// ctx ends, or two lease TTLs passed (the key stays deleted: lost).
+func (s *Store) awaitRetake(ctx context.Context, create int64) error {
+	s.mu.Lock()
+	retaken, cur := s.retaken, s.createRev
+	s.mu.Unlock()
+	if cur != create {
+		return nil
+	}
+	t := time.NewTimer(2 * time.Duration(s.ttl) * time.Second)
+	defer t.Stop()
+	select {
+	case <-retaken:
+		return nil
+	case <-s.lost:
+		return s.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return s.lose(fmt.Errorf("%w: the owner key %s was deleted", ErrOwnershipLost, s.ownerKey))
 	}
 }
 

@@ -553,3 +553,75 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// ownerLease returns the lease of node's owner key (0: no key).
+func ownerLease(t *testing.T, cli *clientv3.Client, node string) clientv3.LeaseID {
+	t.Helper()
+	resp, err := cli.Get(context.Background(), etcdstore.DefaultPrefix+node)
+	require.NoError(t, err)
+	if len(resp.Kvs) == 0 {
+		return 0
+	}
+	return clientv3.LeaseID(resp.Kvs[0].Lease)
+}
+
+// TestRetakeAfterLeaseExpired: the owner key's lease ends (revoked here,
+// as etcd expires it when no keep-alive reached it within the TTL, which
+// an overloaded etcd does); no other agent took the key: the store takes
+// it again with a new lease and goes on, its records intact; a write made
+// while the key was gone waits for that and succeeds.
+func TestRetakeAfterLeaseExpired(t *testing.T) {
+	srv := startEtcd(t)
+	cli := newClient(t, srv)
+	s := run(t, cli, "n1", etcdstore.Config{Identity: "a", LeaseTTL: 2 * time.Second})
+	waitOwned(t, s.Store)
+	ctx := context.Background()
+	require.NoError(t, s.PutAllocation(ctx, alloc("ns", "a", "10.1.1.2")))
+	old := ownerLease(t, cli, "n1")
+	require.NotZero(t, old)
+
+	other := newClient(t, srv)
+	_, err := other.Revoke(ctx, old)
+	require.NoError(t, err)
+	require.NoError(t, s.PutAllocation(ctx, alloc("ns", "b", "10.1.1.3")), "a write while the key is gone waits for the retake")
+	require.NoError(t, s.Err())
+	lease := ownerLease(t, cli, "n1")
+	assert.NotZero(t, lease)
+	assert.NotEqual(t, old, lease, "a new lease")
+	got, err := s.ListAllocations(ctx)
+	require.NoError(t, err)
+	assert.Len(t, got, 2)
+	require.NoError(t, s.DeleteAllocation(ctx, kubemodel.PodID{Namespace: "ns", Name: "a"}))
+	select {
+	case <-s.Lost():
+		t.Fatalf("lost: %v", s.Err())
+	default:
+	}
+}
+
+// TestNoRetakeAfterAnotherOwner: the lease ends and, before the store
+// notices, another agent creates the owner key and releases it again: the
+// store must not take the records back (the other agent may have written
+// them); it reports them lost.
+func TestNoRetakeAfterAnotherOwner(t *testing.T) {
+	srv := startEtcd(t)
+	cli := newClient(t, srv)
+	s := run(t, cli, "n1", etcdstore.Config{Identity: "a", LeaseTTL: 2 * time.Second})
+	waitOwned(t, s.Store)
+	ctx := context.Background()
+	require.NoError(t, s.PutAllocation(ctx, alloc("ns", "a", "10.1.1.2")))
+
+	other := newClient(t, srv)
+	_, err := other.Revoke(ctx, ownerLease(t, cli, "n1"))
+	require.NoError(t, err)
+	_, err = other.Put(ctx, etcdstore.DefaultPrefix+"n1", "intruder")
+	require.NoError(t, err)
+	_, err = other.Delete(ctx, etcdstore.DefaultPrefix+"n1")
+	require.NoError(t, err)
+
+	waitLost(t, s.Store)
+	require.ErrorIs(t, s.Err(), etcdstore.ErrOwnershipLost)
+	assert.ErrorContains(t, s.Err(), "owned them meanwhile")
+	assert.ErrorIs(t, s.PutAllocation(ctx, alloc("ns", "b", "10.1.1.3")), etcdstore.ErrOwnershipLost)
+	assert.Zero(t, ownerLease(t, cli, "n1"), "the store's new owner key is revoked again")
+}
