@@ -274,24 +274,15 @@ func (s *Store) retake(ctx context.Context) (clientv3.LeaseID, error) {
 	s.mu.Lock()
 	create, from := s.createRev, s.modRev
 	s.mu.Unlock()
-	g, err := s.cli.Grant(ctx, s.ttl)
+	lease, rev, ok, err := s.createOwnerKey(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("a new lease: %w", err)
+		return 0, fmt.Errorf("creating the owner key again: %w", err)
 	}
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(s.ownerKey), "=", 0)).
-		Then(clientv3.OpPut(s.ownerKey, s.identity, clientv3.WithLease(g.ID))).
-		Commit()
-	if err != nil || !resp.Succeeded {
-		s.revoke(g.ID)
-		if err != nil {
-			return 0, fmt.Errorf("creating the owner key again: %w", err)
-		}
+	if !ok {
 		return 0, errors.New("another agent owns them now")
 	}
-	rev := resp.Header.Revision
 	if err := s.ownedAlone(ctx, create, from, rev); err != nil {
-		s.revoke(g.ID)
+		s.revoke(lease)
 		return 0, err
 	}
 	s.mu.Lock()
@@ -299,7 +290,7 @@ func (s *Store) retake(ctx context.Context) (clientv3.LeaseID, error) {
 	close(s.retaken)
 	s.retaken = make(chan struct{})
 	s.mu.Unlock()
-	return g.ID, nil
+	return lease, nil
 }
 
 // ownedAlone reads the owner key's history after revision from up to
@@ -362,34 +353,43 @@ func (s *Store) acquire(ctx context.Context) (clientv3.LeaseID, error) {
 		if !free {
 			continue
 		}
-		g, err := s.cli.Grant(ctx, s.ttl)
+		lease, rev, ok, err := s.createOwnerKey(ctx)
 		if err != nil {
-			if rerr := wait("granting a lease", err); rerr != nil {
+			if rerr := wait("creating the owner key", err); rerr != nil {
 				return 0, rerr
 			}
 			continue
 		}
-		resp, err := s.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(s.ownerKey), "=", 0)).
-			Then(clientv3.OpPut(s.ownerKey, s.identity, clientv3.WithLease(g.ID))).
-			Commit()
-		if err != nil || !resp.Succeeded {
-			// Revoking also removes our owner key if the failed request
-			// was applied after all.
-			s.revoke(g.ID)
-			if err != nil {
-				if rerr := wait("creating the owner key", err); rerr != nil {
-					return 0, rerr
-				}
-			}
+		if !ok {
 			continue
 		}
 		s.mu.Lock()
-		s.createRev, s.modRev = resp.Header.Revision, resp.Header.Revision
+		s.createRev, s.modRev = rev, rev
 		s.mu.Unlock()
 		deg.OK()
-		return g.ID, nil
+		return lease, nil
 	}
+}
+
+// createOwnerKey creates the owner key on a new lease if no owner key
+// exists, and returns the lease and the key's create revision; ok is
+// false when another key exists. On failure or refusal it revokes the
+// lease, which also removes the key if a failed request was applied
+// after all.
+func (s *Store) createOwnerKey(ctx context.Context) (lease clientv3.LeaseID, rev int64, ok bool, err error) {
+	g, err := s.cli.Grant(ctx, s.ttl)
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("granting a lease: %w", err)
+	}
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(s.ownerKey), "=", 0)).
+		Then(clientv3.OpPut(s.ownerKey, s.identity, clientv3.WithLease(g.ID))).
+		Commit()
+	if err != nil || !resp.Succeeded {
+		s.revoke(g.ID)
+		return 0, 0, false, err
+	}
+	return g.ID, resp.Header.Revision, true, nil
 }
 
 // waitFree returns true at once if the owner key does not exist; otherwise
