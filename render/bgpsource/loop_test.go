@@ -150,7 +150,9 @@ func TestSourceUnderControllerLoop(t *testing.T) {
 	a.push(t, &controller.KubeStateChange{Resource: kubemodel.NodeResource, Key: kubemodel.NodeKey(nodeName),
 		NewValue: node(nodeName, map[string]string{"bgp": "off"}, "10.244.2.0/24")})
 	peer.WaitCount(t, bgp.IPv4Unicast, 0)
-	require.Equal(t, "", a.ctrl.Status().Policy)
+	// The peer sees the withdrawal before the controller records the
+	// reconcile that made it.
+	require.Eventually(t, func() bool { return a.ctrl.Status().Policy == "" }, waitFor, 10*time.Millisecond)
 	a.push(t, &controller.KubeStateChange{Resource: kubemodel.NodeResource, Key: kubemodel.NodeKey(nodeName),
 		NewValue: node(nodeName, map[string]string{"bgp": "on"}, "10.244.2.0/24")})
 	peer.WaitCount(t, bgp.IPv4Unicast, 2)
