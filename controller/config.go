@@ -38,9 +38,13 @@ type Config struct {
 	// MaxHealingDelay caps the backoff of healing resyncs. Default: 1m.
 	MaxHealingDelay time.Duration
 
-	// MaxHealingAttempts is the number of healing resyncs that may fail in a
-	// row before the loop stops with an error wrapping ErrHealingFailed.
-	// Default: 5; negative: never give up.
+	// MaxHealingAttempts, when positive, is the number of healing resyncs
+	// that may fail in a row before the loop stops with an error wrapping
+	// ErrHealingFailed. Default (zero or negative): never give up — the
+	// loop keeps healing with the capped, jittered backoff while Healthy
+	// reports ErrHealing. A resync fails while what it reads is unreachable
+	// (an etcd without quorum, starved by a cluster's cold start), and an
+	// agent that gave up would be restarted only to read everything again.
 	MaxHealingAttempts int
 
 	// PeriodicHealingInterval, when positive, runs a periodic healing
@@ -77,7 +81,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	errs := cfgutil.Ints([]cfgutil.Int{
 		{Name: "QueueSize", Value: &c.QueueSize, Default: 4096},
-		{Name: "MaxHealingAttempts", Value: &c.MaxHealingAttempts, Default: 5, Off: true},
+		{Name: "MaxHealingAttempts", Value: &c.MaxHealingAttempts, Default: -1, Off: true},
 		{Name: "HistorySize", Value: &c.HistorySize, Default: 1000, Off: true},
 	})
 	errs = append(errs, cfgutil.Durations([]cfgutil.Duration{

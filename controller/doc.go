@@ -78,7 +78,9 @@
 //     healing resync is scheduled.
 //
 // Healing resyncs back off from Config.HealingDelay, doubling up to
-// Config.MaxHealingDelay; after Config.MaxHealingAttempts failed healing
+// Config.MaxHealingDelay, jittered; while they fail in a row
+// [Loop.Healthy] reports [ErrHealing] and the loop keeps healing — unless
+// Config.MaxHealingAttempts is positive: after that many failed healing
 // resyncs in a row Run returns an error wrapping ErrHealingFailed. Requests
 // for healing while one is pending are coalesced.
 //

@@ -42,8 +42,17 @@ var (
 	ErrStartupResyncMissing = errors.New("controller: no start-up DBResync within the deadline")
 
 	// ErrHealingFailed is wrapped by the error Run returns when healing
-	// resyncs failed Config.MaxHealingAttempts times in a row.
+	// resyncs failed Config.MaxHealingAttempts times in a row (only when
+	// that is positive: by default the loop never gives up).
 	ErrHealingFailed = errors.New("controller: healing resync failed repeatedly")
+
+	// ErrHealing is wrapped by the error Healthy returns while healing
+	// resyncs fail in a row (from the first failed one until one
+	// succeeds); the error says how many since when and wraps the last
+	// one. The loop keeps healing (Config.MaxHealingAttempts): what the
+	// resync reads is unreachable or failing; restarting the agent does
+	// not help and adds a full read to the load of what is failing.
+	ErrHealing = errors.New("controller: healing resyncs failing")
 
 	// ErrDegraded is wrapped by the error Healthy returns while the loop
 	// runs but part of the desired state is not applied and no resync can

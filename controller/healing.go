@@ -15,6 +15,7 @@ type healing struct {
 	err       error // the error it heals
 	timer     *time.Timer
 	failures  int           // healing resyncs that failed in a row
+	since     time.Time     // when the first of them failed
 	nextDelay time.Duration // backoff of the next one after a failure
 }
 
@@ -28,6 +29,11 @@ func (l *Loop) scheduleHealing(err error, immediate, failedHealing bool) {
 	if failedHealing {
 		l.stats.healFailed.Add(1)
 		h.failures++
+		if h.failures == 1 {
+			h.since = time.Now()
+		}
+		l.stats.healFailing.Store(int64(h.failures))
+		l.health.setHealing(h.failures, h.since, err)
 		if l.cfg.MaxHealingAttempts > 0 && h.failures >= l.cfg.MaxHealingAttempts {
 			l.fatal = fmt.Errorf("%w (%d attempts): %w", ErrHealingFailed, h.failures, err)
 			return
@@ -78,6 +84,8 @@ func (l *Loop) healingSucceeded() {
 	}
 	h.failures = 0
 	h.nextDelay = 0
+	l.stats.healFailing.Store(0)
+	l.health.setHealing(0, time.Time{}, nil)
 }
 
 // healC returns the channel of the pending healing timer, or nil.

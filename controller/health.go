@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 )
 
 // health is what the loop knows about errors that a resync cannot heal (see
@@ -23,6 +24,28 @@ type health struct {
 	// handlers maps a handler's name to its last permanent error that is
 	// not a KeyError; removed once its Resync came back without one.
 	handlers map[string]error
+	// healing is nil, or ErrHealing wrapping the last error of the healing
+	// resyncs failing in a row (see Loop.scheduleHealing).
+	healing error
+}
+
+// setHealing records the state of failing healing resyncs: failures in
+// a row since since, the last with err; failures 0 clears it.
+func (h *health) setHealing(failures int, since time.Time, err error) {
+	var rep error
+	if failures > 0 {
+		rep = fmt.Errorf("%w: %d in a row since %s: %w", ErrHealing, failures, since.UTC().Format(time.TimeOnly), err)
+	}
+	h.mu.Lock()
+	h.healing = rep
+	h.mu.Unlock()
+}
+
+// healingErr returns what setHealing recorded.
+func (h *health) healingErr() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.healing
 }
 
 // RejectedKeys returns a copy of the keys currently rejected for good, each

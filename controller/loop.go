@@ -161,7 +161,7 @@ func (l *Loop) Stats() Stats {
 	return Stats{
 		Queued: queued, Processed: c.processed.Load(), Failed: c.failed.Load(),
 		FollowUps: c.followUps.Load(), Resyncs: c.resyncs.Load(), DownstreamResyncs: c.downstream.Load(),
-		HealingScheduled: c.healScheduled.Load(), HealingFailed: c.healFailed.Load(),
+		HealingScheduled: c.healScheduled.Load(), HealingFailed: c.healFailed.Load(), HealingFailing: int(c.healFailing.Load()),
 		Commits: c.commits.Load(), CommitErrors: c.commitErrors.Load(), Reverts: c.reverts.Load(),
 		Aborts: c.aborts.Load(), QueueFull: c.queueFull.Load(),
 		PermanentErrors: c.permanent.Load(), RejectedKeys: l.health.numRejected(),
@@ -180,22 +180,30 @@ func (l *Loop) Stats() Stats {
 //     (the error wraps it, so errors.Is finds, say, the southbound's
 //     incompatibility sentinel). The loop runs and applies everything else;
 //     an application may report the state as degraded and alert, but
-//     restarting does not help: the rejected input must change.
+//     restarting does not help: the rejected input must change;
+//   - an error wrapping ErrHealing while healing resyncs fail in a row
+//     (how many, since when, and the last error): the loop keeps healing;
+//     what the resync reads (etcd, VPP) is failing.
 //
-// Both can hold at once; the result then wraps both.
+// Several can hold at once; the result then wraps each.
 func (l *Loop) Healthy() error {
 	var startup error
 	if l.stats.deadlineHit.Load() && !l.stats.startupDone.Load() {
 		startup = ErrStartupResyncMissing
 	}
-	degraded := l.health.degraded()
-	switch {
-	case startup == nil:
-		return degraded
-	case degraded == nil:
-		return startup
+	var errs []error
+	for _, err := range []error{startup, l.health.healingErr(), l.health.degraded()} {
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
-	return errors.Join(startup, degraded)
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	return errors.Join(errs...)
 }
 
 // PushEvent adds the event to the queue. It never blocks.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -609,6 +610,54 @@ func TestResyncErrorHealsAndEscalates(t *testing.T) {
 		require.EqualValues(t, 4, st.HealingFailed)
 		require.EqualValues(t, 5, st.Resyncs)
 		require.Len(t, log.take(), 5)
+	})
+}
+
+// TestHealingNeverGivesUpByDefault: with the default configuration a
+// resync that fails for an hour (what it reads unreachable, as an etcd
+// starved by 5000 agents starting at once) keeps being healed with the
+// capped backoff; Healthy reports ErrHealing with the count and the last
+// error, Stats.HealingFailing the streak, and both clear when a healing
+// resync succeeds. (It used to stop the loop after 5 attempts, ~31 s.)
+func TestHealingNeverGivesUpByDefault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var failing atomic.Bool
+		failing.Store(true)
+		fail := func(ev controller.Event) error {
+			if failing.Load() && ev.Method() == controller.FullResync {
+				return errBoom
+			}
+			return nil
+		}
+		l := newLoop(t, []controller.EventHandler{handler("a", &callLog{}, fail)}, &controllertest.Southbound{}, controller.Config{})
+		stop, done := run(t, l)
+		require.NoError(t, l.PushEvent(controller.NewDBResync()))
+		synctest.Wait()
+		require.NoError(t, l.Healthy(), "a failed event is healed before it is reported")
+
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("the loop stopped: %v", err)
+		default:
+		}
+		st := l.Stats()
+		// 1 s, 2 s, ... capped at 1 m, each ±50%: about 60 healings an hour.
+		require.Greater(t, st.HealingFailed, uint64(30))
+		require.Equal(t, int(st.HealingFailed), st.HealingFailing)
+		err := l.Healthy()
+		require.ErrorIs(t, err, controller.ErrHealing)
+		require.ErrorIs(t, err, errBoom)
+		require.NotErrorIs(t, err, controller.ErrDegraded)
+		require.Contains(t, err.Error(), fmt.Sprintf("%d in a row since", st.HealingFailing))
+
+		failing.Store(false)
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		require.NoError(t, l.Healthy())
+		require.Zero(t, l.Stats().HealingFailing)
+		require.ErrorIs(t, stop(), context.Canceled)
 	})
 }
 

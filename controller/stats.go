@@ -12,6 +12,7 @@ type Stats struct {
 	DownstreamResyncs  uint64
 	HealingScheduled   uint64 // healing resyncs scheduled after errors
 	HealingFailed      uint64 // healing resyncs that failed
+	HealingFailing     int    // healing resyncs that failed in a row right now (0 once one succeeds)
 	Commits            uint64 // transactions handed to the southbound
 	CommitErrors       uint64
 	Reverts            uint64 // RevertOnFailure events reverted
@@ -28,4 +29,5 @@ type counters struct {
 	healScheduled, healFailed, commits, commitErrors  atomic.Uint64
 	reverts, aborts, queueFull, permanent             atomic.Uint64
 	startupDone, deadlineHit                          atomic.Bool
+	healFailing                                       atomic.Int64
 }

@@ -30,7 +30,7 @@ func TestInvalidExternalConfigDoesNotStopTheAgent(t *testing.T) {
 		cfg := testCfg()
 		cfg.HealthInterval = time.Hour
 		d := startDriver(t, vpp, cfg)
-		loopCfg := controller.Config{} // defaults: MaxHealingDelay 1m, MaxHealingAttempts 5
+		loopCfg := controller.Config{} // defaults: MaxHealingDelay 1m, healing never gives up
 		l, err := controller.New(nil, d, loopCfg)
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())

@@ -107,6 +107,7 @@ log: {format: json}
 		{"vswitchkit_services_skipped", []string{"reason", "invalid_ip"}, 0},
 		{"vswitchkit_services_skip_reports_total", nil, 1},
 		{"vswitchkit_loop_rejected_keys", nil, 1},
+		{"vswitchkit_loop_healing_failing", nil, 0},
 		{"vswitchkit_ready", nil, 1},
 	} {
 		got, ok := m.value(tc.name, tc.labels...)

@@ -28,7 +28,8 @@
 // # Degraded
 //
 // What the agent cannot apply makes it degraded: keys the loop rejected for
-// good (controller.Loop.Healthy), VPP keys that keep failing
+// good and its healing resyncs failing in a row (controller.Loop.Healthy:
+// etcd or VPP failing; the loop keeps healing), VPP keys that keep failing
 // (vppdriver.Driver.Degraded) and malformed parts of services the service
 // processor skipped (svcprocessor.ServiceProcessor.Skipped), and with the
 // cnat renderer the parts of services and pods' hostPorts it does not
@@ -37,7 +38,7 @@
 // names each and still answers 200, and /readyz is unaffected: the agent
 // runs and serves its other pods, and restarting it would not help. The
 // metric vswitchkit_degraded is 1 meanwhile; vswitchkit_loop_rejected_keys,
-// vswitchkit_vpp_failing_keys (per kind) and vswitchkit_services_skipped
+// vswitchkit_loop_healing_failing, vswitchkit_vpp_failing_keys (per kind) and vswitchkit_services_skipped
 // (per reason) and vswitchkit_cnat_problems (per reason) count them, and vswitchkit_watcher_skipped_total counts the
 // values in etcd the watcher could not decode, per resource.
 //

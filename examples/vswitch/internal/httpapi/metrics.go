@@ -30,11 +30,12 @@ var (
 	descHandlerErrors = prometheus.NewDesc("vswitchkit_loop_handler_errors_total", "Errors returned by event handlers, per handler.", []string{"handler"}, nil)
 	descHealing       = prometheus.NewDesc("vswitchkit_loop_healing_resyncs_total", "Healing resyncs scheduled after failed events.", nil, nil)
 	descHealingFailed = prometheus.NewDesc("vswitchkit_loop_healing_resync_failures_total", "Healing resyncs that failed.", nil, nil)
+	descHealingStreak = prometheus.NewDesc("vswitchkit_loop_healing_failing", "Healing resyncs that failed in a row right now (0 once one succeeds); the loop keeps healing.", nil, nil)
 	descCommits       = prometheus.NewDesc("vswitchkit_loop_commits_total", "Transactions committed to the VPP driver.", nil, nil)
 	descCommitErrors  = prometheus.NewDesc("vswitchkit_loop_commit_errors_total", "Commits that returned an error.", nil, nil)
 	descQueueFull     = prometheus.NewDesc("vswitchkit_loop_queue_full_total", "Events refused because the queue was full.", nil, nil)
 	descRejected      = prometheus.NewDesc("vswitchkit_loop_rejected_keys", "Keys rejected for good (invalid values) right now.", nil, nil)
-	descDegraded      = prometheus.NewDesc("vswitchkit_degraded", "1 while /healthz says degraded: keys rejected for good, VPP keys failing, parts of services skipped or not rendered.", nil, nil)
+	descDegraded      = prometheus.NewDesc("vswitchkit_degraded", "1 while /healthz says degraded: keys rejected for good, healing resyncs failing, VPP keys failing, parts of services skipped or not rendered.", nil, nil)
 
 	descIPAMAllocated = prometheus.NewDesc("vswitchkit_ipam_pool_allocated", "Pod addresses allocated in this node's pod subnet.", []string{"subnet"}, nil)
 	descIPAMCapacity  = prometheus.NewDesc("vswitchkit_ipam_pool_capacity", "Pod addresses this node's pod subnet can hand out.", []string{"subnet"}, nil)
@@ -86,7 +87,7 @@ var (
 
 // allDescs lists every description, for Describe.
 var allDescs = []*prometheus.Desc{
-	descReady, descQueue, descEvents, descEventErrors, descEventDuration, descHandlerErrors, descHealing, descHealingFailed,
+	descReady, descQueue, descEvents, descEventErrors, descEventDuration, descHandlerErrors, descHealing, descHealingFailed, descHealingStreak,
 	descCommits, descCommitErrors, descQueueFull, descRejected, descDegraded, descIPAMAllocated, descIPAMCapacity, descNodes, descNodeID,
 	descServices, descMappings, descBackends, descConflicts, descSvcSkipped, descSvcReports, descVPPConnected, descVPPConnects,
 	descVPPRequests, descVPPFailures, descVPPKeys, descVPPFailing, descBGPState, descBGPAdvertised, descBGPReceived, descBGPReconciles, descBGPFailing,
@@ -211,6 +212,7 @@ func collectLoop(ch chan<- prometheus.Metric, a *agent.Agent) {
 	gauge(ch, descQueue, float64(ls.Queued))
 	counter(ch, descHealing, ls.HealingScheduled)
 	counter(ch, descHealingFailed, ls.HealingFailed)
+	gauge(ch, descHealingStreak, float64(ls.HealingFailing))
 	counter(ch, descCommits, ls.Commits)
 	counter(ch, descCommitErrors, ls.CommitErrors)
 	counter(ch, descQueueFull, ls.QueueFull)

@@ -203,14 +203,14 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 const maxSkipped = 10
 
 // degradation returns what makes the agent degraded, one line each, none
-// when it is not: the loop's rejected keys and permanent errors
-// (controller.Loop.Healthy), the VPP keys that keep failing
+// when it is not: the loop's rejected keys and permanent errors, and its
+// healing resyncs failing in a row (controller.Loop.Healthy: etcd or VPP
+// failing; the loop keeps healing), the VPP keys that keep failing
 // (vppdriver.Driver.Degraded, the driver retries them), and the malformed
 // parts of services that the service processor skipped
 // (svcprocessor.ServiceProcessor.Skipped), and the parts of services and
 // pods' hostPorts the cnat renderer does not render (svccnat.Problem).
-// Each says what and why; the
-// input (or VPP) must change for it to end.
+// Each says what and why; a restart would not end it.
 func degradation(a *agent.Agent) []string {
 	var out []string
 	if err := a.Loop.Healthy(); err != nil && !errors.Is(err, controller.ErrStartupResyncMissing) {
