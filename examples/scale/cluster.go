@@ -37,6 +37,7 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	leaseTTL := fs.Duration("lease-ttl", 0, "lease TTL of the agents' IPAM etcd stores (default: etcdstore's, 15s)")
 	timeout := fs.Duration("timeout", 0, "how long to wait for every agent to be Ready (default 10m)")
 	gogc := fs.Int("gogc", 100, "GOGC of the agent processes")
+	nice := fs.Int("agent-nice", 10, "nice value of the agent processes, so that the etcd members (on cores of their own in a cluster) are not starved by them (-1: off)")
 	maxRSS := fs.Float64("max-rss", 16, "GiB: stop when the agent processes together hold more (each gets a GOMEMLIMIT of its share of 80%)")
 	plotPath := fs.String("plot", "cluster.png", "PNG file to write the plot to (empty: none)")
 	jsonOut := fs.String("json", "", "file to write the results to as JSON (durations in nanoseconds)")
@@ -50,7 +51,7 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := clustersim.Config{Processes: *procs, Members: *members, ElectionMs: *election, PodsPerNode: *pods,
 		ServicesPerNode: *services, Layout: *layout, Kill: *kill, ChurnRate: *churn, ChurnDuration: *churnFor, LeaseTTL: *leaseTTL,
-		Timeout: *timeout, GOGC: *gogc, MaxRSS: uint64(*maxRSS * (1 << 30))}
+		Timeout: *timeout, GOGC: *gogc, AgentNice: *nice, MaxRSS: uint64(*maxRSS * (1 << 30))}
 	for s := range strings.SplitSeq(*agents, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil {

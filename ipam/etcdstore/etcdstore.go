@@ -569,12 +569,25 @@ func (s *Store) ListAllocations(ctx context.Context) ([]ipam.Allocation, error) 
 		resp, err := s.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(s.ownerKey), "=", create)).
 			Then(clientv3.OpGet(from, clientv3.WithRange(end), clientv3.WithLimit(s.pageSize))).
+			Else(clientv3.OpGet(s.ownerKey)).
 			Commit()
 		if err != nil {
 			return nil, fmt.Errorf("etcdstore: list: %w", err)
 		}
 		if !resp.Succeeded {
-			return nil, fmt.Errorf("etcdstore: list: %w", s.lose(fmt.Errorf("%w: the owner key %s was deleted or taken over", ErrOwnershipLost, s.ownerKey)))
+			if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+				return nil, fmt.Errorf("etcdstore: list: %w", s.lose(fmt.Errorf("%w: the owner key %s was taken over", ErrOwnershipLost, s.ownerKey)))
+			}
+			// Deleted: as for a write, wait for Run's verdict on the
+			// expired lease, then list again from the start.
+			if err := s.awaitRetake(ctx, create); err != nil {
+				return nil, fmt.Errorf("etcdstore: list: %w", err)
+			}
+			s.mu.Lock()
+			create = s.createRev
+			s.mu.Unlock()
+			from, out = s.recPrefix, out[:0]
+			continue
 		}
 		r := resp.Responses[0].GetResponseRange()
 		for _, kv := range r.GetKvs() {

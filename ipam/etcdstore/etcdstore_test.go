@@ -599,6 +599,29 @@ func TestRetakeAfterLeaseExpired(t *testing.T) {
 	}
 }
 
+// TestListWaitsForRetake: a list made while the expired lease's owner key
+// is gone (before Run noticed and retook it) waits for the retake like a
+// write, instead of ending ownership. Found by 2000 simulated agents
+// starting at once: three stores whose keep-alives were late listed in
+// that window and stopped their agents.
+func TestListWaitsForRetake(t *testing.T) {
+	srv := startEtcd(t)
+	cli := newClient(t, srv)
+	s := run(t, cli, "n1", etcdstore.Config{Identity: "a", LeaseTTL: 2 * time.Second})
+	waitOwned(t, s.Store)
+	ctx := context.Background()
+	require.NoError(t, s.PutAllocation(ctx, alloc("ns", "a", "10.1.1.2")))
+
+	other := newClient(t, srv)
+	_, err := other.Revoke(ctx, ownerLease(t, cli, "n1"))
+	require.NoError(t, err)
+	got, err := s.ListAllocations(ctx)
+	require.NoError(t, err, "a list while the key is gone waits for the retake")
+	assert.Len(t, got, 1)
+	require.NoError(t, s.Err())
+	assert.NotZero(t, ownerLease(t, cli, "n1"))
+}
+
 // TestNoRetakeAfterAnotherOwner: the lease ends and, before the store
 // notices, another agent creates the owner key and releases it again: the
 // store must not take the records back (the other agent may have written

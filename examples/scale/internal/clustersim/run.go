@@ -103,6 +103,14 @@ type Config struct {
 	Timeout time.Duration
 	// GOGC is the GOGC of the agent processes. Default: 100.
 	GOGC int
+	// AgentNice is the nice value the agent processes run at (started
+	// through nice(1)), so that the etcd members, which in a cluster have
+	// cores of their own, are not starved by the agents sharing this
+	// machine's: starved members miss raft heartbeats, elect leaders and
+	// refuse requests, which no cluster of 5000 separate nodes would
+	// see. The agents still use every cycle etcd leaves. Default: 10;
+	// negative: off (the agents at etcd's priority).
+	AgentNice int
 	// MaxRSS bounds the resident memory of all agent processes together:
 	// the run is stopped (the processes killed) when they exceed it, so
 	// that the simulation never takes the machine's memory from others.
@@ -143,6 +151,14 @@ func (c Config) withDefaults() (Config, error) {
 	c.ChurnDuration = cmp.Or(c.ChurnDuration, 20*time.Second)
 	c.Timeout = cmp.Or(c.Timeout, 10*time.Minute)
 	c.GOGC = cmp.Or(c.GOGC, 100)
+	switch {
+	case c.AgentNice == 0:
+		c.AgentNice = 10
+	case c.AgentNice < 0:
+		c.AgentNice = 0
+	case c.AgentNice > 19:
+		return c, fmt.Errorf("agent nice %d: want at most 19", c.AgentNice)
+	}
 	c.MaxRSS = cmp.Or(c.MaxRSS, 16<<30)
 	if c.Executable == "" {
 		exe, err := os.Executable()
@@ -171,6 +187,7 @@ type Result struct {
 	ServicesPerNode            float64
 	Keys                       int // Kubernetes-state keys written before the start
 	Killed                     string
+	AgentNice                  int     // the agent processes' nice value (0: etcd's priority)
 	LoadBefore, LoadAfter      float64 // 1-minute load averages
 
 	// Ready holds, sorted, the time from the start of the storm to each
@@ -275,7 +292,7 @@ type groupProc struct {
 	waitErr error
 }
 
-func startGroup(exe string, cfg groupConfig, gogc int, memLimit uint64, logs io.Writer) (*groupProc, error) {
+func startGroup(exe string, cfg groupConfig, gogc, nice int, memLimit uint64, logs io.Writer) (*groupProc, error) {
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, err
@@ -291,6 +308,11 @@ func startGroup(exe string, cfg groupConfig, gogc int, memLimit uint64, logs io.
 		return nil, err
 	}
 	cmd := exec.Command(exe)
+	if nice > 0 {
+		// Every thread of the child starts at the nice value (setpriority
+		// after the start would miss the threads already running).
+		cmd = exec.Command("nice", "-n", strconv.Itoa(nice), exe)
+	}
 	cmd.Env = append(os.Environ(), envGroup+"="+string(raw), "GOGC="+strconv.Itoa(gogc), "GOMAXPROCS=2",
 		"GOMEMLIMIT="+strconv.FormatUint(memLimit, 10))
 	cmd.ExtraFiles = []*os.File{cmdR, repW}
@@ -405,7 +427,7 @@ func runOne(ctx context.Context, cfg Config, n int) (res Result, err error) {
 	defer r.smp.close()
 	procs := min(cfg.Processes, n)
 	r.res = Result{Agents: n, Processes: procs, Members: cfg.Members, Layout: cfg.Layout, PodsPerNode: cfg.PodsPerNode,
-		ServicesPerNode: max(cfg.ServicesPerNode, 0), Killed: cfg.Kill, LoadBefore: loadAverage()}
+		ServicesPerNode: max(cfg.ServicesPerNode, 0), Killed: cfg.Kill, AgentNice: cfg.AgentNice, LoadBefore: loadAverage()}
 
 	st := cfg.Progress.Stage(n, fmt.Sprintf("start %d etcd members", cfg.Members), cfg.Members)
 	r.etcd, err = startCluster(ctx, cfg.Executable, filepath.Join(dir, "etcd"), cfg.Members, cfg.ElectionMs, cfg.Logs)
@@ -445,7 +467,7 @@ func runOne(ctx context.Context, cfg Config, n int) (res Result, err error) {
 	for p := range procs {
 		count := n/procs + b2i(p < n%procs)
 		g, err := startGroup(cfg.Executable, groupConfig{First: first, Count: count, Nodes: n, Endpoints: r.etcd.endpoints(),
-			Layout: cfg.Layout, LeaseTTL: cfg.LeaseTTL, Seed: uint64(n)}, cfg.GOGC, cfg.MaxRSS*8/10/uint64(procs), cfg.Logs)
+			Layout: cfg.Layout, LeaseTTL: cfg.LeaseTTL, Seed: uint64(n)}, cfg.GOGC, cfg.AgentNice, cfg.MaxRSS*8/10/uint64(procs), cfg.Logs)
 		if err != nil {
 			return res, err
 		}
