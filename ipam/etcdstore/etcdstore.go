@@ -38,11 +38,16 @@ type Config struct {
 	Prefix string
 	// LeaseTTL is the TTL of the lease that holds the node's owner key,
 	// rounded up to whole seconds (etcd's unit). A crashed agent's
-	// successor waits at most this long; an etcd outage longer than this
-	// loses ownership. Default [DefaultLeaseTTL]; at least 2s.
+	// successor waits at most this long; after an etcd outage longer than
+	// this the lease has expired and the store takes the records again,
+	// unless another agent took them meanwhile. Default [DefaultLeaseTTL];
+	// at least 2s.
 	LeaseTTL time.Duration
 	// Identity is stored in the owner key, so that a waiting agent can log
-	// who holds the records. Default "<hostname>/<pid>".
+	// who holds the records, and tells this store's keys from another
+	// agent's when it takes them again after its lease expired: it must
+	// differ between agents that may run for the same node. Default
+	// "<hostname>/<pid>".
 	Identity string
 	// Logger receives the store's logs. Default: discard.
 	Logger *slog.Logger
@@ -274,12 +279,30 @@ func (s *Store) retake(ctx context.Context) (clientv3.LeaseID, error) {
 	s.mu.Lock()
 	create, from := s.createRev, s.modRev
 	s.mu.Unlock()
-	lease, rev, ok, err := s.createOwnerKey(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("creating the owner key again: %w", err)
-	}
-	if !ok {
-		return 0, errors.New("another agent owns them now")
+	// etcd errors are retried: the etcd that let the lease expire is
+	// likely overloaded still (a new lease can expire before the key is
+	// put on it). An attempt whose outcome was unknown is revoked; its
+	// key, if it was put, carries this store's identity (see ownedAlone).
+	bo := retry.NewClientBackoff(100*time.Millisecond, 5*time.Second)
+	var lease clientv3.LeaseID
+	var rev int64
+	for {
+		l, r, ok, err := s.createOwnerKey(ctx)
+		if err == nil && !ok {
+			return 0, errors.New("another agent owns them now")
+		}
+		if err == nil {
+			lease, rev = l, r
+			break
+		}
+		if ctx.Err() != nil || s.cli.Ctx().Err() != nil {
+			return 0, fmt.Errorf("creating the owner key again: %w", err)
+		}
+		d := bo.NextBackOff()
+		s.log.Debug("creating the owner key again failed, retrying", slog.Duration("in", d), slog.Any("error", err))
+		if err := retry.Sleep(ctx, d); err != nil {
+			return 0, err
+		}
 	}
 	if err := s.ownedAlone(ctx, create, from, rev); err != nil {
 		s.revoke(lease)
@@ -294,9 +317,10 @@ func (s *Store) retake(ctx context.Context) (clientv3.LeaseID, error) {
 }
 
 // ownedAlone reads the owner key's history after revision from up to
-// revision until and returns an error if another owner key (a create
-// revision other than create) appears in it, or if the history cannot be
-// read (compacted).
+// revision until and returns an error if another agent's owner key (a
+// create revision other than create, and another identity: a key of this
+// store's with another create revision is one of its own attempts in
+// retake) appears in it, or if the history cannot be read (compacted).
 func (s *Store) ownedAlone(ctx context.Context, create, from, until int64) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
@@ -308,7 +332,7 @@ func (s *Store) ownedAlone(ctx context.Context, create, from, until int64) error
 			if ev.Kv.ModRevision >= until {
 				return nil
 			}
-			if ev.Type == mvccpb.PUT && ev.Kv.CreateRevision != create {
+			if ev.Type == mvccpb.PUT && ev.Kv.CreateRevision != create && string(ev.Kv.Value) != s.identity {
 				return fmt.Errorf("another agent (%s) owned them meanwhile", ev.Kv.Value)
 			}
 		}

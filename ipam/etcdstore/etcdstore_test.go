@@ -622,6 +622,42 @@ func TestListWaitsForRetake(t *testing.T) {
 	assert.NotZero(t, ownerLease(t, cli, "n1"))
 }
 
+// TestRetakeRetriesErrors: the first attempt of the retake to create the
+// owner key again is applied by etcd but answered with an error (outcome
+// unknown, as under overload); the store retries, and its own revoked
+// attempt in the key's history is not taken for another agent. Found by
+// 5000 simulated agents: ~3300 stores stopped on "requested lease not
+// found" (a new lease expired before the key was put on it).
+func TestRetakeRetriesErrors(t *testing.T) {
+	srv := startEtcd(t)
+	var armed atomic.Bool
+	failApplied := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if r, ok := req.(*etcdserverpb.TxnRequest); ok && err == nil && len(r.Success) == 1 {
+			if put := r.Success[0].GetRequestPut(); put != nil && put.Lease != 0 && armed.CompareAndSwap(true, false) {
+				return status.Error(codes.Unavailable, "injected: applied, answer lost")
+			}
+		}
+		return err
+	}
+	cli := newClient(t, srv, grpc.WithUnaryInterceptor(failApplied))
+	s := run(t, cli, "n1", etcdstore.Config{Identity: "a", LeaseTTL: 2 * time.Second})
+	waitOwned(t, s.Store)
+	ctx := context.Background()
+	require.NoError(t, s.PutAllocation(ctx, alloc("ns", "a", "10.1.1.2")))
+
+	armed.Store(true)
+	other := newClient(t, srv)
+	_, err := other.Revoke(ctx, ownerLease(t, cli, "n1"))
+	require.NoError(t, err)
+	require.NoError(t, s.PutAllocation(ctx, alloc("ns", "b", "10.1.1.3")), "the write waits for the retake, which retries")
+	require.False(t, armed.Load(), "the injected failure happened")
+	require.NoError(t, s.Err())
+	got, err := s.ListAllocations(ctx)
+	require.NoError(t, err)
+	assert.Len(t, got, 2)
+}
+
 // TestNoRetakeAfterAnotherOwner: the lease ends and, before the store
 // notices, another agent creates the owner key and releases it again: the
 // store must not take the records back (the other agent may have written
