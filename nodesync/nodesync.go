@@ -343,7 +343,7 @@ func (ns *NodeSync) listRecords(ctx context.Context) (ListResult, error) {
 	pl, ok := ns.broker.(PageLister)
 	if !ok {
 		return retryDB(ctx, ns, "reading the node records", func() (ListResult, error) {
-			lctx, cancel := context.WithTimeout(ctx, ns.cfg.RequestTimeout)
+			lctx, cancel := context.WithTimeout(ctx, ns.cfg.ListTimeout)
 			defer cancel()
 			list, err := ns.broker.List(lctx, nodeKeyPrefix)
 			if err == nil {
@@ -382,7 +382,7 @@ func (ns *NodeSync) listPages(ctx context.Context, pl PageLister) (ListResult, e
 	var after string
 	for {
 		p, err := retryDB(ctx, ns, "reading the node records", func() (page, error) {
-			pctx, cancel := context.WithTimeout(ctx, ns.cfg.RequestTimeout)
+			pctx, cancel := context.WithTimeout(ctx, ns.cfg.ListTimeout)
 			defer cancel()
 			res, more, err := pl.ListPage(pctx, nodeKeyPrefix, after, list.Revision, 0)
 			if errors.Is(err, ErrCompacted) {
