@@ -495,17 +495,11 @@ func (s *Store) write(ctx context.Context, op clientv3.Op) error {
 			return nil
 		}
 		kvs := resp.Responses[0].GetResponseRange().GetKvs()
-		if len(kvs) == 0 {
-			// Deleted: its lease expired (Run retakes it if no other
-			// agent took it) or an operator deleted it. Wait for Run's
-			// verdict, at most two TTLs.
-			if err := s.awaitRetake(ctx, create); err != nil {
+		if len(kvs) == 0 || kvs[0].CreateRevision != create {
+			if err := s.notOurKey(ctx, create, kvs); err != nil {
 				return err
 			}
 			continue
-		}
-		if kvs[0].CreateRevision != create {
-			return s.lose(fmt.Errorf("%w: the owner key %s was taken over", ErrOwnershipLost, s.ownerKey))
 		}
 		// Still ours, but written since our last write we know of: an
 		// earlier write of ours whose outcome we did not learn, or a
@@ -515,6 +509,20 @@ func (s *Store) write(ctx context.Context, op clientv3.Op) error {
 			return fmt.Errorf("etcdstore: write of %s conflicts with concurrent writes, giving up", s.ownerKey)
 		}
 	}
+}
+
+// notOurKey handles a fenced request refused because the owner key
+// (kvs: what etcd holds now, if anything) is not the one with create
+// revision create. Deleted (the lease expired: Run takes it again if no
+// other agent took it; or an operator deleted it), or created again by
+// this store's Run (its identity) and not yet confirmed: it waits for
+// Run's verdict, at most two TTLs, and returns nil to try again. Another
+// agent's key: ownership is lost.
+func (s *Store) notOurKey(ctx context.Context, create int64, kvs []*mvccpb.KeyValue) error {
+	if len(kvs) > 0 && string(kvs[0].Value) != s.identity {
+		return s.lose(fmt.Errorf("%w: the owner key %s was taken over", ErrOwnershipLost, s.ownerKey))
+	}
+	return s.awaitRetake(ctx, create)
 }
 
 // awaitRetake waits until Run has retaken the owner key whose create
@@ -599,12 +607,8 @@ func (s *Store) ListAllocations(ctx context.Context) ([]ipam.Allocation, error) 
 			return nil, fmt.Errorf("etcdstore: list: %w", err)
 		}
 		if !resp.Succeeded {
-			if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
-				return nil, fmt.Errorf("etcdstore: list: %w", s.lose(fmt.Errorf("%w: the owner key %s was taken over", ErrOwnershipLost, s.ownerKey)))
-			}
-			// Deleted: as for a write, wait for Run's verdict on the
-			// expired lease, then list again from the start.
-			if err := s.awaitRetake(ctx, create); err != nil {
+			// As for a write; then list again from the start.
+			if err := s.notOurKey(ctx, create, resp.Responses[0].GetResponseRange().GetKvs()); err != nil {
 				return nil, fmt.Errorf("etcdstore: list: %w", err)
 			}
 			s.mu.Lock()

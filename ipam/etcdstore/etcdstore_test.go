@@ -658,6 +658,62 @@ func TestRetakeRetriesErrors(t *testing.T) {
 	assert.Len(t, got, 2)
 }
 
+// TestWriteDuringRetake: a write and a list made while Run has created the
+// owner key again but not yet confirmed it (it reads the key's history)
+// wait for the verdict: the key they find is this store's own, not
+// another agent's. Found by 5000 simulated agents: 1643 stores stopped
+// with "the owner key was taken over" by themselves.
+func TestWriteDuringRetake(t *testing.T) {
+	srv := startEtcd(t)
+	hold := make(chan struct{})
+	var holding atomic.Bool
+	holdWatch := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		if strings.HasSuffix(method, "/Watch") && holding.CompareAndSwap(false, true) {
+			select {
+			case <-hold:
+			case <-ctx.Done():
+			}
+		}
+		return streamer(ctx, desc, cc, method, opts...)
+	}
+	cli := newClient(t, srv, grpc.WithStreamInterceptor(holdWatch))
+	s := run(t, cli, "n1", etcdstore.Config{Identity: "a", LeaseTTL: 2 * time.Second})
+	waitOwned(t, s.Store)
+	ctx := context.Background()
+	require.NoError(t, s.PutAllocation(ctx, alloc("ns", "a", "10.1.1.2")))
+	old := ownerLease(t, cli, "n1")
+	var released sync.Once
+	release := func() { released.Do(func() { close(hold) }) }
+	t.Cleanup(release)
+
+	other := newClient(t, srv)
+	_, err := other.Revoke(ctx, old)
+	require.NoError(t, err)
+	// Run has put the key again and now waits for the history.
+	require.Eventually(t, func() bool {
+		l := ownerLease(t, other, "n1")
+		return l != 0 && l != old && holding.Load()
+	}, testTimeout, 10*time.Millisecond)
+	wrote := make(chan error, 2)
+	go func() { wrote <- s.PutAllocation(ctx, alloc("ns", "b", "10.1.1.3")) }()
+	go func() {
+		_, err := s.ListAllocations(ctx)
+		wrote <- err
+	}()
+	select {
+	case err := <-wrote:
+		t.Fatalf("a request returned before the verdict: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	release()
+	require.NoError(t, <-wrote)
+	require.NoError(t, <-wrote)
+	require.NoError(t, s.Err())
+	got, err := s.ListAllocations(ctx)
+	require.NoError(t, err)
+	assert.Len(t, got, 2)
+}
+
 // TestNoRetakeAfterAnotherOwner: the lease ends and, before the store
 // notices, another agent creates the owner key and releases it again: the
 // store must not take the records back (the other agent may have written
