@@ -40,8 +40,11 @@
 //     pause) while no other agent took the key is not a loss: Run creates
 //     the owner key again with a new lease, and keeps it only if the key's
 //     history since the store's last write holds no other agent's key
-//     (if that history was compacted, the records are lost); writes
-//     and lists made meanwhile wait for this, at most two TTLs;
+//     (if that history was compacted, the records are lost; its own
+//     earlier attempts are told by its Identity); writes and lists made
+//     meanwhile wait for the verdict, however long Run's retries take
+//     (a key deleted while the lease lives, by an operator, is lost
+//     after two TTLs);
 //   - a keep-alive that etcd does not answer in time (the client gives
 //     the lease up after its deadline: the dial timeout + 1s for the
 //     first, the TTL for the others), as an overloaded etcd does while the

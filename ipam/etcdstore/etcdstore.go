@@ -79,6 +79,7 @@ type Store struct {
 	modRev    int64         // guarded by mu; mod revision of the owner key after this store's last write
 	lostErr   error         // guarded by mu; set when lost is closed
 	retaken   chan struct{} // guarded by mu; closed and replaced when Run retakes the owner key
+	retaking  bool          // guarded by mu; Run is checking its lease or taking the key again (setRetaking)
 }
 
 var _ ipam.Store = (*Store)(nil)
@@ -206,6 +207,7 @@ func (s *Store) Run(ctx context.Context) error {
 			// first one within the client's dial timeout, later ones
 			// within the TTL), which an overloaded etcd does while the
 			// lease lives on. Ask etcd which.
+			s.setRetaking(true)
 			alive, err := s.leaseAlive(ctx, lease, deg)
 			if errors.Is(err, errClientClosed) {
 				return s.lose(fmt.Errorf("%w: %w", ErrOwnershipLost, err))
@@ -227,6 +229,7 @@ func (s *Store) Run(ctx context.Context) error {
 					slog.String("ownerKey", s.ownerKey))
 				lease = next
 			}
+			s.setRetaking(false)
 			if ka, err = s.cli.KeepAlive(kctx, lease); err != nil {
 				return s.lose(fmt.Errorf("%w: keep the lease alive: %w", ErrOwnershipLost, err))
 			}
@@ -237,6 +240,15 @@ func (s *Store) Run(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// setRetaking records whether Run is finding out whether its lease
+// expired and taking the key again (writes waiting for it then wait for
+// its verdict however long it takes; see awaitRetake).
+func (s *Store) setRetaking(on bool) {
+	s.mu.Lock()
+	s.retaking = on
+	s.mu.Unlock()
 }
 
 // leaseAlive asks etcd whether lease still lives, retrying (with backoff,
@@ -287,13 +299,19 @@ func (s *Store) retake(ctx context.Context) (clientv3.LeaseID, error) {
 	var lease clientv3.LeaseID
 	var rev int64
 	for {
-		l, r, ok, err := s.createOwnerKey(ctx)
-		if err == nil && !ok {
-			return 0, errors.New("another agent owns them now")
-		}
-		if err == nil {
+		l, r, holder, err := s.createOwnerKey(ctx)
+		if err == nil && l != 0 {
 			lease, rev = l, r
 			break
+		}
+		if err == nil && holder != s.identity {
+			return 0, fmt.Errorf("another agent (%s) owns them now", holder)
+		}
+		if err == nil {
+			// A key of this store's own: an earlier attempt whose answer
+			// was lost and whose revoke failed too. It goes with its
+			// lease; try again.
+			err = errors.New("an earlier attempt's owner key is still there")
 		}
 		if ctx.Err() != nil || s.cli.Ctx().Err() != nil {
 			return 0, fmt.Errorf("creating the owner key again: %w", err)
@@ -377,15 +395,15 @@ func (s *Store) acquire(ctx context.Context) (clientv3.LeaseID, error) {
 		if !free {
 			continue
 		}
-		lease, rev, ok, err := s.createOwnerKey(ctx)
+		lease, rev, _, err := s.createOwnerKey(ctx)
 		if err != nil {
 			if rerr := wait("creating the owner key", err); rerr != nil {
 				return 0, rerr
 			}
 			continue
 		}
-		if !ok {
-			continue
+		if lease == 0 {
+			continue // taken meanwhile: wait for it again
 		}
 		s.mu.Lock()
 		s.createRev, s.modRev = rev, rev
@@ -396,24 +414,31 @@ func (s *Store) acquire(ctx context.Context) (clientv3.LeaseID, error) {
 }
 
 // createOwnerKey creates the owner key on a new lease if no owner key
-// exists, and returns the lease and the key's create revision; ok is
-// false when another key exists. On failure or refusal it revokes the
+// exists, and returns the lease and the key's create revision; when a
+// key exists it returns lease 0 and the identity of its holder (read in
+// the same transaction). On failure or refusal it revokes the
 // lease, which also removes the key if a failed request was applied
 // after all.
-func (s *Store) createOwnerKey(ctx context.Context) (lease clientv3.LeaseID, rev int64, ok bool, err error) {
+func (s *Store) createOwnerKey(ctx context.Context) (lease clientv3.LeaseID, rev int64, holder string, err error) {
 	g, err := s.cli.Grant(ctx, s.ttl)
 	if err != nil {
-		return 0, 0, false, fmt.Errorf("granting a lease: %w", err)
+		return 0, 0, "", fmt.Errorf("granting a lease: %w", err)
 	}
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(s.ownerKey), "=", 0)).
 		Then(clientv3.OpPut(s.ownerKey, s.identity, clientv3.WithLease(g.ID))).
+		Else(clientv3.OpGet(s.ownerKey)).
 		Commit()
 	if err != nil || !resp.Succeeded {
 		s.revoke(g.ID)
-		return 0, 0, false, err
+		if err == nil {
+			if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+				holder = string(kvs[0].Value)
+			}
+		}
+		return 0, 0, holder, err
 	}
-	return g.ID, resp.Header.Revision, true, nil
+	return g.ID, resp.Header.Revision, "", nil
 }
 
 // waitFree returns true at once if the owner key does not exist; otherwise
@@ -527,7 +552,8 @@ func (s *Store) notOurKey(ctx context.Context, create int64, kvs []*mvccpb.KeyVa
 
 // awaitRetake waits until Run has retaken the owner key whose create
 // revision was create (nil: the write is tried again), the store lost it,
-// ctx ends, or two lease TTLs passed (the key stays deleted: lost).
+// or ctx ends; or, unless Run is taking the key again meanwhile, until
+// two lease TTLs passed (the key stays deleted: lost).
 func (s *Store) awaitRetake(ctx context.Context, create int64) error {
 	s.mu.Lock()
 	retaken, cur := s.retaken, s.createRev
@@ -535,17 +561,28 @@ func (s *Store) awaitRetake(ctx context.Context, create int64) error {
 	if cur != create {
 		return nil
 	}
-	t := time.NewTimer(2 * time.Duration(s.ttl) * time.Second)
+	t := time.NewTicker(2 * time.Duration(s.ttl) * time.Second)
 	defer t.Stop()
-	select {
-	case <-retaken:
-		return nil
-	case <-s.lost:
-		return s.Err()
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return s.lose(fmt.Errorf("%w: the owner key %s was deleted", ErrOwnershipLost, s.ownerKey))
+	for {
+		select {
+		case <-retaken:
+			return nil
+		case <-s.lost:
+			return s.Err()
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			// While Run is taking the key again (its retries may take
+			// longer under the overload that let the lease expire), its
+			// verdict is awaited; otherwise the key was deleted while
+			// the lease lives (an operator): lost.
+			s.mu.Lock()
+			retaking := s.retaking
+			s.mu.Unlock()
+			if !retaking {
+				return s.lose(fmt.Errorf("%w: the owner key %s was deleted", ErrOwnershipLost, s.ownerKey))
+			}
+		}
 	}
 }
 

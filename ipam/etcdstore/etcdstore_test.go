@@ -714,6 +714,54 @@ func TestWriteDuringRetake(t *testing.T) {
 	assert.Len(t, got, 2)
 }
 
+// TestRetakeWaitsForOwnLeftover: when the store takes the records again,
+// the owner key exists with its own identity — an earlier attempt whose
+// answer was lost and whose revoke failed, as under overload — which is
+// not another agent: the store waits until it is gone with its lease and
+// takes the records, and a write waits for that however long it takes.
+// Found by 5000 simulated agents: 6 stores stopped with "another agent
+// owns them now", their own key.
+func TestRetakeWaitsForOwnLeftover(t *testing.T) {
+	srv := startEtcd(t)
+	hold := make(chan struct{})
+	var holding atomic.Bool
+	holdTTL := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if strings.HasSuffix(method, "/LeaseTimeToLive") && holding.CompareAndSwap(false, true) {
+			select {
+			case <-hold:
+			case <-ctx.Done():
+			}
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	cli := newClient(t, srv, grpc.WithUnaryInterceptor(holdTTL))
+	s := run(t, cli, "n1", etcdstore.Config{Identity: "a", LeaseTTL: 2 * time.Second})
+	waitOwned(t, s.Store)
+	ctx := context.Background()
+	require.NoError(t, s.PutAllocation(ctx, alloc("ns", "a", "10.1.1.2")))
+	var released sync.Once
+	release := func() { released.Do(func() { close(hold) }) }
+	t.Cleanup(release)
+
+	other := newClient(t, srv)
+	_, err := other.Revoke(ctx, ownerLease(t, cli, "n1"))
+	require.NoError(t, err)
+	require.Eventually(t, holding.Load, testTimeout, 10*time.Millisecond, "the store asks whether its lease lives")
+	// It lives longer than two of the store's TTLs: the write waiting
+	// for the retake must not give up while Run retries.
+	leftover, err := other.Grant(ctx, 5)
+	require.NoError(t, err)
+	_, err = other.Put(ctx, etcdstore.DefaultPrefix+"n1", "a", clientv3.WithLease(leftover.ID))
+	require.NoError(t, err)
+	release()
+
+	require.NoError(t, s.PutAllocation(ctx, alloc("ns", "b", "10.1.1.3")), "the write waits for the retake")
+	require.NoError(t, s.Err())
+	lease := ownerLease(t, cli, "n1")
+	assert.NotZero(t, lease)
+	assert.NotEqual(t, leftover.ID, lease)
+}
+
 // TestNoRetakeAfterAnotherOwner: the lease ends and, before the store
 // notices, another agent creates the owner key and releases it again: the
 // store must not take the records back (the other agent may have written
