@@ -143,15 +143,15 @@ func Table(w io.Writer, results []Result) error {
 	}
 	fmt.Fprintln(w, "\nsteady state under pod churn (per pod change; events per agent, net of an idle window as long):")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "agents\tlayout\tchanges\trate/s\terrors\tpod events/agent\tpeer events/agent\tall events/agent\tdelivered/agent\tetcd CPU/change µs\tetcd idle CPU ms/s\tKiB sent/change\t")
+	fmt.Fprintln(tw, "agents\tlayout\tchanges\trate/s\terrors\tpod events/agent\tpeer events/agent\tall events/agent\tdelivered/agent\tetcd CPU/change µs\tetcd idle CPU ms/s\tKiB sent/change\tsettled after s\t")
 	for _, r := range results {
 		if r.Churn == nil {
 			continue
 		}
 		p := r.PerChange()
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%.1f\t%d\t%.4f\t%.4f\t%.4f\t%.4f\t%.0f\t%.1f\t%.1f\t\n", r.Agents, r.Layout, p.Changes,
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%.1f\t%d\t%.4f\t%.4f\t%.4f\t%.4f\t%.0f\t%.1f\t%.1f\t%.1f\t\n", r.Agents, r.Layout, p.Changes,
 			float64(p.Changes)/r.Churn.Duration.Seconds(), r.Churn.Errors, p.PodEvents, p.PeerEvents, p.AllEvents, p.Delivered,
-			float64(p.EtcdCPU)/float64(time.Microsecond), float64(p.IdleCPUPerSecond)/float64(time.Millisecond), p.BytesOut/1024)
+			float64(p.EtcdCPU)/float64(time.Microsecond), float64(p.IdleCPUPerSecond)/float64(time.Millisecond), p.BytesOut/1024, r.Churn.Settle.Seconds())
 	}
 	return tw.Flush()
 }

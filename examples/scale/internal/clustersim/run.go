@@ -260,6 +260,10 @@ type ChurnResult struct {
 	// window and in the idle window; Window and IdleWindow their lengths.
 	EtcdCPU, IdleCPU   time.Duration
 	Window, IdleWindow time.Duration
+	// Settle is how long the runner waited after the storm for etcd's
+	// CPU to come down (the storm's tail: lease renewals, watches
+	// catching up) before the idle window.
+	Settle time.Duration
 }
 
 // Run runs every size in turn.
@@ -750,11 +754,22 @@ func totals(stats []groupStats) (Traffic, uint64) {
 // length.
 func (r *run) churn(ctx context.Context) error {
 	d := r.cfg.ChurnDuration
-	// Let the storm's tail settle.
+	// Let the storm's tail settle: until the members together use less
+	// than a third of a core over 5 s (3 s at least, 3 min at most).
+	settleStart := time.Now()
 	if err := sleep(ctx, min(3*time.Second, d)); err != nil {
 		return err
 	}
-	cr := &ChurnResult{Rate: r.cfg.ChurnRate, Duration: d, Changes: map[string]int{}}
+	for time.Since(settleStart) < 3*time.Minute {
+		c0 := sum(r.etcdCPUs())
+		if err := sleep(ctx, 5*time.Second); err != nil {
+			return err
+		}
+		if sum(r.etcdCPUs())-c0 < 5*time.Second/3 {
+			break
+		}
+	}
+	cr := &ChurnResult{Rate: r.cfg.ChurnRate, Duration: d, Changes: map[string]int{}, Settle: time.Since(settleStart)}
 	r.res.Churn = cr
 	st0, err := r.stats(ctx)
 	if err != nil {
