@@ -622,6 +622,57 @@ func TestListWaitsForRetake(t *testing.T) {
 	assert.NotZero(t, ownerLease(t, cli, "n1"))
 }
 
+// callHold holds the first gRPC call whose method ends in suffix until
+// release (or until the call's context ends); held tells whether it
+// has.
+type callHold struct {
+	suffix string
+	held   atomic.Bool
+	open   chan struct{}
+	once   sync.Once
+}
+
+func newCallHold(t *testing.T, suffix string) *callHold {
+	g := &callHold{suffix: suffix, open: make(chan struct{})}
+	t.Cleanup(g.release)
+	return g
+}
+
+func (g *callHold) release() { g.once.Do(func() { close(g.open) }) }
+
+func (g *callHold) wait(ctx context.Context, method string) {
+	if strings.HasSuffix(method, g.suffix) && g.held.CompareAndSwap(false, true) {
+		select {
+		case <-g.open:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// unary and stream are dial options installing the hold.
+func (g *callHold) unary() grpc.DialOption {
+	return grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		g.wait(ctx, method)
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
+}
+
+func (g *callHold) stream() grpc.DialOption {
+	return grpc.WithStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		g.wait(ctx, method)
+		return streamer(ctx, desc, cc, method, opts...)
+	})
+}
+
+// requireOwns checks that s still owns the records and lists n of them.
+func requireOwns(t *testing.T, s *etcdstore.Store, n int) {
+	t.Helper()
+	require.NoError(t, s.Err())
+	got, err := s.ListAllocations(context.Background())
+	require.NoError(t, err)
+	assert.Len(t, got, n)
+}
+
 // TestRetakeRetriesErrors: the first attempt of the retake to create the
 // owner key again is applied by etcd but answered with an error (outcome
 // unknown, as under overload); the store retries, and its own revoked
@@ -652,10 +703,7 @@ func TestRetakeRetriesErrors(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.PutAllocation(ctx, alloc("ns", "b", "10.1.1.3")), "the write waits for the retake, which retries")
 	require.False(t, armed.Load(), "the injected failure happened")
-	require.NoError(t, s.Err())
-	got, err := s.ListAllocations(ctx)
-	require.NoError(t, err)
-	assert.Len(t, got, 2)
+	requireOwns(t, s.Store, 2)
 }
 
 // TestWriteDuringRetake: a write and a list made while Run has created the
@@ -665,26 +713,13 @@ func TestRetakeRetriesErrors(t *testing.T) {
 // with "the owner key was taken over" by themselves.
 func TestWriteDuringRetake(t *testing.T) {
 	srv := startEtcd(t)
-	hold := make(chan struct{})
-	var holding atomic.Bool
-	holdWatch := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		if strings.HasSuffix(method, "/Watch") && holding.CompareAndSwap(false, true) {
-			select {
-			case <-hold:
-			case <-ctx.Done():
-			}
-		}
-		return streamer(ctx, desc, cc, method, opts...)
-	}
-	cli := newClient(t, srv, grpc.WithStreamInterceptor(holdWatch))
+	history := newCallHold(t, "/Watch")
+	cli := newClient(t, srv, history.stream())
 	s := run(t, cli, "n1", etcdstore.Config{Identity: "a", LeaseTTL: 2 * time.Second})
 	waitOwned(t, s.Store)
 	ctx := context.Background()
 	require.NoError(t, s.PutAllocation(ctx, alloc("ns", "a", "10.1.1.2")))
 	old := ownerLease(t, cli, "n1")
-	var released sync.Once
-	release := func() { released.Do(func() { close(hold) }) }
-	t.Cleanup(release)
 
 	other := newClient(t, srv)
 	_, err := other.Revoke(ctx, old)
@@ -692,7 +727,7 @@ func TestWriteDuringRetake(t *testing.T) {
 	// Run has put the key again and now waits for the history.
 	require.Eventually(t, func() bool {
 		l := ownerLease(t, other, "n1")
-		return l != 0 && l != old && holding.Load()
+		return l != 0 && l != old && history.held.Load()
 	}, testTimeout, 10*time.Millisecond)
 	wrote := make(chan error, 2)
 	go func() { wrote <- s.PutAllocation(ctx, alloc("ns", "b", "10.1.1.3")) }()
@@ -705,13 +740,10 @@ func TestWriteDuringRetake(t *testing.T) {
 		t.Fatalf("a request returned before the verdict: %v", err)
 	case <-time.After(200 * time.Millisecond):
 	}
-	release()
+	history.release()
 	require.NoError(t, <-wrote)
 	require.NoError(t, <-wrote)
-	require.NoError(t, s.Err())
-	got, err := s.ListAllocations(ctx)
-	require.NoError(t, err)
-	assert.Len(t, got, 2)
+	requireOwns(t, s.Store, 2)
 }
 
 // TestRetakeWaitsForOwnLeftover: when the store takes the records again,
@@ -723,40 +755,27 @@ func TestWriteDuringRetake(t *testing.T) {
 // owns them now", their own key.
 func TestRetakeWaitsForOwnLeftover(t *testing.T) {
 	srv := startEtcd(t)
-	hold := make(chan struct{})
-	var holding atomic.Bool
-	holdTTL := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if strings.HasSuffix(method, "/LeaseTimeToLive") && holding.CompareAndSwap(false, true) {
-			select {
-			case <-hold:
-			case <-ctx.Done():
-			}
-		}
-		return invoker(ctx, method, req, reply, cc, opts...)
-	}
-	cli := newClient(t, srv, grpc.WithUnaryInterceptor(holdTTL))
+	check := newCallHold(t, "/LeaseTimeToLive")
+	cli := newClient(t, srv, check.unary())
 	s := run(t, cli, "n1", etcdstore.Config{Identity: "a", LeaseTTL: 2 * time.Second})
 	waitOwned(t, s.Store)
 	ctx := context.Background()
 	require.NoError(t, s.PutAllocation(ctx, alloc("ns", "a", "10.1.1.2")))
-	var released sync.Once
-	release := func() { released.Do(func() { close(hold) }) }
-	t.Cleanup(release)
 
 	other := newClient(t, srv)
 	_, err := other.Revoke(ctx, ownerLease(t, cli, "n1"))
 	require.NoError(t, err)
-	require.Eventually(t, holding.Load, testTimeout, 10*time.Millisecond, "the store asks whether its lease lives")
+	require.Eventually(t, check.held.Load, testTimeout, 10*time.Millisecond, "the store asks whether its lease lives")
 	// It lives longer than two of the store's TTLs: the write waiting
 	// for the retake must not give up while Run retries.
 	leftover, err := other.Grant(ctx, 5)
 	require.NoError(t, err)
 	_, err = other.Put(ctx, etcdstore.DefaultPrefix+"n1", "a", clientv3.WithLease(leftover.ID))
 	require.NoError(t, err)
-	release()
+	check.release()
 
 	require.NoError(t, s.PutAllocation(ctx, alloc("ns", "b", "10.1.1.3")), "the write waits for the retake")
-	require.NoError(t, s.Err())
+	requireOwns(t, s.Store, 2)
 	lease := ownerLease(t, cli, "n1")
 	assert.NotZero(t, lease)
 	assert.NotEqual(t, leftover.ID, lease)
