@@ -379,7 +379,11 @@ func (a *Agent) openIPAMStore(cli *clientv3.Client, ipv6 bool) (ipam.Store, erro
 		name, file, prefix = "ipam6-etcdstore", "ipam6.db", IPAM6EtcdPrefix
 	}
 	if a.cfg.IPAMStore == StoreEtcd {
-		s, err := etcdstore.New(cli, a.cfg.NodeName, etcdstore.Config{Prefix: prefix, Logger: a.log})
+		// The lease file is in the state directory, which this agent
+		// holds locked: an agent restarted after a crash takes over the
+		// store's lease at once.
+		s, err := etcdstore.New(cli, a.cfg.NodeName, etcdstore.Config{Prefix: prefix, Logger: a.log,
+			LeaseFile: a.cfg.statePath(strings.TrimSuffix(file, ".db") + "-etcd.lease")})
 		if err != nil {
 			return nil, err
 		}

@@ -37,7 +37,8 @@ type Config struct {
 	// NodeName is this node's Kubernetes node name. Required.
 	NodeName string `json:"nodeName"`
 	// StateDir holds the local state: the watcher's mirror, nodesync's
-	// saved node ID, the bbolt IPAM store, the CNI attachments. Default:
+	// saved node ID, the bbolt IPAM store (or the etcd IPAM store's lease
+	// file), the CNI attachments. Default:
 	// /var/lib/vswitchkit.
 	StateDir string `json:"stateDir"`
 	// KubeStatePrefix is the etcd prefix of the Kubernetes state. Default:

@@ -53,7 +53,10 @@
 //   - a second agent with the same node name waits in Run until the first
 //     releases the key (Run of the first returned, or its lease expired
 //     after a crash: at most [Config.LeaseTTL]); until then its calls wait
-//     and fail with [ErrNotOwner] when their context ends;
+//     and fail with [ErrNotOwner] when their context ends. An agent
+//     restarted after a crash on the same node, whose store finds the
+//     lease recorded in [Config.LeaseFile], takes over the lease and the
+//     key at once;
 //   - a write whose outcome was unknown (the request timed out after etcd
 //     applied it, or before) can never be applied after a later write of
 //     the store has returned: the later write changed the owner key's mod
@@ -76,7 +79,8 @@
 // milliseconds, with spikes of tens under load) and is shared by every
 // node's pod churn. Allocation fails while etcd is unreachable, and an
 // agent restarted after a crash waits until the crashed agent's lease
-// expires (at most [Config.LeaseTTL]; a graceful stop releases at once).
+// expires (at most [Config.LeaseTTL]; a graceful stop releases at once)
+// unless the store has a [Config.LeaseFile].
 // Use ipam/boltstore when etcd latency or availability matter more and
 // the node's state directory survives restarts and re-images.
 //

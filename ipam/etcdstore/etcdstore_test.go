@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -779,6 +782,58 @@ func TestRetakeWaitsForOwnLeftover(t *testing.T) {
 	lease := ownerLease(t, cli, "n1")
 	assert.NotZero(t, lease)
 	assert.NotEqual(t, leftover.ID, lease)
+}
+
+// TestLeaseFile: an agent that crashed (its client gone, no revoke)
+// leaves its lease in Config.LeaseFile; its successor on the node takes
+// over the lease and the records at once instead of waiting for the
+// (long) TTL, and a graceful stop removes the file.
+func TestLeaseFile(t *testing.T) {
+	srv := startEtcd(t)
+	file := filepath.Join(t.TempDir(), "ipam.lease")
+	cfg := etcdstore.Config{Identity: "first", LeaseTTL: time.Hour, LeaseFile: file}
+	crashing := newClient(t, srv)
+	first := run(t, crashing, "n1", cfg)
+	waitOwned(t, first.Store)
+	ctx := context.Background()
+	require.NoError(t, first.PutAllocation(ctx, alloc("ns", "a", "10.1.1.2")))
+	lease := ownerLease(t, newClient(t, srv), "n1")
+	require.FileExists(t, file)
+	require.NoError(t, crashing.Close()) // the crash: nothing revoked
+	waitLost(t, first.Store)
+	require.FileExists(t, file)
+
+	cli := newClient(t, srv)
+	cfg.Identity = "second"
+	second := run(t, cli, "n1", cfg)
+	select {
+	case <-second.Owned():
+	case <-time.After(30 * time.Second): // the TTL is an hour
+		t.Fatal("the successor did not take over the lease")
+	}
+	assert.Equal(t, lease, ownerLease(t, cli, "n1"), "the same lease")
+	require.NoError(t, second.PutAllocation(ctx, alloc("ns", "b", "10.1.1.3")))
+	requireOwns(t, second.Store, 2)
+
+	require.ErrorIs(t, second.stop(), context.Canceled)
+	assert.NoFileExists(t, file, "a graceful stop revokes the lease and removes the file")
+	assert.Zero(t, ownerLease(t, cli, "n1"))
+}
+
+// TestLeaseFileStale: a lease file naming a lease that no longer holds
+// the owner key (expired, another agent's key since) is ignored.
+func TestLeaseFileStale(t *testing.T) {
+	srv := startEtcd(t)
+	cli := newClient(t, srv)
+	file := filepath.Join(t.TempDir(), "ipam.lease")
+	require.NoError(t, os.WriteFile(file, []byte("7b\n"), 0o600))
+	s := run(t, cli, "n1", etcdstore.Config{Identity: "a", LeaseFile: file})
+	waitOwned(t, s.Store)
+	lease := ownerLease(t, cli, "n1")
+	assert.NotEqual(t, clientv3.LeaseID(0x7b), lease)
+	raw, err := os.ReadFile(file)
+	require.NoError(t, err)
+	assert.Equal(t, strconv.FormatInt(int64(lease), 16)+"\n", string(raw), "the file names the new lease")
 }
 
 // TestNoRetakeAfterAnotherOwner: the lease ends and, before the store
