@@ -173,6 +173,9 @@ func Plot(path string, results []Result) error {
 	var rs, ms []any
 	for _, r := range results {
 		label := fmt.Sprintf("%d agents", r.Agents)
+		if r.Layout == 1 {
+			label += ", flat layout"
+		}
 		if r.Killed != "" {
 			label += ", member killed"
 		}
