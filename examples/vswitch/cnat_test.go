@@ -15,7 +15,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
-	"github.com/vswitchkit/vswitchkit/embedetcd"
 )
 
 // TestCnatDualStack: the daemon with -services cnat -ip-family dual (on
@@ -27,12 +26,7 @@ import (
 // the rest keeps working.
 func TestCnatDualStack(t *testing.T) {
 	ctx := context.Background()
-	etcd, err := embedetcd.Start(ctx, embedetcd.Config{UnsafeNoFsync: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { etcd.Close() })
-	cli, err := etcd.Client()
-	require.NoError(t, err)
-	t.Cleanup(func() { cli.Close() })
+	etcd, cli := startEtcd(t)
 	put := func(key string, m proto.Message) {
 		t.Helper()
 		b, err := proto.Marshal(m)

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vswitchkit/vswitchkit/embedetcd"
 	"github.com/vswitchkit/vswitchkit/ipam/etcdstore"
 )
 
@@ -21,12 +20,7 @@ import (
 // to expire (etcdstore's TTL is 60 s), and keeps the same owner key.
 func TestCrashTakesOverIPAMLease(t *testing.T) {
 	ctx := context.Background()
-	etcd, err := embedetcd.Start(ctx, embedetcd.Config{UnsafeNoFsync: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { etcd.Close() })
-	cli, err := etcd.Client()
-	require.NoError(t, err)
-	t.Cleanup(func() { cli.Close() })
+	etcd, cli := startEtcd(t)
 	ownerKey := func() (lease, create int64) {
 		t.Helper()
 		resp, err := cli.Get(ctx, etcdstore.DefaultPrefix+"node-1")

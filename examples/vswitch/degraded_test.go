@@ -15,7 +15,6 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
-	"github.com/vswitchkit/vswitchkit/embedetcd"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppmodel"
 )
 
@@ -27,12 +26,7 @@ import (
 // /readyz stays 200: the node serves its other pods.
 func TestDegradedIsVisible(t *testing.T) {
 	ctx := context.Background()
-	etcd, err := embedetcd.Start(ctx, embedetcd.Config{UnsafeNoFsync: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { etcd.Close() })
-	cli, err := etcd.Client()
-	require.NoError(t, err)
-	t.Cleanup(func() { cli.Close() })
+	etcd, cli := startEtcd(t)
 	put := func(key string, raw []byte) {
 		t.Helper()
 		_, err := cli.Put(ctx, key, string(raw))

@@ -23,10 +23,12 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 
 	"github.com/vswitchkit/vswitchkit/bgp/gobgp/gobgptest"
 	"github.com/vswitchkit/vswitchkit/cniserver/cniplugin"
+	"github.com/vswitchkit/vswitchkit/embedetcd"
 )
 
 // binary is the daemon, built once by TestMain.
@@ -60,6 +62,19 @@ func TestMain(m *testing.M) {
 		return code
 	}()
 	os.Exit(code)
+}
+
+// startEtcd starts an embedded etcd for the test and returns it with a
+// client; both are closed when the test ends.
+func startEtcd(t *testing.T) (*embedetcd.Server, *clientv3.Client) {
+	t.Helper()
+	srv, err := embedetcd.Start(context.Background(), embedetcd.Config{UnsafeNoFsync: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Close() })
+	cli, err := srv.Client()
+	require.NoError(t, err)
+	t.Cleanup(func() { cli.Close() })
+	return srv, cli
 }
 
 // shortDir makes a directory with a short path (a unix socket path must

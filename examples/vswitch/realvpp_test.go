@@ -27,7 +27,6 @@ import (
 	"github.com/vswitchkit/vswitchkit/cniserver"
 	"github.com/vswitchkit/vswitchkit/controller"
 	"github.com/vswitchkit/vswitchkit/controller/kubemodel"
-	"github.com/vswitchkit/vswitchkit/embedetcd"
 	"github.com/vswitchkit/vswitchkit/vppdriver"
 	"github.com/vswitchkit/vswitchkit/vppdriver/vppdrivertest"
 )
@@ -56,12 +55,7 @@ func TestRealVPP(t *testing.T) {
 	pod := vppdrivertest.NewNetns(t, "vskd-pod-"+id)
 	t.Cleanup(func() { removeOwned(t, sock) })
 
-	etcdSrv, err := embedetcd.Start(context.Background(), embedetcd.Config{UnsafeNoFsync: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { etcdSrv.Close() })
-	cli, err := etcdSrv.Client()
-	require.NoError(t, err)
-	t.Cleanup(func() { cli.Close() })
+	etcdSrv, cli := startEtcd(t)
 	raw, err := proto.Marshal(&kubemodel.Node{Name: "node-1",
 		Addresses: []*kubemodel.NodeAddress{{Type: kubemodel.NodeAddress_INTERNAL_IP, Address: "192.168.0.1"}}})
 	require.NoError(t, err)

@@ -618,7 +618,7 @@ func (s *Store) write(ctx context.Context, op clientv3.Op) error {
 // revision create. Deleted (the lease expired: Run takes it again if no
 // other agent took it; or an operator deleted it), or created again by
 // this store's Run (its identity) and not yet confirmed: it waits for
-// Run's verdict, at most two TTLs, and returns nil to try again. Another
+// Run's verdict (see awaitRetake) and returns nil to try again. Another
 // agent's key: ownership is lost.
 func (s *Store) notOurKey(ctx context.Context, create int64, kvs []*mvccpb.KeyValue) error {
 	if len(kvs) > 0 && string(kvs[0].Value) != s.identity {

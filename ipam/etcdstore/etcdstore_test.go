@@ -568,27 +568,46 @@ func ownerLease(t *testing.T, cli *clientv3.Client, node string) clientv3.LeaseI
 	return clientv3.LeaseID(resp.Kvs[0].Lease)
 }
 
+// retakeFixture is a running store of node n1 (Identity "a", a 2 s
+// lease) that owns one record (ns/a), with its client and another one.
+type retakeFixture struct {
+	cli, other *clientv3.Client
+	s          *running
+}
+
+func newRetakeFixture(t *testing.T, opts ...grpc.DialOption) *retakeFixture {
+	t.Helper()
+	srv := startEtcd(t)
+	f := &retakeFixture{cli: newClient(t, srv, opts...), other: newClient(t, srv)}
+	f.s = run(t, f.cli, "n1", etcdstore.Config{Identity: "a", LeaseTTL: 2 * time.Second})
+	waitOwned(t, f.s.Store)
+	require.NoError(t, f.s.PutAllocation(context.Background(), alloc("ns", "a", "10.1.1.2")))
+	return f
+}
+
+// expire ends the store's lease from the other client, as etcd expires a
+// lease whose keep-alives did not reach it within the TTL, and returns it.
+func (f *retakeFixture) expire(t *testing.T) clientv3.LeaseID {
+	t.Helper()
+	lease := ownerLease(t, f.cli, "n1")
+	require.NotZero(t, lease)
+	_, err := f.other.Revoke(context.Background(), lease)
+	require.NoError(t, err)
+	return lease
+}
+
 // TestRetakeAfterLeaseExpired: the owner key's lease ends (revoked here,
 // as etcd expires it when no keep-alive reached it within the TTL, which
 // an overloaded etcd does); no other agent took the key: the store takes
 // it again with a new lease and goes on, its records intact; a write made
 // while the key was gone waits for that and succeeds.
 func TestRetakeAfterLeaseExpired(t *testing.T) {
-	srv := startEtcd(t)
-	cli := newClient(t, srv)
-	s := run(t, cli, "n1", etcdstore.Config{Identity: "a", LeaseTTL: 2 * time.Second})
-	waitOwned(t, s.Store)
-	ctx := context.Background()
-	require.NoError(t, s.PutAllocation(ctx, alloc("ns", "a", "10.1.1.2")))
-	old := ownerLease(t, cli, "n1")
-	require.NotZero(t, old)
-
-	other := newClient(t, srv)
-	_, err := other.Revoke(ctx, old)
-	require.NoError(t, err)
+	f := newRetakeFixture(t)
+	s, ctx := f.s, context.Background()
+	old := f.expire(t)
 	require.NoError(t, s.PutAllocation(ctx, alloc("ns", "b", "10.1.1.3")), "a write while the key is gone waits for the retake")
 	require.NoError(t, s.Err())
-	lease := ownerLease(t, cli, "n1")
+	lease := ownerLease(t, f.cli, "n1")
 	assert.NotZero(t, lease)
 	assert.NotEqual(t, old, lease, "a new lease")
 	got, err := s.ListAllocations(ctx)
@@ -608,21 +627,13 @@ func TestRetakeAfterLeaseExpired(t *testing.T) {
 // starting at once: three stores whose keep-alives were late listed in
 // that window and stopped their agents.
 func TestListWaitsForRetake(t *testing.T) {
-	srv := startEtcd(t)
-	cli := newClient(t, srv)
-	s := run(t, cli, "n1", etcdstore.Config{Identity: "a", LeaseTTL: 2 * time.Second})
-	waitOwned(t, s.Store)
-	ctx := context.Background()
-	require.NoError(t, s.PutAllocation(ctx, alloc("ns", "a", "10.1.1.2")))
-
-	other := newClient(t, srv)
-	_, err := other.Revoke(ctx, ownerLease(t, cli, "n1"))
-	require.NoError(t, err)
-	got, err := s.ListAllocations(ctx)
+	f := newRetakeFixture(t)
+	f.expire(t)
+	got, err := f.s.ListAllocations(context.Background())
 	require.NoError(t, err, "a list while the key is gone waits for the retake")
 	assert.Len(t, got, 1)
-	require.NoError(t, s.Err())
-	assert.NotZero(t, ownerLease(t, cli, "n1"))
+	require.NoError(t, f.s.Err())
+	assert.NotZero(t, ownerLease(t, f.cli, "n1"))
 }
 
 // callHold holds the first gRPC call whose method ends in suffix until
@@ -683,7 +694,6 @@ func requireOwns(t *testing.T, s *etcdstore.Store, n int) {
 // 5000 simulated agents: ~3300 stores stopped on "requested lease not
 // found" (a new lease expired before the key was put on it).
 func TestRetakeRetriesErrors(t *testing.T) {
-	srv := startEtcd(t)
 	var armed atomic.Bool
 	failApplied := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		err := invoker(ctx, method, req, reply, cc, opts...)
@@ -694,19 +704,12 @@ func TestRetakeRetriesErrors(t *testing.T) {
 		}
 		return err
 	}
-	cli := newClient(t, srv, grpc.WithUnaryInterceptor(failApplied))
-	s := run(t, cli, "n1", etcdstore.Config{Identity: "a", LeaseTTL: 2 * time.Second})
-	waitOwned(t, s.Store)
-	ctx := context.Background()
-	require.NoError(t, s.PutAllocation(ctx, alloc("ns", "a", "10.1.1.2")))
-
+	f := newRetakeFixture(t, grpc.WithUnaryInterceptor(failApplied))
 	armed.Store(true)
-	other := newClient(t, srv)
-	_, err := other.Revoke(ctx, ownerLease(t, cli, "n1"))
-	require.NoError(t, err)
-	require.NoError(t, s.PutAllocation(ctx, alloc("ns", "b", "10.1.1.3")), "the write waits for the retake, which retries")
+	f.expire(t)
+	require.NoError(t, f.s.PutAllocation(context.Background(), alloc("ns", "b", "10.1.1.3")), "the write waits for the retake, which retries")
 	require.False(t, armed.Load(), "the injected failure happened")
-	requireOwns(t, s.Store, 2)
+	requireOwns(t, f.s.Store, 2)
 }
 
 // TestWriteDuringRetake: a write and a list made while Run has created the
@@ -715,21 +718,13 @@ func TestRetakeRetriesErrors(t *testing.T) {
 // another agent's. Found by 5000 simulated agents: 1643 stores stopped
 // with "the owner key was taken over" by themselves.
 func TestWriteDuringRetake(t *testing.T) {
-	srv := startEtcd(t)
 	history := newCallHold(t, "/Watch")
-	cli := newClient(t, srv, history.stream())
-	s := run(t, cli, "n1", etcdstore.Config{Identity: "a", LeaseTTL: 2 * time.Second})
-	waitOwned(t, s.Store)
-	ctx := context.Background()
-	require.NoError(t, s.PutAllocation(ctx, alloc("ns", "a", "10.1.1.2")))
-	old := ownerLease(t, cli, "n1")
-
-	other := newClient(t, srv)
-	_, err := other.Revoke(ctx, old)
-	require.NoError(t, err)
+	f := newRetakeFixture(t, history.stream())
+	s, ctx := f.s, context.Background()
+	old := f.expire(t)
 	// Run has put the key again and now waits for the history.
 	require.Eventually(t, func() bool {
-		l := ownerLease(t, other, "n1")
+		l := ownerLease(t, f.other, "n1")
 		return l != 0 && l != old && history.held.Load()
 	}, testTimeout, 10*time.Millisecond)
 	wrote := make(chan error, 2)
@@ -757,17 +752,10 @@ func TestWriteDuringRetake(t *testing.T) {
 // Found by 5000 simulated agents: 6 stores stopped with "another agent
 // owns them now", their own key.
 func TestRetakeWaitsForOwnLeftover(t *testing.T) {
-	srv := startEtcd(t)
 	check := newCallHold(t, "/LeaseTimeToLive")
-	cli := newClient(t, srv, check.unary())
-	s := run(t, cli, "n1", etcdstore.Config{Identity: "a", LeaseTTL: 2 * time.Second})
-	waitOwned(t, s.Store)
-	ctx := context.Background()
-	require.NoError(t, s.PutAllocation(ctx, alloc("ns", "a", "10.1.1.2")))
-
-	other := newClient(t, srv)
-	_, err := other.Revoke(ctx, ownerLease(t, cli, "n1"))
-	require.NoError(t, err)
+	f := newRetakeFixture(t, check.unary())
+	s, ctx, other := f.s, context.Background(), f.other
+	f.expire(t)
 	require.Eventually(t, check.held.Load, testTimeout, 10*time.Millisecond, "the store asks whether its lease lives")
 	// It lives longer than two of the store's TTLs: the write waiting
 	// for the retake must not give up while Run retries.
@@ -779,7 +767,7 @@ func TestRetakeWaitsForOwnLeftover(t *testing.T) {
 
 	require.NoError(t, s.PutAllocation(ctx, alloc("ns", "b", "10.1.1.3")), "the write waits for the retake")
 	requireOwns(t, s.Store, 2)
-	lease := ownerLease(t, cli, "n1")
+	lease := ownerLease(t, f.cli, "n1")
 	assert.NotZero(t, lease)
 	assert.NotEqual(t, leftover.ID, lease)
 }
@@ -841,24 +829,17 @@ func TestLeaseFileStale(t *testing.T) {
 // store must not take the records back (the other agent may have written
 // them); it reports them lost.
 func TestNoRetakeAfterAnotherOwner(t *testing.T) {
-	srv := startEtcd(t)
-	cli := newClient(t, srv)
-	s := run(t, cli, "n1", etcdstore.Config{Identity: "a", LeaseTTL: 2 * time.Second})
-	waitOwned(t, s.Store)
-	ctx := context.Background()
-	require.NoError(t, s.PutAllocation(ctx, alloc("ns", "a", "10.1.1.2")))
-
-	other := newClient(t, srv)
-	_, err := other.Revoke(ctx, ownerLease(t, cli, "n1"))
+	f := newRetakeFixture(t)
+	s, ctx := f.s, context.Background()
+	f.expire(t)
+	_, err := f.other.Put(ctx, etcdstore.DefaultPrefix+"n1", "intruder")
 	require.NoError(t, err)
-	_, err = other.Put(ctx, etcdstore.DefaultPrefix+"n1", "intruder")
-	require.NoError(t, err)
-	_, err = other.Delete(ctx, etcdstore.DefaultPrefix+"n1")
+	_, err = f.other.Delete(ctx, etcdstore.DefaultPrefix+"n1")
 	require.NoError(t, err)
 
 	waitLost(t, s.Store)
 	require.ErrorIs(t, s.Err(), etcdstore.ErrOwnershipLost)
 	assert.ErrorContains(t, s.Err(), "owned them meanwhile")
 	assert.ErrorIs(t, s.PutAllocation(ctx, alloc("ns", "b", "10.1.1.3")), etcdstore.ErrOwnershipLost)
-	assert.Zero(t, ownerLease(t, cli, "n1"), "the store's new owner key is revoked again")
+	assert.Zero(t, ownerLease(t, f.cli, "n1"), "the store's new owner key is revoked again")
 }
