@@ -1,21 +1,18 @@
 package clustersim
 
 import (
-	"bufio"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"text/tabwriter"
 	"time"
 
+	"github.com/vswitchkit/vswitchkit/examples/scale/internal/envelope"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 )
 
 func mib(b uint64) string { return strconv.FormatFloat(float64(b)/(1<<20), 'f', 0, 64) }
@@ -207,28 +204,7 @@ func Plot(path string, results []Result) error {
 			return err
 		}
 	}
-	img := vgimg.New(16*vg.Inch, 6*vg.Inch)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Inch / 3, PadY: vg.Inch / 3,
-		PadTop: vg.Inch / 6, PadBottom: vg.Inch / 6, PadLeft: vg.Inch / 6, PadRight: vg.Inch / 6}
-	plots := [][]*plot.Plot{{ready, mem}}
-	canvases := plot.Align(plots, tiles, dc)
-	ready.Draw(canvases[0][0])
-	mem.Draw(canvases[0][1])
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	bw := bufio.NewWriter(f)
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(bw); err != nil {
-		f.Close()
-		return err
-	}
-	if err := bw.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return envelope.WritePNG(path, 6*vg.Inch, [][]*plot.Plot{{ready, mem}})
 }
 
 func maxRSS(ss []Sample) uint64 {

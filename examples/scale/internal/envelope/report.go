@@ -151,11 +151,16 @@ func Plot(path string, results []Result) error {
 		return err
 	}
 
-	img := vgimg.New(16*vg.Inch, 11*vg.Inch)
+	return WritePNG(path, 11*vg.Inch, [][]*plot.Plot{{startup, memory}, {p50, p99}})
+}
+
+// WritePNG draws plots (rows of equally many columns) in a grid 16 inches
+// wide and height high and writes it to path as a PNG.
+func WritePNG(path string, height vg.Length, plots [][]*plot.Plot) error {
+	img := vgimg.New(16*vg.Inch, height)
 	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 2, Cols: 2, PadX: vg.Inch / 3, PadY: vg.Inch / 3,
+	tiles := draw.Tiles{Rows: len(plots), Cols: len(plots[0]), PadX: vg.Inch / 3, PadY: vg.Inch / 3,
 		PadTop: vg.Inch / 6, PadBottom: vg.Inch / 6, PadLeft: vg.Inch / 6, PadRight: vg.Inch / 6}
-	plots := [][]*plot.Plot{{startup, memory}, {p50, p99}}
 	canvases := plot.Align(plots, tiles, dc)
 	for i := range plots {
 		for j := range plots[i] {
