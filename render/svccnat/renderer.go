@@ -298,21 +298,9 @@ func (r *Renderer) replaceOwner(old, cur *rendered, w writer) {
 	if cur != nil {
 		nt = cur.trs
 	}
-	i, j := 0, 0
-	for i < len(ot) || j < len(nt) {
-		switch {
-		case j == len(nt) || (i < len(ot) && cmpFrontend(ot[i].spec.fe, nt[j].spec.fe) < 0):
-			r.release(old, ot[i], w)
-			i++
-		case i == len(ot) || cmpFrontend(ot[i].spec.fe, nt[j].spec.fe) > 0:
-			r.claim(cur, nil, nt[j], w)
-			j++
-		default:
-			r.claim(cur, ot[i], nt[j], w)
-			i++
-			j++
-		}
-	}
+	claims.Diff(ot, nt, func(a, b *translation) int { return cmpFrontend(a.spec.fe, b.spec.fe) },
+		func(t *translation) { r.release(old, t, w) },
+		func(prev, t *translation) { r.claim(cur, prev, t, w) })
 	if old != nil && cur != nil {
 		r.rebind(old, cur)
 	}

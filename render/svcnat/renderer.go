@@ -218,21 +218,9 @@ func (r *Renderer) service(id kubemodel.ServiceID, s *svcprocessor.ContivService
 	if cur != nil {
 		nm = cur.mappings
 	}
-	i, j := 0, 0
-	for i < len(om) || j < len(nm) {
-		switch {
-		case j == len(nm) || (i < len(om) && cmpFrontend(om[i].spec.fe, nm[j].spec.fe) < 0):
-			r.release(old, om[i], w)
-			i++
-		case i == len(om) || cmpFrontend(om[i].spec.fe, nm[j].spec.fe) > 0:
-			r.claim(cur, nil, nm[j], w)
-			j++
-		default:
-			r.claim(cur, om[i], nm[j], w)
-			i++
-			j++
-		}
-	}
+	claims.Diff(om, nm, func(a, b *mapping) int { return cmpFrontend(a.spec.fe, b.spec.fe) },
+		func(m *mapping) { r.release(old, m, w) },
+		func(prev, m *mapping) { r.claim(cur, prev, m, w) })
 	if old != nil && cur != nil {
 		r.rebind(old, cur)
 	}

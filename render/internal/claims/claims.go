@@ -116,3 +116,26 @@ func (t *Table[F, O, V]) All() iter.Seq2[F, []O] {
 		}
 	}
 }
+
+// Diff walks old and cur, an owner's values before and after a change,
+// both sorted by cmp (by frontend), in order: release for each value only
+// in old, claim for each value of cur with its equal in old (prev: the
+// zero T when cur's frontend is new).
+func Diff[T any](old, cur []T, cmp func(a, b T) int, release func(T), claim func(prev, t T)) {
+	var zero T
+	i, j := 0, 0
+	for i < len(old) || j < len(cur) {
+		switch {
+		case j == len(cur) || (i < len(old) && cmp(old[i], cur[j]) < 0):
+			release(old[i])
+			i++
+		case i == len(old) || cmp(old[i], cur[j]) > 0:
+			claim(zero, cur[j])
+			j++
+		default:
+			claim(old[i], cur[j])
+			i++
+			j++
+		}
+	}
+}

@@ -100,3 +100,36 @@ func Example() {
 	// conflicts: 1
 	// VPP: a's mapping -> b's mapping
 }
+
+func TestDiff(t *testing.T) {
+	p := func(s string) *string { return &s }
+	byValue := func(a, b *string) int { return cmp.Compare(*a, *b) }
+	for _, tc := range []struct {
+		name     string
+		old, cur []*string
+		want     []string
+	}{
+		{"both empty", nil, nil, nil},
+		{"all new", nil, []*string{p("a"), p("b")}, []string{"claim -/a", "claim -/b"}},
+		{"all gone", []*string{p("a"), p("b")}, nil, []string{"release a", "release b"}},
+		{"same", []*string{p("a")}, []*string{p("a")}, []string{"claim a/a"}},
+		{"interleaved", []*string{p("a"), p("c"), p("e")}, []*string{p("b"), p("c"), p("f")},
+			[]string{"release a", "claim -/b", "claim c/c", "release e", "claim -/f"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			claims.Diff(tc.old, tc.cur, byValue,
+				func(v *string) { got = append(got, "release "+*v) },
+				func(prev, v *string) {
+					from := "-"
+					if prev != nil {
+						from = *prev
+					}
+					got = append(got, "claim "+from+"/"+*v)
+				})
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
